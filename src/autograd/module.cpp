@@ -1,0 +1,53 @@
+#include "autograd/module.h"
+
+namespace zt {
+
+namespace {
+std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+}  // namespace
+
+std::vector<Parameter*> Module::parameters() {
+    std::vector<Parameter*> out;
+    for (auto& p : params_) out.push_back(p.get());
+    for (auto& c : children_) {
+        auto sub = c->parameters();
+        out.insert(out.end(), sub.begin(), sub.end());
+    }
+    return out;
+}
+
+void Module::add_hook(HookPoint point, Hook hook) {
+    hooks_[static_cast<int>(point)].push_back(std::move(hook));
+}
+
+void Module::run_hooks(HookPoint point) {
+    for (auto& h : hooks_[static_cast<int>(point)]) h(*this);
+}
+
+Parameter& Module::register_parameter(const std::string& local_name, Shape shape, ParamInit init,
+                                      bool decay) {
+    auto p = std::make_unique<Parameter>();
+    p->name = join(name_, local_name);
+    p->shape = std::move(shape);
+    p->init = init;
+    p->decay = decay;
+    params_.push_back(std::move(p));
+    param_local_names_.push_back(local_name);
+    return *params_.back();
+}
+
+void Module::adopt(const std::string& local_name, std::unique_ptr<Module> child) {
+    child->rename(join(name_, local_name));
+    child_ptrs_.push_back(child.get());
+    children_.push_back(std::move(child));
+    child_local_names_.push_back(local_name);
+}
+
+void Module::rename(const std::string& name) {
+    name_ = name;
+    for (size_t i = 0; i < params_.size(); ++i) params_[i]->name = join(name_, param_local_names_[i]);
+    for (size_t i = 0; i < children_.size(); ++i)
+        children_[i]->rename(join(name_, child_local_names_[i]));
+}
+
+}  // namespace zt

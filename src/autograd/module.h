@@ -1,0 +1,94 @@
+// Module: named parameters, child modules, and hooks around forward and backward (ZeRO-3 gathering,
+// recompute and pipeline stages hang on these). Parameters are declared here (name, shape, init,
+// decay) and get their storage from a ParamArena (param_arena.h) once the model is built.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tape.h"
+#include "autograd/variable.h"
+
+namespace zt {
+
+enum class HookPoint { kPreForward = 0, kPostForward, kPreBackward, kPostBackward };
+
+struct ParamInit {
+    enum class Kind { kNormal, kZeros, kOnes } kind = Kind::kZeros;
+    float std = 0.0f;
+    static ParamInit normal(float std) { return {Kind::kNormal, std}; }
+    static ParamInit zeros() { return {Kind::kZeros, 0.0f}; }
+    static ParamInit ones() { return {Kind::kOnes, 0.0f}; }
+};
+
+struct Parameter {
+    std::string name;  // full dotted name ("transformer.h.0.attn.c_attn.weight")
+    Shape shape;
+    ParamInit init;
+    bool decay = false;   // AdamW weight decay applies (2-D weights)
+    int64_t offset = 0;   // element offset in the flat arenas
+    Tensor master;        // f32 master weights (arena view)
+    Tensor grad;          // gradient (arena view, grad_accum dtype)
+    Var var;              // what ops see: value = compute copy, grad = `grad`
+    int64_t numel() const { return shape_numel(shape); }
+};
+
+class Module {
+public:
+    explicit Module(std::string name = "") : name_(std::move(name)) {}
+    virtual ~Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+
+    // Full dotted path of this module ("transformer.h.0.attn"), set by the parent on registration.
+    const std::string& name() const { return name_; }
+
+    // Parameters of this module and its children, in registration order (the arena order).
+    std::vector<Parameter*> parameters();
+    const std::vector<Module*>& children() const { return child_ptrs_; }
+
+    using Hook = std::function<void(Module&)>;
+    void add_hook(HookPoint point, Hook hook);
+    void run_hooks(HookPoint point);
+
+    // Runs fn (the module's forward) between the forward hooks and records the module's extent on
+    // the tape for the backward hooks.
+    template <typename Fn>
+    auto call(Tape& tape, Fn&& fn) {
+        run_hooks(HookPoint::kPreForward);
+        bool rec = tape.recording();
+        if (rec) tape.push_module_enter(*this);
+        auto out = fn();
+        if (rec) tape.push_module_exit(*this);
+        run_hooks(HookPoint::kPostForward);
+        return out;
+    }
+
+protected:
+    Parameter& register_parameter(const std::string& local_name, Shape shape, ParamInit init,
+                                  bool decay);
+    template <typename M, typename... Args>
+    M& register_module(const std::string& local_name, Args&&... args) {
+        auto m = std::make_unique<M>(std::forward<Args>(args)...);
+        M& ref = *m;
+        adopt(local_name, std::move(m));
+        return ref;
+    }
+
+private:
+    void adopt(const std::string& local_name, std::unique_ptr<Module> child);
+    void rename(const std::string& name);
+
+    std::string name_;
+    std::vector<std::unique_ptr<Parameter>> params_;
+    std::vector<std::string> param_local_names_;
+    std::vector<std::unique_ptr<Module>> children_;
+    std::vector<Module*> child_ptrs_;
+    std::vector<std::string> child_local_names_;
+    std::vector<Hook> hooks_[4];
+};
+
+}  // namespace zt

@@ -1,0 +1,63 @@
+#include "autograd/tape.h"
+
+#include "autograd/module.h"
+#include "tensor/kernels/elementwise.h"
+
+namespace zt {
+
+void Tape::push(const char* op, std::function<void()> backward) {
+    entries_.push_back(Entry{Kind::kOp, op, nullptr, std::move(backward)});
+}
+
+void Tape::push_module_enter(Module& m) {
+    entries_.push_back(Entry{Kind::kModuleEnter, "module", &m, nullptr});
+}
+
+void Tape::push_module_exit(Module& m) {
+    entries_.push_back(Entry{Kind::kModuleExit, "module", &m, nullptr});
+}
+
+void Tape::backward(const Var& loss, float seed) {
+    ZT_ASSERT(loss->value.numel() == 1, "backward needs a scalar loss, got shape ",
+              shape_str(loss->value.shape()));
+    Tensor g = Tensor::empty(*pool_, loss->value.shape(), loss->value.dtype(),
+                             MemCategory::kActivations);
+    g.fill(seed);
+    add_grad(loss, std::move(g));
+    bool was_recording = recording_;
+    recording_ = false;
+    for (size_t i = entries_.size(); i-- > 0;) {
+        Entry& e = entries_[i];
+        switch (e.kind) {
+            case Kind::kOp: e.backward(); break;
+            case Kind::kModuleExit: e.module->run_hooks(HookPoint::kPreBackward); break;
+            case Kind::kModuleEnter: e.module->run_hooks(HookPoint::kPostBackward); break;
+        }
+        entries_.pop_back();  // frees what the op saved
+    }
+    recording_ = was_recording;
+}
+
+void Tape::add_grad(const Var& v, Tensor g) {
+    if (!v->requires_grad) return;
+    if (!v->grad.defined()) {
+        ZT_ASSERT(!v->is_param, "parameter gradient missing");
+        v->grad = std::move(g);
+        return;
+    }
+    ZT_ASSERT(v->grad.numel() == g.numel(), "gradient shape mismatch");
+    kernels::add_inplace(v->grad, g);
+}
+
+Tensor& Tape::grad_zeros(const Var& v) {
+    if (!v->grad.defined())
+        v->grad = Tensor::zeros(*pool_, v->value.shape(), v->value.dtype(),
+                                MemCategory::kActivations);
+    return v->grad;
+}
+
+Tensor Tape::new_grad(const Var& v) const {
+    return Tensor::empty(*pool_, v->value.shape(), v->value.dtype(), MemCategory::kActivations);
+}
+
+}  // namespace zt

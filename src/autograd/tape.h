@@ -1,0 +1,67 @@
+// Reverse-mode tape. Ops push a backward closure (which owns what it saved) while recording;
+// backward() runs them newest first and drops each closure right after it runs, so saved
+// activations are released as soon as backward no longer needs them. Module markers on the tape
+// fire the modules' backward hooks (pre-backward when backward reaches a module's last op,
+// post-backward when it passes its first).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "tensor/memory.h"
+
+namespace zt {
+
+class Module;
+
+class Tape {
+public:
+    explicit Tape(MemoryPool& pool) : pool_(&pool) {}
+    Tape(const Tape&) = delete;
+    Tape& operator=(const Tape&) = delete;
+
+    MemoryPool& pool() const { return *pool_; }
+    bool recording() const { return recording_; }
+    void set_recording(bool on) { recording_ = on; }
+
+    // Records a backward step. Only call when recording() and some input requires grad.
+    void push(const char* op, std::function<void()> backward);
+    void push_module_enter(Module& m);
+    void push_module_exit(Module& m);
+
+    // Seeds loss->grad with `seed` (a scalar loss) and runs the tape in reverse, then clears it.
+    void backward(const Var& loss, float seed = 1.0f);
+    void clear() { entries_.clear(); }
+    size_t size() const { return entries_.size(); }
+
+    // Adds g to v's gradient: adopts g when v has none yet (activations), else adds elementwise.
+    static void add_grad(const Var& v, Tensor g);
+    // v's gradient, created as zeros when missing (for kernels that accumulate).
+    Tensor& grad_zeros(const Var& v);
+    // A fresh activation-gradient buffer shaped like v's value.
+    Tensor new_grad(const Var& v) const;
+
+private:
+    enum class Kind { kOp, kModuleEnter, kModuleExit };
+    struct Entry {
+        Kind kind;
+        const char* op;
+        Module* module;
+        std::function<void()> backward;
+    };
+    MemoryPool* pool_;
+    bool recording_ = true;
+    std::vector<Entry> entries_;
+};
+
+// True when an op on these inputs must be recorded.
+inline bool needs_grad(const Tape& tape, std::initializer_list<const Var*> inputs) {
+    if (!tape.recording()) return false;
+    for (const Var* v : inputs)
+        if (*v && (*v)->requires_grad) return true;
+    return false;
+}
+
+}  // namespace zt

@@ -1,0 +1,100 @@
+// Training configuration: DeepSpeed's ds_config keys where they exist, plus zerotrain's own
+// (shared/DESIGN.md, Contracts). parse_config validates everything up front: a wrong type or value
+// is a zt::Error (kInput) naming the key, what was expected and what was given; unknown keys are
+// returned as warnings. The struct holds resolved values only (no "auto" survives parsing).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zt {
+
+struct ModelConfig {
+    std::string type = "gpt";
+    int64_t vocab_size = 256;
+    int64_t seq_len = 64;
+    int64_t d_model = 64;
+    int64_t n_layers = 2;
+    int64_t n_heads = 4;
+    double dropout = 0.0;  // only 0 is supported for now; other values are refused
+};
+
+struct OptimizerConfig {
+    std::string type = "AdamW";  // "AdamW" or "SGD" (DeepSpeed's "Adam" becomes "AdamW" unless
+                                 // adam_w_mode is false, then "Adam")
+    double lr = 1e-3;
+    double beta1 = 0.9, beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.0;
+    double momentum = 0.0;  // SGD
+    bool nesterov = false;  // SGD
+};
+
+struct SchedulerConfig {
+    std::string type;  // "" (constant lr), "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"
+    double warmup_min_lr = 0.0;
+    double warmup_max_lr = 1e-3;
+    int64_t warmup_num_steps = 1000;
+    std::string warmup_type = "log";  // "log" or "linear"
+    int64_t total_num_steps = 0;      // WarmupDecayLR, WarmupCosineLR
+    double warmup_min_ratio = 0.0;    // WarmupCosineLR
+    double cos_min_ratio = 1e-4;      // WarmupCosineLR
+};
+
+struct DataConfig {
+    std::string type = "builtin";  // "builtin" (generated corpus) or "tokens"
+    std::string path;              // tokens: file of little-endian token ids
+    std::string dtype = "uint16";  // "uint16" or "uint32"
+    bool shuffle = false;
+    std::string eval_path;         // empty: hold out the tail of `path` (eval_fraction)
+    double eval_fraction = 0.0;    // share of samples held out when there is no eval_path
+    // builtin corpus
+    int64_t builtin_tokens = 1 << 20;
+    int64_t builtin_seed = 1234;
+};
+
+struct TrainConfig {
+    ModelConfig model;
+    OptimizerConfig optimizer;
+    SchedulerConfig scheduler;
+    DataConfig data;
+
+    int64_t train_batch_size = 0;  // micro x accumulation x dp
+    int64_t micro_batch = 1;       // train_micro_batch_size_per_gpu
+    int64_t grad_accum = 1;        // gradient_accumulation_steps
+    int64_t dp = 1;                // data-parallel ranks (world size for now)
+
+    int64_t steps = 100;  // optimizer steps to run
+    uint64_t seed = 42;
+    int64_t steps_per_print = 10;
+    int64_t eval_interval = 0;  // 0: no evaluation
+    int64_t eval_iters = 1;
+
+    std::string precision = "fp32";         // "fp32", "bf16" (from bf16.enabled)
+    std::string grad_accum_dtype = "fp32";  // data_types.grad_accum_dtype: "fp32" or "bf16"
+    double gradient_clipping = 0.0;         // 0: off
+
+    int threads = 0;  // intra-op threads per rank; 0: all cores
+    std::string init_from;  // safetensors file to load weights from
+    int64_t memory_budget = 0;  // bytes; memory.budget_per_rank; 0: none
+
+    nlohmann::json raw;  // the config as given, after --set overrides
+};
+
+struct ParsedConfig {
+    TrainConfig config;
+    std::vector<std::string> warnings;  // unknown keys, by dotted path
+};
+
+// Applies `--set a.b=v` overrides (v parsed as JSON when it parses, else a string).
+void apply_override(nlohmann::json& j, const std::string& assignment);
+// Validates and resolves `j` for `world_size` data-parallel ranks.
+ParsedConfig parse_config(const nlohmann::json& j, int64_t world_size = 1);
+// Reads a JSON file; malformed JSON is an error with line and column.
+nlohmann::json load_config_file(const std::string& path);
+
+}  // namespace zt

@@ -1,0 +1,192 @@
+#include "tensor/gemm.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+
+#include "util/error.h"
+
+// Note [GEMM library choice]
+// bf16 goes to oneDNN (f32 accumulation, AVX512-BF16 or AMX where present). f32 goes to OpenBLAS
+// with AVX-512 kernels: measured by `zerotrain bench gemm` on the training shapes of configs S and M
+// (docs/benchmarks.md), OpenBLAS (SkylakeX kernels) beat oneDNN's f32 matmul on most of them.
+// Debian's OpenBLAS picks generic kernels on some AVX-512 CPUs unless OPENBLAS_CORETYPE is set
+// before it loads, so we load it with dlopen after setting that variable (a user's own setting wins).
+// ZT_GEMM_F32=onednn switches f32 to oneDNN for experiments.
+
+namespace zt {
+
+namespace {
+
+enum CblasOrder { kRowMajor = 101 };
+enum CblasTrans { kNoTrans = 111, kTrans = 112 };
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                         float, float*, int);
+using SetThreadsFn = void (*)(int);
+using CoreNameFn = char* (*)();
+
+struct OpenBlas {
+    SgemmFn sgemm = nullptr;
+    SetThreadsFn set_threads = nullptr;
+    CoreNameFn core_name = nullptr;
+
+    OpenBlas() {
+        if (__builtin_cpu_supports("avx512f")) setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+        void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+        if (h == nullptr) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_LOCAL);
+        ZT_CHECK(h != nullptr, "gemm: cannot load OpenBLAS (libopenblas.so.0): ", dlerror(),
+                 "; install it with: apt-get install libopenblas0-pthread");
+        sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
+        set_threads = reinterpret_cast<SetThreadsFn>(dlsym(h, "openblas_set_num_threads"));
+        core_name = reinterpret_cast<CoreNameFn>(dlsym(h, "openblas_get_corename"));
+        ZT_CHECK(sgemm != nullptr, "gemm: OpenBLAS has no cblas_sgemm");
+    }
+};
+
+OpenBlas& openblas() {
+    static OpenBlas lib;
+    return lib;
+}
+
+void openblas_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b,
+                   float beta, float* c, int64_t ldc) {
+    openblas().sgemm(kRowMajor, a.trans ? kTrans : kNoTrans, b.trans ? kTrans : kNoTrans,
+                     static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
+                     static_cast<const float*>(a.data), static_cast<int>(a.ld),
+                     static_cast<const float*>(b.data), static_cast<int>(b.ld), beta, c,
+                     static_cast<int>(ldc));
+}
+
+using dnnl::memory;
+
+memory::data_type dnnl_type(DType t) {
+    switch (t) {
+        case DType::kF32: return memory::data_type::f32;
+        case DType::kBF16: return memory::data_type::bf16;
+        case DType::kF16: return memory::data_type::f16;
+    }
+    return memory::data_type::undef;
+}
+
+using PrimKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int,
+                           int, float, float>;
+
+struct OneDnn {
+    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    std::mutex mu;
+    std::map<PrimKey, dnnl::matmul> cache;
+
+    dnnl::matmul get(const PrimKey& key, DType ab, DType cd) {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = cache.find(key);
+        if (it != cache.end()) return it->second;
+        auto [m, n, k, lda, ldb, ldc, ta, tb, abi, cdi, alpha, beta] = key;
+        memory::desc a_md({m, k}, dnnl_type(ab), ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+        memory::desc b_md({k, n}, dnnl_type(ab), tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+        memory::desc c_md({m, n}, dnnl_type(cd), memory::dims{ldc, 1});
+        dnnl::primitive_attr attr;
+        if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+        if (beta != 0.0f) {
+            dnnl::post_ops po;
+            po.append_sum(beta);
+            attr.set_post_ops(po);
+        }
+        dnnl::matmul::desc desc(a_md, b_md, c_md);
+        dnnl::matmul::primitive_desc pd(desc, attr, engine);
+        dnnl::matmul prim(pd);
+        cache.emplace(key, prim);
+        return prim;
+    }
+};
+
+OneDnn& onednn() {
+    static OneDnn lib;
+    return lib;
+}
+
+void onednn_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b,
+                 DType ab, float beta, void* c, int64_t ldc, DType cd) {
+    OneDnn& lib = onednn();
+    PrimKey key{m, n, k, a.ld, b.ld, ldc, a.trans, b.trans, static_cast<int>(ab),
+                static_cast<int>(cd), alpha, beta};
+    dnnl::matmul prim = lib.get(key, ab, cd);
+    memory::desc a_md({m, k}, dnnl_type(ab), a.trans ? memory::dims{1, a.ld} : memory::dims{a.ld, 1});
+    memory::desc b_md({k, n}, dnnl_type(ab), b.trans ? memory::dims{1, b.ld} : memory::dims{b.ld, 1});
+    memory::desc c_md({m, n}, dnnl_type(cd), memory::dims{ldc, 1});
+    memory am(a_md, lib.engine, const_cast<void*>(a.data));
+    memory bm(b_md, lib.engine, const_cast<void*>(b.data));
+    memory cm(c_md, lib.engine, c);
+    dnnl::stream stream(lib.engine);
+    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+}
+
+void scale_c(int64_t m, int64_t n, float beta, void* c, int64_t ldc, DType cd) {
+    for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+            if (cd == DType::kF32) {
+                float& x = static_cast<float*>(c)[i * ldc + j];
+                x = beta == 0.0f ? 0.0f : beta * x;
+            } else {
+                bf16& x = static_cast<bf16*>(c)[i * ldc + j];
+                x = f32_to_bf16(beta == 0.0f ? 0.0f : beta * bf16_to_f32(x));
+            }
+        }
+    }
+}
+
+bool f32_uses_onednn() {
+    static const bool v = [] {
+        const char* e = std::getenv("ZT_GEMM_F32");
+        return e != nullptr && std::string(e) == "onednn";
+    }();
+    return v;
+}
+
+}  // namespace
+
+GemmLibrary gemm_library_for(DType ab_dtype) {
+    if (ab_dtype == DType::kF32 && !f32_uses_onednn()) return GemmLibrary::kOpenBlas;
+    return GemmLibrary::kOneDnn;
+}
+
+const char* gemm_library_name(GemmLibrary lib) {
+    return lib == GemmLibrary::kOpenBlas ? "openblas" : "onednn";
+}
+
+std::string openblas_core_name() {
+    OpenBlas& lib = openblas();
+    return lib.core_name ? lib.core_name() : "unknown";
+}
+
+void gemm_set_num_threads(int n) {
+    OpenBlas& lib = openblas();
+    if (lib.set_threads) lib.set_threads(n);
+}
+
+void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
+               GemmOperand b, DType ab_dtype, float beta, void* c, int64_t ldc, DType c_dtype) {
+    ZT_ASSERT(ab_dtype != DType::kF16, "gemm: f16 operands are not supported; convert to f32");
+    ZT_ASSERT(ab_dtype == DType::kBF16 || c_dtype == DType::kF32, "gemm: f32 inputs need f32 output");
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        scale_c(m, n, beta, c, ldc, c_dtype);
+        return;
+    }
+    if (lib == GemmLibrary::kOpenBlas && ab_dtype == DType::kF32) {
+        openblas_gemm(m, n, k, alpha, a, b, beta, static_cast<float*>(c), ldc);
+    } else {
+        onednn_gemm(m, n, k, alpha, a, b, ab_dtype, beta, c, ldc, c_dtype);
+    }
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b, DType ab_dtype,
+          float beta, void* c, int64_t ldc, DType c_dtype) {
+    gemm_with(gemm_library_for(ab_dtype), m, n, k, alpha, a, b, ab_dtype, beta, c, ldc, c_dtype);
+}
+
+}  // namespace zt

@@ -1,0 +1,36 @@
+// GEMM entry point, row-major: C(M, N) = alpha * op(A)(M, K) * op(B)(K, N) + beta * C.
+// op(X) is X or X^T (lda/ldb are the row strides of A and B as stored). A and B share a dtype:
+// f32 (C f32) or bf16 (C f32 or bf16, accumulation in f32). The library is fixed per dtype
+// (Note [GEMM library choice] in gemm.cpp), never picked at run time by timing, so that a
+// repeated run gives the same bits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/dtype.h"
+
+namespace zt {
+
+enum class GemmLibrary { kOpenBlas, kOneDnn };
+
+struct GemmOperand {
+    const void* data;
+    int64_t ld;      // row stride in elements of the matrix as stored
+    bool trans;      // use the transpose of the stored matrix
+};
+
+void gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b, DType ab_dtype,
+          float beta, void* c, int64_t ldc, DType c_dtype);
+
+// Same, through a named library (for `zerotrain bench gemm` and tests).
+void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
+               GemmOperand b, DType ab_dtype, float beta, void* c, int64_t ldc, DType c_dtype);
+
+GemmLibrary gemm_library_for(DType ab_dtype);
+const char* gemm_library_name(GemmLibrary lib);
+// OpenBLAS's kernel name ("SkylakeX", "Zen", ...).
+std::string openblas_core_name();
+void gemm_set_num_threads(int n);
+
+}  // namespace zt
