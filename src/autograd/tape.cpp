@@ -46,6 +46,10 @@ void Tape::add_grad(const Var& v, Tensor g) {
         return;
     }
     ZT_ASSERT(v->grad.numel() == g.numel(), "gradient shape mismatch");
+    ZT_ASSERT(!v->is_param, "parameter gradients are accumulated by the ops themselves");
+    // Copy on write: an adopted gradient may still be shared with another Var (add passes one
+    // buffer to both inputs), so it is copied before the first in-place addition.
+    if (v->grad.storage().use_count() > 1) v->grad = v->grad.clone(MemCategory::kActivations);
     kernels::add_inplace(v->grad, g);
 }
 

@@ -30,8 +30,9 @@ struct OptimizerConfig {
     double beta1 = 0.9, beta2 = 0.999;
     double eps = 1e-8;
     double weight_decay = 0.0;
-    double momentum = 0.0;  // SGD
-    bool nesterov = false;  // SGD
+    bool bias_correction = true;  // Adam, AdamW (DeepSpeed's optimizer.params.bias_correction)
+    double momentum = 0.0;        // SGD
+    bool nesterov = false;        // SGD
 };
 
 struct SchedulerConfig {
@@ -77,6 +78,7 @@ struct TrainConfig {
     std::string precision = "fp32";         // "fp32", "bf16" (from bf16.enabled)
     std::string grad_accum_dtype = "fp32";  // data_types.grad_accum_dtype: "fp32" or "bf16"
     double gradient_clipping = 0.0;         // 0: off
+    int zero_stage = 0;                     // zero_optimization.stage; only 0 in this version
 
     int threads = 0;  // intra-op threads per rank; 0: all cores
     std::string init_from;  // safetensors file to load weights from

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, and runs the whole test suite (README's second command; .ci/run
+# calls exactly this). Then a sanitizer build (ASan + UBSan) runs the unit and op tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+export OMP_WAIT_POLICY=passive
+ctest --test-dir build --output-on-failure -j2 --timeout 600
+if [ "${ZT_SKIP_SANITIZE:-0}" != "1" ]; then
+    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON \
+        -DZT_BUILD_BENCH=OFF >/dev/null
+    cmake --build build-asan -j"$(nproc)" --target test_util test_tensor test_autograd test_checkpoint
+    ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j2 \
+        -L "util|tensor|autograd|checkpoint" --timeout 600
+fi

@@ -1,0 +1,52 @@
+// linear: y = x W^T + b.  x: (N, in), W: (out, in), b: (out) -> y: (N, out); saves x, W (Vars).
+// backward: dx = dy W (written); dW += dy^T x; db += colsum(dy).
+#include "autograd/ops.h"
+#include "autograd/ops/grad_util.h"
+#include "tensor/gemm.h"
+#include "tensor/kernels/bias.h"
+
+namespace zt::ops {
+
+Var linear(Tape& tape, const Var& x, const Var& w, const Var* b) {
+    const Tensor& xv = x->value;
+    const Tensor& wv = w->value;
+    ZT_ASSERT(wv.dim() == 2 && xv.size(-1) == wv.size(1), "linear: x ", shape_str(xv.shape()),
+              " against W ", shape_str(wv.shape()));
+    ZT_ASSERT(xv.dtype() == wv.dtype(), "linear: x and W dtypes differ");
+    const int64_t in = wv.size(1), out = wv.size(0), N = xv.numel() / in;
+    const DType dt = xv.dtype();
+    Shape yshape = xv.shape();
+    yshape.back() = out;
+    Tensor y = Tensor::empty(tape.pool(), yshape, dt, MemCategory::kActivations);
+    gemm(N, out, in, 1.0f, {xv.raw(), in, false}, {wv.raw(), in, true}, dt, 0.0f, y.raw(), out, dt);
+    if (b) ZT_DISPATCH_FLOAT(dt, kernels::bias_add(y.data<scalar_t>(),
+                                                   (*b)->value.data<scalar_t>(), N, out));
+    Var yv = make_var(y, needs_grad(tape, {&x, &w, b}));
+    if (!yv->requires_grad) return yv;
+    Var bias = b ? *b : Var();
+    tape.push("linear", [&tape, x, w, bias, yv, N, in, out, dt] {
+        Tensor dy = yv->grad;
+        yv->grad = Tensor();
+        if (!dy.defined()) return;
+        if (x->requires_grad) {
+            Tensor dx = tape.new_grad(x);
+            gemm(N, in, out, 1.0f, {dy.raw(), out, false}, {w->value.raw(), in, false}, dt, 0.0f,
+                 dx.raw(), in, dt);
+            Tape::add_grad(x, std::move(dx));
+        }
+        if (w->requires_grad) {
+            Tensor& dw = tape.grad_zeros(w);
+            gemm(out, in, N, 1.0f, {dy.raw(), out, true}, {x->value.raw(), in, false}, dt, 1.0f,
+                 dw.raw(), in, dw.dtype());
+        }
+        if (bias && bias->requires_grad) {
+            tape.grad_zeros(bias);
+            with_f32_grad(bias, tape.pool(), [&](float* db) {
+                ZT_DISPATCH_FLOAT(dt, kernels::bias_backward(dy.data<scalar_t>(), db, N, out));
+            });
+        }
+    });
+    return yv;
+}
+
+}  // namespace zt::ops

@@ -1,0 +1,102 @@
+// `zerotrain bench gemm`: GEMM throughput per library and dtype on the training shapes of GPT
+// configs S and M (forward, and both backward products), plus one square shape. The best figure per
+// dtype is the machine's GEMM ceiling that MFU is reported against (docs/benchmarks.md).
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "tensor/gemm.h"
+#include "tensor/tensor.h"
+#include "tensor/threads.h"
+#include "util/timer.h"
+
+namespace zt::cli {
+
+namespace {
+
+struct Shape3 {
+    const char* what;
+    int64_t m, n, k;
+    bool ta, tb;
+};
+
+// Seconds per call, measured over at least `min_s` after one warm-up call.
+double time_gemm(GemmLibrary lib, DType dt, const Shape3& s, MemoryPool& pool, double min_s) {
+    const int64_t a_rows = s.ta ? s.k : s.m, a_cols = s.ta ? s.m : s.k;
+    const int64_t b_rows = s.tb ? s.n : s.k, b_cols = s.tb ? s.k : s.n;
+    DType cd = dt == DType::kF32 ? DType::kF32 : DType::kBF16;
+    Tensor a = Tensor::empty(pool, {a_rows, a_cols}, dt, MemCategory::kWorkspace);
+    Tensor b = Tensor::empty(pool, {b_rows, b_cols}, dt, MemCategory::kWorkspace);
+    Tensor c = Tensor::zeros(pool, {s.m, s.n}, cd, MemCategory::kWorkspace);
+    a.fill(0.01f);
+    b.fill(0.02f);
+    auto once = [&] {
+        gemm_with(lib, s.m, s.n, s.k, 1.0f, {a.raw(), a_cols, s.ta}, {b.raw(), b_cols, s.tb}, dt,
+                  0.0f, c.raw(), s.n, cd);
+    };
+    once();
+    int iters = 0;
+    Stopwatch sw;
+    do {
+        once();
+        ++iters;
+    } while (sw.elapsed_s() < min_s);
+    return sw.elapsed_s() / iters;
+}
+
+}  // namespace
+
+int run_bench_gemm(const std::string& json_path) {
+    const std::vector<Shape3> shapes = {
+        {"S qkv fwd", 2048, 1536, 512, false, true},   {"S qkv dX", 2048, 512, 1536, false, false},
+        {"S qkv dW", 1536, 512, 2048, true, false},    {"S fc fwd", 2048, 2048, 512, false, true},
+        {"S proj fwd", 2048, 512, 2048, false, true},  {"S head fwd", 2048, 8192, 512, false, true},
+        {"M fc fwd", 2048, 3072, 768, false, true},    {"M proj dW", 768, 3072, 2048, true, false},
+        {"M head fwd", 2048, 50257, 768, false, true}, {"square", 2048, 2048, 2048, false, false},
+    };
+    struct Variant {
+        GemmLibrary lib;
+        DType dt;
+    };
+    const std::vector<Variant> variants = {{GemmLibrary::kOpenBlas, DType::kF32},
+                                           {GemmLibrary::kOneDnn, DType::kF32},
+                                           {GemmLibrary::kOneDnn, DType::kBF16}};
+    MemoryPool pool;
+    nlohmann::json out;
+    out["threads"] = num_threads();
+    out["openblas_core"] = openblas_core_name();
+    double best[2] = {0, 0};
+    std::printf("threads %d, OpenBLAS kernels %s; GFLOP/s:\n", num_threads(),
+                openblas_core_name().c_str());
+    std::printf("%-12s %6s %6s %6s %12s %12s %12s\n", "shape", "M", "N", "K", "openblas-f32",
+                "onednn-f32", "onednn-bf16");
+    for (const Shape3& s : shapes) {
+        std::printf("%-12s %6ld %6ld %6ld", s.what, static_cast<long>(s.m), static_cast<long>(s.n),
+                    static_cast<long>(s.k));
+        nlohmann::json row = {{"shape", s.what}, {"m", s.m}, {"n", s.n}, {"k", s.k}};
+        for (const Variant& v : variants) {
+            double t = time_gemm(v.lib, v.dt, s, pool, 0.3);
+            double gf = 2.0 * s.m * s.n * s.k / t / 1e9;
+            std::printf(" %12.1f", gf);
+            std::string key = std::string(gemm_library_name(v.lib)) + "_" + dtype_name(v.dt);
+            row[key] = gf;
+            double& b = best[v.dt == DType::kF32 ? 0 : 1];
+            if (gf > b) b = gf;
+            pool.trim();
+        }
+        std::printf("\n");
+        out["shapes"].push_back(row);
+    }
+    out["ceiling_gflops"] = {{"f32", best[0]}, {"bf16", best[1]}};
+    std::printf("ceiling: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (library in use: f32 %s, bf16 %s)\n",
+                best[0], best[1], gemm_library_name(gemm_library_for(DType::kF32)),
+                gemm_library_name(gemm_library_for(DType::kBF16)));
+    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    return 0;
+}
+
+}  // namespace zt::cli

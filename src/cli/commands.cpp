@@ -1,0 +1,123 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "checkpoint/gpt_weights.h"
+#include "runtime/config.h"
+#include "runtime/data/tokenize.h"
+#include "runtime/trainer.h"
+#include "tensor/threads.h"
+#include "util/log.h"
+#include "util/units.h"
+
+namespace zt::cli {
+
+namespace {
+
+TrainConfig load(const ConfigArgs& args) {
+    nlohmann::json j = load_config_file(args.path);
+    for (const std::string& s : args.sets) apply_override(j, s);
+    ParsedConfig parsed = parse_config(j, 1);
+    for (const std::string& w : parsed.warnings) log_warn("config: unknown key \"", w, "\" ignored");
+    return parsed.config;
+}
+
+void add_config_options(CLI::App* sub, ConfigArgs& args) {
+    sub->add_option("config", args.path, "JSON config (DeepSpeed keys plus zerotrain's)")
+        ->required();
+    sub->add_option("--set", args.sets, "override a config key: --set a.b=v (v parsed as JSON)");
+}
+
+std::string default_run_dir(const std::string& config_path) {
+    return "runs/" + std::filesystem::path(config_path).stem().string();
+}
+
+}  // namespace
+
+void Commands::add_to(CLI::App& app) {
+    add_train(app);
+    add_export(app);
+    add_data(app);
+    add_bench(app);
+}
+
+int Commands::run() {
+    for (auto& [sub, fn] : runners_)
+        if (sub->parsed()) return fn();
+    return 2;
+}
+
+void Commands::add_train(CLI::App& app) {
+    CLI::App* sub = app.add_subcommand("train", "train a model from a config");
+    add_config_options(sub, config_);
+    sub->add_option("--run-dir", run_dir_, "where the run writes (default runs/<config name>)");
+    sub->add_option("--threads", threads_, "intra-op threads (default: config's, else all cores)");
+    sub->add_option("--memory-budget", memory_budget_, "per-rank memory budget, e.g. 8GiB");
+    sub->add_flag("--quiet", quiet_, "no progress output");
+    runners_.emplace_back(sub, [this] {
+        TrainConfig cfg = load(config_);
+        if (threads_ > 0) cfg.threads = threads_;
+        if (!memory_budget_.empty()) cfg.memory_budget = parse_bytes(memory_budget_, "--memory-budget");
+        TrainOptions opts;
+        opts.run_dir = run_dir_.empty() ? default_run_dir(config_.path) : run_dir_;
+        opts.tty = isatty(STDERR_FILENO) != 0;
+        opts.quiet = quiet_;
+        run_training(cfg, opts);
+        return 0;
+    });
+}
+
+void Commands::add_export(CLI::App& app) {
+    CLI::App* sub = app.add_subcommand(
+        "export", "write a model's weights as safetensors (nanoGPT names and layout)");
+    add_config_options(sub, config_);
+    sub->add_option("--out", out_path_, "output .safetensors file")->required();
+    sub->add_option("--from", from_run_,
+                    "a run directory whose final weights to export (default: the config's "
+                    "initial weights, from seed or init_from)");
+    sub->add_option("--dtype", weight_dtype_, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+    runners_.emplace_back(sub, [this] {
+        TrainConfig cfg = load(config_);
+        MemoryPool pool;
+        Engine engine(pool, build_gpt(cfg), engine_options(cfg));
+        std::vector<NamedTensorF32> named;
+        for (Parameter* p : engine.arena().params())
+            named.push_back({p->name, p->shape, p->master.data<float>()});
+        std::string src = !from_run_.empty() ? from_run_ + "/model.safetensors" : cfg.init_from;
+        if (!src.empty()) import_gpt_weights(src, named);
+        export_gpt_weights(out_path_, named, weight_dtype_ == "bf16" ? "BF16" : "F32");
+        std::fprintf(stderr, "wrote %s (%zu tensors)\n", out_path_.c_str(), named.size());
+        return 0;
+    });
+}
+
+void Commands::add_data(CLI::App& app) {
+    CLI::App* data = app.add_subcommand("data", "data preparation");
+    data->require_subcommand(1);
+    CLI::App* tok = data->add_subcommand("tokenize", "byte-level tokenization of a text file");
+    tok->add_option("input", in_path_, "text file")->required();
+    tok->add_option("output", out_path_, "token file to write")->required();
+    tok->add_option("--dtype", token_dtype_, "uint16 or uint32")
+        ->check(CLI::IsMember({"uint16", "uint32"}));
+    runners_.emplace_back(tok, [this] {
+        tokenize_file(in_path_, out_path_, parse_token_dtype(token_dtype_));
+        std::fprintf(stderr, "wrote %s\n", out_path_.c_str());
+        return 0;
+    });
+}
+
+void Commands::add_bench(CLI::App& app) {
+    CLI::App* bench = app.add_subcommand("bench", "measure this machine");
+    bench->require_subcommand(1);
+    CLI::App* g = bench->add_subcommand("gemm", "GEMM ceilings per library and dtype");
+    g->add_option("--threads", threads_, "threads (default all cores)");
+    g->add_option("--json", bench_out_, "also write the results as JSON to this file");
+    runners_.emplace_back(g, [this] {
+        if (threads_ > 0) set_num_threads(threads_);
+        return run_bench_gemm(bench_out_);
+    });
+}
+
+}  // namespace zt::cli

@@ -1,0 +1,48 @@
+// Subcommands of `zerotrain`: each registers its options on the CLI11 app and runs when chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zt::cli {
+
+struct ConfigArgs {
+    std::string path;
+    std::vector<std::string> sets;  // --set a.b=v
+};
+
+class Commands {
+public:
+    void add_to(CLI::App& app);
+    int run();  // runs the chosen subcommand; returns the exit code
+
+private:
+    void add_train(CLI::App& app);
+    void add_export(CLI::App& app);
+    void add_data(CLI::App& app);
+    void add_bench(CLI::App& app);
+
+    std::function<int()> chosen_;
+    std::vector<std::pair<CLI::App*, std::function<int()>>> runners_;
+
+    ConfigArgs config_;
+    std::string run_dir_;
+    int threads_ = 0;
+    std::string memory_budget_;
+    bool quiet_ = false;
+    std::string out_path_;
+    std::string from_run_;
+    std::string in_path_;
+    std::string token_dtype_ = "uint16";
+    std::string weight_dtype_ = "f32";
+    std::string bench_out_;
+};
+
+}  // namespace zt::cli
+
+namespace zt::cli {
+// `zerotrain bench gemm`; writes JSON to json_path when not empty.
+int run_bench_gemm(const std::string& json_path);
+}  // namespace zt::cli

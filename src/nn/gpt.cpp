@@ -1,0 +1,94 @@
+#include "nn/gpt.h"
+
+#include <cmath>
+#include <string>
+
+namespace zt {
+
+CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, float proj_std)
+    : c_attn(register_module<Linear>("c_attn", LinearOptions{C, 3 * C})),
+      c_proj(register_module<Linear>("c_proj", LinearOptions{C, C, proj_std})),
+      n_heads(H) {}
+
+Var CausalSelfAttention::forward(Tape& tape, const Var& x, int64_t B, int64_t T) {
+    return call(tape, [&] {
+        const int64_t C = c_proj.weight.shape[0];
+        Var qkv = c_attn.forward(tape, x);  // (B T, 3C)
+        Var y = ops::causal_attention(tape, qkv, B, T, C, n_heads);
+        return c_proj.forward(tape, y);
+    });
+}
+
+Mlp::Mlp(int64_t C, float proj_std)
+    : c_fc(register_module<Linear>("c_fc", LinearOptions{C, 4 * C})),
+      c_proj(register_module<Linear>("c_proj", LinearOptions{4 * C, C, proj_std})) {}
+
+Var Mlp::forward(Tape& tape, const Var& x) {
+    return call(tape, [&] { return c_proj.forward(tape, ops::gelu(tape, c_fc.forward(tape, x))); });
+}
+
+Block::Block(int64_t C, int64_t H, float proj_std)
+    : ln_1(register_module<LayerNorm>("ln_1", C)),
+      attn(register_module<CausalSelfAttention>("attn", C, H, proj_std)),
+      ln_2(register_module<LayerNorm>("ln_2", C)),
+      mlp(register_module<Mlp>("mlp", C, proj_std)) {}
+
+Var Block::forward(Tape& tape, const Var& x, int64_t B, int64_t T) {
+    return call(tape, [&] {
+        Var h = ops::add(tape, x, attn.forward(tape, ln_1.forward(tape, x), B, T));
+        return ops::add(tape, h, mlp.forward(tape, ln_2.forward(tape, h)));
+    });
+}
+
+GptTransformer::GptTransformer(const GptOptions& o)
+    : wte(register_module<Embedding>("wte", o.vocab_size, o.d_model)),
+      wpe(register_module<Embedding>("wpe", o.seq_len, o.d_model)) {
+    const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(o.n_layers));
+    for (int64_t l = 0; l < o.n_layers; ++l)
+        h.push_back(&register_module<Block>("h." + std::to_string(l), o.d_model, o.n_heads, proj_std));
+    ln_f = &register_module<LayerNorm>("ln_f", o.d_model);
+}
+
+Gpt::Gpt(const GptOptions& o)
+    : transformer(register_module<GptTransformer>("transformer", o)), options_(o) {
+    ZT_CHECK(o.d_model % o.n_heads == 0, "model.n_heads: must divide d_model ", o.d_model, ", got ",
+             o.n_heads);
+}
+
+Var Gpt::logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) {
+    ZT_CHECK(T <= options_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ",
+             options_.seq_len);
+    ZT_ASSERT(static_cast<int64_t>(ids.size()) == B * T);
+    if (static_cast<int64_t>(positions_.size()) != B * T) {
+        positions_.resize(B * T);
+        for (int64_t i = 0; i < B * T; ++i) positions_[i] = static_cast<int32_t>(i % T);
+    }
+    return call(tape, [&] {
+        Var x = ops::add(tape, transformer.wte.forward(tape, ids),
+                         transformer.wpe.forward(tape, positions_));
+        for (Block* block : transformer.h) x = block->forward(tape, x, B, T);
+        x = transformer.ln_f->forward(tape, x);
+        return ops::linear(tape, x, transformer.wte.weight.var, nullptr);  // tied head
+    });
+}
+
+Var Gpt::loss(Tape& tape, const Batch& batch) {
+    Var lg = logits(tape, batch.inputs, batch.B, batch.T);
+    return ops::cross_entropy(tape, lg, batch.targets);
+}
+
+int64_t Gpt::num_params() {
+    int64_t n = 0;
+    for (Parameter* p : parameters()) n += p->numel();
+    return n;
+}
+
+double Gpt::flops_per_token() const {
+    const GptOptions& o = options_;
+    const double C = static_cast<double>(o.d_model);
+    const double params = static_cast<double>(o.vocab_size + o.seq_len) * C +
+                          static_cast<double>(o.n_layers) * (12 * C * C + 13 * C) + 2 * C;
+    return 6 * params + 12.0 * o.n_layers * o.seq_len * C;
+}
+
+}  // namespace zt

@@ -1,0 +1,78 @@
+// GPT-2 architecture (shared/DESIGN.md, Model keys and GPT): token and learned position embeddings,
+// pre-LayerNorm blocks (eps 1e-5), c_attn with q, k, v in that order along its output dimension,
+// GELU (tanh), biases everywhere, final LayerNorm ln_f, output head tied to wte. Parameter names
+// are nanoGPT's ("transformer.h.0.attn.c_attn.weight"). No dropout.
+// Letters: B batch, T sequence, C d_model, V vocabulary, L layers, H heads.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/layers.h"
+#include "nn/model.h"
+
+namespace zt {
+
+struct GptOptions {
+    int64_t vocab_size = 256;
+    int64_t seq_len = 64;
+    int64_t d_model = 64;
+    int64_t n_layers = 2;
+    int64_t n_heads = 4;
+};
+
+class CausalSelfAttention : public Module {
+public:
+    CausalSelfAttention(int64_t C, int64_t H, float proj_std);
+    // x: (B T, C) -> (B T, C)
+    Var forward(Tape& tape, const Var& x, int64_t B, int64_t T);
+    Linear& c_attn;  // (3C, C): q, k, v along the output dimension
+    Linear& c_proj;  // (C, C)
+    int64_t n_heads;
+};
+
+class Mlp : public Module {
+public:
+    Mlp(int64_t C, float proj_std);
+    Var forward(Tape& tape, const Var& x);
+    Linear& c_fc;    // (4C, C)
+    Linear& c_proj;  // (C, 4C)
+};
+
+class Block : public Module {
+public:
+    Block(int64_t C, int64_t H, float proj_std);
+    Var forward(Tape& tape, const Var& x, int64_t B, int64_t T);
+    LayerNorm& ln_1;
+    CausalSelfAttention& attn;
+    LayerNorm& ln_2;
+    Mlp& mlp;
+};
+
+class GptTransformer : public Module {
+public:
+    explicit GptTransformer(const GptOptions& o);
+    Embedding& wte;
+    Embedding& wpe;
+    std::vector<Block*> h;
+    LayerNorm* ln_f = nullptr;
+};
+
+class Gpt : public Model {
+public:
+    explicit Gpt(const GptOptions& o);
+    // ids: (B, T) -> logits (B T, V)
+    Var logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T);
+    Var loss(Tape& tape, const Batch& batch) override;
+    double flops_per_token() const override;
+    const GptOptions& options() const { return options_; }
+    int64_t num_params();
+
+    GptTransformer& transformer;
+
+private:
+    GptOptions options_;
+    std::vector<int32_t> positions_;  // 0..T-1 repeated B times, reused across calls
+};
+
+}  // namespace zt

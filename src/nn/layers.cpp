@@ -1,0 +1,31 @@
+#include "nn/layers.h"
+
+namespace zt {
+
+Linear::Linear(LinearOptions o)
+    : weight(register_parameter("weight", {o.out, o.in}, ParamInit::normal(o.init_std), true)),
+      bias(nullptr) {
+    if (o.bias) bias = &register_parameter("bias", {o.out}, ParamInit::zeros(), false);
+}
+
+Var Linear::forward(Tape& tape, const Var& x) {
+    return call(tape, [&] { return ops::linear(tape, x, weight.var, bias ? &bias->var : nullptr); });
+}
+
+Embedding::Embedding(int64_t num, int64_t dim, float init_std)
+    : weight(register_parameter("weight", {num, dim}, ParamInit::normal(init_std), true)) {}
+
+Var Embedding::forward(Tape& tape, std::span<const int32_t> ids) {
+    return call(tape, [&] { return ops::embedding(tape, weight.var, ids); });
+}
+
+LayerNorm::LayerNorm(int64_t dim, float eps_)
+    : weight(register_parameter("weight", {dim}, ParamInit::ones(), false)),
+      bias(register_parameter("bias", {dim}, ParamInit::zeros(), false)),
+      eps(eps_) {}
+
+Var LayerNorm::forward(Tape& tape, const Var& x) {
+    return call(tape, [&] { return ops::layernorm(tape, x, weight.var, bias.var, eps); });
+}
+
+}  // namespace zt

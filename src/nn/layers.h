@@ -1,0 +1,44 @@
+// Basic layers with PyTorch's parameter names: Linear (weight (out, in), bias), Embedding (weight
+// (V, C)), LayerNorm (weight, bias; eps 1e-5 by default).
+#pragma once
+
+#include <span>
+
+#include "autograd/module.h"
+#include "autograd/ops.h"
+
+namespace zt {
+
+struct LinearOptions {
+    int64_t in = 0, out = 0;
+    float init_std = 0.02f;
+    bool bias = true;
+};
+
+class Linear : public Module {
+public:
+    explicit Linear(LinearOptions o);
+    // x: (N, in) -> (N, out)
+    Var forward(Tape& tape, const Var& x);
+    Parameter& weight;
+    Parameter* bias;  // null without bias
+};
+
+class Embedding : public Module {
+public:
+    Embedding(int64_t num, int64_t dim, float init_std = 0.02f);
+    // ids: (N) -> (N, C)
+    Var forward(Tape& tape, std::span<const int32_t> ids);
+    Parameter& weight;
+};
+
+class LayerNorm : public Module {
+public:
+    explicit LayerNorm(int64_t dim, float eps = 1e-5f);
+    Var forward(Tape& tape, const Var& x);
+    Parameter& weight;
+    Parameter& bias;
+    float eps;
+};
+
+}  // namespace zt

@@ -1,0 +1,35 @@
+// SGD with optional momentum (dampening 0) and Nesterov, PyTorch's torch.optim.SGD update op for
+// op in f32. Weight decay is L2, added to the gradient on segments marked `decay`. State: one flat
+// f32 momentum buffer as long as the range, only when momentum != 0; the first step copies the
+// gradient into it, as PyTorch does.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace zt {
+
+struct SgdOptions {
+    double momentum = 0.0;
+    double weight_decay = 0.0;
+    bool nesterov = false;  // needs momentum > 0
+};
+
+class Sgd final : public Optimizer {
+public:
+    explicit Sgd(const SgdOptions& options);
+
+    void init_state(MemoryPool& pool, int64_t numel) override;
+    void step(float* params, const float* grads, std::span<const OptimSegment> segments, float lr,
+              int64_t step) override;
+    std::vector<std::pair<std::string, Tensor>> state() override;
+    std::string name() const override { return "SGD"; }
+
+    const SgdOptions& options() const { return options_; }
+
+private:
+    SgdOptions options_;
+    int64_t numel_ = -1;   // -1 until init_state
+    Tensor momentum_buf_;  // (numel,) f32; undefined when momentum == 0
+};
+
+}  // namespace zt

@@ -1,0 +1,667 @@
+// Config parsing (config.h, docs/config.md). Every key is read through a Section that records what
+// it consumed, so the keys left over are the unknown ones, warned about by dotted path. A DeepSpeed
+// key that we know but do not act on is accepted only at the value that changes nothing (false,
+// "none", 1.0, disabled) and refused otherwise: no key is ignored silently. "auto" (Hugging Face)
+// is resolved from other keys where that is possible and refused by name where it is not.
+#include "runtime/config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+
+#include "util/error.h"
+#include "util/units.h"
+
+namespace zt {
+
+using nlohmann::json;
+
+namespace {
+
+// ---- reading values -----------------------------------------------------------------------------
+
+// A value as messages show it: its JSON text, cut short.
+std::string show(const json& v) {
+    std::string s = v.dump();
+    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+bool is_auto(const json& v) { return v.is_string() && v.get_ref<const std::string&>() == "auto"; }
+
+[[noreturn]] void fail_type(const std::string& key, const std::string& expected, const json& v) {
+    if (is_auto(v)) ZT_FAIL(key, ": \"auto\" cannot be resolved here; give ", expected);
+    ZT_FAIL(key, ": expected ", expected, ", got ", show(v));
+}
+
+// An integer; a float with an integral value (5e8, as DeepSpeed configs write sizes) counts.
+int64_t as_int(const json& v, const std::string& key) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX})
+        fail_type(key, "an integer below 2^63", v);
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.2e18)
+            return static_cast<int64_t>(d);
+    }
+    fail_type(key, "an integer", v);
+}
+
+double as_number(const json& v, const std::string& key) {
+    if (!v.is_number()) fail_type(key, "a number", v);
+    return v.get<double>();
+}
+
+bool as_bool(const json& v, const std::string& key) {
+    if (!v.is_boolean()) fail_type(key, "true or false", v);
+    return v.get<bool>();
+}
+
+std::string as_string(const json& v, const std::string& key) {
+    if (!v.is_string()) fail_type(key, "a string", v);
+    return v.get<std::string>();
+}
+
+// Note [Config sections]: one JSON object of the config and its dotted path. Every read marks the
+// key as known; finish() reports the keys nobody read as unknown, by dotted path. A null value
+// reads as absent. Readers take a default (used when absent) and an inclusive range.
+class Section {
+  public:
+    Section(const json& obj, std::string path, std::vector<std::string>& warnings)
+        : obj_(obj), path_(std::move(path)), warnings_(warnings) {}
+
+    std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
+    bool empty() const { return obj_.empty(); }
+    bool has(const std::string& k) const {
+        auto it = obj_.find(k);
+        return it != obj_.end() && !it->is_null();
+    }
+    bool is_auto(const std::string& k) const { return has(k) && zt::is_auto(obj_.at(k)); }
+
+    // The value at k, now known; nullptr when absent or null.
+    const json* take(const std::string& k) {
+        used_.insert(k);
+        auto it = obj_.find(k);
+        return it == obj_.end() || it->is_null() ? nullptr : &*it;
+    }
+    void take_all() {
+        for (auto it = obj_.begin(); it != obj_.end(); ++it) used_.insert(it.key());
+    }
+    Section section(const std::string& k) {
+        const json* v = take(k);
+        if (v && !v->is_object()) fail_type(key(k), "an object", *v);
+        return Section(v ? *v : empty_object(), key(k), warnings_);
+    }
+
+    int64_t get_int(const std::string& k, int64_t def, int64_t lo, int64_t hi = INT64_MAX) {
+        const json* v = take(k);
+        if (!v) return def;
+        const int64_t n = as_int(*v, key(k));
+        if (n < lo || n > hi)
+            fail_type(key(k),
+                      hi == INT64_MAX ? str_cat("an integer >= ", lo)
+                                      : str_cat("an integer in [", lo, ", ", hi, "]"),
+                      *v);
+        return n;
+    }
+    double get_number(const std::string& k, double def, double lo = -HUGE_VAL,
+                      double hi = HUGE_VAL) {
+        const json* v = take(k);
+        if (!v) return def;
+        const double x = as_number(*v, key(k));
+        if (x < lo || x > hi)
+            fail_type(key(k),
+                      hi == HUGE_VAL ? str_cat("a number >= ", lo)
+                                     : str_cat("a number in [", lo, ", ", hi, "]"),
+                      *v);
+        return x;
+    }
+    bool get_bool(const std::string& k, bool def) {
+        const json* v = take(k);
+        return v ? as_bool(*v, key(k)) : def;
+    }
+    std::string get_string(const std::string& k, const std::string& def) {
+        const json* v = take(k);
+        return v ? as_string(*v, key(k)) : def;
+    }
+    std::string get_choice(const std::string& k, const std::string& def,
+                           std::initializer_list<const char*> choices) {
+        const std::string s = get_string(k, def);
+        std::string list;
+        for (const char* c : choices) {
+            if (s == c) return s;
+            list += list.empty() ? "" : ", ";
+            list += str_cat("\"", c, "\"");
+        }
+        fail_type(key(k), choices.size() == 1 ? list : "one of " + list, obj_.at(k));
+    }
+
+    // A DeepSpeed section with an "enabled" flag: accepted while it is off.
+    void refuse_if_enabled(const std::string& k, const std::string& why) {
+        Section s = section(k);
+        ZT_CHECK(!s.get_bool("enabled", false), s.key("enabled"), ": ", why,
+                 "; remove the section or set enabled to false");
+        s.take_all();  // the rest of a disabled section does nothing
+    }
+    // A section we cannot honour yet: accepted only when empty.
+    void refuse_if_nonempty(const std::string& k, const std::string& why) {
+        Section s = section(k);
+        ZT_CHECK(s.empty(), key(k), ": ", why, "; remove the section");
+    }
+
+    void finish() {
+        for (auto it = obj_.begin(); it != obj_.end(); ++it)
+            if (!used_.count(it.key())) warnings_.push_back(key(it.key()));
+    }
+
+  private:
+    static const json& empty_object() {
+        static const json kEmpty = json::object();
+        return kEmpty;
+    }
+
+    const json& obj_;
+    std::string path_;
+    std::vector<std::string>& warnings_;
+    std::set<std::string> used_;
+};
+
+std::string to_lower(std::string s) {
+    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+
+int64_t mul_checked(int64_t a, int64_t b, const char* what) {
+    int64_t r = 0;
+    ZT_CHECK(!__builtin_mul_overflow(a, b, &r), what, ": ", a, " x ", b, " overflows int64");
+    return r;
+}
+
+// ---- batch sizes ------------------------------------------------------------------------------
+
+// A batch term: nullopt when absent, null or "auto" (then derived from the others).
+std::optional<int64_t> batch_term(Section& s, const char* k) {
+    const json* v = s.take(k);
+    if (!v || is_auto(*v)) return std::nullopt;
+    int64_t n = as_int(*v, s.key(k));
+    ZT_CHECK(n > 0, s.key(k), ": expected a positive integer, got ", show(*v));
+    return n;
+}
+
+// Note [Batch arithmetic]: DeepSpeed's rules (train_batch_size = micro x accumulation x dp): all
+// three given must agree; any two give the third, which must come out whole; train_batch_size
+// alone means accumulation 1. Where DeepSpeed refuses (no train_batch_size and no micro batch) we
+// take micro 1 and accumulation 1 (or the one given).
+void resolve_batch(Section& root, int64_t dp, TrainConfig& c) {
+    auto tbs = batch_term(root, "train_batch_size");
+    auto micro = batch_term(root, "train_micro_batch_size_per_gpu");
+    auto accum = batch_term(root, "gradient_accumulation_steps");
+    auto divide = [&](int64_t total, int64_t by, const char* named) {
+        ZT_CHECK(total % by == 0, "train_batch_size: ", total, " is not divisible by ", named,
+                 " = ", by, "; pick a train_batch_size that is a multiple of it");
+        return total / by;
+    };
+    if (tbs && micro && accum) {
+        int64_t product = mul_checked(mul_checked(*micro, *accum, "batch"), dp, "batch");
+        ZT_CHECK(*tbs == product, "train_batch_size (", *tbs,
+                 ") must equal train_micro_batch_size_per_gpu (", *micro,
+                 ") x gradient_accumulation_steps (", *accum, ") x dp (", dp, ") = ", product,
+                 "; fix one of them, or leave one out (or \"auto\") to derive it");
+    } else if (tbs && micro) {
+        accum =
+            divide(*tbs, mul_checked(*micro, dp, "batch"), "train_micro_batch_size_per_gpu x dp");
+    } else if (tbs && accum) {
+        micro = divide(*tbs, mul_checked(*accum, dp, "batch"), "gradient_accumulation_steps x dp");
+    } else if (tbs) {
+        accum = 1;
+        micro = divide(*tbs, dp, "dp");
+    } else {
+        micro = micro.value_or(1);
+        accum = accum.value_or(1);
+        tbs = mul_checked(mul_checked(*micro, *accum, "batch"), dp, "batch");
+    }
+    c.train_batch_size = *tbs;
+    c.micro_batch = *micro;
+    c.grad_accum = *accum;
+    c.dp = dp;
+}
+
+// ---- optimizer and scheduler ------------------------------------------------------------------
+
+// Keys that belong to one optimizer (or scheduler) and are an error under another, as DeepSpeed's
+// constructor call would be; truly unknown keys are warnings.
+void refuse_foreign(Section& p, std::initializer_list<const char*> keys, const std::string& owner) {
+    for (const char* k : keys)
+        ZT_CHECK(!p.take(k), p.key(k), ": not a parameter of ", owner, "; remove it");
+}
+
+void parse_adam(Section& p, const std::string& type, OptimizerConfig& o) {
+    if (const json* b = p.take("betas")) {
+        if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number())
+            fail_type(p.key("betas"), "two numbers [beta1, beta2]", *b);
+        o.beta1 = (*b)[0].get<double>();
+        o.beta2 = (*b)[1].get<double>();
+        ZT_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, p.key("betas"),
+                 ": expected values in [0, 1), got ", show(*b));
+    }
+    o.eps = p.get_number("eps", o.eps, 0.0);
+    o.bias_correction = p.get_bool("bias_correction", true);
+    bool adam_w_mode = p.get_bool("adam_w_mode", true);
+    ZT_CHECK(!p.get_bool("amsgrad", false), p.key("amsgrad"),
+             ": AMSGrad is not supported yet; remove it or set it to false");
+    p.get_bool("torch_adam", false);  // which implementation: the update is the same
+    ZT_CHECK(type == "adam" || adam_w_mode, p.key("adam_w_mode"),
+             ": false contradicts \"type\": \"AdamW\"; use \"type\": \"Adam\" for Adam with L2");
+    o.type = adam_w_mode ? "AdamW" : "Adam";
+}
+
+void parse_optimizer(Section& root, OptimizerConfig& o) {
+    Section s = root.section("optimizer");
+    if (s.empty()) return s.finish();
+    const std::string given = s.get_string("type", "");
+    const std::string type = to_lower(given);
+    Section p = s.section("params");
+    static const std::set<std::string> kLater = {"lamb",       "onebitadam", "zerooneadam",
+                                                 "onebitlamb", "adagrad",    "lion",
+                                                 "muadam",     "muadamw",    "musgd"};
+    ZT_CHECK(!kLater.count(type), s.key("type"), ": \"", given,
+             "\" is not supported yet; use \"Adam\", \"AdamW\" or \"SGD\"");
+    ZT_CHECK(type == "adam" || type == "adamw" || type == "sgd", s.key("type"),
+             ": expected \"Adam\", \"AdamW\" or \"SGD\" (any case), got ",
+             given.empty() ? std::string("nothing") : "\"" + given + "\"");
+    o.lr = p.get_number("lr", o.lr, 0.0);
+    o.weight_decay = p.get_number("weight_decay", 0.0, 0.0);
+    if (type == "sgd") {
+        refuse_foreign(
+            p, {"betas", "eps", "adam_w_mode", "bias_correction", "amsgrad", "torch_adam"}, "SGD");
+        o.type = "SGD";
+        o.momentum = p.get_number("momentum", 0.0, 0.0);
+        o.nesterov = p.get_bool("nesterov", false);
+        ZT_CHECK(!o.nesterov || o.momentum > 0, p.key("nesterov"),
+                 ": Nesterov momentum needs optimizer.params.momentum > 0, got ", o.momentum);
+        ZT_CHECK(p.get_number("dampening", 0.0) == 0.0, p.key("dampening"),
+                 ": only 0 is supported; remove it");
+    } else {
+        refuse_foreign(p, {"momentum", "nesterov", "dampening"}, given);
+        parse_adam(p, type, o);
+    }
+    p.finish();
+    s.finish();
+}
+
+void parse_scheduler(Section& root, const TrainConfig& c, SchedulerConfig& r) {
+    Section s = root.section("scheduler");
+    if (s.empty()) return s.finish();
+    r.type = s.get_string("type", "");
+    Section p = s.section("params");
+    ZT_CHECK(r.type != "LRRangeTest" && r.type != "OneCycle", s.key("type"), ": \"", r.type,
+             "\" is not supported yet; use WarmupLR, WarmupDecayLR or WarmupCosineLR");
+    ZT_CHECK(r.type == "WarmupLR" || r.type == "WarmupDecayLR" || r.type == "WarmupCosineLR",
+             s.key("type"),
+             ": expected \"WarmupLR\", \"WarmupDecayLR\" or \"WarmupCosineLR\", got ",
+             r.type.empty() ? std::string("nothing") : "\"" + r.type + "\"");
+    const bool cosine = r.type == "WarmupCosineLR";
+    if (cosine) {
+        refuse_foreign(p, {"warmup_min_lr", "warmup_max_lr"},
+                       "WarmupCosineLR (it scales optimizer.params.lr by warmup_min_ratio and "
+                       "cos_min_ratio)");
+        r.warmup_min_ratio = p.get_number("warmup_min_ratio", 0.0, 0.0, 1.0);
+        r.cos_min_ratio = p.get_number("cos_min_ratio", 1e-4, 0.0);
+    } else {
+        refuse_foreign(p, {"warmup_min_ratio", "cos_min_ratio"}, r.type);
+        // "auto" as Hugging Face fills it: warmup_min_lr 0, warmup_max_lr the optimizer's lr.
+        r.warmup_min_lr =
+            p.is_auto("warmup_min_lr") ? 0.0 : p.get_number("warmup_min_lr", 0.0, 0.0);
+        r.warmup_max_lr =
+            p.is_auto("warmup_max_lr") ? c.optimizer.lr : p.get_number("warmup_max_lr", 1e-3, 0.0);
+    }
+    r.warmup_num_steps = p.get_int("warmup_num_steps", 1000, 0);
+    r.warmup_type = p.get_choice("warmup_type", "log", {"log", "linear"});
+    ZT_CHECK(p.get_int("last_batch_iteration", -1, LLONG_MIN) == -1, p.key("last_batch_iteration"),
+             ": only -1 is supported (a resumed run takes its position from the checkpoint)");
+    if (r.type == "WarmupLR") {
+        refuse_foreign(p, {"total_num_steps"}, "WarmupLR");
+    } else {  // absent or "auto": the run's length, as Hugging Face fills it
+        r.total_num_steps =
+            p.is_auto("total_num_steps") ? c.steps : p.get_int("total_num_steps", c.steps, 1);
+    }
+    p.finish();
+    s.finish();
+}
+
+// ---- precision, ZeRO, features not supported yet ------------------------------------------------
+
+void parse_precision(Section& root, TrainConfig& c) {
+    Section f = root.section("fp16");
+    ZT_CHECK(!f.get_bool("enabled", false), f.key("enabled"),
+             ": fp16 training is not supported yet (it arrives with dynamic loss scaling); use "
+             "\"bf16\": {\"enabled\": true} or fp32");
+    // Loss-scaling settings do nothing while fp16 is off, as in DeepSpeed; still type-checked.
+    for (const char* k : {"loss_scale", "min_loss_scale"}) f.get_number(k, 0.0, 0.0);
+    for (const char* k : {"initial_scale_power", "loss_scale_window", "hysteresis"})
+        f.get_int(k, 0, 0);
+    for (const char* k : {"consecutive_hysteresis", "auto_cast", "fp16_master_weights_and_grads"})
+        f.get_bool(k, false);
+    f.finish();
+
+    ZT_CHECK(!(root.has("bf16") && root.has("bfloat16")),
+             "bf16: give either \"bf16\" or its old name \"bfloat16\", not both");
+    Section b = root.section(root.has("bfloat16") ? "bfloat16" : "bf16");
+    c.precision = b.get_bool("enabled", false) ? "bf16" : "fp32";
+    b.finish();
+
+    Section d = root.section("data_types");
+    c.grad_accum_dtype = d.get_choice("grad_accum_dtype", "fp32", {"fp32", "bf16", "fp16"});
+    ZT_CHECK(c.grad_accum_dtype != "fp16", d.key("grad_accum_dtype"),
+             ": \"fp16\" is not supported yet; use \"fp32\" or \"bf16\"");
+    ZT_CHECK(c.grad_accum_dtype == "fp32" || c.precision == "bf16", d.key("grad_accum_dtype"),
+             ": \"bf16\" needs bf16 training; set \"bf16\": {\"enabled\": true} or use \"fp32\"");
+    d.finish();
+
+    const std::string comm =
+        root.get_choice("communication_data_type", "fp32", {"fp32", "fp16", "bf16"});
+    ZT_CHECK(comm == "fp32", "communication_data_type: \"", comm,
+             "\" is not supported yet (compressed communication arrives with its own issue); use "
+             "\"fp32\"");
+    const std::string sp =
+        root.get_choice("seq_parallel_communication_data_type", "fp32", {"fp32", "fp16", "bf16"});
+    ZT_CHECK(sp == "fp32", "seq_parallel_communication_data_type: only \"fp32\" is supported");
+}
+
+void parse_zero(Section& root, TrainConfig& c) {
+    Section z = root.section("zero_optimization");
+    c.zero_stage = static_cast<int>(z.get_int("stage", 0, 0, 3));
+    ZT_CHECK(
+        c.zero_stage == 0, z.key("stage"), ": ZeRO stage ", c.zero_stage,
+        " is not supported in this version; ZeRO stages 1-3 arrive with the distributed issue. "
+        "Use stage 0");
+    for (const char* k : {"offload_optimizer", "offload_param"}) {
+        Section o = z.section(k);
+        const std::string device = o.get_choice("device", "none", {"none", "cpu", "nvme"});
+        ZT_CHECK(device == "none", o.key("device"), ": offload to \"", device,
+                 "\" is not supported yet (offload arrives with its own issue); use \"none\"");
+        o.take_all();  // pin_memory, nvme_path, ...: nothing to do without a device
+    }
+    for (const char* k : {"cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
+                          "zero_quantized_weights", "zero_quantized_gradients",
+                          "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather"})
+        ZT_CHECK(!z.get_bool(k, false), z.key(k),
+                 ": not supported yet; remove it or set it to false");
+    ZT_CHECK(z.get_int("zero_hpz_partition_size", 1, 1) == 1, z.key("zero_hpz_partition_size"),
+             ": hierarchical partitioning is not supported yet; use 1");
+    ZT_CHECK(z.get_int("mics_shard_size", -1, LLONG_MIN) <= 0, z.key("mics_shard_size"),
+             ": MiCS is not supported yet; remove it");
+    // Note [ZeRO knobs at stage 0]: tuning knobs of stages 1-3 do nothing at stage 0, in DeepSpeed
+    // as here; they are type-checked and "auto" is accepted for the sizes.
+    for (const char* k :
+         {"allgather_partitions", "overlap_comm", "reduce_scatter", "contiguous_gradients",
+          "round_robin_gradients", "elastic_checkpoint", "load_from_fp32_weights",
+          "ignore_unused_parameters", "stage3_gather_16bit_weights_on_model_save",
+          "stage3_gather_fp16_weights_on_model_save", "use_multi_rank_bucket_allreduce",
+          "memory_efficient_linear"})
+        z.get_bool(k, false);
+    for (const char* k :
+         {"allgather_bucket_size", "reduce_bucket_size", "stage3_prefetch_bucket_size",
+          "stage3_param_persistence_threshold", "stage3_model_persistence_threshold",
+          "stage3_max_live_parameters", "stage3_max_reuse_distance", "sub_group_size"})
+        if (!z.is_auto(k)) z.get_int(k, 0, 0);
+    z.finish();
+}
+
+void parse_activation_checkpointing(Section& root) {
+    Section a = root.section("activation_checkpointing");
+    const char* why = ": activation checkpointing is not supported yet; remove it or set it to ";
+    for (const char* k : {"partition_activations", "contiguous_memory_optimization",
+                          "cpu_checkpointing", "synchronize_checkpoint_boundary", "profile"})
+        ZT_CHECK(!a.get_bool(k, false), a.key(k), why, "false");
+    if (const json* n = a.take("number_checkpoints"))
+        ZT_CHECK(*n == false, a.key("number_checkpoints"), why, "null");
+    const std::string policy = a.get_string("policy", "none");
+    ZT_CHECK(policy == "none", a.key("policy"), why, "\"none\" (got \"", policy, "\")");
+    a.finish();
+}
+
+// DeepSpeed features we do not have: each is accepted only when it asks for nothing.
+void refuse_features(Section& root) {
+    const char* later = "not supported yet";
+    for (const char* k :
+         {"amp", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "elasticity",
+          "autotuning", "curriculum_learning", "data_efficiency", "progressive_layer_drop",
+          "eigenvalue", "quantize_training", "nebula", "hybrid_engine"})
+        root.refuse_if_enabled(k, later);
+    root.refuse_if_nonempty("checkpoint",
+                            "checkpoints are not supported yet (they arrive with their own issue)");
+    root.refuse_if_nonempty(
+        "monitor", "monitor sinks are not supported yet; metrics go to RUN_DIR/metrics.jsonl");
+    root.refuse_if_nonempty("embedding", "sharded embeddings are not supported yet");
+    root.refuse_if_nonempty("pipeline", "not supported; pipeline parallelism is parallel.pipeline");
+    root.refuse_if_nonempty("aio", "only NVMe offload uses it, and that is not supported yet");
+    for (const char* k : {"sparse_attention", "compression_training", "weight_quantization"})
+        root.refuse_if_nonempty(k, later);
+    for (const char* k : {"wall_clock_breakdown", "memory_breakdown", "prescale_gradients",
+                          "sparse_gradients", "dump_state", "load_universal_checkpoint",
+                          "use_node_local_storage", "disable_allgather", "dataloader_drop_last"})
+        ZT_CHECK(!root.get_bool(k, false), k, ": ", later, "; remove it or set it to false");
+    ZT_CHECK(root.get_number("gradient_predivide_factor", 1.0) == 1.0,
+             "gradient_predivide_factor: ", later,
+             " (the loss is already scaled by 1/(accumulation x dp)); use 1.0");
+    // These only relax DeepSpeed's own checks of ZeRO and offload, which do not apply here.
+    for (const char* k : {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
+                          "zero_allow_comm_data_type_fp32"})
+        root.get_bool(k, false);
+}
+
+// ---- our sections -------------------------------------------------------------------------------
+
+void parse_model(Section& root, ModelConfig& m) {
+    Section s = root.section("model");
+    m.type = s.get_choice("type", "gpt", {"gpt"});
+    m.vocab_size = s.get_int("vocab_size", m.vocab_size, 1, int64_t{1} << 31);
+    m.seq_len = s.get_int("seq_len", m.seq_len, 1);
+    m.d_model = s.get_int("d_model", m.d_model, 1);
+    m.n_layers = s.get_int("n_layers", m.n_layers, 1);
+    m.n_heads = s.get_int("n_heads", m.n_heads, 1);
+    ZT_CHECK(m.d_model % m.n_heads == 0, s.key("n_heads"),
+             ": expected a divisor of model.d_model (", m.d_model, "), got ", m.n_heads);
+    m.dropout = s.get_number("dropout", 0.0, 0.0, 1.0);
+    ZT_CHECK(m.dropout == 0.0, s.key("dropout"), ": only 0 is supported for now, got ", m.dropout);
+    s.finish();
+}
+
+void parse_data(Section& root, DataConfig& d) {
+    Section s = root.section("data");
+    d.type = s.get_choice("type", "builtin", {"builtin", "tokens"});
+    const bool tokens = d.type == "tokens";
+    const std::vector<std::string> foreign =
+        tokens ? std::vector<std::string>{"builtin_tokens", "builtin_seed"}
+               : std::vector<std::string>{"path", "dtype", "eval_path"};
+    for (const std::string& k : foreign)
+        ZT_CHECK(!s.has(k), s.key(k), ": not used with data.type \"", d.type, "\"; remove it");
+    d.path = s.get_string("path", "");
+    ZT_CHECK(!tokens || !d.path.empty(), s.key("path"),
+             ": expected a token file for data.type \"tokens\", got nothing");
+    d.dtype = s.get_choice("dtype", "uint16", {"uint16", "uint32"});
+    d.shuffle = s.get_bool("shuffle", false);
+    d.eval_path = s.get_string("eval_path", "");
+    d.eval_fraction = s.get_number("eval_fraction", 0.0, 0.0, 1.0);
+    ZT_CHECK(d.eval_fraction < 1.0, s.key("eval_fraction"), ": expected a number in [0, 1), got 1");
+    ZT_CHECK(d.eval_path.empty() || d.eval_fraction == 0.0, s.key("eval_fraction"),
+             ": give either data.eval_path or data.eval_fraction, not both");
+    d.builtin_tokens = s.get_int("builtin_tokens", d.builtin_tokens, 2);
+    d.builtin_seed = s.get_int("builtin_seed", d.builtin_seed, 0);
+    s.finish();
+}
+
+void parse_parallel(Section& root) {
+    Section s = root.section("parallel");
+    for (const char* k : {"tensor", "pipeline"}) {
+        int64_t n = s.get_int(k, 1, 1);
+        ZT_CHECK(n == 1, s.key(k), ": ", k, " parallelism is not supported yet; use 1 (got ", n,
+                 ")");
+    }
+    s.finish();
+}
+
+int64_t parse_memory_budget(Section& root) {
+    Section s = root.section("memory");
+    int64_t budget = 0;
+    if (const json* v = s.take("budget_per_rank")) {
+        budget = v->is_string() ? parse_bytes(v->get<std::string>(), s.key("budget_per_rank"))
+                                : as_int(*v, s.key("budget_per_rank"));
+        ZT_CHECK(budget >= 0, s.key("budget_per_rank"), ": expected a size >= 0, got ", show(*v));
+    }
+    s.finish();
+    return budget;
+}
+
+// ---- reading the file ---------------------------------------------------------------------------
+
+// 1-based line and column of 1-based byte offset `byte` in `text`.
+std::pair<size_t, size_t> line_column(const std::string& text, size_t byte) {
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+        if (text[i] == '\n') {
+            ++line;
+            column = 1;
+        } else {
+            ++column;
+        }
+    }
+    return {line, column};
+}
+
+// Parses `text`; a syntax error names the file, line and column. A duplicate key is an error too,
+// as in DeepSpeed (a JSON parser would keep one of the two silently).
+json parse_json_text(const std::string& text, const std::string& path) {
+    struct Frame {
+        std::string path;
+        bool is_object;
+        std::set<std::string> keys;
+        std::string last_key;
+    };
+    std::vector<Frame> stack;
+    auto on_event = [&](int, json::parse_event_t event, json& parsed) {
+        using E = json::parse_event_t;
+        if (event == E::object_start || event == E::array_start) {
+            std::string where;
+            if (!stack.empty()) {
+                const Frame& up = stack.back();
+                where = up.is_object ? (up.path.empty() ? up.last_key : up.path + "." + up.last_key)
+                                     : up.path + "[]";
+            }
+            stack.push_back({where, event == E::object_start, {}, {}});
+        } else if (event == E::object_end || event == E::array_end) {
+            stack.pop_back();
+        } else if (event == E::key && !stack.empty()) {
+            Frame& f = stack.back();
+            f.last_key = parsed.get<std::string>();
+            const std::string name = f.path.empty() ? f.last_key : f.path + "." + f.last_key;
+            ZT_CHECK(f.keys.insert(f.last_key).second, path, ": duplicate key \"", name,
+                     "\"; give each key once");
+        }
+        return true;
+    };
+    try {
+        return json::parse(text, on_event);
+    } catch (const json::parse_error& e) {
+        const auto [line, column] = line_column(text, e.byte);
+        std::string why = e.what();
+        const size_t at = why.find(": ", why.find("parse error"));
+        if (at != std::string::npos) why = why.substr(at + 2);
+        ZT_FAIL(path, ": malformed JSON at line ", line, ", column ", column, " (byte ", e.byte,
+                "): ", why);
+    }
+}
+
+}  // namespace
+
+ParsedConfig parse_config(const json& j, int64_t world_size) {
+    ZT_CHECK(j.is_object(), "config: expected a JSON object at the top level, got ", show(j));
+    ZT_CHECK(world_size >= 1, "world size: expected >= 1, got ", world_size);
+    ParsedConfig out;
+    TrainConfig& c = out.config;
+    c.raw = j;
+    Section root(j, "", out.warnings);
+
+    c.steps = root.get_int("steps", c.steps, 1);
+    if (const json* v = root.take("seed")) {
+        if (v->is_number_unsigned()) {
+            c.seed = v->get<uint64_t>();
+        } else {
+            const int64_t seed = as_int(*v, "seed");
+            ZT_CHECK(seed >= 0, "seed: expected an integer >= 0, got ", show(*v));
+            c.seed = static_cast<uint64_t>(seed);
+        }
+    }
+    c.init_from = root.get_string("init_from", "");
+    c.threads = static_cast<int>(root.get_int("threads", 0, 0, INT_MAX));
+    c.eval_interval = root.get_int("eval_interval", 0, 0);
+    c.eval_iters = root.get_int("eval_iters", 1, 1);
+    c.steps_per_print = root.get_int("steps_per_print", 10, 1);
+    c.gradient_clipping = root.get_number("gradient_clipping", 0.0, 0.0);
+
+    parse_parallel(root);
+    resolve_batch(root, world_size, c);  // dp = world_size / (tensor x pipeline), both 1 for now
+    parse_model(root, c.model);
+    parse_data(root, c.data);
+    c.memory_budget = parse_memory_budget(root);
+    parse_optimizer(root, c.optimizer);
+    parse_scheduler(root, c, c.scheduler);
+    parse_precision(root, c);
+    parse_zero(root, c);
+    parse_activation_checkpointing(root);
+    refuse_features(root);
+    root.finish();
+    return out;
+}
+
+void apply_override(json& j, const std::string& assignment) {
+    const size_t eq = assignment.find('=');
+    ZT_CHECK(eq != std::string::npos, "--set ", assignment,
+             ": expected KEY=VALUE (for example zero_optimization.stage=0), got no '='");
+    const std::string path = assignment.substr(0, eq);
+    const std::string text = assignment.substr(eq + 1);
+    ZT_CHECK(!path.empty(), "--set ", assignment, ": expected a dotted key before '='");
+    std::vector<std::string> parts;
+    for (size_t start = 0;;) {
+        const size_t dot = path.find('.', start);
+        parts.push_back(path.substr(start, dot == std::string::npos ? dot : dot - start));
+        ZT_CHECK(!parts.back().empty(), "--set ", path, ": empty key segment in the dotted path");
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+    }
+    if (j.is_null()) j = json::object();
+    ZT_CHECK(j.is_object(), "--set ", path, ": the config is not a JSON object");
+    json* node = &j;
+    std::string walked;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        walked += (i ? "." : "") + parts[i];
+        json& next = (*node)[parts[i]];
+        if (next.is_null()) next = json::object();  // only missing nodes are created
+        ZT_CHECK(next.is_object(), "--set ", path, ": ", walked, " is ", show(next),
+                 ", not an object, so it cannot hold a key");
+        node = &next;
+    }
+    json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    (*node)[parts.back()] = value.is_discarded() ? json(text) : std::move(value);
+}
+
+json load_config_file(const std::string& path) {
+    std::error_code ec;
+    ZT_CHECK(!std::filesystem::is_directory(path, ec), path,
+             ": expected a config file, got a directory");
+    std::ifstream in(path, std::ios::binary);
+    ZT_CHECK(in, path, ": cannot open the config file (", std::strerror(errno), ")");
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    const std::string text = buf.str();
+    return parse_json_text(text, path);
+}
+
+}  // namespace zt

@@ -1,0 +1,33 @@
+#include "runtime/metrics.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace zt {
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+    file_ = std::fopen(path.c_str(), "w");
+    ZT_CHECK(file_ != nullptr, "metrics: cannot open ", path, " for writing: ", std::strerror(errno));
+}
+
+MetricsWriter::~MetricsWriter() {
+    if (file_) std::fclose(file_);
+}
+
+void MetricsWriter::write(const nlohmann::json& line) {
+    std::string s = line.dump() + "\n";
+    ZT_CHECK(std::fwrite(s.data(), 1, s.size(), file_) == s.size() && std::fflush(file_) == 0,
+             "metrics: write to ", path_, " failed: ", std::strerror(errno));
+}
+
+nlohmann::json memory_json(const MemoryStats& stats) {
+    nlohmann::json j;
+    for (int c = 0; c < kMemCategoryCount; ++c)
+        j[mem_category_name(static_cast<MemCategory>(c))] = stats.current[c];
+    j["peak"] = stats.total_peak;
+    return j;
+}
+
+}  // namespace zt

@@ -1,0 +1,31 @@
+// metrics.jsonl writer (DESIGN.md, Contracts: Metrics): one JSON object per optimizer step, skipped
+// steps included; evaluation lines carry eval_loss. Each line is flushed as written so a crash loses
+// at most the line being written.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tensor/memory.h"
+
+namespace zt {
+
+class MetricsWriter {
+public:
+    explicit MetricsWriter(const std::string& path);
+    ~MetricsWriter();
+    MetricsWriter(const MetricsWriter&) = delete;
+    MetricsWriter& operator=(const MetricsWriter&) = delete;
+    void write(const nlohmann::json& line);
+
+private:
+    std::FILE* file_ = nullptr;
+    std::string path_;
+};
+
+// {"params": bytes, ..., "peak": bytes} from a pool's stats.
+nlohmann::json memory_json(const MemoryStats& stats);
+
+}  // namespace zt

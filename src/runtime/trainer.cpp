@@ -1,0 +1,241 @@
+#include "runtime/trainer.h"
+
+#include <filesystem>
+#include <optional>
+
+#include "checkpoint/gpt_weights.h"
+#include "optim/adamw.h"
+#include "optim/sgd.h"
+#include "runtime/data/builtin_corpus.h"
+#include "runtime/data/token_dataset.h"
+#include "runtime/metrics.h"
+#include "runtime/progress.h"
+#include "tensor/threads.h"
+#include "util/log.h"
+#include "util/timer.h"
+
+namespace zt {
+
+std::unique_ptr<Gpt> build_gpt(const TrainConfig& cfg) {
+    const ModelConfig& m = cfg.model;
+    ZT_CHECK(m.type == "gpt", "model.type: expected \"gpt\", got \"", m.type, "\"");
+    return std::make_unique<Gpt>(GptOptions{m.vocab_size, m.seq_len, m.d_model, m.n_layers,
+                                            m.n_heads});
+}
+
+namespace {
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
+    if (o.type == "SGD") {
+        SgdOptions so;
+        so.momentum = static_cast<float>(o.momentum);
+        so.nesterov = o.nesterov;
+        so.weight_decay = static_cast<float>(o.weight_decay);
+        return std::make_unique<Sgd>(so);
+    }
+    AdamWOptions ao;
+    ao.beta1 = static_cast<float>(o.beta1);
+    ao.beta2 = static_cast<float>(o.beta2);
+    ao.eps = static_cast<float>(o.eps);
+    ao.weight_decay = static_cast<float>(o.weight_decay);
+    ao.adam_w_mode = o.type != "Adam";
+    ao.bias_correction = o.bias_correction;
+    return std::make_unique<AdamW>(ao);
+}
+
+std::unique_ptr<LrSchedule> make_schedule(const SchedulerConfig& s, double base_lr) {
+    LrScheduleOptions lo;
+    lo.type = s.type;
+    lo.warmup_min_lr = s.warmup_min_lr;
+    lo.warmup_max_lr = s.warmup_max_lr;
+    lo.warmup_num_steps = s.warmup_num_steps;
+    lo.warmup_type = s.warmup_type;
+    lo.total_num_steps = s.total_num_steps;
+    lo.warmup_min_ratio = s.warmup_min_ratio;
+    lo.cos_min_ratio = s.cos_min_ratio;
+    return make_lr_schedule(lo, base_lr);
+}
+
+// The token sources and datasets of a run: training and (optionally) evaluation.
+struct RunData {
+    std::unique_ptr<TokenSource> train_source, eval_source;
+    std::unique_ptr<TokenDataset> train, eval;
+    std::optional<CorpusInfo> corpus;
+};
+
+RunData open_data(const TrainConfig& cfg) {
+    RunData d;
+    const DataConfig& dc = cfg.data;
+    TokenDatasetOptions to;
+    to.seq_len = cfg.model.seq_len;
+    to.vocab_size = cfg.model.vocab_size;
+    to.shuffle = dc.shuffle;
+    to.seed = cfg.seed;
+    if (dc.type == "builtin") {
+        BuiltinCorpusOptions bo;
+        bo.vocab_size = cfg.model.vocab_size;
+        bo.alphabet = std::min<int64_t>(64, cfg.model.vocab_size);
+        bo.period = cfg.model.seq_len;
+        bo.n_tokens = dc.builtin_tokens;
+        bo.seed = dc.builtin_seed;
+        CorpusInfo info;
+        auto tokens = generate_builtin_corpus(bo, &info);
+        d.corpus = info;
+        d.train_source = std::make_unique<InMemoryTokens>(std::span<const uint16_t>(tokens),
+                                                          "builtin corpus");
+    } else {
+        d.train_source = std::make_unique<MappedTokenFile>(dc.path, parse_token_dtype(dc.dtype));
+        if (!dc.eval_path.empty())
+            d.eval_source =
+                std::make_unique<MappedTokenFile>(dc.eval_path, parse_token_dtype(dc.dtype));
+    }
+    const int64_t S = token_sample_count(d.train_source->size(), to.seq_len);
+    ZT_CHECK(S >= 1, "data: ", d.train_source->name(), " holds ", d.train_source->size(),
+             " tokens, fewer than one sample of model.seq_len + 1 = ", to.seq_len + 1);
+    int64_t held = 0;
+    if (!d.eval_source && dc.eval_fraction > 0) {
+        held = std::max<int64_t>(1, static_cast<int64_t>(dc.eval_fraction * static_cast<double>(S)));
+        ZT_CHECK(held < S, "data.eval_fraction: ", dc.eval_fraction, " holds out all ", S,
+                 " samples; lower it");
+    }
+    to.first_sample = 0;
+    to.sample_count = S - held;
+    d.train = std::make_unique<TokenDataset>(*d.train_source, to);
+    TokenDatasetOptions eo = to;
+    eo.shuffle = false;
+    if (d.eval_source) {
+        eo.sample_count = -1;
+        d.eval = std::make_unique<TokenDataset>(*d.eval_source, eo);
+    } else if (held > 0) {
+        eo.first_sample = S - held;
+        eo.sample_count = held;
+        d.eval = std::make_unique<TokenDataset>(*d.train_source, eo);
+    }
+    return d;
+}
+
+// Fills inputs/targets with the micro-batch's samples from global sample index k0 on.
+void load_batch(const TokenDataset& ds, int64_t k0, int64_t micro, std::vector<int32_t>& inputs,
+                std::vector<int32_t>& targets) {
+    const int64_t T = ds.seq_len();
+    inputs.resize(micro * T);
+    targets.resize(micro * T);
+    for (int64_t j = 0; j < micro; ++j) ds.get(k0 + j, &inputs[j * T], &targets[j * T]);
+}
+
+double evaluate(Engine& engine, const TokenDataset& ds, const TrainConfig& cfg) {
+    std::vector<int32_t> in, tg;
+    double sum = 0;
+    for (int64_t it = 0; it < cfg.eval_iters; ++it) {
+        load_batch(ds, it * cfg.micro_batch, cfg.micro_batch, in, tg);
+        sum += engine.eval_loss(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
+    }
+    return sum / static_cast<double>(cfg.eval_iters);
+}
+
+void save_weights(Engine& engine, const std::string& path) {
+    std::vector<NamedTensorF32> named;
+    for (Parameter* p : engine.arena().params())
+        named.push_back({p->name, p->shape, p->master.data<float>()});
+    export_gpt_weights(path, named, "F32");
+}
+
+}  // namespace
+
+EngineOptions engine_options(const TrainConfig& cfg) {
+    EngineOptions eo;
+    eo.compute_dtype = cfg.precision == "bf16" ? DType::kBF16 : DType::kF32;
+    eo.grad_dtype = cfg.grad_accum_dtype == "bf16" ? DType::kBF16 : DType::kF32;
+    eo.grad_accum = cfg.grad_accum;
+    eo.gradient_clipping = cfg.gradient_clipping;
+    eo.seed = cfg.seed;
+    eo.lr = cfg.optimizer.lr;
+    eo.optimizer = make_optimizer(cfg.optimizer);
+    if (!cfg.scheduler.type.empty()) eo.schedule = make_schedule(cfg.scheduler, cfg.optimizer.lr);
+    return eo;
+}
+
+TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
+    if (cfg.threads > 0) set_num_threads(cfg.threads);
+    MemoryPool pool;
+    pool.set_budget(cfg.memory_budget);
+    RunData data = open_data(cfg);
+    std::unique_ptr<Gpt> model = build_gpt(cfg);
+    const double flops_per_token = model->flops_per_token();
+    Engine engine(pool, std::move(model), engine_options(cfg));
+    if (!cfg.init_from.empty()) {
+        std::vector<NamedTensorF32> named;
+        for (Parameter* p : engine.arena().params())
+            named.push_back({p->name, p->shape, p->master.data<float>()});
+        import_gpt_weights(cfg.init_from, named);
+        engine.arena().sync_compute();
+    }
+
+    std::filesystem::create_directories(opts.run_dir);
+    MetricsWriter metrics(opts.run_dir + "/metrics.jsonl");
+    Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
+    auto say = [&](const std::string& s) {
+        if (!opts.quiet) progress.message(s);
+    };
+    say(str_cat("zerotrain: GPT ", engine.arena().numel(), " parameters, ", cfg.precision, ", ",
+                num_threads(), " threads, batch ", cfg.train_batch_size, " x ", cfg.model.seq_len,
+                " tokens (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum, ")"));
+    if (data.corpus)
+        say(str_cat("builtin corpus: entropy rate H = ", data.corpus->entropy_rate,
+                    " nats/token, bigram bound = ", data.corpus->bigram_bound,
+                    " nats/token (the best a model without attention can do)"));
+
+    TrainResult result;
+    std::vector<int32_t> in, tg;
+    const int64_t tokens_per_step = cfg.train_batch_size * cfg.model.seq_len;
+    double timed_s = 0;
+    for (int64_t step = 0; step < cfg.steps; ++step) {
+        pool.reset_peaks();
+        Stopwatch sw;
+        for (int64_t m = 0; m < cfg.grad_accum; ++m) {
+            int64_t k0 = global_sample_index(step, m, 0, cfg.micro_batch, cfg.grad_accum, 1, 0);
+            load_batch(*data.train, k0, cfg.micro_batch, in, tg);
+            engine.forward_backward(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
+        }
+        StepStats st = engine.step();
+        double dt = sw.elapsed_s();
+        if (step > 0) timed_s += dt;
+        nlohmann::json line = {{"step", step + 1},
+                               {"loss", st.loss},
+                               {"lr", st.lr},
+                               {"grad_norm", st.grad_norm},
+                               {"step_time_s", dt},
+                               {"tokens_per_s", tokens_per_step / dt},
+                               {"mfu_flops_per_s", flops_per_token * tokens_per_step / dt},
+                               {"mem", memory_json(pool.stats())},
+                               {"comm_s", 0.0},
+                               {"skipped", st.skipped}};
+        metrics.write(line);
+        result.steps = step + 1;
+        result.final_loss = st.loss;
+        if (st.skipped) say(str_cat("step ", step + 1, ": non-finite gradients, step skipped"));
+        if (!opts.quiet)
+            progress.update(step + 1, str_cat("loss ", st.loss, " | ",
+                                              static_cast<int64_t>(tokens_per_step / dt),
+                                              " tok/s"));
+        bool eval_now = data.eval && cfg.eval_interval > 0 &&
+                        ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
+        if (eval_now) {
+            double el = evaluate(engine, *data.eval, cfg);
+            metrics.write({{"step", step + 1}, {"eval_loss", el}});
+            result.final_eval_loss = el;
+            say(str_cat("step ", step + 1, ": eval_loss ", el));
+        }
+    }
+    if (!opts.quiet) progress.finish();
+    if (cfg.steps > 1) result.tokens_per_s = tokens_per_step * (cfg.steps - 1) / timed_s;
+    save_weights(engine, opts.run_dir + "/model.safetensors");
+    say(str_cat("done: ", result.steps, " steps, final loss ", result.final_loss,
+                result.tokens_per_s > 0 ? str_cat(", ", static_cast<int64_t>(result.tokens_per_s),
+                                                  " tokens/s")
+                                        : std::string(),
+                "; weights in ", opts.run_dir, "/model.safetensors"));
+    return result;
+}
+
+}  // namespace zt

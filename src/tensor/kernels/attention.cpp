@@ -1,0 +1,441 @@
+// Causal attention kernels, blockwise with an online softmax (Note [Attention tiling]). The only
+// scratch is the caller's workspace: per thread, one head's rows in f32 plus a few square tiles,
+// so memory is linear in T. A thread owns a whole (b, h) head at a time: results do not depend on
+// the thread count and dk, dv need no cross-thread reduction. Leaves out dropout and other masks.
+#include "tensor/kernels/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tensor/dtype.h"
+#include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
+#include "util/error.h"
+
+// Note [Attention tiling]
+// Score tiles are kBlock queries by kBlock keys. For its head a thread converts q, k, v (backward:
+// also dout) to f32 rows padded with zeros to Tp = ceil(T / kBlock) kBlock rows and Dp =
+// ceil(D / 16) 16 columns, and the operands a product reads down its columns to transposed
+// (Dp, kBlock) tiles, once per block. Every product is then a small GEMM whose inner step is one
+// broadcast and up to four contiguous 16-float FMAs (tile_gemm). The forward keeps its scores
+// transposed, keys by queries, so the softmax statistics of 16 queries are one vector and need no
+// horizontal reductions. Key blocks above the diagonal are skipped; in a diagonal block, register
+// tiles wholly above it are skipped (Causal) and the rest is masked. Padded keys lie above the
+// diagonal of every real query and padded queries are never used, so padding cannot leak.
+
+namespace zt::kernels {
+
+namespace {
+
+using vec::kLanes;
+using vec::V16;
+
+constexpr int64_t kBlock = 64;  // queries and keys per score tile; a multiple of kLanes
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Which part of a diagonal tile a product needs; row m and column (or k) n share one origin there.
+enum class Causal {
+    kNone,      // the whole product
+    kColsTo,    // scores: only columns n <= m (register tiles wholly right of them are skipped)
+    kColsFrom,  // transposed scores: only columns n >= m (tiles wholly left of them are skipped)
+    kKLow,      // a(m, k) = 0 for k > m: P V and dS K
+    kKHigh,     // a(m, k) = 0 for k < m: P^T dO and dS^T Q
+};
+
+// c (MR, 16 NV) (+)= a (MR, [kb, ke)) b ([kb, ke), 16 NV); a(m, k) = a[m lda + k], or a[k lda + m]
+// when kTransA; rows of b and c are ldb and ldc floats apart.
+template <int MR, int NV, bool kTransA>
+void micro_gemm(int64_t kb, int64_t ke, const float* a, int64_t lda, const float* b, int64_t ldb,
+                float* c, int64_t ldc, bool accumulate) {
+    V16 acc[MR][NV];
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v)
+            acc[m][v] = accumulate ? vec::load(c + m * ldc + v * kLanes) : vec::zero();
+    for (int64_t k = kb; k < ke; ++k) {
+        V16 bv[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) bv[v] = vec::load(b + k * ldb + v * kLanes);
+#pragma GCC unroll 16
+        for (int m = 0; m < MR; ++m) {
+            const V16 am = vec::splat(kTransA ? a[k * lda + m] : a[m * lda + k]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[m][v] = vec::fma(am, bv[v], acc[m][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) vec::store(c + m * ldc + v * kLanes, acc[m][v]);
+}
+
+struct GemmArgs {
+    int64_t M, N, K;
+    const float* a;
+    int64_t lda;
+    const float* b;
+    int64_t ldb;
+    float* c;
+    int64_t ldc;
+    bool accumulate;
+    Causal causal;
+};
+
+// Rows from m0 of columns [n0, n0 + 16 nvec), MR at a time while MR remain; returns the row after.
+template <int MR, bool kTransA>
+int64_t gemm_rows(const GemmArgs& g, int64_t m0, int64_t n0, int64_t nvec) {
+    for (; m0 + MR <= g.M; m0 += MR) {
+        int64_t kb = 0, ke = g.K, v0 = 0, nv = nvec;
+        if (g.causal == Causal::kKLow) ke = std::min(g.K, m0 + MR);
+        if (g.causal == Causal::kKHigh) kb = std::min(g.K, m0);
+        if (g.causal == Causal::kColsTo) {
+            const int64_t last = m0 + MR - 1 - n0;  // the last column any row of the group needs
+            nv = last < 0 ? 0 : std::min(nvec, last / kLanes + 1);
+        }
+        if (g.causal == Causal::kColsFrom) {
+            v0 = std::min(nvec, std::max<int64_t>(0, m0 - n0) / kLanes);  // first vector needed
+            nv = nvec - v0;
+        }
+        const float* a = kTransA ? g.a + m0 : g.a + m0 * g.lda;
+        const float* b = g.b + n0 + v0 * kLanes;
+        float* c = g.c + m0 * g.ldc + n0 + v0 * kLanes;
+        using Micro = void (*)(int64_t, int64_t, const float*, int64_t, const float*, int64_t,
+                               float*, int64_t, bool);
+        constexpr Micro kMicro[] = {micro_gemm<MR, 1, kTransA>, micro_gemm<MR, 2, kTransA>,
+                                    micro_gemm<MR, 3, kTransA>, micro_gemm<MR, 4, kTransA>};
+        if (nv > 0)  // else the whole group lies beside these columns
+            kMicro[nv - 1](kb, ke, a, g.lda, b, g.ldb, c, g.ldc, g.accumulate);
+    }
+    return m0;
+}
+
+// c (M, N) (+)= a (M, K) b (K, N), N a multiple of 16; a is read transposed when kTransA.
+// 6 x 4 vectors is 24 of the 32 vector registers for accumulators.
+template <bool kTransA>
+void tile_gemm(const GemmArgs& g) {
+    for (int64_t n0 = 0; n0 < g.N; n0 += 4 * kLanes) {
+        const int64_t nvec = std::min<int64_t>(4, (g.N - n0) / kLanes);
+        int64_t m0 = nvec >= 3 ? gemm_rows<6, kTransA>(g, 0, n0, nvec)
+                               : gemm_rows<8, kTransA>(g, 0, n0, nvec);
+        m0 = gemm_rows<4, kTransA>(g, m0, n0, nvec);
+        gemm_rows<1, kTransA>(g, m0, n0, nvec);
+    }
+}
+
+// Shapes of one head; `ld` is the row stride of qkv.
+struct Dims {
+    int64_t B, T, C, H, D, Tp, Dp, nb, ld;
+};
+
+Dims make_dims(AttentionShape s) {
+    const int64_t D = s.C / s.H, Tp = (s.T + kBlock - 1) / kBlock * kBlock;
+    return {s.B, s.T, s.C, s.H, D, Tp, (D + kLanes - 1) / kLanes * kLanes, Tp / kBlock, 3 * s.C};
+}
+
+// One thread's scratch (floats; every piece a multiple of 16). Forward uses rows[0..1] (k, v),
+// tile_t[0] (q^T), tile_r (O, staging), sq (scores, alpha) and vec (m, l); backward uses all.
+struct Scratch {
+    float* rows[4];    // (Tp, Dp) each
+    float* vec[2];     // (Tp) each
+    float* tile_t[2];  // (Dp, kBlock) each
+    float* tile_r[2];  // (kBlock, Dp) each
+    float* sq[2];      // (kBlock, kBlock) each
+    static int64_t floats(const Dims& d) {
+        return 4 * d.Tp * d.Dp + 2 * d.Tp + 4 * d.Dp * kBlock + 2 * kBlock * kBlock;
+    }
+    Scratch(float* p, const Dims& d) {
+        for (float*& r : rows) r = p, p += d.Tp * d.Dp;
+        for (float*& r : vec) r = p, p += d.Tp;
+        for (float*& r : tile_t) r = p, p += d.Dp * kBlock;
+        for (float*& r : tile_r) r = p, p += kBlock * d.Dp;
+        for (float*& r : sq) r = p, p += kBlock * kBlock;
+    }
+};
+
+int threads_for(const Dims& d, int threads) {
+    return static_cast<int>(std::clamp<int64_t>(d.B * d.H, 1, std::max(threads, 1)));
+}
+
+// Head bh = b H + h of qkv (B, T, 3C): its q; its k and v are C and 2C further.
+template <typename T>
+T* head_in(T* qkv, const Dims& d, int64_t bh) {
+    return qkv + (bh / d.H) * d.T * d.ld + (bh % d.H) * d.D;
+}
+// Head bh of out or dout (B, T, C).
+template <typename T>
+T* head_out(T* out, const Dims& d, int64_t bh) {
+    return out + (bh / d.H) * d.T * d.C + (bh % d.H) * d.D;
+}
+
+// Runs fn(bh, next, slab) over the B H heads; each thread takes a contiguous range, like
+// schedule(static), and `next` is its following head (-1 after the last) so it can be prefetched.
+template <typename F>
+void for_each_head(const Dims& d, void* workspace, F fn) {
+    auto base = reinterpret_cast<uintptr_t>(workspace);
+    base = (base + 63) & ~uintptr_t{63};  // attention_workspace_bytes leaves 64 bytes for this
+    const int64_t n = d.B * d.H;
+#pragma omp parallel num_threads(threads_for(d, num_threads()))
+    {
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t begin = t * (n / nt) + std::min(t, n % nt);
+        const int64_t end = begin + n / nt + (t < n % nt ? 1 : 0);
+        float* slab = reinterpret_cast<float*>(base) + t * Scratch::floats(d);
+        for (int64_t bh = begin; bh < end; ++bh) fn(bh, bh + 1 < end ? bh + 1 : -1, slab);
+    }
+}
+
+// Asks for rows [0, n) of a D-wide slice, ld elements apart, to be brought into L2 while other
+// work runs: the next head's inputs, or rows about to be written. Each row sits in its own pages,
+// which the hardware prefetcher does not follow.
+template <typename T>
+void prefetch_rows(const T* src, int64_t ld, int64_t n, const Dims& d, bool for_write) {
+    const int64_t row_bytes = d.D * static_cast<int64_t>(sizeof(T));
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t off = 0; off < row_bytes; off += 64) {
+            const char* a = reinterpret_cast<const char*>(src + t * ld) + off;
+            if (for_write)
+                __builtin_prefetch(a, 1, 2);
+            else
+                __builtin_prefetch(a, 0, 2);
+        }
+}
+
+// dst (n, Dp) <- rows [0, n) of src, ld elements apart, D wide; zeros in the padding columns.
+template <typename T>
+void load_rows(const T* src, int64_t ld, int64_t n, const Dims& d, float* dst) {
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t e = 0; e < d.Dp; e += kLanes)
+            vec::store(dst + t * d.Dp + e, vec::load_part(src + t * ld + e, d.D - e));
+}
+
+// Rows [0, n) of dst, ld elements apart, D wide <- src (n, Dp), rounded to T.
+template <typename T>
+void store_rows(const float* src, int64_t n, const Dims& d, T* dst, int64_t ld) {
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t e = 0; e < d.D; e += kLanes)
+            vec::store_part(dst + t * ld + e, vec::load(src + t * d.Dp + e), d.D - e);
+}
+
+// dst (Dp, kBlock) <- the transpose of rows (kBlock, Dp).
+void transpose_block(const float* rows, const Dims& d, float* dst) {
+    for (int64_t c = 0; c < kBlock; ++c)
+        for (int64_t e = 0; e < d.Dp; ++e) dst[e * kBlock + c] = rows[c * d.Dp + e];
+}
+
+// Entries right (mask_upper) or left (mask_lower) of the diagonal of a (n, kBlock) tile <- value.
+void mask_upper(float* tile, int64_t n, float value) {
+    for (int64_t r = 0; r < n; ++r)
+        std::fill(tile + r * kBlock + r + 1, tile + (r + 1) * kBlock, value);
+}
+void mask_lower(float* tile, int64_t n, float value) {
+    for (int64_t r = 0; r < n; ++r) std::fill(tile + r * kBlock, tile + r * kBlock + r, value);
+}
+
+// The online softmax step on a transposed score tile st (nk keys, kBlock queries) holding k.q:
+// each lane is one query. On return st holds p = e^(x - m_new) with x = k.q scale, m and l
+// (kBlock queries each) are updated, and alpha holds what the output rows must be rescaled by.
+void softmax_columns(float* st, int64_t nk, float scale, float* m, float* l, float* alpha) {
+    constexpr int kVecs = kBlock / kLanes;
+    V16 mx[kVecs], sum[kVecs];
+    for (int v = 0; v < kVecs; ++v) mx[v] = vec::load(m + v * kLanes), sum[v] = vec::zero();
+    for (int64_t c = 0; c < nk; ++c)
+        for (int v = 0; v < kVecs; ++v) {
+            float* p = st + c * kBlock + v * kLanes;
+            const V16 x = vec::load(p) * vec::splat(scale);
+            vec::store(p, x);
+            mx[v] = vec::max(mx[v], x);
+        }
+    for (int64_t c = 0; c < nk; ++c)
+        for (int v = 0; v < kVecs; ++v) {
+            float* p = st + c * kBlock + v * kLanes;
+            const V16 e = vec::exp(vec::load(p) - mx[v]);
+            vec::store(p, e);
+            sum[v] = sum[v] + e;
+        }
+    for (int v = 0; v < kVecs; ++v) {
+        const V16 a = vec::exp(vec::load(m + v * kLanes) - mx[v]);  // 0 on the first block
+        vec::store(alpha + v * kLanes, a);
+        vec::store(l + v * kLanes, vec::fma(vec::load(l + v * kLanes), a, sum[v]));
+        vec::store(m + v * kLanes, mx[v]);
+    }
+}
+
+// One head bh = b H + h of the forward; next: the thread's next head or -1.
+template <typename T>
+void forward_head(const T* qkv, T* out, float* lse, const Dims& d, int64_t bh, int64_t next,
+                  float* slab) {
+    Scratch w(slab, d);
+    float *k = w.rows[0], *v = w.rows[1], *qt = w.tile_t[0], *o = w.tile_r[0], *stage = w.tile_r[1];
+    float *st = w.sq[0], *alpha = w.sq[1], *m = w.vec[0], *l = w.vec[1];
+    const T* qh = head_in(qkv, d, bh);
+    T* oh = head_out(out, d, bh);
+    std::fill(k, k + 2 * d.Tp * d.Dp, 0.0f);  // rows[0..1] are contiguous: zero the padding rows
+    load_rows(qh + d.C, d.ld, d.T, d, k);
+    load_rows(qh + 2 * d.C, d.ld, d.T, d, v);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.D));
+    for (int64_t i = 0; i < d.nb; ++i) {
+        const int64_t r0 = i * kBlock, nr = std::min(kBlock, d.T - r0);
+        if (next >= 0)
+            for (int64_t part = 0; part < 3; ++part)
+                prefetch_rows(head_in(qkv, d, next) + part * d.C + r0 * d.ld, d.ld, nr, d, false);
+        prefetch_rows(oh + r0 * d.C, d.C, nr, d, true);
+        std::fill(stage, stage + kBlock * d.Dp, 0.0f);
+        load_rows(qh + r0 * d.ld, d.ld, nr, d, stage);
+        transpose_block(stage, d, qt);
+        std::fill(o, o + kBlock * d.Dp, 0.0f);
+        std::fill(m, m + kBlock, kNegInf);
+        std::fill(l, l + kBlock, 0.0f);
+        for (int64_t j = 0; j <= i; ++j) {
+            const bool diag = j == i;
+            const int64_t nk = diag ? nr : kBlock;  // keys past T only occur in a diagonal block
+            tile_gemm<false>({nk, kBlock, d.Dp, k + j * kBlock * d.Dp, d.Dp, qt, kBlock, st, kBlock,
+                              false, diag ? Causal::kColsFrom : Causal::kNone});
+            if (diag) mask_lower(st, nk, kNegInf);
+            softmax_columns(st, nk, scale, m, l, alpha);
+            for (int64_t r = 0; r < nr; ++r)
+                for (int64_t e = 0; e < d.Dp; e += kLanes)
+                    vec::store(o + r * d.Dp + e,
+                               vec::load(o + r * d.Dp + e) * vec::splat(alpha[r]));
+            tile_gemm<true>({nr, d.Dp, nk, st, kBlock, v + j * kBlock * d.Dp, d.Dp, o, d.Dp, true,
+                             diag ? Causal::kKLow : Causal::kNone});
+        }
+        for (int64_t r = 0; r < nr; ++r) {
+            for (int64_t e = 0; e < d.Dp; e += kLanes)
+                vec::store(o + r * d.Dp + e, vec::load(o + r * d.Dp + e) * vec::splat(1.0f / l[r]));
+            lse[bh * d.T + r0 + r] = m[r] + std::log(l[r]);
+        }
+        store_rows(o, nr, d, oh + r0 * d.C, d.C);
+    }
+}
+
+// Backward for query block i against key block j of one head (Scratch as backward_head lays it
+// out): accumulates dv_j, dk_j (tile_r) and dq_i (rows[3]); p and ds are the score tiles.
+void backward_tile(const Scratch& w, const Dims& d, int64_t i, int64_t j, float scale) {
+    const float *q = w.rows[0], *k = w.rows[1], *dout = w.rows[2], *di = w.vec[0], *lse = w.vec[1],
+                *kt = w.tile_t[0], *vt = w.tile_t[1];
+    float *dq = w.rows[3], *dk = w.tile_r[0], *dv = w.tile_r[1], *p = w.sq[0], *ds = w.sq[1];
+    const int64_t r0 = i * kBlock, nr = std::min(kBlock, d.T - r0);
+    const bool diag = i == j;
+    const Causal cols = diag ? Causal::kColsTo : Causal::kNone;
+    const Causal low = diag ? Causal::kKLow : Causal::kNone;
+    const Causal high = diag ? Causal::kKHigh : Causal::kNone;
+    tile_gemm<false>({nr, kBlock, d.Dp, q + r0 * d.Dp, d.Dp, kt, kBlock, p, kBlock, false, cols});
+    if (diag) mask_upper(p, nr, kNegInf);
+    for (int64_t r = 0; r < nr; ++r) {  // p = e^(q.k scale - lse)
+        const V16 neg_lse = vec::splat(-lse[r0 + r]);
+        for (int64_t c = r * kBlock; c < (r + 1) * kBlock; c += kLanes)
+            vec::store(p + c, vec::exp(vec::fma(vec::load(p + c), vec::splat(scale), neg_lse)));
+    }
+    // dv_j += p^T dout_i; dp = dout_i v_j^T
+    tile_gemm<true>({kBlock, d.Dp, nr, p, kBlock, dout + r0 * d.Dp, d.Dp, dv, d.Dp, true, high});
+    tile_gemm<false>(
+        {nr, kBlock, d.Dp, dout + r0 * d.Dp, d.Dp, vt, kBlock, ds, kBlock, false, cols});
+    if (diag) mask_upper(ds, nr, 0.0f);  // skipped entries are stale; p is 0 there
+    for (int64_t r = 0; r < nr; ++r) {   // ds = p (dp - D_r) scale
+        const V16 dr = vec::splat(di[r0 + r]);
+        for (int64_t c = r * kBlock; c < (r + 1) * kBlock; c += kLanes)
+            vec::store(ds + c, vec::load(p + c) * (vec::load(ds + c) - dr) * vec::splat(scale));
+    }
+    // dq_i += ds k_j; dk_j += ds^T q_i
+    tile_gemm<false>({nr, d.Dp, kBlock, ds, kBlock, k + j * kBlock * d.Dp, d.Dp, dq + r0 * d.Dp,
+                      d.Dp, true, low});
+    tile_gemm<true>({kBlock, d.Dp, nr, ds, kBlock, q + r0 * d.Dp, d.Dp, dk, d.Dp, true, high});
+}
+
+// One head bh = b H + h of the backward; next: the thread's next head or -1.
+template <typename T>
+void backward_head(const T* qkv, const T* out, const T* dout, const float* lse, T* dqkv,
+                   const Dims& d, int64_t bh, int64_t next, float* slab) {
+    Scratch w(slab, d);
+    float *q = w.rows[0], *k = w.rows[1], *dor = w.rows[2], *dq = w.rows[3], *di = w.vec[0];
+    float *kt = w.tile_t[0], *vt = w.tile_t[1], *dk = w.tile_r[0], *dv = w.tile_r[1];
+    const T* qh = head_in(qkv, d, bh);
+    const T* oh = head_out(out, d, bh);
+    T* dqh = head_in(dqkv, d, bh);
+    std::fill(q, q + 4 * d.Tp * d.Dp, 0.0f);  // rows[0..3] are contiguous
+    load_rows(qh, d.ld, d.T, d, q);
+    load_rows(qh + d.C, d.ld, d.T, d, k);
+    load_rows(head_out(dout, d, bh), d.C, d.T, d, dor);
+    for (int64_t t0 = 0; t0 < d.T; t0 += kBlock) {  // D_t = dout_t . out_t, out staged through dk
+        const int64_t n = std::min(kBlock, d.T - t0);
+        load_rows(oh + t0 * d.C, d.C, n, d, dk);
+        for (int64_t t = t0; t < t0 + n; ++t) {
+            V16 acc = vec::zero();
+            const float *o_row = dk + (t - t0) * d.Dp, *do_row = dor + t * d.Dp;
+            for (int64_t e = 0; e < d.Dp; e += kLanes)
+                acc = vec::fma(vec::load(o_row + e), vec::load(do_row + e), acc);
+            di[t] = vec::hsum(acc);
+        }
+    }
+    std::copy(lse + bh * d.T, lse + (bh + 1) * d.T, w.vec[1]);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.D));
+    for (int64_t j = 0; j < d.nb; ++j) {
+        const int64_t c0 = j * kBlock, nc = std::min(kBlock, d.T - c0);
+        if (next >= 0) {
+            for (int64_t part = 0; part < 3; ++part)
+                prefetch_rows(head_in(qkv, d, next) + part * d.C + c0 * d.ld, d.ld, nc, d, false);
+            prefetch_rows(head_out(out, d, next) + c0 * d.C, d.C, nc, d, false);
+            prefetch_rows(head_out(dout, d, next) + c0 * d.C, d.C, nc, d, false);
+        }
+        for (int64_t part = 0; part < 3; ++part)  // this head's dq, dk, dv rows of block j
+            prefetch_rows(dqh + part * d.C + c0 * d.ld, d.ld, nc, d, true);
+        transpose_block(k + c0 * d.Dp, d, kt);
+        std::fill(dv, dv + kBlock * d.Dp, 0.0f);  // v_j staged through dv
+        load_rows(qh + 2 * d.C + c0 * d.ld, d.ld, nc, d, dv);
+        transpose_block(dv, d, vt);
+        std::fill(dk, dk + 2 * kBlock * d.Dp, 0.0f);  // tile_r[0..1] are contiguous
+        for (int64_t i = j; i < d.nb; ++i) backward_tile(w, d, i, j, scale);
+        store_rows(dk, nc, d, dqh + d.C + c0 * d.ld, d.ld);
+        store_rows(dv, nc, d, dqh + 2 * d.C + c0 * d.ld, d.ld);
+    }
+    store_rows(dq, d.T, d, dqh, d.ld);
+}
+
+void check_shape(AttentionShape s) {
+    ZT_CHECK(s.B >= 1 && s.T >= 1 && s.H >= 1 && s.C >= s.H && s.C % s.H == 0,
+             "attention: expected B, T >= 1 and C a positive multiple of H, got B=", s.B,
+             " T=", s.T, " C=", s.C, " H=", s.H);
+}
+
+}  // namespace
+
+int64_t attention_workspace_bytes(AttentionShape s, int threads) {
+    check_shape(s);
+    const Dims d = make_dims(s);
+    return 64 + int64_t{threads_for(d, threads)} * Scratch::floats(d) *
+                    static_cast<int64_t>(sizeof(float));
+}
+
+// Both run on zt::num_threads() threads (at most B H): the count the caller must have given
+// attention_workspace_bytes.
+template <typename T>
+void attention_forward(const T* qkv, T* out, float* lse, AttentionShape s, void* workspace) {
+    check_shape(s);
+    const Dims d = make_dims(s);
+    for_each_head(d, workspace, [&](int64_t bh, int64_t next, float* slab) {
+        forward_head(qkv, out, lse, d, bh, next, slab);
+    });
+}
+
+template <typename T>
+void attention_backward(const T* qkv, const T* out, const T* dout, const float* lse, T* dqkv,
+                        AttentionShape s, void* workspace) {
+    check_shape(s);
+    const Dims d = make_dims(s);
+    for_each_head(d, workspace, [&](int64_t bh, int64_t next, float* slab) {
+        backward_head(qkv, out, dout, lse, dqkv, d, bh, next, slab);
+    });
+}
+
+template void attention_forward<float>(const float*, float*, float*, AttentionShape, void*);
+template void attention_forward<bf16>(const bf16*, bf16*, float*, AttentionShape, void*);
+template void attention_backward<float>(const float*, const float*, const float*, const float*,
+                                        float*, AttentionShape, void*);
+template void attention_backward<bf16>(const bf16*, const bf16*, const bf16*, const float*, bf16*,
+                                       AttentionShape, void*);
+
+}  // namespace zt::kernels

@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "tensor/gemm.h"
+#include "util/random.h"
+
+namespace zt {
+
+namespace {
+
+// Naive C = alpha op(A) op(B) + beta C in double, row-major.
+std::vector<double> reference(int64_t m, int64_t n, int64_t k, float alpha,
+                              const std::vector<float>& a, bool ta, const std::vector<float>& b,
+                              bool tb, float beta, const std::vector<float>& c) {
+    std::vector<double> out(m * n);
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (int64_t p = 0; p < k; ++p) {
+                double av = ta ? a[p * m + i] : a[i * k + p];
+                double bv = tb ? b[j * k + p] : b[p * n + j];
+                s += av * bv;
+            }
+            out[i * n + j] = alpha * s + beta * c[i * n + j];
+        }
+    return out;
+}
+
+std::vector<float> random_vec(int64_t n, uint64_t stream, bool bf16_exact) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) {
+        float x = static_cast<float>(normal01(3, stream, i));
+        v[i] = bf16_exact ? bf16_to_f32(f32_to_bf16(x)) : x;
+    }
+    return v;
+}
+
+struct Case {
+    GemmLibrary lib;
+    DType ab;
+    DType c;
+};
+
+void check(const Case& cs, int64_t m, int64_t n, int64_t k, bool ta, bool tb, float alpha,
+           float beta) {
+    const bool bf = cs.ab == DType::kBF16;
+    auto a = random_vec(m * k, 1, bf), b = random_vec(k * n, 2, bf);
+    auto c = random_vec(m * n, 3, cs.c == DType::kBF16);
+    auto want = reference(m, n, k, alpha, a, ta, b, tb, beta, c);
+    std::vector<uint16_t> a16(a.size()), b16(b.size()), c16(c.size());
+    for (size_t i = 0; i < a.size(); ++i) a16[i] = f32_to_bf16(a[i]).bits;
+    for (size_t i = 0; i < b.size(); ++i) b16[i] = f32_to_bf16(b[i]).bits;
+    for (size_t i = 0; i < c.size(); ++i) c16[i] = f32_to_bf16(c[i]).bits;
+    const void* ap = bf ? static_cast<const void*>(a16.data()) : a.data();
+    const void* bp = bf ? static_cast<const void*>(b16.data()) : b.data();
+    void* cp = cs.c == DType::kBF16 ? static_cast<void*>(c16.data()) : c.data();
+    gemm_with(cs.lib, m, n, k, alpha, {ap, ta ? m : k, ta}, {bp, tb ? k : n, tb}, cs.ab, beta, cp, n,
+              cs.c);
+    for (int64_t i = 0; i < m * n; ++i) {
+        double got = cs.c == DType::kBF16 ? bf16_to_f32(bf16{c16[i]}) : c[i];
+        // f32 accumulation over k terms of size ~1: error ~ k * 2^-24 * sqrt(k); bf16 output adds
+        // a relative rounding of 2^-8.
+        double tol = cs.c == DType::kBF16 ? 1e-2 * (std::fabs(want[i]) + 1) : 1e-4 * std::sqrt(k);
+        ASSERT_NEAR(got, want[i], tol) << "i=" << i << " m,n,k=" << m << "," << n << "," << k
+                                       << " ta=" << ta << " tb=" << tb;
+    }
+}
+
+}  // namespace
+
+TEST(Gemm, AllLibrariesTransposesAndOddSizes) {
+    const Case cases[] = {{GemmLibrary::kOpenBlas, DType::kF32, DType::kF32},
+                          {GemmLibrary::kOneDnn, DType::kF32, DType::kF32},
+                          {GemmLibrary::kOneDnn, DType::kBF16, DType::kF32},
+                          {GemmLibrary::kOneDnn, DType::kBF16, DType::kBF16}};
+    for (const Case& cs : cases)
+        for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+                check(cs, 7, 19, 37, ta, tb, 1.0f, 0.0f);
+                check(cs, 33, 5, 17, ta, tb, 0.5f, 1.0f);  // accumulate into C
+            }
+}
+
+TEST(Gemm, ZeroInnerDimensionScalesC) {
+    std::vector<float> c = {1, 2, 3, 4};
+    gemm(2, 2, 0, 1.0f, {nullptr, 1, false}, {nullptr, 2, false}, DType::kF32, 0.0f, c.data(), 2,
+         DType::kF32);
+    EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
+}
+
+TEST(Gemm, OpenBlasUsesAvx512KernelsWhereAvailable) {
+    if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+    // Without OPENBLAS_CORETYPE, Debian's OpenBLAS falls back to generic kernels on some AVX-512
+    // CPUs (DESIGN.md, Performance); gemm.cpp sets it before loading the library.
+    EXPECT_NE(openblas_core_name().find("SkylakeX"), std::string::npos) << openblas_core_name();
+}
+
+}  // namespace zt

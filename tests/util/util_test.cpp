@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "util/error.h"
+#include "util/random.h"
+#include "util/units.h"
+
+namespace zt {
+
+TEST(Units, ParsesSizesWithUnits) {
+    EXPECT_EQ(parse_bytes("8GiB", "x"), int64_t{8} << 30);
+    EXPECT_EQ(parse_bytes("512MiB", "x"), int64_t{512} << 20);
+    EXPECT_EQ(parse_bytes("1.5GB", "x"), int64_t{1500000000});
+    EXPECT_EQ(parse_bytes("123", "x"), 123);
+    EXPECT_EQ(parse_bytes("2 KiB", "x"), 2048);
+}
+
+TEST(Units, RejectsBadSizesNamingTheKey) {
+    try {
+        parse_bytes("8 parsecs", "memory.budget_per_rank");
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(e.message().find("memory.budget_per_rank"), std::string::npos);
+        EXPECT_NE(e.message().find("parsecs"), std::string::npos);
+        EXPECT_EQ(e.kind(), ErrorKind::kInput);
+    }
+    EXPECT_THROW(parse_bytes("abc", "k"), Error);
+    EXPECT_THROW(parse_bytes("-5", "k"), Error);
+}
+
+TEST(Units, FormatsBytes) {
+    EXPECT_EQ(format_bytes(512), "512 B");
+    EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+    EXPECT_EQ(format_bytes(3.0 * (1 << 30)), "3.00 GiB");
+}
+
+TEST(Error, CheckAndAssertKinds) {
+    try {
+        ZT_CHECK(1 + 1 == 3, "arith: expected ", 3, ", got ", 2);
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInput);
+        EXPECT_EQ(e.message(), "arith: expected 3, got 2");
+        EXPECT_NE(std::string(e.what()).find("util_test.cpp"), std::string::npos);
+    }
+    try {
+        ZT_ASSERT(false, "broken");
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    }
+}
+
+TEST(Random, CounterBasedValuesDependOnlyOnKey) {
+    EXPECT_EQ(uniform01(1, 2, 3), uniform01(1, 2, 3));
+    EXPECT_NE(uniform01(1, 2, 3), uniform01(1, 2, 4));
+    EXPECT_NE(uniform01(1, 2, 3), uniform01(2, 2, 3));
+    EXPECT_NE(hash_string("a.weight"), hash_string("b.weight"));
+}
+
+TEST(Random, NormalHasUnitMoments) {
+    const int n = 200000;
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n; ++i) {
+        double x = normal01(7, 11, i);
+        s += x;
+        s2 += x * x;
+    }
+    double mean = s / n, var = s2 / n - mean * mean;
+    // Standard error of the mean is 1/sqrt(n) = 0.0022; of the variance sqrt(2/n) = 0.0032.
+    EXPECT_NEAR(mean, 0.0, 5 * 0.0023);
+    EXPECT_NEAR(var, 1.0, 5 * 0.0032);
+}
+
+}  // namespace zt
