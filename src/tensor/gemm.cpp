@@ -1,6 +1,9 @@
 #include "tensor/gemm.h"
 
 #include <dlfcn.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <map>
@@ -44,6 +47,7 @@ struct OpenBlas {
         set_threads = reinterpret_cast<SetThreadsFn>(dlsym(h, "openblas_set_num_threads"));
         core_name = reinterpret_cast<CoreNameFn>(dlsym(h, "openblas_get_corename"));
         ZT_CHECK(sgemm != nullptr, "gemm: OpenBLAS has no cblas_sgemm");
+        if (set_threads) set_threads(1);  // Note [One thread pool]
     }
 };
 
@@ -52,13 +56,52 @@ OpenBlas& openblas() {
     return lib;
 }
 
-void openblas_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b,
-                   float beta, float* c, int64_t ldc) {
+void openblas_gemm_serial(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
+                          GemmOperand b, float beta, float* c, int64_t ldc) {
     openblas().sgemm(kRowMajor, a.trans ? kTrans : kNoTrans, b.trans ? kTrans : kNoTrans,
                      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
                      static_cast<const float*>(a.data), static_cast<int>(a.ld),
                      static_cast<const float*>(b.data), static_cast<int>(b.ld), beta, c,
                      static_cast<int>(ldc));
+}
+
+// Note [One thread pool]
+// OpenBLAS (pthreads build) and OpenMP each keep a pool of busy-waiting threads; on a machine with
+// as many cores as threads, alternating between them made each pool spin while the other worked
+// (a fifth of the cycles in libgomp's spin loop, measured with perf). So OpenBLAS runs single-
+// threaded and we split the product ourselves inside an OpenMP region: each thread computes a
+// contiguous block of rows (or columns) of C. The split depends only on the shape and the thread
+// count, so a repeated run gives the same bits.
+void openblas_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b,
+                   float beta, float* c, int64_t ldc) {
+    const int threads = omp_get_max_threads();
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * k;
+    if (threads <= 1 || flops < 4e6 || omp_in_parallel()) {
+        openblas_gemm_serial(m, n, k, alpha, a, b, beta, c, ldc);
+        return;
+    }
+    const bool split_rows = m >= n;
+    const int64_t extent = split_rows ? m : n;
+    const int64_t kAlign = 16;  // keep blocks on whole vector widths of C
+#pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t per = (extent + nt - 1) / nt;
+        per = (per + kAlign - 1) / kAlign * kAlign;
+        const int64_t lo = std::min<int64_t>(extent, t * per);
+        const int64_t hi = std::min<int64_t>(extent, lo + per);
+        if (hi > lo) {
+            const float* ap = static_cast<const float*>(a.data);
+            const float* bp = static_cast<const float*>(b.data);
+            if (split_rows) {
+                GemmOperand as{a.trans ? ap + lo : ap + lo * a.ld, a.ld, a.trans};
+                openblas_gemm_serial(hi - lo, n, k, alpha, as, b, beta, c + lo * ldc, ldc);
+            } else {
+                GemmOperand bs{b.trans ? bp + lo * b.ld : bp + lo, b.ld, b.trans};
+                openblas_gemm_serial(m, hi - lo, k, alpha, a, bs, beta, c + lo, ldc);
+            }
+        }
+    }
 }
 
 using dnnl::memory;
@@ -163,9 +206,9 @@ std::string openblas_core_name() {
     return lib.core_name ? lib.core_name() : "unknown";
 }
 
-void gemm_set_num_threads(int n) {
-    OpenBlas& lib = openblas();
-    if (lib.set_threads) lib.set_threads(n);
+void gemm_set_num_threads(int) {
+    // OpenBLAS stays single-threaded (Note [One thread pool]); the OpenMP count governs.
+    openblas();
 }
 
 void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,

