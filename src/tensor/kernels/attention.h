@@ -5,7 +5,9 @@
 //          [h D, h D + D) of each -> out: (B, T, C) (heads concatenated); saves lse: (B, H, T) f32.
 //          Scores are scaled by 1/sqrt(D).
 // backward dout: (B, T, C) -> dqkv: (B, T, 3C) written (=). Needs qkv, out, lse from forward.
-// T is float or bf16 (storage); math is f32. Parallel over (B, H, query blocks); deterministic.
+// T is float or bf16 (storage); math is f32. Parallel over (B, H) pairs, each head computed whole
+// by one thread, so results are the same bits for any thread count. The kernels run on
+// zt::num_threads() threads; pass that count to attention_workspace_bytes.
 #pragma once
 
 #include <cstdint>
