@@ -179,12 +179,14 @@ struct GptRun {
 
 TEST(Gpt, LossAtInitIsLogV) {
     // At init the logits are wte . ln_f(x): 64 terms of std 0.02 times unit-variance features,
-    // std 0.16, so the expected loss is log V + var / 2 ~ log V + 0.013; we allow 0.05.
+    // std 0.16, so the expected loss is log V + var / 2 ~ log V + 0.013. The target logit's own
+    // noise, 0.16 / sqrt(B T), adds a spread of 0.007 over B T = 512 positions (0.02 over 64
+    // positions was too close to the tolerance). Seen over seeds 1, 2, 3, 42: +0.005 to +0.021.
     const GptOptions o{.vocab_size = 256, .seq_len = 32, .d_model = 64, .n_layers = 2,
                        .n_heads = 4};
-    GptRun run(o, 2);
+    GptRun run(o, 16);
     Var l = run.loss();
-    EXPECT_EQ(l->value.numel(), 1);
+    ASSERT_EQ(l->value.numel(), 1);
     EXPECT_NEAR(l->value.to_vector()[0], std::log(256.0), 0.05);
 }
 
