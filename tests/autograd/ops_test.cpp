@@ -87,10 +87,11 @@ struct OpSpec {
 // the f32 and bf16 instances start from identical values.
 class OpRun {
 public:
-    OpRun(const OpSpec& spec, DType dt) : spec_(spec) {
+    OpRun(const OpSpec& spec, DType dt, DType grad_dtype = DType::kF32) : spec_(spec) {
         for (auto& [name, shape] : spec.params) holder_.add(name, shape, spec.param_std);
-        arena_ = std::make_unique<ParamArena>(pool_, holder_.parameters(),
-                                              ArenaOptions{.compute_dtype = dt});
+        arena_ = std::make_unique<ParamArena>(
+            pool_, holder_.parameters(),
+            ArenaOptions{.compute_dtype = dt, .grad_dtype = grad_dtype});
         arena_->init_weights(7);
         float* m = arena_->master().data<float>();
         for (int64_t i = 0; i < arena_->padded_numel(); ++i) m[i] = round_bf16(m[i]);
@@ -216,13 +217,16 @@ std::vector<double> scaled_atol_ref(const std::vector<float>& ref, double& atol)
     return {ref.begin(), ref.end()};
 }
 
-void check_bf16(const OpSpec& spec) {
-    OpRun ref(spec, DType::kF32), run(spec, DType::kBF16);
+// bf16 compute with f32 gradients (the default) or bf16 gradients (grad_accum_dtype bf16, where
+// f32 partial sums are added into the bf16 arena) against the f32 run.
+void check_bf16(const OpSpec& spec, DType grad_dtype) {
+    OpRun ref(spec, DType::kF32), run(spec, DType::kBF16, grad_dtype);
     ref.backward();
     run.backward();
     EXPECT_EQ(run.tape().size(), 0u);
     double atol = 0;
     for (size_t i = 0; i < spec.params.size(); ++i) {
+        EXPECT_EQ(run.arena().params()[i]->grad.dtype(), grad_dtype);
         auto want = scaled_atol_ref(ref.param_grad(i), atol);
         expect_close("bf16 d" + spec.params[i].first, run.param_grad(i), want, atol, 0.0);
     }
@@ -240,7 +244,11 @@ void check_both(const OpSpec& spec) {
     }
     {
         SCOPED_TRACE("bf16 against f32");
-        check_bf16(spec);
+        check_bf16(spec, DType::kF32);
+    }
+    if (!spec.params.empty()) {
+        SCOPED_TRACE("bf16 with bf16 gradients against f32");
+        check_bf16(spec, DType::kBF16);
     }
 }
 
