@@ -46,7 +46,8 @@ public:
     // Full dotted path of this module ("transformer.h.0.attn"), set by the parent on registration.
     const std::string& name() const { return name_; }
 
-    // Parameters of this module and its children, in registration order (the arena order).
+    // This module's own parameters, then each child's (recursively), like PyTorch's
+    // named_parameters; the arena order.
     std::vector<Parameter*> parameters();
     const std::vector<Module*>& children() const { return child_ptrs_; }
 

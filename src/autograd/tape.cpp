@@ -46,10 +46,11 @@ void Tape::add_grad(const Var& v, Tensor g) {
         return;
     }
     ZT_ASSERT(v->grad.numel() == g.numel(), "gradient shape mismatch");
-    ZT_ASSERT(!v->is_param, "parameter gradients are accumulated by the ops themselves");
     // Copy on write: an adopted gradient may still be shared with another Var (add passes one
-    // buffer to both inputs), so it is copied before the first in-place addition.
-    if (v->grad.storage().use_count() > 1) v->grad = v->grad.clone(MemCategory::kActivations);
+    // buffer to both inputs), so it is copied before the first in-place addition. Parameter
+    // gradients are views of the arena and always accumulated in place.
+    if (!v->is_param && v->grad.storage().use_count() > 1)
+        v->grad = v->grad.clone(MemCategory::kActivations);
     kernels::add_inplace(v->grad, g);
 }
 
@@ -57,6 +58,8 @@ Tensor& Tape::grad_zeros(const Var& v) {
     if (!v->grad.defined())
         v->grad = Tensor::zeros(*pool_, v->value.shape(), v->value.dtype(),
                                 MemCategory::kActivations);
+    else if (!v->is_param && v->grad.storage().use_count() > 1)
+        v->grad = v->grad.clone(MemCategory::kActivations);  // copy on write, as in add_grad
     return v->grad;
 }
 

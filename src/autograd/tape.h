@@ -36,9 +36,11 @@ public:
     void clear() { entries_.clear(); }
     size_t size() const { return entries_.size(); }
 
-    // Adds g to v's gradient: adopts g when v has none yet (activations), else adds elementwise.
+    // Adds g to v's gradient: adopts g when v has none yet (activations), else adds elementwise
+    // (into the arena gradient for parameters).
     static void add_grad(const Var& v, Tensor g);
-    // v's gradient, created as zeros when missing (for kernels that accumulate).
+    // v's gradient for kernels that accumulate into it: created as zeros when missing, and made
+    // exclusive first when it is an adopted buffer still shared with another Var.
     Tensor& grad_zeros(const Var& v);
     // A fresh activation-gradient buffer shaped like v's value.
     Tensor new_grad(const Var& v) const;
@@ -60,7 +62,7 @@ private:
 inline bool needs_grad(const Tape& tape, std::initializer_list<const Var*> inputs) {
     if (!tape.recording()) return false;
     for (const Var* v : inputs)
-        if (*v && (*v)->requires_grad) return true;
+        if (v && *v && (*v)->requires_grad) return true;
     return false;
 }
 

@@ -267,8 +267,17 @@ TEST(ParamArena, ZeroGrads) {
     for (float g : arena.grads().to_vector()) EXPECT_EQ(g, 0.0f);
 }
 
-std::vector<float> init_values(Holder& h, int64_t pad, uint64_t seed, const std::string& name) {
+struct HolderKind {
+    bool extra_first = false;
+    Shape a_shape = {3, 5};
+};
+
+// The initial values of one parameter of a fresh Holder. The Holder is built here, after the
+// pool: its Parameters keep views of the arena, which must die before the pool does.
+std::vector<float> init_values(HolderKind kind, int64_t pad, uint64_t seed,
+                               const std::string& name) {
     MemoryPool pool;
+    Holder h(kind.extra_first, kind.a_shape);
     ParamArena arena(pool, h.parameters(), ArenaOptions{.pad_to = pad});
     arena.init_weights(seed);
     Parameter* p = arena.find(name);
@@ -277,7 +286,7 @@ std::vector<float> init_values(Holder& h, int64_t pad, uint64_t seed, const std:
 }
 
 TEST(ParamArena, InitDependsOnlyOnSeedNameAndIndex) {
-    Holder plain, extra(true), reshaped(false, {5, 3});
+    const HolderKind plain, extra{.extra_first = true}, reshaped{.a_shape = {5, 3}};
     for (const char* name : {"a", "b", "c"}) {
         SCOPED_TRACE(name);
         std::vector<float> ref = init_values(plain, 1, 42, name);

@@ -329,12 +329,11 @@ TEST(OpsGrad, NothingRequiresGradRecordsNothing) {
     EXPECT_EQ(run.tape().size(), 0u);
 }
 
-// Disabled until fixed: Tape::grad_zeros hands out an activation's gradient without the
-// copy-on-write of Tape::add_grad. Here add's backward gives W and P one shared buffer, then
-// linear's backward accumulates dW into it in place (GEMM with beta 1), so P's gradient is
-// corrupted. The same holds for every slot filled through grad_zeros / with_f32_grad (linear
-// bias, layernorm gamma and beta, embedding table) when a non-parameter Var sits there.
-TEST(OpsGrad, DISABLED_SharedGradientInWeightSlot) {
+// add's backward gives W and P one shared buffer, then linear's backward accumulates dW into it
+// in place (GEMM with beta 1): Tape::grad_zeros must copy on write as Tape::add_grad does, or P's
+// gradient is corrupted. The same holds for every slot filled through grad_zeros / with_f32_grad
+// (linear bias, layernorm gamma and beta, embedding table) when a non-parameter Var sits there.
+TEST(OpsGrad, SharedGradientInWeightSlot) {
     static const std::vector<float> r1 = bf16_uniform(12, 1, 1.0f), r2 = bf16_uniform(20, 2, 1.0f);
     OpSpec s;
     s.inputs = {{3, 5}, {4, 5}, {4, 5}};  // x, W, P
@@ -347,11 +346,9 @@ TEST(OpsGrad, DISABLED_SharedGradientInWeightSlot) {
     check_fd(s);
 }
 
-// Disabled until fixed: a parameter's Var as an op's activation input (ops::add(x, pos.var),
-// gelu of a parameter, a parameter as linear's x) reaches Tape::add_grad, which asserts
-// "parameter gradients are accumulated by the ops themselves" instead of accumulating into the
-// arena gradient.
-TEST(OpsGrad, DISABLED_ParameterAsActivationInput) {
+// A parameter's Var as an op's activation input (ops::add(x, pos.var), gelu of a parameter, a
+// parameter as linear's x) reaches Tape::add_grad, which must accumulate into the arena gradient.
+TEST(OpsGrad, ParameterAsActivationInput) {
     OpSpec s;
     s.params = {{"pos", {3, 5}}};
     s.inputs = {{3, 5}};
@@ -361,9 +358,9 @@ TEST(OpsGrad, DISABLED_ParameterAsActivationInput) {
     check_both(s);
 }
 
-// Disabled: crashes (null dereference) until needs_grad (autograd/tape.h) skips null entries;
-// ops::linear passes its null bias pointer to it, reached when neither x nor W requires grad.
-TEST(OpsGrad, DISABLED_LinearWithoutBiasNothingRequiresGrad) {
+// ops::linear passes its null bias pointer to needs_grad, which must skip null entries (this
+// crashed before), reached when neither x nor W requires grad.
+TEST(OpsGrad, LinearWithoutBiasNothingRequiresGrad) {
     OpSpec s;
     s.inputs = {{3, 5}, {4, 5}};
     OpRun run(s, DType::kF32);
