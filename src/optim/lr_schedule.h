@@ -94,8 +94,7 @@ private:
     double inverse_log_warmup_;
 };
 
-// The "scheduler" section of a DeepSpeed config (fields as runtime's SchedulerConfig, which this
-// layer cannot include).
+// The "scheduler" section of a DeepSpeed config (runtime's SchedulerConfig is this type).
 struct LrScheduleOptions {
     std::string type;  // "" (constant lr), "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"
     double warmup_min_lr = 0.0;

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "optim/lr_schedule.h"
+
 namespace zt {
 
 struct ModelConfig {
@@ -35,16 +37,8 @@ struct OptimizerConfig {
     bool nesterov = false;        // SGD
 };
 
-struct SchedulerConfig {
-    std::string type;  // "" (constant lr), "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"
-    double warmup_min_lr = 0.0;
-    double warmup_max_lr = 1e-3;
-    int64_t warmup_num_steps = 1000;
-    std::string warmup_type = "log";  // "log" or "linear"
-    int64_t total_num_steps = 0;      // WarmupDecayLR, WarmupCosineLR
-    double warmup_min_ratio = 0.0;    // WarmupCosineLR
-    double cos_min_ratio = 1e-4;      // WarmupCosineLR
-};
+// The "scheduler" section: the optim layer's options, field for field.
+using SchedulerConfig = LrScheduleOptions;
 
 struct DataConfig {
     std::string type = "builtin";  // "builtin" (generated corpus) or "tokens"

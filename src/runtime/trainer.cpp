@@ -43,19 +43,6 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
     return std::make_unique<AdamW>(ao);
 }
 
-std::unique_ptr<LrSchedule> make_schedule(const SchedulerConfig& s, double base_lr) {
-    LrScheduleOptions lo;
-    lo.type = s.type;
-    lo.warmup_min_lr = s.warmup_min_lr;
-    lo.warmup_max_lr = s.warmup_max_lr;
-    lo.warmup_num_steps = s.warmup_num_steps;
-    lo.warmup_type = s.warmup_type;
-    lo.total_num_steps = s.total_num_steps;
-    lo.warmup_min_ratio = s.warmup_min_ratio;
-    lo.cos_min_ratio = s.cos_min_ratio;
-    return make_lr_schedule(lo, base_lr);
-}
-
 // The token sources and datasets of a run: training and (optionally) evaluation.
 struct RunData {
     std::unique_ptr<TokenSource> train_source, eval_source;
@@ -151,7 +138,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.seed = cfg.seed;
     eo.lr = cfg.optimizer.lr;
     eo.optimizer = make_optimizer(cfg.optimizer);
-    if (!cfg.scheduler.type.empty()) eo.schedule = make_schedule(cfg.scheduler, cfg.optimizer.lr);
+    if (!cfg.scheduler.type.empty()) eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
     return eo;
 }
 
