@@ -63,6 +63,7 @@ public:
         bool rec = tape.recording();
         if (rec) tape.push_module_enter(*this);
         auto out = fn();
+        tape.note_output(*this, out);
         if (rec) tape.push_module_exit(*this);
         run_hooks(HookPoint::kPostForward);
         return out;

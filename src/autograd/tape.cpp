@@ -38,6 +38,11 @@ void Tape::backward(const Var& loss, float seed) {
     recording_ = was_recording;
 }
 
+void Tape::note_output(const Module& m, const Var& out) {
+    if (!check_finite_ || !first_nonfinite_.empty() || !out || !out->value.defined()) return;
+    if (!kernels::all_finite(out->value)) first_nonfinite_ = m.name().empty() ? "model" : m.name();
+}
+
 void Tape::add_grad(const Var& v, Tensor g) {
     if (!v->requires_grad) return;
     if (!v->grad.defined()) {

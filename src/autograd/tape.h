@@ -36,6 +36,14 @@ public:
     void clear() { entries_.clear(); }
     size_t size() const { return entries_.size(); }
 
+    // Non-finite watch (nan_policy "stop"): when on, Module::call checks each module's output and
+    // the tape remembers the first module whose output held a NaN or infinity in this forward.
+    void set_check_finite(bool on) { check_finite_ = on; }
+    bool check_finite() const { return check_finite_; }
+    void note_output(const Module& m, const Var& out);
+    const std::string& first_nonfinite_module() const { return first_nonfinite_; }
+    void clear_nonfinite() { first_nonfinite_.clear(); }
+
     // Adds g to v's gradient: adopts g when v has none yet (activations), else adds elementwise
     // (into the arena gradient for parameters).
     static void add_grad(const Var& v, Tensor g);
@@ -55,6 +63,8 @@ private:
     };
     MemoryPool* pool_;
     bool recording_ = true;
+    bool check_finite_ = false;
+    std::string first_nonfinite_;
     std::vector<Entry> entries_;
 };
 

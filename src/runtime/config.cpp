@@ -337,24 +337,36 @@ void parse_scheduler(Section& root, const TrainConfig& c, SchedulerConfig& r) {
 
 // ---- precision, ZeRO, features not supported yet ------------------------------------------------
 
-void parse_precision(Section& root, TrainConfig& c) {
+void parse_fp16(Section& root, Fp16Config& f16) {
     Section f = root.section("fp16");
-    ZT_CHECK(!f.get_bool("enabled", false), f.key("enabled"),
-             ": fp16 training is not supported yet (it arrives with dynamic loss scaling); use "
-             "\"bf16\": {\"enabled\": true} or fp32");
+    f16.enabled = f.get_bool("enabled", false);
     // Loss-scaling settings do nothing while fp16 is off, as in DeepSpeed; still type-checked.
-    for (const char* k : {"loss_scale", "min_loss_scale"}) f.get_number(k, 0.0, 0.0);
-    for (const char* k : {"initial_scale_power", "loss_scale_window", "hysteresis"})
-        f.get_int(k, 0, 0);
-    for (const char* k : {"consecutive_hysteresis", "auto_cast", "fp16_master_weights_and_grads"})
-        f.get_bool(k, false);
+    f16.loss_scale = f.get_number("loss_scale", f16.loss_scale, 0.0);
+    f16.initial_scale_power = f.get_int("initial_scale_power", f16.initial_scale_power, 0, 64);
+    f16.loss_scale_window = f.get_int("loss_scale_window", f16.loss_scale_window, 1);
+    f16.hysteresis = f.get_int("hysteresis", f16.hysteresis, 1);
+    f16.consecutive_hysteresis = f.get_bool("consecutive_hysteresis", false);
+    f16.min_loss_scale = f.get_number("min_loss_scale", f16.min_loss_scale, 0.0);
+    ZT_CHECK(f16.min_loss_scale > 0 || !f16.enabled, f.key("min_loss_scale"),
+             ": expected a number > 0, got 0");
+    ZT_CHECK(!f.get_bool("auto_cast", false), f.key("auto_cast"),
+             ": not supported; zerotrain casts weights and activations itself");
+    ZT_CHECK(!f.get_bool("fp16_master_weights_and_grads", false),
+             f.key("fp16_master_weights_and_grads"),
+             ": not supported; master weights stay fp32 (set it to false)");
     f.finish();
+}
 
+void parse_precision(Section& root, TrainConfig& c) {
+    parse_fp16(root, c.fp16);
     ZT_CHECK(!(root.has("bf16") && root.has("bfloat16")),
              "bf16: give either \"bf16\" or its old name \"bfloat16\", not both");
     Section b = root.section(root.has("bfloat16") ? "bfloat16" : "bf16");
     c.precision = b.get_bool("enabled", false) ? "bf16" : "fp32";
     b.finish();
+    ZT_CHECK(!(c.fp16.enabled && c.precision == "bf16"),
+             "fp16.enabled and bf16.enabled: choose one mixed precision, not both");
+    if (c.fp16.enabled) c.precision = "fp16";
 
     Section d = root.section("data_types");
     c.grad_accum_dtype = d.get_choice("grad_accum_dtype", "fp32", {"fp32", "bf16", "fp16"});
@@ -414,16 +426,21 @@ void parse_zero(Section& root, TrainConfig& c) {
     z.finish();
 }
 
-void parse_activation_checkpointing(Section& root) {
+void parse_activation_checkpointing(Section& root, CheckpointingConfig& ck) {
     Section a = root.section("activation_checkpointing");
-    const char* why = ": activation checkpointing is not supported yet; remove it or set it to ";
-    for (const char* k : {"partition_activations", "contiguous_memory_optimization",
-                          "cpu_checkpointing", "synchronize_checkpoint_boundary", "profile"})
-        ZT_CHECK(!a.get_bool(k, false), a.key(k), why, "false");
+    ZT_CHECK(!a.get_bool("partition_activations", false), a.key("partition_activations"),
+             ": needs tensor parallelism, which zerotrain does not have yet; set it to false");
+    ZT_CHECK(!a.get_bool("cpu_checkpointing", false), a.key("cpu_checkpointing"),
+             ": needs the offload tier, which zerotrain does not have yet; set it to false");
+    // Layout and synchronization hints with no meaning in one CPU process: accepted when off.
+    for (const char* k : {"contiguous_memory_optimization", "synchronize_checkpoint_boundary",
+                          "profile"})
+        ZT_CHECK(!a.get_bool(k, false), a.key(k), ": not supported; set it to false");
     if (const json* n = a.take("number_checkpoints"))
-        ZT_CHECK(*n == false, a.key("number_checkpoints"), why, "null");
-    const std::string policy = a.get_string("policy", "none");
-    ZT_CHECK(policy == "none", a.key("policy"), why, "\"none\" (got \"", policy, "\")");
+        ZT_CHECK(n->is_null() || *n == false, a.key("number_checkpoints"),
+                 ": not supported; use \"policy\": \"every_k\" with \"every_k\"");
+    ck.policy = a.get_choice("policy", "none", {"none", "every", "every_k", "selective"});
+    ck.every_k = a.get_int("every_k", 1, 1);
     a.finish();
 }
 
@@ -605,6 +622,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     c.eval_iters = root.get_int("eval_iters", 1, 1);
     c.steps_per_print = root.get_int("steps_per_print", 10, 1);
     c.gradient_clipping = root.get_number("gradient_clipping", 0.0, 0.0);
+    c.nan_policy = root.get_choice("nan_policy", "skip", {"skip", "stop"});
 
     parse_parallel(root);
     resolve_batch(root, world_size, c);  // dp = world_size / (tensor x pipeline), both 1 for now
@@ -615,7 +633,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     parse_scheduler(root, c, c.scheduler);
     parse_precision(root, c);
     parse_zero(root, c);
-    parse_activation_checkpointing(root);
+    parse_activation_checkpointing(root, c.activation_checkpointing);
     refuse_features(root);
     root.finish();
     return out;

@@ -52,6 +52,24 @@ struct DataConfig {
     int64_t builtin_seed = 1234;
 };
 
+// DeepSpeed's "fp16" section: dynamic loss scaling when loss_scale is 0 (DeepSpeed's defaults).
+struct Fp16Config {
+    bool enabled = false;
+    double loss_scale = 0.0;           // 0: dynamic; > 0: this static scale
+    int64_t initial_scale_power = 16;  // dynamic: the first scale is 2^power
+    int64_t loss_scale_window = 1000;  // clean steps before the scale doubles
+    int64_t hysteresis = 2;            // overflows tolerated before the scale halves
+    bool consecutive_hysteresis = false;  // refill hysteresis after each clean step
+    double min_loss_scale = 1.0;
+};
+
+// "activation_checkpointing": policy "none" | "every" (each block) | "every_k" (every k-th
+// block) | "selective" (attention internals only, as Megatron's selective recompute).
+struct CheckpointingConfig {
+    std::string policy = "none";
+    int64_t every_k = 1;
+};
+
 struct TrainConfig {
     ModelConfig model;
     OptimizerConfig optimizer;
@@ -69,7 +87,10 @@ struct TrainConfig {
     int64_t eval_interval = 0;  // 0: no evaluation
     int64_t eval_iters = 1;
 
-    std::string precision = "fp32";         // "fp32", "bf16" (from bf16.enabled)
+    std::string precision = "fp32";         // "fp32", "bf16" (bf16.enabled), "fp16" (fp16.enabled)
+    Fp16Config fp16;
+    CheckpointingConfig activation_checkpointing;
+    std::string nan_policy = "skip";  // non-finite loss or gradients: "skip" the step or "stop"
     std::string grad_accum_dtype = "fp32";  // data_types.grad_accum_dtype: "fp32" or "bf16"
     double gradient_clipping = 0.0;         // 0: off
     int zero_stage = 0;                     // zero_optimization.stage; only 0 in this version

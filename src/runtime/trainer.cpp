@@ -19,6 +19,8 @@ namespace zt {
 std::unique_ptr<Gpt> build_gpt(const TrainConfig& cfg) {
     const ModelConfig& m = cfg.model;
     ZT_CHECK(m.type == "gpt", "model.type: expected \"gpt\", got \"", m.type, "\"");
+    ZT_CHECK(cfg.activation_checkpointing.policy == "none", "activation_checkpointing.policy: \"",
+             cfg.activation_checkpointing.policy, "\" is not implemented in this build; use \"none\"");
     return std::make_unique<Gpt>(GptOptions{m.vocab_size, m.seq_len, m.d_model, m.n_layers,
                                             m.n_heads});
 }
@@ -130,6 +132,10 @@ void save_weights(Engine& engine, const std::string& path) {
 }  // namespace
 
 EngineOptions engine_options(const TrainConfig& cfg) {
+    ZT_CHECK(cfg.precision != "fp16", "fp16.enabled: fp16 training is not implemented in this "
+             "build; use \"bf16\": {\"enabled\": true} or fp32");
+    ZT_CHECK(cfg.nan_policy == "skip", "nan_policy: \"stop\" is not implemented in this build; "
+             "use \"skip\"");
     EngineOptions eo;
     eo.compute_dtype = cfg.precision == "bf16" ? DType::kBF16 : DType::kF32;
     eo.grad_dtype = cfg.grad_accum_dtype == "bf16" ? DType::kBF16 : DType::kF32;

@@ -366,15 +366,20 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
         std::vector<std::string> mentions;
     };
     const std::vector<Case> cases = {
-        {{{"fp16", {{"enabled", true}}}}, {"fp16.enabled", "not supported yet"}},
+        {{{"fp16", {{"enabled", true}, {"auto_cast", true}}}}, {"fp16.auto_cast", "not supported"}},
+        {{{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}},
+         {"fp16.enabled and bf16.enabled"}},
         {{{"zero_optimization", {{"stage", 2}}}},
          {"zero_optimization.stage", "ZeRO stage 2", "distributed issue"}},
         {{{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}},
          {"zero_optimization.offload_optimizer.device", "not supported yet"}},
         {{{"activation_checkpointing", {{"partition_activations", true}}}},
-         {"activation_checkpointing.partition_activations", "not supported yet"}},
+         {"activation_checkpointing.partition_activations", "tensor parallelism"}},
+        {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}},
+         {"activation_checkpointing.cpu_checkpointing", "offload"}},
         {{{"activation_checkpointing", {{"policy", "full"}}}},
-         {"activation_checkpointing.policy", "not supported yet"}},
+         {"activation_checkpointing.policy", "\"every_k\"", "full"}},
+        {{{"nan_policy", "ignore"}}, {"nan_policy", "\"stop\""}},
         {{{"parallel", {{"tensor", 2}}}}, {"parallel.tensor", "not supported yet"}},
         {{{"parallel", {{"pipeline", 4}}}}, {"parallel.pipeline", "not supported yet"}},
         {{{"checkpoint", {{"dir", "ck"}}}}, {"checkpoint: checkpoints are not supported yet"}},
@@ -463,6 +468,38 @@ TEST(Config, SetOverrides) {
                     {"--set optimizer.type.name", "optimizer.type is \"AdamW\", not an object"});
     expect_mentions(error_of_set(j, "a..b=1"), {"--set a..b", "empty key segment"});
     expect_mentions(error_of_set(j, "=1"), {"expected a dotted key"});
+}
+
+TEST(Config, Fp16CheckpointingAndNanPolicy) {
+    json j = json::parse(R"({
+        "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 12,
+                 "loss_scale_window": 50, "hysteresis": 1, "consecutive_hysteresis": true,
+                 "min_loss_scale": 0.25},
+        "activation_checkpointing": {"policy": "every_k", "every_k": 2},
+        "nan_policy": "stop"})");
+    ParsedConfig p = parse_config(j);
+    EXPECT_TRUE(p.warnings.empty());
+    const TrainConfig& c = p.config;
+    EXPECT_EQ(c.precision, "fp16");
+    EXPECT_TRUE(c.fp16.enabled);
+    EXPECT_EQ(c.fp16.loss_scale, 0.0);
+    EXPECT_EQ(c.fp16.initial_scale_power, 12);
+    EXPECT_EQ(c.fp16.loss_scale_window, 50);
+    EXPECT_EQ(c.fp16.hysteresis, 1);
+    EXPECT_TRUE(c.fp16.consecutive_hysteresis);
+    EXPECT_EQ(c.fp16.min_loss_scale, 0.25);
+    EXPECT_EQ(c.activation_checkpointing.policy, "every_k");
+    EXPECT_EQ(c.activation_checkpointing.every_k, 2);
+    EXPECT_EQ(c.nan_policy, "stop");
+    // DeepSpeed's defaults when only enabled is given.
+    ParsedConfig d = parse_config(json::parse(R"({"fp16": {"enabled": true}})"));
+    EXPECT_EQ(d.config.fp16.initial_scale_power, 16);
+    EXPECT_EQ(d.config.fp16.loss_scale_window, 1000);
+    EXPECT_EQ(d.config.fp16.hysteresis, 2);
+    EXPECT_FALSE(d.config.fp16.consecutive_hysteresis);
+    EXPECT_EQ(d.config.fp16.min_loss_scale, 1.0);
+    EXPECT_EQ(d.config.activation_checkpointing.policy, "none");
+    EXPECT_EQ(d.config.nan_policy, "skip");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "tensor/kernels/elementwise.h"
 
+#include <cmath>
+
 namespace zt::kernels {
 
 namespace {
@@ -59,6 +61,26 @@ void scale_inplace(Tensor& x, float s) {
         case DType::kBF16: scale_t(x.data<bf16>(), s, n); break;
         case DType::kF16: scale_t(x.data<f16>(), s, n); break;
     }
+}
+
+namespace {
+template <typename T>
+bool all_finite_t(const T* x, int64_t n) {
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(to_f32(x[i]));
+    return bad == 0;
+}
+}  // namespace
+
+bool all_finite(const Tensor& x) {
+    ZT_ASSERT(x.is_contiguous());
+    switch (x.dtype()) {
+        case DType::kF32: return all_finite_t(x.data<float>(), x.numel());
+        case DType::kBF16: return all_finite_t(x.data<bf16>(), x.numel());
+        case DType::kF16: return all_finite_t(x.data<f16>(), x.numel());
+    }
+    return true;
 }
 
 void accumulate_f32(float* acc, const void* x, DType dtype, int64_t n) {

@@ -13,6 +13,8 @@ void add_inplace(Tensor& a, const Tensor& b);
 void add(const Tensor& a, const Tensor& b, Tensor& y);
 // x *= s.
 void scale_inplace(Tensor& x, float s);
+// True when no element is NaN or infinite.
+bool all_finite(const Tensor& x);
 // acc (f32) += x (any dtype), n elements.
 void accumulate_f32(float* acc, const void* x, DType dtype, int64_t n);
 
