@@ -16,161 +16,23 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/config_section.h"
 #include "util/error.h"
 #include "util/units.h"
 
 namespace zt {
 
 using nlohmann::json;
+using config_detail::Section;
+using config_detail::as_int;
+using config_detail::is_auto;
+using config_detail::show;
+using config_detail::fail_type;
+using config_detail::as_number;
+using config_detail::as_bool;
+using config_detail::as_string;
 
 namespace {
-
-// ---- reading values -----------------------------------------------------------------------------
-
-// A value as messages show it: its JSON text, cut short.
-std::string show(const json& v) {
-    std::string s = v.dump();
-    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
-bool is_auto(const json& v) { return v.is_string() && v.get_ref<const std::string&>() == "auto"; }
-
-[[noreturn]] void fail_type(const std::string& key, const std::string& expected, const json& v) {
-    if (is_auto(v)) ZT_FAIL(key, ": \"auto\" cannot be resolved here; give ", expected);
-    ZT_FAIL(key, ": expected ", expected, ", got ", show(v));
-}
-
-// An integer; a float with an integral value (5e8, as DeepSpeed configs write sizes) counts.
-int64_t as_int(const json& v, const std::string& key) {
-    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX})
-        fail_type(key, "an integer below 2^63", v);
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float()) {
-        const double d = v.get<double>();
-        if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.2e18)
-            return static_cast<int64_t>(d);
-    }
-    fail_type(key, "an integer", v);
-}
-
-double as_number(const json& v, const std::string& key) {
-    if (!v.is_number()) fail_type(key, "a number", v);
-    return v.get<double>();
-}
-
-bool as_bool(const json& v, const std::string& key) {
-    if (!v.is_boolean()) fail_type(key, "true or false", v);
-    return v.get<bool>();
-}
-
-std::string as_string(const json& v, const std::string& key) {
-    if (!v.is_string()) fail_type(key, "a string", v);
-    return v.get<std::string>();
-}
-
-// Note [Config sections]: one JSON object of the config and its dotted path. Every read marks the
-// key as known; finish() reports the keys nobody read as unknown, by dotted path. A null value
-// reads as absent. Readers take a default (used when absent) and an inclusive range.
-class Section {
-  public:
-    Section(const json& obj, std::string path, std::vector<std::string>& warnings)
-        : obj_(obj), path_(std::move(path)), warnings_(warnings) {}
-
-    std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
-    bool empty() const { return obj_.empty(); }
-    bool has(const std::string& k) const {
-        auto it = obj_.find(k);
-        return it != obj_.end() && !it->is_null();
-    }
-    bool is_auto(const std::string& k) const { return has(k) && zt::is_auto(obj_.at(k)); }
-
-    // The value at k, now known; nullptr when absent or null.
-    const json* take(const std::string& k) {
-        used_.insert(k);
-        auto it = obj_.find(k);
-        return it == obj_.end() || it->is_null() ? nullptr : &*it;
-    }
-    void take_all() {
-        for (auto it = obj_.begin(); it != obj_.end(); ++it) used_.insert(it.key());
-    }
-    Section section(const std::string& k) {
-        const json* v = take(k);
-        if (v && !v->is_object()) fail_type(key(k), "an object", *v);
-        return Section(v ? *v : empty_object(), key(k), warnings_);
-    }
-
-    int64_t get_int(const std::string& k, int64_t def, int64_t lo, int64_t hi = INT64_MAX) {
-        const json* v = take(k);
-        if (!v) return def;
-        const int64_t n = as_int(*v, key(k));
-        if (n < lo || n > hi)
-            fail_type(key(k),
-                      hi == INT64_MAX ? str_cat("an integer >= ", lo)
-                                      : str_cat("an integer in [", lo, ", ", hi, "]"),
-                      *v);
-        return n;
-    }
-    double get_number(const std::string& k, double def, double lo = -HUGE_VAL,
-                      double hi = HUGE_VAL) {
-        const json* v = take(k);
-        if (!v) return def;
-        const double x = as_number(*v, key(k));
-        if (x < lo || x > hi)
-            fail_type(key(k),
-                      hi == HUGE_VAL ? str_cat("a number >= ", lo)
-                                     : str_cat("a number in [", lo, ", ", hi, "]"),
-                      *v);
-        return x;
-    }
-    bool get_bool(const std::string& k, bool def) {
-        const json* v = take(k);
-        return v ? as_bool(*v, key(k)) : def;
-    }
-    std::string get_string(const std::string& k, const std::string& def) {
-        const json* v = take(k);
-        return v ? as_string(*v, key(k)) : def;
-    }
-    std::string get_choice(const std::string& k, const std::string& def,
-                           std::initializer_list<const char*> choices) {
-        const std::string s = get_string(k, def);
-        std::string list;
-        for (const char* c : choices) {
-            if (s == c) return s;
-            list += list.empty() ? "" : ", ";
-            list += str_cat("\"", c, "\"");
-        }
-        fail_type(key(k), choices.size() == 1 ? list : "one of " + list, obj_.at(k));
-    }
-
-    // A DeepSpeed section with an "enabled" flag: accepted while it is off.
-    void refuse_if_enabled(const std::string& k, const std::string& why) {
-        Section s = section(k);
-        ZT_CHECK(!s.get_bool("enabled", false), s.key("enabled"), ": ", why,
-                 "; remove the section or set enabled to false");
-        s.take_all();  // the rest of a disabled section does nothing
-    }
-    // A section we cannot honour yet: accepted only when empty.
-    void refuse_if_nonempty(const std::string& k, const std::string& why) {
-        Section s = section(k);
-        ZT_CHECK(s.empty(), key(k), ": ", why, "; remove the section");
-    }
-
-    void finish() {
-        for (auto it = obj_.begin(); it != obj_.end(); ++it)
-            if (!used_.count(it.key())) warnings_.push_back(key(it.key()));
-    }
-
-  private:
-    static const json& empty_object() {
-        static const json kEmpty = json::object();
-        return kEmpty;
-    }
-
-    const json& obj_;
-    std::string path_;
-    std::vector<std::string>& warnings_;
-    std::set<std::string> used_;
-};
 
 std::string to_lower(std::string s) {
     for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -540,62 +402,6 @@ int64_t parse_memory_budget(Section& root) {
 // ---- reading the file ---------------------------------------------------------------------------
 
 // 1-based line and column of 1-based byte offset `byte` in `text`.
-std::pair<size_t, size_t> line_column(const std::string& text, size_t byte) {
-    size_t line = 1, column = 1;
-    for (size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            column = 1;
-        } else {
-            ++column;
-        }
-    }
-    return {line, column};
-}
-
-// Parses `text`; a syntax error names the file, line and column. A duplicate key is an error too,
-// as in DeepSpeed (a JSON parser would keep one of the two silently).
-json parse_json_text(const std::string& text, const std::string& path) {
-    struct Frame {
-        std::string path;
-        bool is_object;
-        std::set<std::string> keys;
-        std::string last_key;
-    };
-    std::vector<Frame> stack;
-    auto on_event = [&](int, json::parse_event_t event, json& parsed) {
-        using E = json::parse_event_t;
-        if (event == E::object_start || event == E::array_start) {
-            std::string where;
-            if (!stack.empty()) {
-                const Frame& up = stack.back();
-                where = up.is_object ? (up.path.empty() ? up.last_key : up.path + "." + up.last_key)
-                                     : up.path + "[]";
-            }
-            stack.push_back({where, event == E::object_start, {}, {}});
-        } else if (event == E::object_end || event == E::array_end) {
-            stack.pop_back();
-        } else if (event == E::key && !stack.empty()) {
-            Frame& f = stack.back();
-            f.last_key = parsed.get<std::string>();
-            const std::string name = f.path.empty() ? f.last_key : f.path + "." + f.last_key;
-            ZT_CHECK(f.keys.insert(f.last_key).second, path, ": duplicate key \"", name,
-                     "\"; give each key once");
-        }
-        return true;
-    };
-    try {
-        return json::parse(text, on_event);
-    } catch (const json::parse_error& e) {
-        const auto [line, column] = line_column(text, e.byte);
-        std::string why = e.what();
-        const size_t at = why.find(": ", why.find("parse error"));
-        if (at != std::string::npos) why = why.substr(at + 2);
-        ZT_FAIL(path, ": malformed JSON at line ", line, ", column ", column, " (byte ", e.byte,
-                "): ", why);
-    }
-}
-
 }  // namespace
 
 ParsedConfig parse_config(const json& j, int64_t world_size) {
@@ -637,49 +443,6 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     refuse_features(root);
     root.finish();
     return out;
-}
-
-void apply_override(json& j, const std::string& assignment) {
-    const size_t eq = assignment.find('=');
-    ZT_CHECK(eq != std::string::npos, "--set ", assignment,
-             ": expected KEY=VALUE (for example zero_optimization.stage=0), got no '='");
-    const std::string path = assignment.substr(0, eq);
-    const std::string text = assignment.substr(eq + 1);
-    ZT_CHECK(!path.empty(), "--set ", assignment, ": expected a dotted key before '='");
-    std::vector<std::string> parts;
-    for (size_t start = 0;;) {
-        const size_t dot = path.find('.', start);
-        parts.push_back(path.substr(start, dot == std::string::npos ? dot : dot - start));
-        ZT_CHECK(!parts.back().empty(), "--set ", path, ": empty key segment in the dotted path");
-        if (dot == std::string::npos) break;
-        start = dot + 1;
-    }
-    if (j.is_null()) j = json::object();
-    ZT_CHECK(j.is_object(), "--set ", path, ": the config is not a JSON object");
-    json* node = &j;
-    std::string walked;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-        walked += (i ? "." : "") + parts[i];
-        json& next = (*node)[parts[i]];
-        if (next.is_null()) next = json::object();  // only missing nodes are created
-        ZT_CHECK(next.is_object(), "--set ", path, ": ", walked, " is ", show(next),
-                 ", not an object, so it cannot hold a key");
-        node = &next;
-    }
-    json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    (*node)[parts.back()] = value.is_discarded() ? json(text) : std::move(value);
-}
-
-json load_config_file(const std::string& path) {
-    std::error_code ec;
-    ZT_CHECK(!std::filesystem::is_directory(path, ec), path,
-             ": expected a config file, got a directory");
-    std::ifstream in(path, std::ios::binary);
-    ZT_CHECK(in, path, ": cannot open the config file (", std::strerror(errno), ")");
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    const std::string text = buf.str();
-    return parse_json_text(text, path);
 }
 
 }  // namespace zt
