@@ -103,14 +103,20 @@ def other_load(seconds=1.0):
     return (b1 - b0) / HZ / seconds
 
 
-def wait_quiet(max_wait_s, threshold_cores):
-    """Waits up to max_wait_s for other processes to use fewer than threshold_cores; returns the
-    last reading."""
+def wait_quiet(max_wait_s, threshold_cores, quiet_s=5):
+    """Waits up to max_wait_s until other processes have used fewer than threshold_cores for
+    quiet_s seconds in a row (a compiler between two files looks quiet for a moment); returns the
+    last one-second reading."""
     t0 = time.monotonic()
-    load = other_load()
-    while load >= threshold_cores and time.monotonic() - t0 < max_wait_s:
-        load = other_load(2.0)
-    return load
+    quiet_since = time.monotonic()
+    while True:
+        load = other_load()
+        if load >= threshold_cores:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            return load
+        if time.monotonic() - t0 >= max_wait_s:
+            return load
 
 
 def tail(text, n):
@@ -118,8 +124,22 @@ def tail(text, n):
     return text if len(text) <= n else "..." + text[-n:]
 
 
+def child_cpu_s(pid):
+    """CPU seconds (user + system, all threads) of a running process, from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / HZ  # utime, stime: fields 14, 15 of stat
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def run_child(cmd, env, cwd, timeout_s):
-    """Runs cmd in its own session; returns wall time, rc, rusage and the load of the others."""
+    """Runs cmd in its own session; returns wall time, rc, rusage and the load of the others.
+
+    Every half second it samples (time, busy jiffies of the machine, CPU seconds of the child), so
+    that other_cores_last() can tell how busy the rest of the machine was during the timed steps.
+    """
     out = tempfile.TemporaryFile(mode="w+")
     err = tempfile.TemporaryFile(mode="w+")
     b0, s0 = cpu_jiffies()
@@ -128,22 +148,30 @@ def run_child(cmd, env, cwd, timeout_s):
         p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
     except OSError as e:
         return dict(rc=-1, timed_out=False, wall_s=0.0, stdout="", stderr=f"cannot start: {e}",
-                    peak_rss_mib=0.0, cpu_s=0.0, cpu_util=0.0, other_cores=0.0, steal_cores=0.0)
+                    peak_rss_mib=0.0, cpu_s=0.0, cpu_util=0.0, other_cores=0.0, steal_cores=0.0,
+                    samples=[])
+    samples = [(0.0, b0, 0.0)]
     timed_out = False
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid == p.pid:
             break
-        if time.monotonic() - t0 > timeout_s:
+        now = time.monotonic()
+        if now - t0 > timeout_s:
             timed_out = True
             os.killpg(p.pid, signal.SIGKILL)  # its own session: the child and anything it started
             _, status, ru = os.wait4(p.pid, 0)
             break
+        if now - t0 - samples[-1][0] >= 0.5:
+            c = child_cpu_s(p.pid)
+            if c is not None:
+                samples.append((now - t0, cpu_jiffies()[0], c))
         time.sleep(0.1)
     p.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting again
     wall = time.monotonic() - t0
     b1, s1 = cpu_jiffies()
     cpu_s = ru.ru_utime + ru.ru_stime
+    samples.append((wall, b1, cpu_s))
     out.seek(0)
     err.seek(0)
     return dict(
@@ -154,7 +182,27 @@ def run_child(cmd, env, cwd, timeout_s):
         # cores the rest of the machine kept busy meanwhile (compilers of other engineers, ...)
         other_cores=max(0.0, ((b1 - b0) / HZ - cpu_s) / wall) if wall > 0 else 0.0,
         steal_cores=(s1 - s0) / HZ / wall if wall > 0 else 0.0,
+        samples=samples,
     )
+
+
+def other_cores(run):
+    """How busy the rest of the machine was: during the timed steps where known, else the run."""
+    x = run.get("other_cores_steps")
+    return run["other_cores"] if x is None else x
+
+
+def other_cores_last(samples, window_s):
+    """Cores other processes used over the last window_s seconds of the child (its timed steps and
+    what little follows them), from run_child's samples; None without samples that cover it."""
+    if len(samples) < 2 or window_s <= 0:
+        return None
+    t_end, b_end, c_end = samples[-1]
+    start = [s for s in samples if s[0] <= t_end - window_s]
+    t0, b0, c0 = start[-1] if start else samples[0]
+    if t_end - t0 <= 0:
+        return None
+    return max(0.0, ((b_end - b0) / HZ - (c_end - c0)) / (t_end - t0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -199,7 +247,7 @@ def run_zerotrain(args, cname, dtype, steps, warmup, workdir):
         cmd += ["--set", s]
     r = run_child(cmd, dict(os.environ), run_dir, args.timeout)
     res = dict(engine="zerotrain", cmd=" ".join(cmd), **{k: v for k, v in r.items()
-                                                       if k not in ("stdout", "stderr")})
+                                                       if k not in ("stdout", "stderr", "samples")})
     try:
         if r["timed_out"]:
             raise RuntimeError(f"timed out after {args.timeout} s")
@@ -220,6 +268,7 @@ def run_zerotrain(args, cname, dtype, steps, warmup, workdir):
             step_s_median=statistics.median(step_times),
             tokens_per_s=tokens_per_step / statistics.median(step_times),
             tracked_peak_mib=max(m["mem"]["peak"] for m in lines) / 2**20,
+            other_cores_steps=other_cores_last(r["samples"], sum(step_times)),
             loss_first=lines[0]["loss"], loss_last=lines[-1]["loss"])
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         res.update(ok=False, error=str(e))
@@ -236,7 +285,7 @@ def run_peer(args, name, spec, cname, dtype, steps, warmup, workdir):
     env = dict(os.environ, **spec["env"])
     r = run_child(cmd, env, workdir, args.timeout)
     res = dict(engine=name, cmd=" ".join(f"{k}={v}" for k, v in spec["env"].items()) + " " +
-               " ".join(cmd), **{k: v for k, v in r.items() if k not in ("stdout", "stderr")})
+               " ".join(cmd), **{k: v for k, v in r.items() if k not in ("stdout", "stderr", "samples")})
     try:
         if r["timed_out"]:
             raise RuntimeError(f"timed out after {args.timeout} s")
@@ -255,6 +304,7 @@ def run_peer(args, name, spec, cname, dtype, steps, warmup, workdir):
             tokens_per_s=pr["tokens_per_s_median_step"], tokens_per_s_mean_step=pr["tokens_per_s"],
             fwd_s_median=pr["fwd_s_median"], bwd_s_median=pr["bwd_s_median"],
             opt_s_median=pr["opt_s_median"], peer_peak_rss_mib=pr["peak_rss_mib"],
+            other_cores_steps=other_cores_last(r["samples"], pr["timed_steps"] * pr["step_s_mean"]),
             peer_cpu_util=pr["cpu_util_mean"], peer_steal=pr["steal_mean"], torch=pr["torch"],
             loss_first=pr["loss_first"], loss_last=pr["loss_last"])
     except (ValueError, KeyError, RuntimeError) as e:
@@ -367,9 +417,9 @@ def markdown(report):
             L.append(f"- {r['config']} {r['dtype']} {r['engine']} failed "
                      f"{len(r['errors'])} time(s): {r['errors'][0]}")
     L.append("")
-    L.append("Per run, in the order run. `cpu`: cores the engine kept busy (of "
-             f"{report['threads']}); `other`: cores that other processes used meanwhile "
-             "(disturbed above "
+    L.append("Per run, in the order run. `cpu`: cores the engine kept busy over its whole run (of "
+             f"{report['threads']}, start-up included); `other`: cores that other processes used "
+             "during its timed steps (disturbed above "
              f"{report['disturbed_cores']}); discarded runs were measured again.")
     L.append("")
     L.append("| config | dtype | round | engine | tokens/s | median step s | peak RSS MiB | "
@@ -380,7 +430,7 @@ def markdown(report):
         note = "discarded" if r.get("discarded") else ("disturbed" if r.get("disturbed") else "")
         L.append(f"| {r['config']} | {r['dtype']} | {r['round']} | {r['engine']} | {tps} | "
                  f"{fmt(r.get('step_s_median'), '.3f')} | {fmt(r.get('peak_rss_mib'), '.0f')} | "
-                 f"{r['cpu_util']:.2f} | {r['other_cores']:.2f} | {r['wall_s']:.0f} | {note} |")
+                 f"{r['cpu_util']:.2f} | {other_cores(r):.2f} | {r['wall_s']:.0f} | {note} |")
     return "\n".join(L) + "\n"
 
 
@@ -475,9 +525,9 @@ def main():
     ap.add_argument("--gemm-json", default="",
                     help="use this `bench gemm --json` file instead of measuring the ceiling")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (default 1800)")
-    ap.add_argument("--quiet-wait", type=float, default=30,
-                    help="before each run, wait up to this many seconds for other processes to "
-                         "use under 0.5 cores (default 30; 0 = do not wait)")
+    ap.add_argument("--quiet-wait", type=float, default=60,
+                    help="before each run, wait up to this many seconds until other processes have "
+                         "used under 0.5 cores for 5 s (default 60; 0 = do not wait)")
     ap.add_argument("--disturbed-cores", type=float, default=0.3,
                     help="a run during which other processes used more CPU cores than this, on "
                          "average, is marked disturbed (default 0.3)")
@@ -561,7 +611,10 @@ def main():
 
     def gemm(when):
         log(f"GEMM ceilings ({when}): {args.zerotrain} bench gemm --threads {args.threads}")
+        quiet = wait_quiet(args.quiet_wait, 0.5) if args.quiet_wait > 0 and not args.gemm_json \
+            else None
         g = measure_gemm(args, workdir)
+        g["other_cores_before"] = quiet
         g["when"] = when
         gemm_runs.append(g)
         report["gemm"] = combine_gemm(gemm_runs)
@@ -579,12 +632,12 @@ def main():
             r = run_peer(args, eng, specs[eng], cname, dtype, steps[cname], args.warmup, workdir)
         r.update(config=cname, dtype=dtype, round=rnd, attempt=attempt,
                  other_cores_before=quiet, loadavg_after="%.2f %.2f %.2f" % os.getloadavg(),
-                 disturbed=r["other_cores"] > args.disturbed_cores)
+                 disturbed=other_cores(r) > args.disturbed_cores)
         where = f"{cname} {dtype} round {rnd}" + (f" (retry {attempt})" if attempt else "")
         if r["ok"]:
             log(f"{where} {eng}: {r['tokens_per_s']:.0f} tokens/s, peak RSS "
                 f"{r['peak_rss_mib']:.0f} MiB, cpu {r['cpu_util']:.2f}, others "
-                f"{r['other_cores']:.2f} cores{' (disturbed)' if r['disturbed'] else ''}, "
+                f"{other_cores(r):.2f} cores{' (disturbed)' if r['disturbed'] else ''}, "
                 f"{r['wall_s']:.0f} s")
         else:
             log(f"{where} {eng}: FAILED: {r['error']}")

@@ -56,9 +56,14 @@ public:
     void run_hooks(HookPoint point);
 
     // Runs fn (the module's forward) between the forward hooks and records the module's extent on
-    // the tape for the backward hooks.
+    // the tape for the backward hooks. Allocations inside are tagged with this module, in phase
+    // forward (backward when a recompute runs it inside backward).
     template <typename Fn>
     auto call(Tape& tape, Fn&& fn) {
+        MemoryPool& pool = tape.pool();
+        MemScope mem_scope(pool, name_.empty() ? std::string_view("model") : std::string_view(name_),
+                           pool.context().phase == MemPhase::kBackward ? MemPhase::kBackward
+                                                                       : MemPhase::kForward);
         run_hooks(HookPoint::kPreForward);
         bool rec = tape.recording();
         if (rec) tape.push_module_enter(*this);

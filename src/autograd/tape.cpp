@@ -24,14 +24,41 @@ void Tape::backward(const Var& loss, float seed) {
                              MemCategory::kActivations);
     g.fill(seed);
     add_grad(loss, std::move(g));
+    run_backward();
+}
+
+void Tape::backward_from(Var out, Tensor grad) {
+    ZT_ASSERT(grad.numel() == out->value.numel(), "backward_from: gradient ",
+              shape_str(grad.shape()), " for output ", shape_str(out->value.shape()));
+    add_grad(out, std::move(grad));
+    out.reset();
+    run_backward();
+}
+
+void Tape::run_backward() {
+    MemScope mem_scope(*pool_, MemPhase::kBackward);  // restores the caller's context, even on throw
+    std::vector<MemContext> mem_outer;  // allocation contexts of the modules backward is inside
     bool was_recording = recording_;
     recording_ = false;
     for (size_t i = entries_.size(); i-- > 0;) {
         Entry& e = entries_[i];
         switch (e.kind) {
             case Kind::kOp: e.backward(); break;
-            case Kind::kModuleExit: e.module->run_hooks(HookPoint::kPreBackward); break;
-            case Kind::kModuleEnter: e.module->run_hooks(HookPoint::kPostBackward); break;
+            case Kind::kModuleExit: {
+                const std::string& name = e.module->name();
+                mem_outer.push_back(pool_->push_context(
+                    name.empty() ? std::string_view("model") : std::string_view(name),
+                    MemPhase::kBackward));
+                e.module->run_hooks(HookPoint::kPreBackward);
+                break;
+            }
+            case Kind::kModuleEnter:
+                e.module->run_hooks(HookPoint::kPostBackward);
+                if (!mem_outer.empty()) {
+                    pool_->set_context(mem_outer.back());
+                    mem_outer.pop_back();
+                }
+                break;
         }
         entries_.pop_back();  // frees what the op saved
     }

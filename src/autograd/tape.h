@@ -33,6 +33,11 @@ public:
 
     // Seeds loss->grad with `seed` (a scalar loss) and runs the tape in reverse, then clears it.
     void backward(const Var& loss, float seed = 1.0f);
+    // Seeds out->grad with `grad` (shaped like out's value; adopted, or added when out already has
+    // a gradient) and runs the tape in reverse, then clears it. The tape drops its reference to
+    // `out` first, so pass the last one (std::move) to free out's value as soon as the backward of
+    // its producer has run. Used by recompute regions (checkpoint.h) on their inner tape.
+    void backward_from(Var out, Tensor grad);
     void clear() { entries_.clear(); }
     size_t size() const { return entries_.size(); }
 
@@ -54,6 +59,8 @@ public:
     Tensor new_grad(const Var& v) const;
 
 private:
+    void run_backward();  // runs the entries newest first, popping each
+
     enum class Kind { kOp, kModuleEnter, kModuleExit };
     struct Entry {
         Kind kind;

@@ -38,6 +38,7 @@ std::string default_run_dir(const std::string& config_path) {
 
 void Commands::add_to(CLI::App& app) {
     add_train(app);
+    add_estimate(app);
     add_export(app);
     add_data(app);
     add_bench(app);
@@ -56,6 +57,9 @@ void Commands::add_train(CLI::App& app) {
     sub->add_option("--threads", threads_, "intra-op threads (default: config's, else all cores)");
     sub->add_option("--memory-budget", memory_budget_, "per-rank memory budget, e.g. 8GiB");
     sub->add_flag("--quiet", quiet_, "no progress output");
+    sub->add_option("--memory-timeline", memory_timeline_,
+                    "write one JSON line per allocation and free to FILE "
+                    "(docs/memory-timeline.md)");
     runners_.emplace_back(sub, [this] {
         TrainConfig cfg = load(config_);
         if (threads_ > 0) cfg.threads = threads_;
@@ -64,6 +68,7 @@ void Commands::add_train(CLI::App& app) {
         opts.run_dir = run_dir_.empty() ? default_run_dir(config_.path) : run_dir_;
         opts.tty = isatty(STDERR_FILENO) != 0;
         opts.quiet = quiet_;
+        opts.memory_timeline = memory_timeline_;
         run_training(cfg, opts);
         return 0;
     });

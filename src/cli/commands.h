@@ -13,6 +13,14 @@ struct ConfigArgs {
     std::vector<std::string> sets;  // --set a.b=v
 };
 
+// `zerotrain estimate` options beyond the config's (cli/estimate.cpp).
+struct EstimateArgs {
+    int64_t ranks = 1;              // data-parallel ranks to estimate for
+    int zero_stage = -1;            // -1: zero_optimization.stage of the config
+    std::string offload_optimizer;  // "none" or "cpu"; empty: the config's
+    bool json = false;
+};
+
 class Commands {
 public:
     void add_to(CLI::App& app);
@@ -20,6 +28,7 @@ public:
 
 private:
     void add_train(CLI::App& app);
+    void add_estimate(CLI::App& app);
     void add_export(CLI::App& app);
     void add_data(CLI::App& app);
     void add_bench(CLI::App& app);
@@ -28,9 +37,11 @@ private:
     std::vector<std::pair<CLI::App*, std::function<int()>>> runners_;
 
     ConfigArgs config_;
+    EstimateArgs estimate_;
     std::string run_dir_;
     int threads_ = 0;
     std::string memory_budget_;
+    std::string memory_timeline_;
     bool quiet_ = false;
     std::string out_path_;
     std::string from_run_;

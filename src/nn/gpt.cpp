@@ -3,7 +3,25 @@
 #include <cmath>
 #include <string>
 
+#include "autograd/checkpoint.h"
+
 namespace zt {
+
+void validate_checkpointing(const GptOptions& o) {
+    const std::string& p = o.checkpoint_policy;
+    ZT_CHECK(p == "none" || p == "every" || p == "every_k" || p == "selective",
+             "activation_checkpointing.policy: expected \"none\", \"every\", \"every_k\" or "
+             "\"selective\", got \"", p, "\"");
+    ZT_CHECK(o.checkpoint_every_k >= 1, "activation_checkpointing.every_k: expected >= 1, got ",
+             o.checkpoint_every_k);
+}
+
+namespace {
+const GptOptions& validated(const GptOptions& o) {
+    validate_checkpointing(o);
+    return o;
+}
+}  // namespace
 
 CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, float proj_std)
     : c_attn(register_module<Linear>("c_attn", LinearOptions{C, 3 * C})),
@@ -13,8 +31,13 @@ CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, float proj_std)
 Var CausalSelfAttention::forward(Tape& tape, const Var& x, int64_t B, int64_t T) {
     return call(tape, [&] {
         const int64_t C = c_proj.weight.shape[0];
-        Var qkv = c_attn.forward(tape, x);  // (B T, 3C)
-        Var y = ops::causal_attention(tape, qkv, B, T, C, n_heads);
+        // x: (B T, C) -> qkv: (B T, 3C) -> y: (B T, C)
+        auto core = [this, B, T, C](Tape& t, const std::vector<Var>& in) {
+            Var qkv = c_attn.forward(t, in[0]);
+            return ops::causal_attention(t, qkv, B, T, C, n_heads);
+        };
+        // Selective recompute keeps x and y only: the region frees qkv and the attention's lse.
+        Var y = recompute_core ? checkpoint(tape, {x}, core) : core(tape, {x});
         return c_proj.forward(tape, y);
     });
 }
@@ -44,13 +67,16 @@ GptTransformer::GptTransformer(const GptOptions& o)
     : wte(register_module<Embedding>("wte", o.vocab_size, o.d_model)),
       wpe(register_module<Embedding>("wpe", o.seq_len, o.d_model)) {
     const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(o.n_layers));
-    for (int64_t l = 0; l < o.n_layers; ++l)
-        h.push_back(&register_module<Block>("h." + std::to_string(l), o.d_model, o.n_heads, proj_std));
+    for (int64_t l = 0; l < o.n_layers; ++l) {
+        Block& b = register_module<Block>("h." + std::to_string(l), o.d_model, o.n_heads, proj_std);
+        b.attn.recompute_core = o.checkpoint_policy == "selective";
+        h.push_back(&b);
+    }
     ln_f = &register_module<LayerNorm>("ln_f", o.d_model);
 }
 
 Gpt::Gpt(const GptOptions& o)
-    : transformer(register_module<GptTransformer>("transformer", o)), options_(o) {
+    : transformer(register_module<GptTransformer>("transformer", validated(o))), options_(o) {
     ZT_CHECK(o.d_model % o.n_heads == 0, "model.n_heads: must divide d_model ", o.d_model, ", got ",
              o.n_heads);
 }
@@ -66,9 +92,22 @@ Var Gpt::logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) 
     return call(tape, [&] {
         Var x = ops::add(tape, transformer.wte.forward(tape, ids),
                          transformer.wpe.forward(tape, positions_));
-        for (Block* block : transformer.h) x = block->forward(tape, x, B, T);
+        for (int64_t l = 0; l < options_.n_layers; ++l) x = forward_block(tape, l, x, B, T);
         x = transformer.ln_f->forward(tape, x);
         return ops::linear(tape, x, transformer.wte.weight.var, nullptr);  // tied head
+    });
+}
+
+bool checkpoints_block(const GptOptions& o, int64_t l) {
+    const std::string& p = o.checkpoint_policy;
+    return p == "every" || (p == "every_k" && l % o.checkpoint_every_k == 0);
+}
+
+Var Gpt::forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T) {
+    Block* block = transformer.h[static_cast<size_t>(l)];
+    if (!checkpoints_block(options_, l)) return block->forward(tape, x, B, T);
+    return checkpoint(tape, {x}, [block, B, T](Tape& t, const std::vector<Var>& in) {
+        return block->forward(t, in[0], B, T);
     });
 }
 

@@ -1,11 +1,14 @@
 // GPT-2 architecture (shared/DESIGN.md, Model keys and GPT): token and learned position embeddings,
 // pre-LayerNorm blocks (eps 1e-5), c_attn with q, k, v in that order along its output dimension,
 // GELU (tanh), biases everywhere, final LayerNorm ln_f, output head tied to wte. Parameter names
-// are nanoGPT's ("transformer.h.0.attn.c_attn.weight"). No dropout.
+// are nanoGPT's ("transformer.h.0.attn.c_attn.weight"). No dropout. Activation checkpointing
+// (autograd/checkpoint.h) by policy: "every" block, every k-th block, or "selective" (c_attn and
+// the attention core of every block); docs/checkpointing.md gives the bytes each policy keeps.
 // Letters: B batch, T sequence, C d_model, V vocabulary, L layers, H heads.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/layers.h"
@@ -19,7 +22,19 @@ struct GptOptions {
     int64_t d_model = 64;
     int64_t n_layers = 2;
     int64_t n_heads = 4;
+    // activation_checkpointing.policy: "none"; "every" (each Block is a recompute region);
+    // "every_k" (blocks l with l % checkpoint_every_k == 0 are); "selective" (in every block,
+    // c_attn and the attention core are one region whose input is ln_1's output).
+    std::string checkpoint_policy = "none";
+    int64_t checkpoint_every_k = 1;  // activation_checkpointing.every_k, >= 1
 };
+
+// Throws a ZT_CHECK error naming the activation_checkpointing key when the policy is unknown or
+// every_k < 1.
+void validate_checkpointing(const GptOptions& o);
+// Whether block l is a recompute region as a whole ("every", "every_k"; "selective" recomputes
+// inside every block instead).
+bool checkpoints_block(const GptOptions& o, int64_t l);
 
 class CausalSelfAttention : public Module {
 public:
@@ -29,6 +44,7 @@ public:
     Linear& c_attn;  // (3C, C): q, k, v along the output dimension
     Linear& c_proj;  // (C, C)
     int64_t n_heads;
+    bool recompute_core = false;  // c_attn + attention as one recompute region ("selective")
 };
 
 class Mlp : public Module {
@@ -71,6 +87,8 @@ public:
     GptTransformer& transformer;
 
 private:
+    Var forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T);
+
     GptOptions options_;
     std::vector<int32_t> positions_;  // 0..T-1 repeated B times, reused across calls
 };

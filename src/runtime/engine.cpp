@@ -3,6 +3,21 @@
 #include <cmath>
 
 #include "optim/clip.h"
+#include "tensor/kernels/elementwise.h"
+
+// Note [Non-finite steps]
+// A step is non-finite when its mean loss or the global gradient norm is NaN or infinite (one bad
+// gradient element makes the norm non-finite, so the norm is the check).
+// - f32 and bf16: nan_policy "skip" skips the update and reports it (StepStats::skipped);
+//   "stop" throws, naming the module whose output first went non-finite (the tape watches every
+//   module output during forward when the policy is "stop"), or the first parameter whose
+//   gradient did when the forward was finite.
+// - fp16: non-finite gradients are an overflow of the scaled backward, an expected event: the
+//   loss scaler skips the step and lowers the scale (DeepSpeed's hysteresis rules, whatever the
+//   policy). A non-finite loss cannot come from the scale (the forward is not scaled), so
+//   "stop" throws for it; "skip" hands it to the scaler like any overflow, as DeepSpeed does.
+// Skipped steps count toward steps_done() but not toward the optimizer's update count or the
+// learning-rate schedule.
 
 namespace zt {
 
@@ -14,6 +29,9 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     ZT_CHECK(!(options_.compute_dtype == DType::kF32 && options_.grad_dtype != DType::kF32),
              "data_types.grad_accum_dtype: bf16 accumulation needs bf16 compute; set "
              "bf16.enabled=true or grad_accum_dtype=fp32");
+    ZT_CHECK(!(options_.compute_dtype == DType::kF16 && options_.grad_dtype != DType::kF32),
+             "data_types.grad_accum_dtype: fp16 training accumulates gradients in fp32; set "
+             "grad_accum_dtype=fp32 (or use bf16.enabled=true for bf16 accumulation)");
     ArenaOptions ao;
     ao.compute_dtype = options_.compute_dtype;
     ao.grad_dtype = options_.grad_dtype;
@@ -24,16 +42,21 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     if (options_.grad_dtype != DType::kF32)
         grad_f32_ = Tensor::zeros(pool_, {arena_->padded_numel()}, DType::kF32,
                                   MemCategory::kWorkspace);
+    if (options_.compute_dtype == DType::kF16)
+        scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
+    tape_.set_check_finite(options_.nan_policy == NanPolicy::kStop);
 }
 
 Var Engine::forward(const Batch& batch) {
     ZT_ASSERT(tape_.size() == 0, "forward called twice without backward");
+    if (micro_done_ == 0) tape_.clear_nonfinite();  // watch this step's forwards only
     tape_.set_recording(true);
     return model_->loss(tape_, batch);
 }
 
 void Engine::backward(const Var& loss) {
-    tape_.backward(loss, 1.0f / static_cast<float>(options_.grad_accum));
+    const double scale = scaler_ ? scaler_->scale() : 1.0;
+    tape_.backward(loss, static_cast<float>(scale / static_cast<double>(options_.grad_accum)));
     loss_sum_ += loss->value.data<float>()[0];
     ++micro_done_;
 }
@@ -46,9 +69,12 @@ float Engine::forward_backward(const Batch& batch) {
 }
 
 float Engine::eval_loss(const Batch& batch) {
+    const bool watch = tape_.check_finite();
+    tape_.set_check_finite(false);  // the watch is for training steps
     tape_.set_recording(false);
     Var loss = model_->loss(tape_, batch);
     tape_.set_recording(true);
+    tape_.set_check_finite(watch);
     return loss->value.data<float>()[0];
 }
 
@@ -64,8 +90,27 @@ StepStats Engine::step() {
         grad_f32_.copy_from(arena_->grads());
         grads = grad_f32_.data<float>();
     }
-    st.grad_norm = grad_norm_l2(grads, n);
-    st.skipped = !std::isfinite(st.grad_norm) || !std::isfinite(st.loss);
+    if (scaler_) {  // unscale fused with the norm, which is also the overflow check
+        st.loss_scale = scaler_->scale();
+        st.grad_norm = std::sqrt(
+            unscale_grad_sq_sum(grads, n, static_cast<float>(1.0 / st.loss_scale)));
+    } else {
+        st.grad_norm = grad_norm_l2(grads, n);
+    }
+    const bool loss_finite = std::isfinite(st.loss);
+    const bool finite = loss_finite && std::isfinite(st.grad_norm);
+    if (!finite && options_.nan_policy == NanPolicy::kStop && (!scaler_ || !loss_finite))
+        stop_on_nonfinite(st.loss);
+    if (scaler_) {
+        try {
+            st.skipped = scaler_->update(!finite);
+        } catch (...) {
+            finish_step();
+            throw;
+        }
+    } else {
+        st.skipped = !finite;
+    }
     if (!st.skipped) {
         if (options_.gradient_clipping > 0) {
             float coef = clip_coefficient(st.grad_norm, options_.gradient_clipping);
@@ -75,11 +120,43 @@ StepStats Engine::step() {
                                  static_cast<float>(st.lr), ++updates_done_);
         arena_->sync_compute();
     }
-    arena_->zero_grads();
     ++steps_done_;
+    finish_step();
+    return st;
+}
+
+void Engine::finish_step() {
+    arena_->zero_grads();
     micro_done_ = 0;
     loss_sum_ = 0;
-    return st;
+}
+
+void Engine::stop_on_nonfinite(double loss) {
+    const int64_t step = steps_done_ + 1;
+    const std::string module = tape_.first_nonfinite_module();
+    std::string msg;
+    if (!std::isfinite(loss)) {
+        msg = module.empty()
+                  ? str_cat("non-finite loss at step ", step, " (", loss,
+                            "): every module output was finite; the loss itself went non-finite")
+                  : str_cat("non-finite loss at step ", step, " (", loss,
+                            "): the output of module '", module, "' first went non-finite");
+    } else {
+        std::string param;
+        for (Parameter* p : arena_->params())
+            if (!kernels::all_finite(p->grad)) {
+                param = p->name;
+                break;
+            }
+        msg = str_cat("non-finite gradients at step ", step, " (loss ", loss, " was finite",
+                      module.empty() ? std::string(", and so was every module output")
+                                     : str_cat("; module '", module, "' output went non-finite"),
+                      "): the first parameter with a non-finite gradient is '", param, "'");
+    }
+    finish_step();
+    throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
+                msg + " (nan_policy stop). Lower the learning rate or check the data and the "
+                      "weights; nan_policy \"skip\" skips such steps instead");
 }
 
 }  // namespace zt

@@ -1,6 +1,8 @@
 // Engine: trains a Model in one process. forward/backward of micro-batches accumulate gradients in
 // the flat gradient arena (each micro-loss scaled by 1/grad_accum, DESIGN.md's equivalence rule);
-// step() turns them into one optimizer update (norm, non-finite check, clipping, update, bf16 copy).
+// step() turns them into one optimizer update (norm, non-finite check, clipping, update, bf16/f16
+// copy). fp16 (compute_dtype f16) scales each micro-loss by the loss scaler's scale and unscales
+// the gradients at step(); Note [Non-finite steps] in engine.cpp says what skips and what stops.
 // Usable from C++: examples/custom_model.cpp drives it directly.
 #pragma once
 
@@ -9,14 +11,23 @@
 #include "autograd/param_arena.h"
 #include "autograd/tape.h"
 #include "nn/model.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
 namespace zt {
 
+// What a step with a non-finite loss or gradients does (the top-level "nan_policy").
+enum class NanPolicy {
+    kSkip,  // skip the update and report it (StepStats::skipped)
+    kStop,  // throw a zt::Error naming the module whose output first went non-finite
+};
+
 struct EngineOptions {
-    DType compute_dtype = DType::kF32;  // bf16: bf16 weights and activations, f32 master weights
-    DType grad_dtype = DType::kF32;     // gradient accumulation dtype
+    DType compute_dtype = DType::kF32;  // bf16/f16: half weights and activations, f32 master
+    DType grad_dtype = DType::kF32;     // gradient accumulation dtype (f32 with f16 compute)
+    LossScalerOptions loss_scaler;      // f16 compute only: DeepSpeed's "fp16" section
+    NanPolicy nan_policy = NanPolicy::kSkip;
     int64_t grad_accum = 1;             // micro-batches per optimizer step
     double gradient_clipping = 0.0;     // max global norm; 0: off
     uint64_t seed = 42;                 // initial weights depend on (seed, name, index) only
@@ -28,8 +39,9 @@ struct EngineOptions {
 struct StepStats {
     double loss = 0;       // mean micro-batch loss since the last step
     double lr = 0;
-    double grad_norm = 0;  // before clipping
-    bool skipped = false;  // non-finite gradients: no update
+    double grad_norm = 0;  // before clipping (unscaled in fp16); non-finite when skipped
+    bool skipped = false;  // non-finite loss or gradients (fp16: overflow): no update
+    double loss_scale = 0; // fp16: the scale this step's gradients were computed with; else 0
 };
 
 class Engine {
@@ -40,11 +52,13 @@ public:
 
     // Forward of one micro-batch with the tape recording; returns the mean loss Var.
     Var forward(const Batch& batch);
-    // Backward of a loss from forward(), scaled by 1 / grad_accum.
+    // Backward of a loss from forward(), scaled by 1 / grad_accum (fp16: loss_scale / grad_accum).
     void backward(const Var& loss);
     // forward + backward; returns the micro-batch's mean loss.
     float forward_backward(const Batch& batch);
-    // Optimizer update from the accumulated gradients; zeroes them.
+    // Optimizer update from the accumulated gradients; zeroes them. With nan_policy kStop, a
+    // non-finite step throws zt::Error (kInternal) instead; fp16 gradient overflows are left to
+    // the loss scaler, which throws at its minimum scale.
     StepStats step();
     // Loss without recording the tape.
     float eval_loss(const Batch& batch);
@@ -54,8 +68,15 @@ public:
     MemoryPool& pool() { return pool_; }
     int64_t steps_done() const { return steps_done_; }
     const EngineOptions& options() const { return options_; }
+    // The fp16 loss scaler; null in f32 and bf16.
+    const LossScaler* loss_scaler() const { return scaler_.get(); }
+    LossScaler* loss_scaler() { return scaler_.get(); }
 
 private:
+    // Throws the nan_policy "stop" error for step steps_done_ + 1.
+    [[noreturn]] void stop_on_nonfinite(double loss);
+    void finish_step();  // zeroes gradients and the micro-batch counters
+
     MemoryPool& pool_;
     std::unique_ptr<Model> model_;
     EngineOptions options_;
@@ -63,6 +84,7 @@ private:
     Tape tape_;
     std::vector<OptimSegment> segments_;
     Tensor grad_f32_;  // f32 copy of bf16 gradients for the update (bf16 accumulation only)
+    std::unique_ptr<LossScaler> scaler_;  // f16 compute only
     int64_t steps_done_ = 0;    // optimizer steps, skipped ones included
     int64_t updates_done_ = 0;  // steps that updated the weights (Adam's bias-correction count)
     int64_t micro_done_ = 0;

@@ -8,6 +8,7 @@
 #include "optim/sgd.h"
 #include "runtime/data/builtin_corpus.h"
 #include "runtime/data/token_dataset.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/metrics.h"
 #include "runtime/progress.h"
 #include "tensor/threads.h"
@@ -19,10 +20,14 @@ namespace zt {
 std::unique_ptr<Gpt> build_gpt(const TrainConfig& cfg) {
     const ModelConfig& m = cfg.model;
     ZT_CHECK(m.type == "gpt", "model.type: expected \"gpt\", got \"", m.type, "\"");
-    ZT_CHECK(cfg.activation_checkpointing.policy == "none", "activation_checkpointing.policy: \"",
-             cfg.activation_checkpointing.policy, "\" is not implemented in this build; use \"none\"");
-    return std::make_unique<Gpt>(GptOptions{m.vocab_size, m.seq_len, m.d_model, m.n_layers,
-                                            m.n_heads});
+    const CheckpointingConfig& ck = cfg.activation_checkpointing;
+    return std::make_unique<Gpt>(GptOptions{.vocab_size = m.vocab_size,
+                                            .seq_len = m.seq_len,
+                                            .d_model = m.d_model,
+                                            .n_layers = m.n_layers,
+                                            .n_heads = m.n_heads,
+                                            .checkpoint_policy = ck.policy,
+                                            .checkpoint_every_k = ck.every_k});
 }
 
 namespace {
@@ -129,16 +134,71 @@ void save_weights(Engine& engine, const std::string& path) {
     export_gpt_weights(path, named, "F32");
 }
 
+// Note [Failed runs]: a failed run leaves nothing that looks like a finished one. Weights are
+// written only after the last step (atomically, by the safetensors writer), and a stale
+// model.safetensors of an earlier run in the same directory is removed when this run starts.
+// After a failure metrics.jsonl keeps its lines (a log) and ends with {"error": message, "step":
+// steps completed}; a failure before the first step removes the directory instead when this run
+// created it (metrics.jsonl is then its only file; a memory timeline written inside stays).
+class RunDirectory {
+public:
+    explicit RunDirectory(const std::string& path)
+        : path_(path), created_(!std::filesystem::exists(path)) {
+        std::filesystem::create_directories(path);
+        std::filesystem::remove(path + "/model.safetensors");
+    }
+    // Never throws: the error being handled is the one to report.
+    void fail(MetricsWriter* metrics, int64_t steps, const std::string& message) noexcept {
+        try {
+            if (steps == 0 && created_) {
+                std::error_code ec;
+                std::filesystem::remove(path_ + "/metrics.jsonl", ec);
+                std::filesystem::remove(path_, ec);  // only when empty
+                return;
+            }
+            if (metrics) metrics->write({{"error", message}, {"step", steps}});
+        } catch (...) {
+        }
+    }
+
+private:
+    std::string path_;
+    bool created_;
+};
+
+std::unique_ptr<MemoryTimeline> open_timeline(const std::string& path) {
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    return std::make_unique<MemoryTimeline>(path, 0);
+}
+
+// The out-of-memory advice, made concrete with this run's settings.
+OomAdvisor oom_advisor(const TrainConfig& cfg) {
+    OomHints h{cfg.micro_batch, cfg.grad_accum, cfg.activation_checkpointing.policy, cfg.precision};
+    return [h](const MemoryStats& s, int64_t budget, int64_t request) {
+        return oom_advice(s, budget, request, h);
+    };
+}
+
 }  // namespace
 
 EngineOptions engine_options(const TrainConfig& cfg) {
-    ZT_CHECK(cfg.precision != "fp16", "fp16.enabled: fp16 training is not implemented in this "
-             "build; use \"bf16\": {\"enabled\": true} or fp32");
-    ZT_CHECK(cfg.nan_policy == "skip", "nan_policy: \"stop\" is not implemented in this build; "
-             "use \"skip\"");
     EngineOptions eo;
-    eo.compute_dtype = cfg.precision == "bf16" ? DType::kBF16 : DType::kF32;
+    eo.compute_dtype = cfg.precision == "bf16"   ? DType::kBF16
+                       : cfg.precision == "fp16" ? DType::kF16
+                                                 : DType::kF32;
     eo.grad_dtype = cfg.grad_accum_dtype == "bf16" ? DType::kBF16 : DType::kF32;
+    ZT_CHECK(!(eo.compute_dtype == DType::kF16 && eo.grad_dtype != DType::kF32),
+             "data_types.grad_accum_dtype: \"", cfg.grad_accum_dtype, "\" with fp16.enabled; "
+             "fp16 training accumulates gradients in fp32: set it to \"fp32\"");
+    const Fp16Config& f = cfg.fp16;
+    eo.loss_scaler.static_scale = f.loss_scale;
+    eo.loss_scaler.initial_scale_power = f.initial_scale_power;
+    eo.loss_scaler.scale_window = f.loss_scale_window;
+    eo.loss_scaler.hysteresis = f.hysteresis;
+    eo.loss_scaler.consecutive_hysteresis = f.consecutive_hysteresis;
+    eo.loss_scaler.min_scale = f.min_loss_scale;
+    eo.nan_policy = cfg.nan_policy == "stop" ? NanPolicy::kStop : NanPolicy::kSkip;
     eo.grad_accum = cfg.grad_accum;
     eo.gradient_clipping = cfg.gradient_clipping;
     eo.seed = cfg.seed;
@@ -150,12 +210,19 @@ EngineOptions engine_options(const TrainConfig& cfg) {
 
 TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
     if (cfg.threads > 0) set_num_threads(cfg.threads);
+    std::unique_ptr<MemoryTimeline> timeline;  // declared before the pool: outlives its last free
     MemoryPool pool;
     pool.set_budget(cfg.memory_budget);
+    pool.set_oom_advisor(oom_advisor(cfg));
     RunData data = open_data(cfg);
     std::unique_ptr<Gpt> model = build_gpt(cfg);
     const double flops_per_token = model->flops_per_token();
-    Engine engine(pool, std::move(model), engine_options(cfg));
+    EngineOptions eo = engine_options(cfg);
+    if (!opts.memory_timeline.empty()) {
+        timeline = open_timeline(opts.memory_timeline);
+        pool.set_event_sink(timeline.get());
+    }
+    Engine engine(pool, std::move(model), std::move(eo));
     if (!cfg.init_from.empty()) {
         std::vector<NamedTensorF32> named;
         for (Parameter* p : engine.arena().params())
@@ -164,70 +231,92 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
         engine.arena().sync_compute();
     }
 
-    std::filesystem::create_directories(opts.run_dir);
-    MetricsWriter metrics(opts.run_dir + "/metrics.jsonl");
-    Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
-    auto say = [&](const std::string& s) {
-        if (!opts.quiet) progress.message(s);
-    };
-    say(str_cat("zerotrain: GPT ", engine.arena().numel(), " parameters, ", cfg.precision, ", ",
-                num_threads(), " threads, batch ", cfg.train_batch_size, " x ", cfg.model.seq_len,
-                " tokens (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum, ")"));
-    if (data.corpus)
-        say(str_cat("builtin corpus: entropy rate H = ", data.corpus->entropy_rate,
-                    " nats/token, bigram bound = ", data.corpus->bigram_bound,
-                    " nats/token (the best a model without attention can do)"));
-
+    RunDirectory run_dir(opts.run_dir);
+    std::optional<MetricsWriter> metrics;
     TrainResult result;
-    std::vector<int32_t> in, tg;
-    const int64_t tokens_per_step = cfg.train_batch_size * cfg.model.seq_len;
-    double timed_s = 0;
-    for (int64_t step = 0; step < cfg.steps; ++step) {
-        pool.reset_peaks();
-        Stopwatch sw;
-        for (int64_t m = 0; m < cfg.grad_accum; ++m) {
-            int64_t k0 = global_sample_index(step, m, 0, cfg.micro_batch, cfg.grad_accum, 1, 0);
-            load_batch(*data.train, k0, cfg.micro_batch, in, tg);
-            engine.forward_backward(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
+    try {
+        metrics.emplace(opts.run_dir + "/metrics.jsonl");
+        Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
+        auto say = [&](const std::string& s) {
+            if (!opts.quiet) progress.message(s);
+        };
+        say(str_cat("zerotrain: GPT ", engine.arena().numel(), " parameters, ", cfg.precision, ", ",
+                    num_threads(), " threads, batch ", cfg.train_batch_size, " x ",
+                    cfg.model.seq_len, " tokens (micro ", cfg.micro_batch, " x accumulation ",
+                    cfg.grad_accum, ")"));
+        if (data.corpus)
+            say(str_cat("builtin corpus: entropy rate H = ", data.corpus->entropy_rate,
+                        " nats/token, bigram bound = ", data.corpus->bigram_bound,
+                        " nats/token (the best a model without attention can do)"));
+
+        std::vector<int32_t> in, tg;
+        const int64_t tokens_per_step = cfg.train_batch_size * cfg.model.seq_len;
+        double timed_s = 0;
+        for (int64_t step = 0; step < cfg.steps; ++step) {
+            pool.reset_peaks();
+            Stopwatch sw;
+            {
+                MemScope phase(pool, MemPhase::kForward);  // Tape::backward switches to backward
+                for (int64_t m = 0; m < cfg.grad_accum; ++m) {
+                    int64_t k0 =
+                        global_sample_index(step, m, 0, cfg.micro_batch, cfg.grad_accum, 1, 0);
+                    load_batch(*data.train, k0, cfg.micro_batch, in, tg);
+                    engine.forward_backward(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
+                }
+            }
+            StepStats st;
+            {
+                MemScope phase(pool, MemPhase::kOptimizer);
+                st = engine.step();
+            }
+            double dt = sw.elapsed_s();
+            if (step > 0) timed_s += dt;
+            nlohmann::json line = {{"step", step + 1},
+                                   {"loss", st.loss},
+                                   {"lr", st.lr},
+                                   {"grad_norm", st.grad_norm},
+                                   {"step_time_s", dt},
+                                   {"tokens_per_s", tokens_per_step / dt},
+                                   {"mfu_flops_per_s", flops_per_token * tokens_per_step / dt},
+                                   {"mem", memory_json(pool.stats())},
+                                   {"comm_s", 0.0},
+                                   {"skipped", st.skipped}};
+            metrics->write(line);
+            result.steps = step + 1;
+            result.final_loss = st.loss;
+            if (timeline) timeline->flush();
+            if (st.skipped) say(str_cat("step ", step + 1, ": non-finite gradients, step skipped"));
+            if (!opts.quiet)
+                progress.update(step + 1, str_cat("loss ", st.loss, " | ",
+                                                  static_cast<int64_t>(tokens_per_step / dt),
+                                                  " tok/s"));
+            bool eval_now = data.eval && cfg.eval_interval > 0 &&
+                            ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
+            if (eval_now) {
+                MemScope phase(pool, MemPhase::kForward);
+                double el = evaluate(engine, *data.eval, cfg);
+                metrics->write({{"step", step + 1}, {"eval_loss", el}});
+                result.final_eval_loss = el;
+                say(str_cat("step ", step + 1, ": eval_loss ", el));
+            }
         }
-        StepStats st = engine.step();
-        double dt = sw.elapsed_s();
-        if (step > 0) timed_s += dt;
-        nlohmann::json line = {{"step", step + 1},
-                               {"loss", st.loss},
-                               {"lr", st.lr},
-                               {"grad_norm", st.grad_norm},
-                               {"step_time_s", dt},
-                               {"tokens_per_s", tokens_per_step / dt},
-                               {"mfu_flops_per_s", flops_per_token * tokens_per_step / dt},
-                               {"mem", memory_json(pool.stats())},
-                               {"comm_s", 0.0},
-                               {"skipped", st.skipped}};
-        metrics.write(line);
-        result.steps = step + 1;
-        result.final_loss = st.loss;
-        if (st.skipped) say(str_cat("step ", step + 1, ": non-finite gradients, step skipped"));
-        if (!opts.quiet)
-            progress.update(step + 1, str_cat("loss ", st.loss, " | ",
-                                              static_cast<int64_t>(tokens_per_step / dt),
-                                              " tok/s"));
-        bool eval_now = data.eval && cfg.eval_interval > 0 &&
-                        ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
-        if (eval_now) {
-            double el = evaluate(engine, *data.eval, cfg);
-            metrics.write({{"step", step + 1}, {"eval_loss", el}});
-            result.final_eval_loss = el;
-            say(str_cat("step ", step + 1, ": eval_loss ", el));
+        if (timeline) {  // the file ends with the state at the end of training, not the teardown
+            pool.set_event_sink(nullptr);
+            timeline->close();
         }
+        if (!opts.quiet) progress.finish();
+        if (cfg.steps > 1) result.tokens_per_s = tokens_per_step * (cfg.steps - 1) / timed_s;
+        save_weights(engine, opts.run_dir + "/model.safetensors");
+        say(str_cat("done: ", result.steps, " steps, final loss ", result.final_loss,
+                    result.tokens_per_s > 0
+                        ? str_cat(", ", static_cast<int64_t>(result.tokens_per_s), " tokens/s")
+                        : std::string(),
+                    "; weights in ", opts.run_dir, "/model.safetensors"));
+    } catch (const std::exception& e) {
+        const auto* ze = dynamic_cast<const Error*>(&e);
+        run_dir.fail(metrics ? &*metrics : nullptr, result.steps, ze ? ze->message() : e.what());
+        throw;
     }
-    if (!opts.quiet) progress.finish();
-    if (cfg.steps > 1) result.tokens_per_s = tokens_per_step * (cfg.steps - 1) / timed_s;
-    save_weights(engine, opts.run_dir + "/model.safetensors");
-    say(str_cat("done: ", result.steps, " steps, final loss ", result.final_loss,
-                result.tokens_per_s > 0 ? str_cat(", ", static_cast<int64_t>(result.tokens_per_s),
-                                                  " tokens/s")
-                                        : std::string(),
-                "; weights in ", opts.run_dir, "/model.safetensors"));
     return result;
 }
 

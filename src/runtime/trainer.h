@@ -23,6 +23,7 @@ struct TrainOptions {
     std::string run_dir;
     bool tty = false;   // draw a progress bar instead of plain lines
     bool quiet = false; // no progress output at all (tests)
+    std::string memory_timeline;  // --memory-timeline FILE: one JSON line per allocation and free
 };
 
 // Model and engine for a config (also used by `export` and by tests).

@@ -7,10 +7,12 @@
 
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 
+#include "tensor/kernels/vec16.h"
 #include "util/error.h"
 
 // Note [GEMM library choice]
@@ -20,6 +22,14 @@
 // Debian's OpenBLAS picks generic kernels on some AVX-512 CPUs unless OPENBLAS_CORETYPE is set
 // before it loads, so we load it with dlopen after setting that variable (a user's own setting wins).
 // ZT_GEMM_F32=onednn switches f32 to oneDNN for experiments.
+//
+// Note [f16 GEMM]
+// oneDNN 2.6 has no f16 matmul on CPUs without AVX512-FP16, so f16 operands are widened to f32
+// (exactly) and multiplied by the f32 library; C is f32 (added to with beta directly) or f16 (an
+// f32 tile, rounded once on store). To bound the scratch, C is done in tiles of at most
+// kF16TileRows x kF16TileCols with a panel of op(A) rows and one of op(B) columns, each at most
+// about kF16PanelFloats: op(B)'s panel is widened once per tile column, op(A)'s once per tile.
+// The scratch is transient heap memory of the call (gemm takes no pool), at most a few MiB.
 
 namespace zt {
 
@@ -174,9 +184,100 @@ void scale_c(int64_t m, int64_t n, float beta, void* c, int64_t ldc, DType cd) {
             if (cd == DType::kF32) {
                 float& x = static_cast<float*>(c)[i * ldc + j];
                 x = beta == 0.0f ? 0.0f : beta * x;
+            } else if (cd == DType::kF16) {
+                f16& x = static_cast<f16*>(c)[i * ldc + j];
+                x = f32_to_f16(beta == 0.0f ? 0.0f : beta * f16_to_f32(x));
             } else {
                 bf16& x = static_cast<bf16*>(c)[i * ldc + j];
                 x = f32_to_bf16(beta == 0.0f ? 0.0f : beta * bf16_to_f32(x));
+            }
+        }
+    }
+}
+
+// ---- f16 operands (Note [f16 GEMM]) ----
+
+constexpr int64_t kF16TileRows = 256;          // rows of C per tile, at most
+constexpr int64_t kF16TileCols = 256;          // columns of C per tile, at most
+constexpr int64_t kF16PanelFloats = 1 << 18;   // 1 MiB of f32 per operand panel, about
+constexpr int64_t kF16ConvertParallelMin = 1 << 15;  // elements; below this, one thread
+
+// dst (rows, cols) dense f32 <- the block of a stored f16 matrix at (r0, c0), rows ld apart.
+void widen_block(const f16* src, int64_t ld, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+                 float* dst) {
+#pragma omp parallel for schedule(static) if (rows * cols >= kF16ConvertParallelMin && \
+                                              !omp_in_parallel())
+    for (int64_t r = 0; r < rows; ++r) {
+        const f16* s = src + (r0 + r) * ld + c0;
+        float* d = dst + r * cols;
+        kernels::vec::for_each_vec(cols, [&](int64_t j, int64_t n) {
+            kernels::vec::store_part(d + j, kernels::vec::load_part(s + j, n), n);
+        });
+    }
+}
+
+// c (rows, cols) f16, ldc apart <- tile (rows, cols) f32 + beta c (c unread when beta is 0).
+void store_f16_tile(const float* tile, int64_t rows, int64_t cols, float beta, f16* c,
+                    int64_t ldc) {
+    using namespace kernels::vec;
+#pragma omp parallel for schedule(static) if (rows * cols >= kF16ConvertParallelMin && \
+                                              !omp_in_parallel())
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* t = tile + r * cols;
+        f16* d = c + r * ldc;
+        for_each_vec(cols, [&](int64_t j, int64_t n) {
+            V16 v = load_part(t + j, n);
+            if (beta != 0.0f) v = fma(splat(beta), load_part(d + j, n), v);
+            store_part(d + j, v, n);
+        });
+    }
+}
+
+int64_t f16_tile_extent(int64_t total, int64_t k, int64_t cap) {
+    const int64_t by_panel = std::max<int64_t>(16, kF16PanelFloats / std::max<int64_t>(k, 1));
+    return std::min({total, cap, by_panel / 16 * 16});
+}
+
+void f32_gemm(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
+              GemmOperand b, float beta, float* c, int64_t ldc) {
+    if (lib == GemmLibrary::kOpenBlas)
+        openblas_gemm(m, n, k, alpha, a, b, beta, c, ldc);
+    else
+        onednn_gemm(m, n, k, alpha, a, b, DType::kF32, beta, c, ldc, DType::kF32);
+}
+
+void f16_gemm(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
+              GemmOperand b, float beta, void* c, int64_t ldc, DType cd) {
+    const f16* ap = static_cast<const f16*>(a.data);
+    const f16* bp = static_cast<const f16*>(b.data);
+    const int64_t mb = f16_tile_extent(m, k, kF16TileRows);
+    const int64_t nb = f16_tile_extent(n, k, kF16TileCols);
+    std::unique_ptr<float[]> a_panel(new float[mb * k]);
+    std::unique_ptr<float[]> b_panel(new float[k * nb]);
+    std::unique_ptr<float[]> tile(cd == DType::kF16 ? new float[mb * nb] : nullptr);
+    for (int64_t j0 = 0; j0 < n; j0 += nb) {
+        const int64_t nj = std::min(nb, n - j0);
+        // op(B)[:, j0:j0+nj]: rows j0.. of the stored (n, k) matrix when transposed.
+        GemmOperand bw{b_panel.get(), b.trans ? k : nj, b.trans};
+        if (b.trans)
+            widen_block(bp, b.ld, j0, 0, nj, k, b_panel.get());
+        else
+            widen_block(bp, b.ld, 0, j0, k, nj, b_panel.get());
+        for (int64_t i0 = 0; i0 < m; i0 += mb) {
+            const int64_t mi = std::min(mb, m - i0);
+            // op(A)[i0:i0+mi, :]: columns i0.. of the stored (k, m) matrix when transposed.
+            GemmOperand aw{a_panel.get(), a.trans ? mi : k, a.trans};
+            if (a.trans)
+                widen_block(ap, a.ld, 0, i0, k, mi, a_panel.get());
+            else
+                widen_block(ap, a.ld, i0, 0, mi, k, a_panel.get());
+            if (cd == DType::kF32) {
+                f32_gemm(lib, mi, nj, k, alpha, aw, bw, beta,
+                         static_cast<float*>(c) + i0 * ldc + j0, ldc);
+            } else {
+                f32_gemm(lib, mi, nj, k, alpha, aw, bw, 0.0f, tile.get(), nj);
+                store_f16_tile(tile.get(), mi, nj, beta, static_cast<f16*>(c) + i0 * ldc + j0,
+                               ldc);
             }
         }
     }
@@ -193,7 +294,8 @@ bool f32_uses_onednn() {
 }  // namespace
 
 GemmLibrary gemm_library_for(DType ab_dtype) {
-    if (ab_dtype == DType::kF32 && !f32_uses_onednn()) return GemmLibrary::kOpenBlas;
+    // f16 runs as f32 (Note [f16 GEMM]), so it takes f32's library.
+    if (ab_dtype != DType::kBF16 && !f32_uses_onednn()) return GemmLibrary::kOpenBlas;
     return GemmLibrary::kOneDnn;
 }
 
@@ -213,14 +315,17 @@ void gemm_set_num_threads(int) {
 
 void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
                GemmOperand b, DType ab_dtype, float beta, void* c, int64_t ldc, DType c_dtype) {
-    ZT_ASSERT(ab_dtype != DType::kF16, "gemm: f16 operands are not supported; convert to f32");
-    ZT_ASSERT(ab_dtype == DType::kBF16 || c_dtype == DType::kF32, "gemm: f32 inputs need f32 output");
+    ZT_ASSERT(ab_dtype == DType::kBF16 || c_dtype == DType::kF32 ||
+                  (ab_dtype == DType::kF16 && c_dtype == DType::kF16),
+              "gemm: ", dtype_name(ab_dtype), " inputs with ", dtype_name(c_dtype), " output");
     if (m == 0 || n == 0) return;
     if (k == 0) {
         scale_c(m, n, beta, c, ldc, c_dtype);
         return;
     }
-    if (lib == GemmLibrary::kOpenBlas && ab_dtype == DType::kF32) {
+    if (ab_dtype == DType::kF16) {
+        f16_gemm(lib, m, n, k, alpha, a, b, beta, c, ldc, c_dtype);
+    } else if (lib == GemmLibrary::kOpenBlas && ab_dtype == DType::kF32) {
         openblas_gemm(m, n, k, alpha, a, b, beta, static_cast<float*>(c), ldc);
     } else {
         onednn_gemm(m, n, k, alpha, a, b, ab_dtype, beta, c, ldc, c_dtype);

@@ -20,7 +20,7 @@ inline void with_f32_grad(const Var& v, MemoryPool& pool, const std::function<vo
     kernels::add_inplace(v->grad, scratch);
 }
 
-// Runs body<T>() with T the C++ storage type of dtype (f32 or bf16).
+// Runs body<T>() with T the C++ storage type of dtype (f32, bf16 or f16).
 #define ZT_DISPATCH_FLOAT(dtype, ...)                                                   \
     do {                                                                                \
         if ((dtype) == ::zt::DType::kF32) {                                             \
@@ -28,6 +28,9 @@ inline void with_f32_grad(const Var& v, MemoryPool& pool, const std::function<vo
             __VA_ARGS__;                                                                \
         } else if ((dtype) == ::zt::DType::kBF16) {                                     \
             using scalar_t = ::zt::bf16;                                                \
+            __VA_ARGS__;                                                                \
+        } else if ((dtype) == ::zt::DType::kF16) {                                      \
+            using scalar_t = ::zt::f16;                                                 \
             __VA_ARGS__;                                                                \
         } else {                                                                        \
             ZT_ASSERT(false, "op does not support dtype ", ::zt::dtype_name(dtype));    \

@@ -475,5 +475,8 @@ template void attention_backward<float>(const float*, const float*, const float*
                                         float*, AttentionShape, void*);
 template void attention_backward<bf16>(const bf16*, const bf16*, const bf16*, const float*, bf16*,
                                        AttentionShape, void*);
+template void attention_forward<f16>(const f16*, f16*, float*, AttentionShape, void*);
+template void attention_backward<f16>(const f16*, const f16*, const f16*, const float*, f16*,
+                                      AttentionShape, void*);
 
 }  // namespace zt::kernels

@@ -51,5 +51,7 @@ template void bias_add<float>(float*, const float*, int64_t, int64_t);
 template void bias_add<bf16>(bf16*, const bf16*, int64_t, int64_t);
 template void bias_backward<float>(const float*, float*, int64_t, int64_t);
 template void bias_backward<bf16>(const bf16*, float*, int64_t, int64_t);
+template void bias_add<f16>(f16*, const f16*, int64_t, int64_t);
+template void bias_backward<f16>(const f16*, float*, int64_t, int64_t);
 
 }  // namespace zt::kernels

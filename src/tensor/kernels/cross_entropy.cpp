@@ -106,5 +106,9 @@ template void cross_entropy_backward<float>(const float*, const int32_t*, const 
                                             const float*, float*, int64_t, int64_t);
 template void cross_entropy_backward<bf16>(const bf16*, const int32_t*, const float*, const float*,
                                            bf16*, int64_t, int64_t);
+template void cross_entropy_forward<f16>(const f16*, const int32_t*, float*, float*, int64_t,
+                                         int64_t);
+template void cross_entropy_backward<f16>(const f16*, const int32_t*, const float*, const float*,
+                                          f16*, int64_t, int64_t);
 
 }  // namespace zt::kernels

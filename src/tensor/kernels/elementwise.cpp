@@ -1,14 +1,35 @@
+// Elementwise kernels (see elementwise.h) over 16-lane vectors (vec16.h): each element is loaded
+// to f32, computed, and rounded once on store, so f32, bf16 and f16 share one body. Work is split
+// in fixed blocks, so results do not depend on the thread count.
 #include "tensor/kernels/elementwise.h"
 
-#include <cmath>
+#include "tensor/kernels/vec16.h"
 
 namespace zt::kernels {
 
+using namespace vec;
+
 namespace {
+
+constexpr int64_t kBlock = 4096;                // elements per parallel work item
+constexpr int64_t kParallelMinElems = 1 << 16;  // below this, one thread is faster
+
+// f(i, m) for each vector [i, i + m) of [0, n), blocks in parallel.
+template <typename F>
+void for_each_block(int64_t n, F f) {
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElems)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t begin = b * kBlock, len = n - begin < kBlock ? n - begin : kBlock;
+        for_each_vec(len, [&](int64_t j, int64_t m) { f(begin + j, m); });
+    }
+}
+
 template <typename T, typename U>
 void add_inplace_t(T* a, const U* b, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) a[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+    for_each_block(n, [&](int64_t i, int64_t m) {
+        store_part(a + i, load_part(a + i, m) + load_part(b + i, m), m);
+    });
 }
 
 template <typename T>
@@ -22,15 +43,37 @@ void dispatch_add_inplace(T* a, const Tensor& b, int64_t n) {
 
 template <typename T>
 void add_t(const T* a, const T* b, T* y, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+    for_each_block(n, [&](int64_t i, int64_t m) {
+        store_part(y + i, load_part(a + i, m) + load_part(b + i, m), m);
+    });
 }
 
 template <typename T>
 void scale_t(T* x, float s, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) x[i] = from_f32<T>(to_f32(x[i]) * s);
+    const V16 sv = splat(s);
+    for_each_block(n, [&](int64_t i, int64_t m) {
+        store_part(x + i, load_part(x + i, m) * sv, m);
+    });
 }
+
+// x - x is 0 for finite x and NaN for NaN and infinities; padded lanes load 0.
+template <typename T>
+bool all_finite_t(const T* x, int64_t n) {
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (n >= kParallelMinElems)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t begin = b * kBlock, len = n - begin < kBlock ? n - begin : kBlock;
+        V16 acc = zero();
+        for_each_vec(len, [&](int64_t j, int64_t m) {
+            const V16 v = load_part(x + begin + j, m);
+            acc = acc + (v - v);
+        });
+        bad |= hsum(acc) != 0.0f;  // NaN != 0
+    }
+    return bad == 0;
+}
+
 }  // namespace
 
 void add_inplace(Tensor& a, const Tensor& b) {
@@ -55,6 +98,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& y) {
 }
 
 void scale_inplace(Tensor& x, float s) {
+    ZT_ASSERT(x.is_contiguous());
     int64_t n = x.numel();
     switch (x.dtype()) {
         case DType::kF32: scale_t(x.data<float>(), s, n); break;
@@ -62,16 +106,6 @@ void scale_inplace(Tensor& x, float s) {
         case DType::kF16: scale_t(x.data<f16>(), s, n); break;
     }
 }
-
-namespace {
-template <typename T>
-bool all_finite_t(const T* x, int64_t n) {
-    int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(to_f32(x[i]));
-    return bad == 0;
-}
-}  // namespace
 
 bool all_finite(const Tensor& x) {
     ZT_ASSERT(x.is_contiguous());

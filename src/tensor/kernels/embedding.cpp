@@ -62,5 +62,9 @@ template void embedding_backward<float>(const int32_t*, const float*, float*, in
                                         int64_t);
 template void embedding_backward<bf16>(const int32_t*, const bf16*, float*, int64_t, int64_t,
                                        int64_t);
+template void embedding_forward<f16>(const int32_t*, const f16*, f16*, int64_t, int64_t,
+                                     int64_t);
+template void embedding_backward<f16>(const int32_t*, const f16*, float*, int64_t, int64_t,
+                                      int64_t);
 
 }  // namespace zt::kernels

@@ -60,5 +60,7 @@ template void gelu_forward<float>(const float*, float*, int64_t);
 template void gelu_forward<bf16>(const bf16*, bf16*, int64_t);
 template void gelu_backward<float>(const float*, const float*, float*, int64_t);
 template void gelu_backward<bf16>(const bf16*, const bf16*, bf16*, int64_t);
+template void gelu_forward<f16>(const f16*, f16*, int64_t);
+template void gelu_backward<f16>(const f16*, const f16*, f16*, int64_t);
 
 }  // namespace zt::kernels

@@ -114,5 +114,9 @@ template void layernorm_backward<float>(const float*, const float*, const float*
                                         const float*, float*, float*, float*, int64_t, int64_t);
 template void layernorm_backward<bf16>(const bf16*, const bf16*, const bf16*, const float*,
                                        const float*, bf16*, float*, float*, int64_t, int64_t);
+template void layernorm_forward<f16>(const f16*, const f16*, const f16*, f16*, float*, float*,
+                                     int64_t, int64_t, float);
+template void layernorm_backward<f16>(const f16*, const f16*, const f16*, const float*,
+                                      const float*, f16*, float*, float*, int64_t, int64_t);
 
 }  // namespace zt::kernels

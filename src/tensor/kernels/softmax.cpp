@@ -63,5 +63,7 @@ template void softmax_forward<float>(const float*, float*, int64_t, int64_t);
 template void softmax_forward<bf16>(const bf16*, bf16*, int64_t, int64_t);
 template void softmax_backward<float>(const float*, const float*, float*, int64_t, int64_t);
 template void softmax_backward<bf16>(const bf16*, const bf16*, bf16*, int64_t, int64_t);
+template void softmax_forward<f16>(const f16*, f16*, int64_t, int64_t);
+template void softmax_backward<f16>(const f16*, const f16*, f16*, int64_t, int64_t);
 
 }  // namespace zt::kernels

@@ -1,7 +1,8 @@
 // Internal 16-lane f32 vector for the CPU kernels (not a public header: only kernels/*.cpp use it).
 // AVX-512 where the compiler targets it, a plain array elsewhere, so kernels are written once.
-// Loads and stores convert the storage type (float, bf16); a bf16 store rounds to nearest even like
-// f32_to_bf16 (Note [bf16 store] for the one difference). `n` arguments count valid lanes from the
+// Loads and stores convert the storage type (float, bf16, f16); a bf16 store rounds to nearest even
+// like f32_to_bf16 (Note [bf16 store] for the one difference), an f16 store like f32_to_f16 (F16C,
+// round to nearest even, overflow to infinity; a NaN stays NaN but may keep payload bits). `n` arguments count valid lanes from the
 // pointer: n >= 16 is a full vector, n <= 0 an empty one (masked, never touches memory).
 #pragma once
 
@@ -68,7 +69,17 @@ inline __m256i narrow_bf16(__m512 x) {  // round to nearest even; NaN stays a qu
 }
 #endif
 
+// f16 <-> f32 with VCVTPH2PS / VCVTPS2PH (AVX-512F); exact for every f16 and, with nearest-even
+// rounding, the same bits as f32_to_f16 except for NaN payloads.
+inline __m512 widen_f16(__m256i h) { return _mm512_cvtph_ps(h); }
+inline __m256i narrow_f16(__m512 x) {
+    return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 inline V16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline V16 load(const f16* p) {
+    return {widen_f16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
 inline V16 load(const bf16* p) {
     return {widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }
@@ -84,7 +95,20 @@ inline V16 load_part(const bf16* p, int64_t n, float fill = 0.0f) {
     __m512 x = widen_bf16(_mm256_maskz_loadu_epi16(m, p));
     return {_mm512_mask_blend_ps(m, _mm512_set1_ps(fill), x)};
 }
+inline V16 load_part(const f16* p, int64_t n, float fill = 0.0f) {
+    if (n >= kLanes) return load(p);
+    __mmask16 m = lane_mask(n);
+    __m512 x = widen_f16(_mm256_maskz_loadu_epi16(m, p));
+    return {_mm512_mask_blend_ps(m, _mm512_set1_ps(fill), x)};
+}
 inline void store(float* p, V16 a) { _mm512_storeu_ps(p, a.v); }
+inline void store(f16* p, V16 a) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow_f16(a.v));
+}
+inline void store_part(f16* p, V16 a, int64_t n) {
+    if (n >= kLanes) return store(p, a);
+    _mm256_mask_storeu_epi16(p, lane_mask(n), narrow_f16(a.v));
+}
 inline void store(bf16* p, V16 a) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow_bf16(a.v));
 }

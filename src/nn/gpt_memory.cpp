@@ -1,0 +1,60 @@
+// The activation byte model of docs/checkpointing.md, term for term. Sizes in bytes; `a` is one
+// (N, C) activation, `d` the dtype's size.
+#include "nn/gpt_memory.h"
+
+#include <algorithm>
+
+#include "tensor/memory.h"
+
+namespace zt {
+
+namespace {
+
+int64_t pool_bytes(int64_t bytes) {
+    const auto align = static_cast<int64_t>(MemoryPool::kAlignment);
+    return (std::max<int64_t>(bytes, 1) + align - 1) / align * align;
+}
+
+}  // namespace
+
+int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak) {
+    validate_checkpointing(o);
+    const int64_t N = B * T, C = o.d_model, V = o.vocab_size, H = o.n_heads;
+    const auto d = static_cast<int64_t>(dtype_size(dtype));
+    const int64_t a = pool_bytes(N * C * d);        // an (N, C) activation
+    const int64_t qkv = pool_bytes(N * 3 * C * d);  // c_attn output (N, 3C)
+    const int64_t f = pool_bytes(N * 4 * C * d);    // c_fc and gelu outputs (N, 4C)
+    const int64_t s = pool_bytes(2 * N * 4);        // layernorm mean and rstd, f32
+    const int64_t lse = pool_bytes(B * H * T * 4);  // attention log-sum-exp, f32
+    const int64_t logits = pool_bytes(N * V * d);
+    const int64_t ce = pool_bytes(2 * N * 4);      // cross-entropy row losses and lse, f32
+    const int64_t scalar = pool_bytes(4);          // the loss (and its seed gradient), f32
+
+    // What a block keeps to the end of the forward. Full: ln_1, attention output, attn.c_proj, h,
+    // ln_2, mlp.c_proj, block output (7a), qkv, c_fc and gelu (2f), two layernorm stats, lse.
+    const int64_t block_full = 7 * a + qkv + 2 * f + 2 * s + lse;
+    const int64_t block_selective = block_full - qkv - lse;  // the region keeps x and y only
+    const int64_t block_region = a;                          // a region keeps its output only
+    const bool selective = o.checkpoint_policy == "selective";
+
+    // base: embeddings (wte, wpe, their sum) plus what the blocks below keep.
+    int64_t base = 3 * a;
+    int64_t block_peak = 0;
+    for (int64_t l = 0; l < o.n_layers; ++l) {
+        // Backward of block l (recomputed or stored, the same tensors are live) peaks in gelu's
+        // backward: the block's tensors but its output and mlp.c_proj, the output gradient, the
+        // (N, 4C) gradients of gelu's output and input, and the loss the caller holds.
+        const int64_t at_gelu = 6 * a + 4 * f + 2 * s + (selective ? 0 : qkv + lse);
+        block_peak = std::max(block_peak, base + at_gelu + scalar);
+        base += checkpoints_block(o, l) ? block_region : selective ? block_selective : block_full;
+    }
+    // Head: ln_f output and stats, logits, cross-entropy stats and the loss.
+    const int64_t stored = base + a + s + logits + ce + scalar;
+    if (!peak) return stored;
+    // Backward of the head: cross-entropy adds dlogits (and the seed); the tied head's linear then
+    // adds dx while dlogits is live, after the cross-entropy stats were freed.
+    const int64_t head_peak = std::max(stored + scalar + logits, stored - ce + logits + a);
+    return std::max(head_peak, block_peak);
+}
+
+}  // namespace zt

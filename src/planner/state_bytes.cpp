@@ -1,0 +1,144 @@
+#include "planner/state_bytes.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace zt {
+
+// Note [Which buffers a ZeRO stage shards]
+// Per rank, with P the padded arena and S = P / N its shard (DESIGN.md, Memory model):
+//   buffer                          stage 0   1   2   3    category    offload_optimizer cpu
+//   compute weights (bf16/f16)            P   P   P   S    params      device
+//   f32 weights, mixed precision          P   S   S   S    params      host
+//   f32 weights, fp32 training            P   P   P   S    params      device (+ a host copy
+//                                                                      of the shard: host master)
+//   gradients (g bytes)                   P   P   S   S    grads       device
+//   optimizer state (4 bytes each)        P   S   S   S    optimizer   host
+//   f32 gradient copy                     P   S   S   S    workspace   host
+// The f32 gradient copy is what the update reads when gradients are not f32 (Engine's grad_f32_)
+// and, with offload, the gradient shard sent to the host. In fp32 training the f32 weights are
+// the compute weights too (the arena aliases them), so ZeRO-1 and ZeRO-2 keep them whole. The
+// buffers in categories params, grads and optimizer are exactly what the engine allocates at
+// stage 0 with one rank; comm buffers (one reduce bucket; at stage 3 also one prefetch bucket of
+// weights) are the plan for the distributed engine, which does not exist yet.
+
+namespace {
+
+bool is_mixed(const StateSpec& s) { return s.compute_dtype != DType::kF32; }
+
+std::vector<std::string> optimizer_state_names(int count) {
+    if (count == 2) return {"exp_avg", "exp_avg_sq"};
+    if (count == 1) return {"momentum_buffer"};
+    std::vector<std::string> names;
+    for (int i = 0; i < count; ++i) names.push_back(str_cat("optimizer state ", i));
+    return names;
+}
+
+// "(12+g)Psi/N", "2Psi", "gPsi": a term of DESIGN.md's expressions.
+std::string formula_term(int64_t bytes, bool with_g, bool sharded) {
+    std::string coef;
+    if (with_g)
+        coef = bytes == 0 ? "g" : str_cat("(", bytes, "+g)");
+    else
+        coef = str_cat(bytes);
+    return coef + "Psi" + (sharded ? "/N" : "");
+}
+
+}  // namespace
+
+StateEstimate estimate_state(const StateSpec& spec) {
+    ZT_CHECK(spec.param_count >= 1, "estimate: expected a parameter count >= 1, got ",
+             spec.param_count);
+    ZT_CHECK(spec.ranks >= 1, "--ranks: expected >= 1, got ", spec.ranks);
+    ZT_CHECK(spec.zero_stage >= 0 && spec.zero_stage <= 3,
+             "zero_optimization.stage: expected 0, 1, 2 or 3, got ", spec.zero_stage);
+    ZT_CHECK(spec.optimizer_states >= 0, "estimate: negative optimizer state count");
+    ZT_ASSERT(spec.alignment >= 1);
+    const int stage = spec.zero_stage;
+    const int64_t N = spec.ranks;
+    StateEstimate est;
+    const int64_t P = (spec.param_count + N - 1) / N * N;
+    const int64_t S = P / N;
+    est.padded_numel = P;
+    est.shard_numel = S;
+
+    auto add = [&](std::string name, MemCategory category, bool host, int64_t numel,
+                   int64_t elem_bytes) {
+        if (numel <= 0) return;
+        const int64_t bytes = round_up(numel * elem_bytes, spec.alignment);
+        est.buffers.push_back({std::move(name), category, host, numel, elem_bytes, bytes});
+        (host ? est.host : est.device)[static_cast<int>(category)] += bytes;
+    };
+    const bool off = spec.offload_optimizer;
+    const int64_t e = static_cast<int64_t>(dtype_size(spec.compute_dtype));
+    const int64_t g = static_cast<int64_t>(dtype_size(spec.grad_dtype));
+    const int64_t update_numel = stage >= 1 ? S : P;  // what this rank's optimizer updates
+    if (is_mixed(spec)) {
+        add(str_cat("weights (", dtype_name(spec.compute_dtype), " compute copy)"),
+            MemCategory::kParams, false, stage >= 3 ? S : P, e);
+        add("master weights (f32)", MemCategory::kParams, off, update_numel, 4);
+    } else {
+        add("weights (f32, also the master)", MemCategory::kParams, false, stage >= 3 ? S : P, 4);
+        if (off)
+            add("master weights (f32, host copy)", MemCategory::kParams, true, update_numel, 4);
+    }
+    add(str_cat("gradients (", dtype_name(spec.grad_dtype), ")"), MemCategory::kGrads, false,
+        stage >= 2 ? S : P, g);
+    for (const std::string& name : optimizer_state_names(spec.optimizer_states))
+        add(name + " (f32)", MemCategory::kOptimizer, off, update_numel, 4);
+    if (g != 4 || off)
+        add("gradients (f32 copy for the update)", MemCategory::kWorkspace, off, update_numel, 4);
+    if (N > 1) {
+        add(str_cat("gradient reduce bucket (", dtype_name(spec.grad_dtype), ")"),
+            MemCategory::kComm, false, std::min(spec.reduce_bucket_numel, P), g);
+        if (stage == 3)
+            add(str_cat("weight prefetch bucket (", dtype_name(spec.compute_dtype), ")"),
+                MemCategory::kComm, false, std::min(spec.prefetch_bucket_numel, P), e);
+    }
+    return est;
+}
+
+ZeroFormula zero_formula(const StateSpec& spec) {
+    const bool mixed = is_mixed(spec);
+    const int64_t w = static_cast<int64_t>(dtype_size(spec.compute_dtype));  // compute weights
+    const int64_t g = static_cast<int64_t>(dtype_size(spec.grad_dtype));
+    const int64_t m = mixed ? 4 : 0;  // separate f32 master weights
+    const int64_t s = 4 * int64_t{spec.optimizer_states};
+    // Note [Which buffers a ZeRO stage shards]; comm buffers and the f32 gradient copy are not in
+    // DESIGN.md's expressions.
+    int64_t rep = 0, sh = 0;  // without gradients
+    bool g_rep = false;
+    switch (spec.zero_stage) {
+        case 0:
+            rep = w + m + s;
+            g_rep = true;
+            break;
+        case 1:
+            rep = w;
+            sh = m + s;
+            g_rep = true;
+            break;
+        case 2:
+            rep = w;
+            sh = m + s;
+            break;
+        default:
+            sh = w + m + s;
+            break;
+    }
+    ZeroFormula f;
+    f.replicated = rep + (g_rep ? g : 0);
+    f.sharded = sh + (g_rep ? 0 : g);
+    // g stays a letter where it can vary (mixed precision); fp32 training has g = 4.
+    auto term = [&](int64_t bytes, bool with_g, bool sharded) {
+        return mixed ? formula_term(bytes, with_g, sharded)
+                     : formula_term(bytes + (with_g ? g : 0), false, sharded);
+    };
+    std::string rep_text = rep > 0 || g_rep ? term(rep, g_rep, false) : "";
+    std::string sh_text = sh > 0 || !g_rep ? term(sh, !g_rep, true) : "";
+    f.text = rep_text.empty() ? sh_text : sh_text.empty() ? rep_text : rep_text + " + " + sh_text;
+    return f;
+}
+
+}  // namespace zt

@@ -1,0 +1,76 @@
+// Model-state bytes per rank (shared/DESIGN.md, Memory model): weights, gradients, master weights
+// and optimizer state for a ZeRO stage over N data-parallel ranks, buffer by buffer, each rounded
+// up as the tracked pool rounds it, with the flat arena padded to a multiple of N. Pure arithmetic:
+// nothing is allocated. Activations are gpt_activations.h's; this file leaves them out.
+// Letters: Psi parameter count, P the arena length (Psi padded to a multiple of N), S = P / N the
+// shard one rank owns, g bytes per gradient element.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "tensor/memory.h"
+
+namespace zt {
+
+// DeepSpeed's defaults (elements): zero_optimization.reduce_bucket_size and
+// stage3_prefetch_bucket_size.
+constexpr int64_t kDefaultReduceBucketNumel = 500'000'000;
+constexpr int64_t kDefaultPrefetchBucketNumel = 50'000'000;
+
+struct StateSpec {
+    int64_t param_count = 0;            // Psi
+    int64_t ranks = 1;                  // N, data-parallel
+    int zero_stage = 0;                 // 0 (DDP) .. 3
+    DType compute_dtype = DType::kF32;  // f32; bf16 or f16: mixed precision with f32 master
+    DType grad_dtype = DType::kF32;     // accumulation dtype (grad_accum_dtype)
+    int optimizer_states = 2;           // f32 buffers per element: Adam 2, SGD with momentum 1
+    bool offload_optimizer = false;     // master, optimizer state and f32 gradients on the host
+    int64_t reduce_bucket_numel = kDefaultReduceBucketNumel;
+    int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;
+    int64_t alignment = MemoryPool::kAlignment;  // bytes every allocation is rounded up to
+};
+
+using CategoryBytes = std::array<int64_t, kMemCategoryCount>;
+
+// One buffer a rank holds.
+struct BufferEstimate {
+    std::string name;  // "master weights", "exp_avg", ...
+    MemCategory category;
+    bool host = false;  // in host memory (offload), not the device's
+    int64_t numel = 0;
+    int64_t elem_bytes = 0;
+    int64_t bytes = 0;  // numel x elem_bytes, rounded up to the alignment
+};
+
+struct StateEstimate {
+    int64_t padded_numel = 0;  // P
+    int64_t shard_numel = 0;   // S = P / N
+    std::vector<BufferEstimate> buffers;
+    CategoryBytes device{};  // summed per category
+    CategoryBytes host{};
+};
+
+StateEstimate estimate_state(const StateSpec& spec);
+
+// DESIGN.md's expression for the per-rank model-state bytes of a spec: replicated x Psi +
+// sharded x Psi / N, with `text` as DESIGN.md writes it ("(2+g)Psi + 12Psi/N").
+struct ZeroFormula {
+    int64_t replicated = 0;  // bytes per parameter every rank holds
+    int64_t sharded = 0;     // bytes per parameter split over the N ranks
+    std::string text;
+    // The formula's value for psi parameters: replicated x psi + sharded x psi / n (real division).
+    double bytes(double psi, double n) const { return replicated * psi + sharded * psi / n; }
+};
+
+ZeroFormula zero_formula(const StateSpec& spec);
+
+// Rounds bytes up to a multiple of alignment (>= 1).
+inline int64_t round_up(int64_t bytes, int64_t alignment) {
+    return (bytes + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace zt
