@@ -15,9 +15,12 @@ constexpr size_t kMaxLineBytes = 512;  // event lines are < 100 bytes; module li
 
 const char* op_code(MemoryEvent::Op op) {
     switch (op) {
-        case MemoryEvent::Op::kAlloc: return "a";
-        case MemoryEvent::Op::kFree: return "f";
-        case MemoryEvent::Op::kOom: return "oom";
+        case MemoryEvent::Op::kAlloc:
+            return "a";
+        case MemoryEvent::Op::kFree:
+            return "f";
+        case MemoryEvent::Op::kOom:
+            return "oom";
     }
     return "?";
 }
@@ -25,8 +28,8 @@ const char* op_code(MemoryEvent::Op op) {
 
 MemoryTimeline::MemoryTimeline(const std::string& path, int rank) : path_(path) {
     file_ = std::fopen(path.c_str(), "w");
-    ZT_CHECK(file_ != nullptr, "--memory-timeline: cannot open ", path, " for writing: ",
-             std::strerror(errno));
+    ZT_CHECK(file_ != nullptr, "--memory-timeline: cannot open ", path,
+             " for writing: ", std::strerror(errno));
     buffer_.reserve(kBufferBytes + kMaxLineBytes);
     start_s_ = now_s();
     nlohmann::json header = {{"memory_timeline", kFormatVersion}, {"rank", rank}};

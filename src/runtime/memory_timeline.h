@@ -43,7 +43,7 @@ private:
     std::FILE* file_ = nullptr;
     std::string path_;
     std::string buffer_;
-    std::string error_;  // first write error, "" if none
+    std::string error_;                 // first write error, "" if none
     std::vector<bool> module_written_;  // by module id: its {"module_id", "name"} line is out
     double start_s_ = 0;
     int64_t events_ = 0;

@@ -281,6 +281,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
                                    {"mem", memory_json(pool.stats())},
                                    {"comm_s", 0.0},
                                    {"skipped", st.skipped}};
+            if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
             metrics->write(line);
             result.steps = step + 1;
             result.final_loss = st.loss;

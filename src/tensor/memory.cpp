@@ -228,7 +228,8 @@ void MemoryPool::throw_oom_locked(size_t size, MemCategory category) {
     const int64_t request = static_cast<int64_t>(size);
     const std::string& module = module_names_[context_.module];
     if (sink_)
-        emit_locked(MemoryEvent::Op::kOom, Block{request, category, context_.phase, context_.module});
+        emit_locked(MemoryEvent::Op::kOom,
+                    Block{request, category, context_.phase, context_.module});
     std::ostringstream os;
     os << "out of memory: allocating " << format_bytes(static_cast<double>(size)) << " of "
        << mem_category_name(category) << " in " << (module.empty() ? "(no module)" : module) << " ("
@@ -246,7 +247,8 @@ void MemoryPool::throw_oom_locked(size_t size, MemCategory category) {
     }
     os << "live bytes by module:\n";
     for (const auto& [name, bytes] : live_by_module_locked(5)) {
-        std::snprintf(line, sizeof line, "  %12s  %s\n", format_bytes(static_cast<double>(bytes)).c_str(),
+        std::snprintf(line, sizeof line, "  %12s  %s\n",
+                      format_bytes(static_cast<double>(bytes)).c_str(),
                       name.empty() ? "(no module)" : name.c_str());
         os << line;
     }
@@ -276,14 +278,18 @@ std::string memory_report(const MemoryStats& stats, int64_t budget) {
 
 std::string oom_advice(const MemoryStats& stats, int64_t budget, int64_t request,
                        const OomHints& hints) {
-    auto at = [&](MemCategory c) { return static_cast<double>(stats.current[static_cast<int>(c)]); };
+    auto at = [&](MemCategory c) {
+        return static_cast<double>(stats.current[static_cast<int>(c)]);
+    };
     auto fmt = [](double b) { return format_bytes(b); };
     const double live = static_cast<double>(stats.total_current);
     const double need = live + static_cast<double>(request) - static_cast<double>(budget);
     const double acts = at(MemCategory::kActivations) + at(MemCategory::kWorkspace);
     const double params = at(MemCategory::kParams), opt = at(MemCategory::kOptimizer);
     auto pct = [&](double b) { return live > 0 ? static_cast<int>(100.0 * b / live + 0.5) : 0; };
-    auto enough = [&](double saved) { return saved >= need ? " (enough for this allocation)" : ""; };
+    auto enough = [&](double saved) {
+        return saved >= need ? " (enough for this allocation)" : "";
+    };
     std::ostringstream os;
     os << "what would fit (judged at this allocation: at least " << fmt(need)
        << " must go; later allocations of the step may need more):\n";
@@ -311,8 +317,8 @@ std::string oom_advice(const MemoryStats& stats, int64_t budget, int64_t request
         if (hints.precision.empty() || hints.precision == "fp32")
             os << "  - \"bf16\": {\"enabled\": true} stores activations in 2 bytes instead of 4: "
                   "about "
-               << fmt(acts / 2) << " less, for a 2-byte copy of the weights ("
-               << fmt(params / 2) << " more)\n";
+               << fmt(acts / 2) << " less, for a 2-byte copy of the weights (" << fmt(params / 2)
+               << " more)\n";
     }
     if (opt > 0)
         os << "  - optimizer state is " << fmt(opt) << " (" << pct(opt)

@@ -1,9 +1,9 @@
 // Tracked memory pool: every byte a rank holds for training comes from here, tagged by category,
-// by the module that allocated it and by the phase (forward, backward, optimizer, ...). Freed blocks
-// are cached by exact size and reused, so a steady training loop stops calling the system allocator
-// after its first step. A budget (0 = none) caps live bytes like an accelerator's memory: going past
-// it is an out-of-memory error with the breakdown, the largest live tensors and what would fit.
-// One pool per rank; it is passed by reference, never global. See Note [Pool guarantees].
+// by the module that allocated it and by the phase (forward, backward, optimizer, ...). Freed
+// blocks are cached by exact size and reused, so a steady training loop stops calling the system
+// allocator after its first step. A budget (0 = none) caps live bytes like an accelerator's memory:
+// going past it is an out-of-memory error with the breakdown, the largest live tensors and what
+// would fit. One pool per rank, passed by reference, never global. See Note [Pool guarantees].
 #pragma once
 
 #include <array>
@@ -50,14 +50,15 @@ const char* mem_category_name(MemCategory c);  // "params", "grads", ...
 // What the rank is doing when it allocates.
 enum class MemPhase : uint8_t { kForward = 0, kBackward, kOptimizer, kComm, kOther, kCount };
 constexpr int kMemPhaseCount = static_cast<int>(MemPhase::kCount);
-const char* mem_phase_name(MemPhase p);  // "forward", "backward", "optimizer", "communication", "other"
+// "forward", "backward", "optimizer", "communication", "other"
+const char* mem_phase_name(MemPhase p);
 
 struct MemoryStats {
     std::array<int64_t, kMemCategoryCount> current{};  // live bytes per category
     std::array<int64_t, kMemCategoryCount> peak{};     // high-water mark per category
     int64_t total_current = 0;
-    int64_t total_peak = 0;   // high-water mark of the sum over categories
-    int64_t reserved = 0;     // live plus cached bytes held from the system
+    int64_t total_peak = 0;     // high-water mark of the sum over categories
+    int64_t reserved = 0;       // live plus cached bytes held from the system
     int64_t system_allocs = 0;  // calls to the system allocator so far
     int64_t live_blocks = 0;
 };
@@ -71,10 +72,10 @@ struct MemContext {
 struct MemoryEvent {
     enum class Op : uint8_t { kAlloc, kFree, kOom };  // kOom: a refused request (nothing changes)
     Op op;
-    int64_t bytes;         // rounded
+    int64_t bytes;  // rounded
     MemCategory category;
-    MemPhase phase;        // phase current at the event
-    uint32_t module;       // the block's module (for a free: the module that allocated it)
+    MemPhase phase;   // phase current at the event
+    uint32_t module;  // the block's module (for a free: the module that allocated it)
     const std::string* module_name;  // valid during the call only
 };
 

@@ -17,6 +17,7 @@
 #include "runtime/config.h"
 #include "runtime/data/builtin_corpus.h"
 #include "runtime/engine.h"
+#include "runtime/trainer.h"
 #include "util/random.h"
 
 namespace zt {
@@ -245,6 +246,34 @@ TEST(NanPolicy, SkipLeavesTheWeightsAndCountsTheStep) {
     ASSERT_EQ(w0.size(), w1.size());
     EXPECT_EQ(0, std::memcmp(w0.data(), w1.data(), w0.size() * sizeof(float)));  // NaN too
     for (float g : copy_of(m.engine->arena().grads())) ASSERT_EQ(g, 0.0f);  // zeroed for next
+}
+
+TEST(Fp16, ConfigMapsOntoEngineOptions) {
+    auto j = nlohmann::json::parse(R"({
+        "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 12,
+                 "loss_scale_window": 50, "hysteresis": 3, "consecutive_hysteresis": true,
+                 "min_loss_scale": 0.25},
+        "nan_policy": "stop"})");
+    EngineOptions eo = engine_options(parse_config(j).config);
+    EXPECT_EQ(eo.compute_dtype, DType::kF16);
+    EXPECT_EQ(eo.grad_dtype, DType::kF32);
+    EXPECT_EQ(eo.nan_policy, NanPolicy::kStop);
+    EXPECT_EQ(eo.loss_scaler.static_scale, 0.0);
+    EXPECT_EQ(eo.loss_scaler.initial_scale_power, 12);
+    EXPECT_EQ(eo.loss_scaler.scale_window, 50);
+    EXPECT_EQ(eo.loss_scaler.hysteresis, 3);
+    EXPECT_TRUE(eo.loss_scaler.consecutive_hysteresis);
+    EXPECT_EQ(eo.loss_scaler.min_scale, 0.25);
+    EXPECT_EQ(engine_options(parse_config(nlohmann::json::object()).config).nan_policy,
+              NanPolicy::kSkip);
+
+    j["data_types"] = {{"grad_accum_dtype", "bf16"}};  // fp16 accumulates in fp32 only
+    try {
+        engine_options(parse_config(j).config);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(e.message().find("grad_accum_dtype"), std::string::npos) << e.message();
+    }
 }
 
 namespace fs = std::filesystem;

@@ -29,8 +29,12 @@ nlohmann::json tiny_config() {
             {"steps_per_print", 1},
             {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}}}}},
             {"model",
-             {{"type", "gpt"}, {"vocab_size", 61}, {"seq_len", 14}, {"d_model", 16},
-              {"n_layers", 2}, {"n_heads", 2}}},
+             {{"type", "gpt"},
+              {"vocab_size", 61},
+              {"seq_len", 14},
+              {"d_model", 16},
+              {"n_layers", 2},
+              {"n_heads", 2}}},
             {"data", {{"type", "builtin"}, {"builtin_tokens", 4096}, {"eval_fraction", 0.1}}},
             {"eval_interval", 2},
             {"eval_iters", 1},
@@ -231,7 +235,8 @@ TEST_F(RunMemory, OutOfMemoryThroughTheCliReportsAndLeavesNoFinishedRun) {
         size_t largest = m.find("largest live tensors:");
         ASSERT_NE(largest, std::string::npos) << m;
         EXPECT_NE(m.find("transformer.h.", largest), std::string::npos)
-            << "no module named among the largest live tensors:\n" << m;
+            << "no module named among the largest live tensors:\n"
+            << m;
         EXPECT_NE(m.find("train_micro_batch_size_per_gpu 2 -> 1"), std::string::npos) << m;
         EXPECT_FALSE(fs::exists(rd / "model.safetensors"));
         if (!existing) {

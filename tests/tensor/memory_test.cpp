@@ -1,9 +1,10 @@
 // MemoryPool's tags, live-block report, event sink and budget (Note [Pool guarantees]).
+#include "tensor/memory.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "tensor/memory.h"
 #include "tensor/tensor.h"
 
 namespace zt {
@@ -123,7 +124,7 @@ TEST(MemoryPool, OutOfMemoryReportNamesTheLargestTensorsModule) {
     MemoryPool pool;
     RecordingSink sink;
     pool.set_event_sink(&sink);
-    pool.set_budget(16 << 10);  // 16 KiB
+    pool.set_budget(16 << 10);                                                       // 16 KiB
     Tensor params = Tensor::empty(pool, {1024}, DType::kF32, MemCategory::kParams);  // 4 KiB
     Tensor big;
     {
@@ -169,7 +170,8 @@ TEST(MemoryPool, AdviceUsesHintsAndSkipsWhatIsOn) {
     std::string a = oom_advice(s, 1000, 200, OomHints{8, 2, "none", "fp32"});
     EXPECT_NE(a.find("train_micro_batch_size_per_gpu 8 -> 4"), std::string::npos) << a;
     EXPECT_NE(a.find("gradient_accumulation_steps 2 -> 4"), std::string::npos) << a;
-    EXPECT_NE(a.find("(enough for this allocation)"), std::string::npos) << "300 of 600 >= 200\n" << a;
+    EXPECT_NE(a.find("(enough for this allocation)"), std::string::npos) << "300 of 600 >= 200\n"
+                                                                         << a;
     EXPECT_NE(a.find("\"policy\": \"every\""), std::string::npos) << a;
     EXPECT_NE(a.find("bf16"), std::string::npos) << a;
     std::string b = oom_advice(s, 1000, 400, OomHints{8, 1, "every", "bf16"});
@@ -181,7 +183,9 @@ TEST(MemoryPool, AdviceUsesHintsAndSkipsWhatIsOn) {
 TEST(MemoryPool, BudgetCapsReservedBytesByReturningCachedBlocks) {
     MemoryPool pool;
     pool.set_budget(1024);
-    { Tensor a = Tensor::empty(pool, {128}, DType::kF32, MemCategory::kActivations); }  // 512 cached
+    {
+        Tensor a = Tensor::empty(pool, {128}, DType::kF32, MemCategory::kActivations);
+    }  // 512 cached
     EXPECT_EQ(pool.stats().reserved, 512);
     Tensor b = Tensor::empty(pool, {192}, DType::kF32, MemCategory::kActivations);  // 768: new size
     MemoryStats s = pool.stats();
