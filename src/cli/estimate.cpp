@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "planner/estimate_report.h"
 #include "runtime/config.h"
+#include "runtime/run_estimate.h"
 #include "tensor/threads.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -52,41 +53,6 @@ ZeroSettings take_zero_settings(nlohmann::json& j) {
     return z;
 }
 
-// The bucket size (elements) DeepSpeed reads from zero_optimization.KEY, or its default.
-int64_t bucket_numel(const nlohmann::json& raw, const char* key, int64_t def) {
-    if (!raw.contains("zero_optimization")) return def;
-    const nlohmann::json& z = raw.at("zero_optimization");
-    if (!z.is_object() || !z.contains(key) || !z.at(key).is_number()) return def;  // "auto" too
-    const double v = z.at(key).get<double>();
-    return v >= 1 ? static_cast<int64_t>(v) : def;
-}
-
-EstimateSpec estimate_spec(const TrainConfig& cfg, const ZeroSettings& zero, int64_t ranks) {
-    EstimateSpec spec;
-    const ModelConfig& m = cfg.model;
-    spec.model = GptOptions{.vocab_size = m.vocab_size,
-                            .seq_len = m.seq_len,
-                            .d_model = m.d_model,
-                            .n_layers = m.n_layers,
-                            .n_heads = m.n_heads,
-                            .checkpoint_policy = cfg.activation_checkpointing.policy,
-                            .checkpoint_every_k = cfg.activation_checkpointing.every_k};
-    spec.micro_batch = cfg.micro_batch;
-    spec.optimizer = cfg.optimizer.type;
-    spec.threads = cfg.threads > 0 ? cfg.threads : num_threads();
-    StateSpec& st = spec.state;
-    st.ranks = ranks;
-    st.zero_stage = zero.stage;
-    st.compute_dtype = parse_dtype(cfg.precision);
-    st.grad_dtype = parse_dtype(cfg.grad_accum_dtype);
-    st.optimizer_states = cfg.optimizer.type == "SGD" ? (cfg.optimizer.momentum != 0.0 ? 1 : 0) : 2;
-    st.offload_optimizer = zero.offload_optimizer == "cpu";
-    st.reduce_bucket_numel = bucket_numel(cfg.raw, "reduce_bucket_size", kDefaultReduceBucketNumel);
-    st.prefetch_bucket_numel =
-        bucket_numel(cfg.raw, "stage3_prefetch_bucket_size", kDefaultPrefetchBucketNumel);
-    return spec;
-}
-
 int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
     nlohmann::json j = load_config_file(config.path);
     for (const std::string& s : config.sets) apply_override(j, s);
@@ -96,7 +62,8 @@ int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
     ParsedConfig parsed = parse_config(j, 1);
     for (const std::string& w : parsed.warnings)
         log_warn("config: unknown key \"", w, "\" ignored");
-    const Estimate est = estimate_gpt(estimate_spec(parsed.config, zero, args.ranks));
+    const Estimate est = estimate_gpt(
+        estimate_spec(parsed.config, zero.stage, zero.offload_optimizer == "cpu", args.ranks));
     if (args.json)
         std::printf("%s\n", estimate_json(est, config.path).dump(2).c_str());
     else

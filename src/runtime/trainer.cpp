@@ -11,9 +11,11 @@
 #include "runtime/memory_timeline.h"
 #include "runtime/metrics.h"
 #include "runtime/progress.h"
+#include "runtime/run_estimate.h"
 #include "tensor/threads.h"
 #include "util/log.h"
 #include "util/timer.h"
+#include "util/units.h"
 
 namespace zt {
 
@@ -208,12 +210,32 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     return eo;
 }
 
+// Refuses a run whose budget the estimator already knows is too small (model state plus saved
+// activations), before anything is allocated or written.
+void check_budget_before_start(const TrainConfig& cfg) {
+    if (cfg.memory_budget <= 0) return;
+    const Estimate e = estimate_gpt(estimate_spec(cfg, 0, false, 1));
+    const int64_t need = certain_bytes(e);
+    if (need <= cfg.memory_budget) return;
+    std::string lines;
+    for (int c = 0; c < kMemCategoryCount; ++c)
+        lines += str_cat("  ", mem_category_name(static_cast<MemCategory>(c)), ": ",
+                         format_bytes(static_cast<double>(e.device[c])), "\n");
+    ZT_FAIL("out of memory before the first step: the estimator puts model state plus saved "
+            "activations at ", format_bytes(static_cast<double>(need)), " (peak up to ",
+            format_bytes(static_cast<double>(e.device_total)), "), past memory.budget_per_rank ",
+            format_bytes(static_cast<double>(cfg.memory_budget)), "\n", lines,
+            "what would fit: raise the budget, lower train_micro_batch_size_per_gpu, or turn on "
+            "activation_checkpointing (see `zerotrain estimate` for each policy)");
+}
+
 TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
     if (cfg.threads > 0) set_num_threads(cfg.threads);
     std::unique_ptr<MemoryTimeline> timeline;  // declared before the pool: outlives its last free
     MemoryPool pool;
     pool.set_budget(cfg.memory_budget);
     pool.set_oom_advisor(oom_advisor(cfg));
+    check_budget_before_start(cfg);
     RunData data = open_data(cfg);
     std::unique_ptr<Gpt> model = build_gpt(cfg);
     const double flops_per_token = model->flops_per_token();

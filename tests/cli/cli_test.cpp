@@ -194,3 +194,17 @@ TEST_F(Cli, TokenizeThenTrainOnTheFile) {
     Result r = run("train " + write_config(j) + " --run-dir " + (dir_ / "run").string());
     EXPECT_EQ(r.code, 0) << r.output;
 }
+
+TEST_F(Cli, BudgetTheEstimatorKnowsIsTooSmallFailsBeforeTheFirstStep) {
+    std::string cfg = write_config(tiny());
+    std::string rd = (dir_ / "run").string();
+    // The tiny model's state alone is about 100 KiB; 64 KiB cannot hold it.
+    Result r = run("train " + cfg + " --run-dir " + rd + " --memory-budget 64KiB");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("before the first step"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("activations"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(rd));
+    // A generous budget runs.
+    r = run("train " + cfg + " --run-dir " + rd + " --memory-budget 64MiB --quiet");
+    EXPECT_EQ(r.code, 0) << r.output;
+}

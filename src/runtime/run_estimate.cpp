@@ -1,0 +1,52 @@
+#include "runtime/run_estimate.h"
+
+#include "tensor/threads.h"
+
+namespace zt {
+
+namespace {
+// The bucket size (elements) DeepSpeed reads from zero_optimization.KEY, or its default.
+int64_t bucket_numel(const nlohmann::json& raw, const char* key, int64_t def) {
+    if (!raw.contains("zero_optimization")) return def;
+    const nlohmann::json& z = raw.at("zero_optimization");
+    if (!z.is_object() || !z.contains(key) || !z.at(key).is_number()) return def;  // "auto" too
+    const double v = z.at(key).get<double>();
+    return v >= 1 ? static_cast<int64_t>(v) : def;
+}
+}  // namespace
+
+EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_optimizer,
+                           int64_t ranks) {
+    EstimateSpec spec;
+    const ModelConfig& m = cfg.model;
+    spec.model = GptOptions{.vocab_size = m.vocab_size,
+                            .seq_len = m.seq_len,
+                            .d_model = m.d_model,
+                            .n_layers = m.n_layers,
+                            .n_heads = m.n_heads,
+                            .checkpoint_policy = cfg.activation_checkpointing.policy,
+                            .checkpoint_every_k = cfg.activation_checkpointing.every_k};
+    spec.micro_batch = cfg.micro_batch;
+    spec.optimizer = cfg.optimizer.type;
+    spec.threads = cfg.threads > 0 ? cfg.threads : num_threads();
+    StateSpec& st = spec.state;
+    st.ranks = ranks;
+    st.zero_stage = zero_stage;
+    st.compute_dtype = parse_dtype(cfg.precision);
+    st.grad_dtype = parse_dtype(cfg.grad_accum_dtype);
+    st.optimizer_states = cfg.optimizer.type == "SGD" ? (cfg.optimizer.momentum != 0.0 ? 1 : 0) : 2;
+    st.offload_optimizer = offload_optimizer;
+    st.reduce_bucket_numel = bucket_numel(cfg.raw, "reduce_bucket_size", kDefaultReduceBucketNumel);
+    st.prefetch_bucket_numel =
+        bucket_numel(cfg.raw, "stage3_prefetch_bucket_size", kDefaultPrefetchBucketNumel);
+    return spec;
+}
+
+int64_t certain_bytes(const Estimate& e) {
+    int64_t b = e.activations.saved;
+    for (MemCategory c : {MemCategory::kParams, MemCategory::kGrads, MemCategory::kOptimizer})
+        b += e.device[static_cast<int>(c)];
+    return b;
+}
+
+}  // namespace zt
