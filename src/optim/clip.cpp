@@ -16,9 +16,7 @@ namespace zt {
 
 namespace {
 
-constexpr int kLanes = 16;                                 // two AVX-512 registers of doubles
-constexpr int64_t kChunkBatch = 1024;                      // chunks per parallel batch
-constexpr int64_t kParallelMinNumel = 2 * kGradNormChunk;  // below this, one thread
+constexpr int kLanes = 16;  // two AVX-512 registers of doubles
 
 // g: (n,) with n <= kGradNormChunk.
 double chunk_sq_sum(const float* __restrict g, int64_t n) {
@@ -44,20 +42,8 @@ double chunk_sq_sum(const float* __restrict g, int64_t n) {
 
 double grad_sq_sum_l2(const float* g, int64_t n) {
     ZT_ASSERT(n >= 0);
-    const int64_t chunks = (n + kGradNormChunk - 1) / kGradNormChunk;
-    double total = 0.0;
-    double part[kChunkBatch];
-    for (int64_t c0 = 0; c0 < chunks; c0 += kChunkBatch) {
-        const int64_t nc = std::min(kChunkBatch, chunks - c0);
-        const int64_t batch_numel = std::min(n - c0 * kGradNormChunk, nc * kGradNormChunk);
-#pragma omp parallel for schedule(static) if (batch_numel >= kParallelMinNumel)
-        for (int64_t c = 0; c < nc; ++c) {
-            const int64_t begin = (c0 + c) * kGradNormChunk;
-            part[c] = chunk_sq_sum(g + begin, std::min(kGradNormChunk, n - begin));
-        }
-        for (int64_t c = 0; c < nc; ++c) total += part[c];
-    }
-    return total;
+    return sum_over_chunks(
+        n, [g](int64_t begin, int64_t len) { return chunk_sq_sum(g + begin, len); });
 }
 
 double grad_norm_l2(const float* g, int64_t n) { return std::sqrt(grad_sq_sum_l2(g, n)); }
@@ -70,6 +56,7 @@ float clip_coefficient(double norm, double max_norm) {
 
 void scale(float* g, int64_t n, float s) {
     ZT_ASSERT(n >= 0);
+    constexpr int64_t kParallelMinNumel = 2 * kGradNormChunk;  // below this, one thread
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinNumel)
     for (int64_t i = 0; i < n; ++i) g[i] = g[i] * s;
 }

@@ -103,21 +103,9 @@ double chunk_unscale_sq_sum(float* __restrict g, int64_t n, float inv_scale) {
 
 double unscale_grad_sq_sum(float* g, int64_t n, float inv_scale) {
     ZT_ASSERT(n >= 0);
-    const int64_t chunks = (n + kGradNormChunk - 1) / kGradNormChunk;
-    double total = 0.0;
-    double part[kChunkBatch];
-    for (int64_t c0 = 0; c0 < chunks; c0 += kChunkBatch) {
-        const int64_t nc = std::min(kChunkBatch, chunks - c0);
-        const int64_t batch_numel = std::min(n - c0 * kGradNormChunk, nc * kGradNormChunk);
-#pragma omp parallel for schedule(static) if (batch_numel >= kParallelMinNumel)
-        for (int64_t c = 0; c < nc; ++c) {
-            const int64_t begin = (c0 + c) * kGradNormChunk;
-            part[c] = chunk_unscale_sq_sum(g + begin, std::min(kGradNormChunk, n - begin),
-                                           inv_scale);
-        }
-        for (int64_t c = 0; c < nc; ++c) total += part[c];
-    }
-    return total;
+    return sum_over_chunks(n, [g, inv_scale](int64_t begin, int64_t len) {
+        return chunk_unscale_sq_sum(g + begin, len, inv_scale);
+    });
 }
 
 }  // namespace zt

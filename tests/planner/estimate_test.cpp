@@ -3,6 +3,7 @@
 // allocates for the example config: params, grads and optimizer bytes exactly, activations within
 // 10% of the measured peak.
 #include "planner/estimate.h"
+#include "runtime/run_estimate.h"
 
 #include <gtest/gtest.h>
 
@@ -162,25 +163,8 @@ TrainConfig example_config(const std::vector<std::string>& sets) {
     return parse_config(j, 1).config;
 }
 
-// The spec `zerotrain estimate` builds for cfg on one rank at stage 0 (cli/estimate.cpp).
-EstimateSpec spec_for(const TrainConfig& cfg) {
-    EstimateSpec spec;
-    const ModelConfig& m = cfg.model;
-    spec.model = GptOptions{.vocab_size = m.vocab_size,
-                            .seq_len = m.seq_len,
-                            .d_model = m.d_model,
-                            .n_layers = m.n_layers,
-                            .n_heads = m.n_heads,
-                            .checkpoint_policy = cfg.activation_checkpointing.policy,
-                            .checkpoint_every_k = cfg.activation_checkpointing.every_k};
-    spec.micro_batch = cfg.micro_batch;
-    spec.state.compute_dtype = parse_dtype(cfg.precision);
-    spec.state.grad_dtype = parse_dtype(cfg.grad_accum_dtype);
-    spec.state.optimizer_states =
-        cfg.optimizer.type == "SGD" ? (cfg.optimizer.momentum != 0.0 ? 1 : 0) : 2;
-    spec.threads = 1;
-    return spec;
-}
+// The spec `zerotrain estimate` and the trainer build for cfg on one rank at stage 0.
+EstimateSpec spec_for(const TrainConfig& cfg) { return estimate_spec(cfg, 0, false, 1); }
 
 struct Measured {
     MemoryStats after_step;
