@@ -27,6 +27,9 @@ nlohmann::json memory_json(const MemoryStats& stats) {
     for (int c = 0; c < kMemCategoryCount; ++c)
         j[mem_category_name(static_cast<MemCategory>(c))] = stats.current[c];
     j["peak"] = stats.total_peak;
+    // Held from the system (live plus cached blocks) and its unused part, the fragmentation.
+    j["reserved"] = stats.reserved;
+    j["fragmentation"] = stats.reserved - stats.total_current;
     return j;
 }
 

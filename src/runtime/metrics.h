@@ -25,7 +25,8 @@ private:
     std::string path_;
 };
 
-// {"params": bytes, ..., "peak": bytes} from a pool's stats.
+// {"params": bytes, ..., "peak": bytes, "reserved": bytes, "fragmentation": bytes} from a pool's
+// stats (fragmentation: reserved minus live).
 nlohmann::json memory_json(const MemoryStats& stats);
 
 }  // namespace zt

@@ -93,6 +93,8 @@ TEST_F(Cli, TrainWritesMetricsAndWeights) {
             EXPECT_TRUE(j.contains(k)) << k << " missing in " << line;
         EXPECT_GT(j["mem"]["params"].get<int64_t>(), 0);
         EXPECT_GE(j["mem"]["peak"].get<int64_t>(), j["mem"]["params"].get<int64_t>());
+        EXPECT_GE(j["mem"]["reserved"].get<int64_t>(), j["mem"]["peak"].get<int64_t>());
+        EXPECT_GE(j["mem"]["fragmentation"].get<int64_t>(), 0);
     }
     EXPECT_EQ(steps, 3);
     EXPECT_EQ(evals, 2);  // at step 2 and at the last step
