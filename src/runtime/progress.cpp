@@ -25,6 +25,9 @@ void Progress::update(int64_t step, const std::string& status) {
     double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step)
                           : 0;
     if (tty_) {
+        // Redraw at most ten times a second (and always for the last step).
+        if (step != total_ && bar_drawn_ && now_s() - last_draw_s_ < 0.1) return;
+        last_draw_s_ = now_s();
         const int width = 24;
         int filled = total_ > 0 ? static_cast<int>(width * step / total_) : width;
         std::string bar(filled, '#');

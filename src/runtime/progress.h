@@ -21,6 +21,7 @@ private:
     bool tty_;
     double start_s_;
     bool bar_drawn_ = false;
+    double last_draw_s_ = 0;
 };
 
 std::string format_duration(double seconds);  // "1m05s", "2h03m"
