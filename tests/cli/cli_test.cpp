@@ -10,28 +10,15 @@
 #include <string>
 
 #include "checkpoint/safetensors.h"
+#include "run_command.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-    int code;
-    std::string output;  // stdout and stderr together
-};
+using Result = zt::testing::CommandResult;
 
-Result run(const std::string& args) {
-    std::string cmd = std::string(ZT_BINARY) + " " + args + " 2>&1";
-    Result r{-1, ""};
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-    int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+Result run(const std::string& args) { return zt::testing::run_zerotrain(args); }
 
 class Cli : public ::testing::Test {
 protected:

@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 
+#include "run_command.h"
 #include "runtime/trainer.h"
 
 namespace zt {
@@ -43,23 +44,9 @@ nlohmann::json tiny_config() {
 
 TrainConfig parse(const nlohmann::json& j) { return parse_config(j, 1).config; }
 
-struct CliResult {
-    int code;
-    std::string output;
-};
+using CliResult = zt::testing::CommandResult;
 
-CliResult run_cli(const std::string& args) {
-    std::string cmd = std::string(ZT_BINARY) + " " + args + " 2>&1";
-    CliResult r{-1, ""};
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-    int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+CliResult run_cli(const std::string& args) { return zt::testing::run_zerotrain(args); }
 
 std::vector<nlohmann::json> read_lines(const fs::path& path) {
     std::vector<nlohmann::json> out;

@@ -1,0 +1,34 @@
+// Test helper: runs a shell command (or the zerotrain binary) and returns its exit code and its
+// output, stdout and stderr together.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace zt::testing {
+
+struct CommandResult {
+    int code = -1;       // exit code; -1 when the command did not exit normally
+    std::string output;  // stdout and stderr together
+};
+
+inline CommandResult run_command(const std::string& cmd) {
+    CommandResult r;
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+    const int status = pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+// `zerotrain ARGS` with the binary this build made.
+inline CommandResult run_zerotrain(const std::string& args) {
+    return run_command(std::string(ZT_BINARY) + " " + args);
+}
+
+}  // namespace zt::testing
