@@ -152,21 +152,27 @@ def run_child(cmd, env, cwd, timeout_s):
                     samples=[])
     samples = [(0.0, b0, 0.0)]
     timed_out = False
-    while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid == p.pid:
-            break
-        now = time.monotonic()
-        if now - t0 > timeout_s:
-            timed_out = True
-            os.killpg(p.pid, signal.SIGKILL)  # its own session: the child and anything it started
-            _, status, ru = os.wait4(p.pid, 0)
-            break
-        if now - t0 - samples[-1][0] >= 0.5:
-            c = child_cpu_s(p.pid)
-            if c is not None:
-                samples.append((now - t0, cpu_jiffies()[0], c))
-        time.sleep(0.1)
+    try:
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid == p.pid:
+                break
+            now = time.monotonic()
+            if now - t0 > timeout_s:
+                timed_out = True
+                os.killpg(p.pid, signal.SIGKILL)  # its own session: the child and its children
+                _, status, ru = os.wait4(p.pid, 0)
+                break
+            if now - t0 - samples[-1][0] >= 0.5:
+                c = child_cpu_s(p.pid)
+                if c is not None:
+                    samples.append((now - t0, cpu_jiffies()[0], c))
+            time.sleep(0.1)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM): the child is in its own session and would run on.
+        os.killpg(p.pid, signal.SIGKILL)
+        os.wait4(p.pid, 0)
+        raise
     p.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting again
     wall = time.monotonic() - t0
     b1, s1 = cpu_jiffies()
@@ -368,6 +374,10 @@ def markdown(report):
              f"{m['cpu_count']} CPUs; {report['threads']} threads per engine; {report['rounds']} "
              f"rounds; load average {m['loadavg_start']} at the start, {m.get('loadavg_end')} at "
              f"the end; zerotrain {report['zerotrain']['git']}.")
+    if report.get("interrupted"):
+        L.append("")
+        L.append(f"**Interrupted** ({report['interrupted']}): the tables hold the runs finished "
+                 "before.")
     L.append("")
     g = report["gemm"]
     if g.get("ceiling_gflops"):
@@ -532,8 +542,9 @@ def main():
                     help="a run during which other processes used more CPU cores than this, on "
                          "average, is marked disturbed (default 0.3)")
     ap.add_argument("--retry-disturbed", type=int, default=0,
-                    help="measure a disturbed round again, at most this many times over the whole "
-                         "run (default 0); the disturbed runs stay in the JSON, out of the medians")
+                    help="measure a disturbed run again, at most this many runs over the whole "
+                         "benchmark (default 0); the disturbed runs stay in the JSON, out of the "
+                         "medians")
     ap.add_argument("--out", default="", help="write all results as JSON here (after every run)")
     ap.add_argument("--markdown", default="", help="write the tables here")
     ap.add_argument("--workdir", default="", help="for temporary run directories (default: /tmp)")
@@ -568,71 +579,88 @@ def main():
     if peers and not os.path.isfile(os.path.join(args.peers_dir, "train_gpt.py")):
         ap.error(f"--peers-dir: no train_gpt.py in {args.peers_dir}")
 
-    def log(*a):
-        print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+    return Benchmark(args, configs, dtypes, peers, steps).run()
 
-    workdir = tempfile.mkdtemp(prefix="zt_bench_", dir=args.workdir or None)
-    report = dict(
-        command=" ".join([os.path.basename(sys.executable)] + sys.argv),
-        started=datetime.datetime.now().isoformat(timespec="seconds"),
-        machine=machine_info(), threads=args.threads, rounds=args.rounds, warmup=args.warmup,
-        disturbed_cores=args.disturbed_cores,
-        steps={c: steps[c] for c in configs},
-        zerotrain=dict(path=args.zerotrain, git=git_describe(),
-                       version=subprocess.run([args.zerotrain, "--version"], capture_output=True,
-                                              text=True).stdout.strip()),
-        models={c: dict(CONFIGS[c], params=n_params(CONFIGS[c]),
-                        flops_per_token=flops_per_token(CONFIGS[c])) for c in configs},
-        peers={}, gemm={}, runs=[], summary=[])
 
-    def save():
-        report["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-        report["machine"]["loadavg_end"] = "%.2f %.2f %.2f" % os.getloadavg()
-        if args.out:
-            tmp = args.out + ".tmp"
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+class Benchmark:
+    """One benchmark: the options and the report it builds, saved after every run."""
+
+    def __init__(self, args, configs, dtypes, peers, steps):
+        self.args = args
+        self.configs, self.dtypes, self.peers, self.steps = configs, dtypes, peers, steps
+        self.specs = peer_specs(args.threads)
+        self.engines = ["zerotrain"] + peers
+        self.usable = []  # peers whose Python imports torch
+        self.gemm_runs = []
+        self.ceilings = {}
+        self.retries_left = args.retry_disturbed
+        self.workdir = tempfile.mkdtemp(prefix="zt_bench_", dir=args.workdir or None)
+        version = subprocess.run([args.zerotrain, "--version"], capture_output=True, text=True)
+        self.report = dict(
+            command=" ".join([os.path.basename(sys.executable)] + sys.argv),
+            started=datetime.datetime.now().isoformat(timespec="seconds"),
+            machine=machine_info(), threads=args.threads, rounds=args.rounds,
+            warmup=args.warmup, disturbed_cores=args.disturbed_cores,
+            steps={c: steps[c] for c in configs},
+            zerotrain=dict(path=args.zerotrain, git=git_describe(),
+                           version=version.stdout.strip()),
+            models={c: dict(CONFIGS[c], params=n_params(CONFIGS[c]),
+                            flops_per_token=flops_per_token(CONFIGS[c])) for c in configs},
+            peers={}, gemm={}, runs=[], summary=[])
+
+    def save(self):
+        r = self.report
+        r["summary"] = summarize(r["runs"], self.engines, self.ceilings)
+        r["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+        r["machine"]["loadavg_end"] = "%.2f %.2f %.2f" % os.getloadavg()
+        if self.args.out:
+            tmp = self.args.out + ".tmp"
             with open(tmp, "w") as f:
-                json.dump(report, f, indent=1)
-            os.replace(tmp, args.out)
+                json.dump(r, f, indent=1)
+            os.replace(tmp, self.args.out)
 
-    usable = []
-    for p in peers:
-        spec = specs[p]
-        info = dict(python=spec["python"], env=spec["env"])
-        try:
-            info["torch"] = probe_peer(spec, 300)
-            usable.append(p)
-        except RuntimeError as e:
-            info["error"] = str(e)
-            log(f"peer {p} unavailable: {e}")
-        report["peers"][p] = info
-    engines = ["zerotrain"] + peers
+    def quiet(self):
+        return wait_quiet(self.args.quiet_wait, 0.5) if self.args.quiet_wait > 0 else None
 
-    gemm_runs = []
+    def probe_peers(self):
+        for p in self.peers:
+            spec = self.specs[p]
+            info = dict(python=spec["python"], env=spec["env"])
+            try:
+                info["torch"] = probe_peer(spec, 300)
+                self.usable.append(p)
+            except RuntimeError as e:
+                info["error"] = str(e)
+                log(f"peer {p} unavailable: {e}")
+            self.report["peers"][p] = info
 
-    def gemm(when):
-        log(f"GEMM ceilings ({when}): {args.zerotrain} bench gemm --threads {args.threads}")
-        quiet = wait_quiet(args.quiet_wait, 0.5) if args.quiet_wait > 0 and not args.gemm_json \
-            else None
-        g = measure_gemm(args, workdir)
-        g["other_cores_before"] = quiet
-        g["when"] = when
-        gemm_runs.append(g)
-        report["gemm"] = combine_gemm(gemm_runs)
+    def gemm(self, when):
+        a = self.args
+        log(f"GEMM ceilings ({when}): {a.zerotrain} bench gemm --threads {a.threads}")
+        quiet = None if a.gemm_json else self.quiet()
+        g = measure_gemm(a, self.workdir)
+        g.update(other_cores_before=quiet, when=when)
+        self.gemm_runs.append(g)
+        self.report["gemm"] = combine_gemm(self.gemm_runs)
+        self.ceilings = self.report["gemm"].get("ceiling_gflops", {})
         log(f"  GFLOP/s: {g.get('ceiling_gflops') or g.get('error')}")
-        return report["gemm"].get("ceiling_gflops", {})
+        self.save()
 
-    ceilings = gemm("before")
-    save()
-
-    def run_one(eng, cname, dtype, rnd, attempt):
-        quiet = wait_quiet(args.quiet_wait, 0.5) if args.quiet_wait > 0 else None
+    def run_one(self, eng, cname, dtype, rnd, attempt):
+        a = self.args
+        quiet = self.quiet()
         if eng == "zerotrain":
-            r = run_zerotrain(args, cname, dtype, steps[cname], args.warmup, workdir)
+            r = run_zerotrain(a, cname, dtype, self.steps[cname], a.warmup, self.workdir)
         else:
-            r = run_peer(args, eng, specs[eng], cname, dtype, steps[cname], args.warmup, workdir)
+            r = run_peer(a, eng, self.specs[eng], cname, dtype, self.steps[cname], a.warmup,
+                         self.workdir)
         r.update(config=cname, dtype=dtype, round=rnd, attempt=attempt,
                  other_cores_before=quiet, loadavg_after="%.2f %.2f %.2f" % os.getloadavg(),
-                 disturbed=other_cores(r) > args.disturbed_cores)
+                 disturbed=other_cores(r) > a.disturbed_cores)
         where = f"{cname} {dtype} round {rnd}" + (f" (retry {attempt})" if attempt else "")
         if r["ok"]:
             log(f"{where} {eng}: {r['tokens_per_s']:.0f} tokens/s, peak RSS "
@@ -641,50 +669,71 @@ def main():
                 f"{r['wall_s']:.0f} s")
         else:
             log(f"{where} {eng}: FAILED: {r['error']}")
+        self.report["runs"].append(r)
+        self.save()
         return r
 
-    retries_left = args.retry_disturbed
-    for cname in configs:
-        for dtype in dtypes:
-            for rnd in range(args.rounds):
-                order = ["zerotrain"] + usable
-                if rnd % 2 == 1:
-                    order.reverse()  # A B C, C B A, ...: a drift hits every engine alike
-                attempt = 0
-                while True:
-                    batch = [run_one(eng, cname, dtype, rnd, attempt) for eng in order]
-                    report["runs"].extend(batch)
-                    report["summary"] = summarize(report["runs"], engines, ceilings)
-                    save()
-                    if not any(r["disturbed"] for r in batch) or retries_left <= 0:
-                        break
-                    # Other processes took CPU time during this round: keep its runs in the
-                    # JSON, marked, out of the medians, and measure the round again.
-                    for r in batch:
-                        r["discarded"] = True
-                    retries_left -= 1
-                    attempt += 1
-                    log(f"{cname} {dtype} round {rnd} disturbed: measuring it again "
-                        f"({retries_left} retries left)")
-            # Peers that could not start at all still get their line in the table.
-            for p in peers:
-                if p not in usable:
-                    report["runs"].append(dict(
-                        engine=p, config=cname, dtype=dtype, round=0, attempt=0, ok=False,
-                        error=report["peers"][p]["error"], cpu_util=0.0, other_cores=0.0,
-                        wall_s=0.0, disturbed=False))
-    if not args.gemm_json:
-        ceilings = gemm("after")
-    report["summary"] = summarize(report["runs"], engines, ceilings)
-    save()
-    md = markdown(report)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(md)
-    print(md)
-    shutil.rmtree(workdir, ignore_errors=True)
-    ok_all = all(r.get("ok") for r in report["runs"] if r["engine"] == "zerotrain")
-    return 0 if ok_all else 1
+    def measure_round(self, cname, dtype, rnd):
+        order = ["zerotrain"] + self.usable
+        if rnd % 2 == 1:
+            order.reverse()  # A B C, C B A, ...: a drift hits every engine alike
+        attempt = 0
+        while order:
+            batch = [self.run_one(eng, cname, dtype, rnd, attempt) for eng in order]
+            # Other processes took CPU time during some runs: keep those in the JSON, marked, out
+            # of the medians, and measure them again. The undisturbed runs of the round stand;
+            # pairs are compared within a round.
+            again = [r for r in batch if r["ok"] and r["disturbed"]][:self.retries_left]
+            for r in again:
+                r["discarded"] = True
+            self.retries_left -= len(again)
+            order = [r["engine"] for r in again]
+            attempt += 1
+            if order:
+                log(f"{cname} {dtype} round {rnd}: {', '.join(order)} disturbed, measuring "
+                    f"again ({self.retries_left} retries left)")
+            self.save()
+
+    def measure_all(self):
+        for cname in self.configs:
+            for dtype in self.dtypes:
+                for rnd in range(self.args.rounds):
+                    self.measure_round(cname, dtype, rnd)
+                # A peer that could not start at all still gets its line in the table.
+                for p in self.peers:
+                    if p not in self.usable:
+                        self.report["runs"].append(dict(
+                            engine=p, config=cname, dtype=dtype, round=0, attempt=0, ok=False,
+                            error=self.report["peers"][p]["error"], cpu_util=0.0,
+                            other_cores=0.0, wall_s=0.0, disturbed=False))
+
+    def run(self):
+        """Measures everything; returns the exit code (1 when a zerotrain run failed)."""
+        def on_signal(signum, _frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGHUP, on_signal)
+        try:
+            self.probe_peers()
+            self.gemm("before")
+            self.measure_all()
+            if not self.args.gemm_json:
+                self.gemm("after")
+        except KeyboardInterrupt as e:
+            self.report["interrupted"] = str(e) or "interrupted"
+            log(f"interrupted ({self.report['interrupted']}): reporting the runs so far")
+        self.save()
+        md = markdown(self.report)
+        if self.args.markdown:
+            with open(self.args.markdown, "w") as f:
+                f.write(md)
+        print(md)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.report.get("interrupted"):
+            return 130
+        return 0 if all(r.get("ok") for r in self.report["runs"]
+                        if r["engine"] == "zerotrain") else 1
 
 
 if __name__ == "__main__":
