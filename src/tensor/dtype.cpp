@@ -110,6 +110,29 @@ void bf16_to_f32_n(const bf16* src, float* dst, size_t n) {
     for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
+void f32_to_f16_n(const float* src, f16* dst, size_t n) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+    }
+#endif
+    for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
+void f16_to_f32_n(const f16* src, float* dst, size_t n) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+    }
+#endif
+    for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+}
+
 float load(const void* p, DType t, size_t i) {
     switch (t) {
         case DType::kF32: return static_cast<const float*>(p)[i];
@@ -136,6 +159,10 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
         f32_to_bf16_n(static_cast<const float*>(src), static_cast<bf16*>(dst), n);
     } else if (src_dtype == DType::kBF16 && dst_dtype == DType::kF32) {
         bf16_to_f32_n(static_cast<const bf16*>(src), static_cast<float*>(dst), n);
+    } else if (src_dtype == DType::kF32 && dst_dtype == DType::kF16) {
+        f32_to_f16_n(static_cast<const float*>(src), static_cast<f16*>(dst), n);
+    } else if (src_dtype == DType::kF16 && dst_dtype == DType::kF32) {
+        f16_to_f32_n(static_cast<const f16*>(src), static_cast<float*>(dst), n);
     } else {
         for (size_t i = 0; i < n; ++i) store(dst, dst_dtype, i, load(src, src_dtype, i));
     }

@@ -52,6 +52,29 @@ TEST(DType, VectorConvertMatchesScalarOnOddLengths) {
     for (size_t i = 0; i < n; ++i) EXPECT_EQ(back[i], bf16_to_f32(dst[i]));
 }
 
+TEST(DType, VectorF16ConvertMatchesScalarEverywhere) {
+    // Every f16 bit pattern to f32 and back (NaN payloads aside), then f32 values around every
+    // rounding boundary: halfway points, subnormals, overflow; 65536 + 3 is not a multiple of 16.
+    const size_t n = 65536 + 3;
+    std::vector<f16> h(n), back(n);
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; ++i) h[i] = f16{static_cast<uint16_t>(i & 0xffff)};
+    convert(h.data(), DType::kF16, f.data(), DType::kF32, n);
+    for (size_t i = 0; i < n; ++i) {
+        float want = f16_to_f32(h[i]);
+        if (std::isnan(want)) EXPECT_TRUE(std::isnan(f[i]));
+        else ASSERT_EQ(f[i], want) << i;
+    }
+    std::vector<float> probes(n);
+    for (size_t i = 0; i < n; ++i) {  // values between neighbouring f16 numbers, and halfway
+        float a = f16_to_f32(f16{static_cast<uint16_t>(i & 0x7bff)});
+        float b = f16_to_f32(f16{static_cast<uint16_t>((i & 0x7bff) + 1)});
+        probes[i] = (i % 3 == 0) ? 0.5f * (a + b) : (i % 3 == 1) ? a + 0.3f * (b - a) : 70000.0f;
+    }
+    convert(probes.data(), DType::kF32, back.data(), DType::kF16, n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i].bits, f32_to_f16(probes[i]).bits) << probes[i];
+}
+
 TEST(MemoryPool, TracksCategoriesPeaksAndReusesBlocks) {
     MemoryPool pool;
     {
