@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """GPT training throughput and memory: zerotrain against PyTorch, measured in the same run.
 
-For each (config, dtype) and for R rounds, runs zerotrain (`zerotrain train`) and each PyTorch peer
-(/work/shared/peers/train_gpt.py, called, never copied) one after the other, alternating the order
-(A B C, then C B A, ...) so that slow drifts of the machine hit both engines alike. Reports the median
-tokens/s per engine, the median over rounds of the per-round ratio zerotrain / peer, the peak resident
-memory (ru_maxrss of each child, from os.wait4) and the MFU against the GEMM ceiling that
-`zerotrain bench gemm` measures at the start of the same run. Python 3 standard library only.
+For each (config, dtype) and for R rounds, runs zerotrain (`zerotrain train`) and each PyTorch
+peer (/work/shared/peers/train_gpt.py, called, never copied) one after the other, alternating the
+order (A B C, then C B A, ...) so that slow drifts of the machine hit both engines alike. Reports
+the median tokens/s per engine, the median over rounds of the per-round ratio zerotrain / peer, the
+peak resident memory (ru_maxrss of each child, from os.wait4) and the MFU against the GEMM ceiling
+that `zerotrain bench gemm` measures before and after the rounds. Python 3 standard library only.
 
   python3 bench/gpt_train.py --configs S,M --dtypes fp32,bf16 --rounds 3 \
       --out results.json --markdown results.md
@@ -215,6 +215,11 @@ def other_cores_last(samples, window_s):
 # The two engines.
 
 
+def child_figures(r):
+    """run_child's result without the bulky parts (output, samples), for the JSON."""
+    return {k: v for k, v in r.items() if k not in ("stdout", "stderr", "samples")}
+
+
 def zerotrain_config(cname, dtype, steps):
     c = CONFIGS[cname]
     tokens_per_step = c["batch"] * c["seq"]
@@ -252,8 +257,7 @@ def run_zerotrain(args, cname, dtype, steps, warmup, workdir):
     for s in args.zt_set:
         cmd += ["--set", s]
     r = run_child(cmd, dict(os.environ), run_dir, args.timeout)
-    res = dict(engine="zerotrain", cmd=" ".join(cmd), **{k: v for k, v in r.items()
-                                                       if k not in ("stdout", "stderr", "samples")})
+    res = dict(engine="zerotrain", cmd=" ".join(cmd), **child_figures(r))
     try:
         if r["timed_out"]:
             raise RuntimeError(f"timed out after {args.timeout} s")
@@ -290,8 +294,8 @@ def run_peer(args, name, spec, cname, dtype, steps, warmup, workdir):
            "--threads", str(args.threads), "--warmup", str(warmup), "--steps", str(steps - warmup)]
     env = dict(os.environ, **spec["env"])
     r = run_child(cmd, env, workdir, args.timeout)
-    res = dict(engine=name, cmd=" ".join(f"{k}={v}" for k, v in spec["env"].items()) + " " +
-               " ".join(cmd), **{k: v for k, v in r.items() if k not in ("stdout", "stderr", "samples")})
+    env_text = " ".join(f"{k}={v}" for k, v in spec["env"].items())
+    res = dict(engine=name, cmd=env_text + " " + " ".join(cmd), **child_figures(r))
     try:
         if r["timed_out"]:
             raise RuntimeError(f"timed out after {args.timeout} s")
@@ -310,7 +314,8 @@ def run_peer(args, name, spec, cname, dtype, steps, warmup, workdir):
             tokens_per_s=pr["tokens_per_s_median_step"], tokens_per_s_mean_step=pr["tokens_per_s"],
             fwd_s_median=pr["fwd_s_median"], bwd_s_median=pr["bwd_s_median"],
             opt_s_median=pr["opt_s_median"], peer_peak_rss_mib=pr["peak_rss_mib"],
-            other_cores_steps=other_cores_last(r["samples"], pr["timed_steps"] * pr["step_s_mean"]),
+            other_cores_steps=other_cores_last(r["samples"],
+                                               pr["timed_steps"] * pr["step_s_mean"]),
             peer_cpu_util=pr["cpu_util_mean"], peer_steal=pr["steal_mean"], torch=pr["torch"],
             loss_first=pr["loss_first"], loss_last=pr["loss_last"])
     except (ValueError, KeyError, RuntimeError) as e:
@@ -345,8 +350,9 @@ def summarize(runs, engines, ceilings):
             mine = [r for r in sel if r["engine"] == eng]
             ok = [r for r in mine if r.get("ok")]
             tps = median_or_none([r["tokens_per_s"] for r in ok])
+            rss = median_or_none([r["peak_rss_mib"] for r in ok])
             row = dict(config=cname, dtype=dtype, engine=eng, runs=len(mine), runs_ok=len(ok),
-                       tokens_per_s=tps, peak_rss_mib=median_or_none([r["peak_rss_mib"] for r in ok]),
+                       tokens_per_s=tps, peak_rss_mib=rss,
                        mfu=(fpt * tps / (ceil * 1e9)) if tps and ceil else None,
                        tflops=fpt * tps / 1e12 if tps else None,
                        disturbed=sum(1 for r in mine if r.get("disturbed")),
@@ -373,7 +379,8 @@ def markdown(report):
     L.append(f"Measured {report['started']} to {report['finished']} on {m['cpu_model']}, "
              f"{m['cpu_count']} CPUs; {report['threads']} threads per engine; {report['rounds']} "
              f"rounds; load average {m['loadavg_start']} at the start, {m.get('loadavg_end')} at "
-             f"the end; zerotrain {report['zerotrain']['git']}.")
+             f"the end; checkout {report['zerotrain']['git']}, zerotrain binary built "
+             f"{report['zerotrain'].get('binary_mtime')}.")
     if report.get("interrupted"):
         L.append("")
         L.append(f"**Interrupted** ({report['interrupted']}): the tables hold the runs finished "
@@ -606,8 +613,12 @@ class Benchmark:
             machine=machine_info(), threads=args.threads, rounds=args.rounds,
             warmup=args.warmup, disturbed_cores=args.disturbed_cores,
             steps={c: steps[c] for c in configs},
+            # git: the checkout this script runs from; the binary may be built from another
+            # state of it, hence its modification time.
             zerotrain=dict(path=args.zerotrain, git=git_describe(),
-                           version=version.stdout.strip()),
+                           version=version.stdout.strip(),
+                           binary_mtime=datetime.datetime.fromtimestamp(
+                               os.path.getmtime(args.zerotrain)).isoformat(timespec="seconds")),
             models={c: dict(CONFIGS[c], params=n_params(CONFIGS[c]),
                             flops_per_token=flops_per_token(CONFIGS[c])) for c in configs},
             peers={}, gemm={}, runs=[], summary=[])
