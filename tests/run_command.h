@@ -11,12 +11,13 @@ namespace zt::testing {
 
 struct CommandResult {
     int code = -1;       // exit code; -1 when the command did not exit normally
-    std::string output;  // stdout and stderr together
+    std::string output;  // stdout, with stderr unless it was dropped
 };
 
-inline CommandResult run_command(const std::string& cmd) {
+// stderr goes into output, or is dropped when with_stderr is false (for parsing stdout).
+inline CommandResult run_command(const std::string& cmd, bool with_stderr = true) {
     CommandResult r;
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    FILE* p = popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
     if (!p) return r;
     char buf[4096];
     size_t n;
@@ -27,8 +28,8 @@ inline CommandResult run_command(const std::string& cmd) {
 }
 
 // `zerotrain ARGS` with the binary this build made.
-inline CommandResult run_zerotrain(const std::string& args) {
-    return run_command(std::string(ZT_BINARY) + " " + args);
+inline CommandResult run_zerotrain(const std::string& args, bool with_stderr = true) {
+    return run_command(std::string(ZT_BINARY) + " " + args, with_stderr);
 }
 
 }  // namespace zt::testing

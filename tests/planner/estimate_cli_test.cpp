@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run_command.h"
 #include "planner/estimate.h"
 
 namespace fs = std::filesystem;
@@ -24,15 +25,8 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-    Result r;
-    FILE* p = popen((std::string(ZT_BINARY) + " " + args + " 2>/dev/null").c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    testing::CommandResult c = testing::run_zerotrain(args, /*with_stderr=*/false);
+    return {c.code, c.output};
 }
 
 std::string example() { return std::string(ZT_SOURCE_DIR) + "/examples/gpt-tiny.json"; }

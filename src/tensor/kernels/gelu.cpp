@@ -11,7 +11,6 @@ using namespace vec;
 
 namespace {
 
-constexpr int64_t kBlock = 4096;                // elements per parallel work item
 constexpr int64_t kParallelMinElems = 1 << 15;  // below this, one thread is faster
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
@@ -27,12 +26,7 @@ inline V16 half_one_plus_tanh(V16 x, V16* du) {
 
 template <typename F>
 void for_each_block(int64_t n, F f) {
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElems)
-    for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t begin = b * kBlock, len = n - begin < kBlock ? n - begin : kBlock;
-        for_each_vec(len, [&](int64_t j, int64_t m) { f(begin + j, m); });
-    }
+    vec::for_each_block(n, kParallelMinElems, f);
 }
 
 }  // namespace

@@ -224,6 +224,20 @@ inline void for_each_vec(int64_t C, F f) {
     if (j < C) f(j, C - j);
 }
 
+// f(i, m) for each vector [i, i + m) of [0, n), in blocks of kElemBlock elements run in parallel
+// (static schedule) when n >= parallel_min. Shared by the flat elementwise kernels.
+constexpr int64_t kElemBlock = 4096;  // elements per parallel work item
+template <typename F>
+inline void for_each_block(int64_t n, int64_t parallel_min, F f) {
+    const int64_t blocks = (n + kElemBlock - 1) / kElemBlock;
+#pragma omp parallel for schedule(static) if (n >= parallel_min)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t begin = b * kElemBlock;
+        const int64_t len = n - begin < kElemBlock ? n - begin : kElemBlock;
+        for_each_vec(len, [&](int64_t j, int64_t m) { f(begin + j, m); });
+    }
+}
+
 // Reduction over a row: acc = f(acc, j, n) for each vector, in four interleaved accumulators (one
 // chain would be bound by the add latency), merged in a fixed order. A is V16 or a struct of them.
 template <typename A, typename F, typename Merge>
