@@ -4,7 +4,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config
       libdnnl-dev libopenblas-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libbenchmark-dev
+      libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
       python3 python3-numpy python3-torch python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
