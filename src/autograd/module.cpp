@@ -2,6 +2,12 @@
 
 namespace zt {
 
+std::vector<Parameter*> Module::own_parameters() const {
+    std::vector<Parameter*> out;
+    for (const auto& p : params_) out.push_back(p.get());
+    return out;
+}
+
 namespace {
 std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 }  // namespace

@@ -50,6 +50,12 @@ public:
     // named_parameters; the arena order.
     std::vector<Parameter*> parameters();
     const std::vector<Module*>& children() const { return child_ptrs_; }
+    // This module's own parameters only (not its children's).
+    std::vector<Parameter*> own_parameters() const;
+    // Parameters this module's forward uses that another module owns (a tied weight). ZeRO-3
+    // gathers a module's own and used parameters around its forward and backward.
+    const std::vector<Parameter*>& used_parameters() const { return used_; }
+    void declare_use(Parameter& p) { used_.push_back(&p); }
 
     using Hook = std::function<void(Module&)>;
     void add_hook(HookPoint point, Hook hook);
@@ -96,6 +102,7 @@ private:
     std::vector<Module*> child_ptrs_;
     std::vector<std::string> child_local_names_;
     std::vector<Hook> hooks_[4];
+    std::vector<Parameter*> used_;
 };
 
 }  // namespace zt

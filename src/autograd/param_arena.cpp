@@ -1,5 +1,6 @@
 #include "autograd/param_arena.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "util/random.h"
@@ -14,35 +15,63 @@ ParamArena::ParamArena(MemoryPool& pool, std::vector<Parameter*> params, ArenaOp
         numel_ += p->numel();
     }
     padded_ = (numel_ + options_.pad_to - 1) / options_.pad_to * options_.pad_to;
-    master_ = Tensor::zeros(pool, {padded_}, DType::kF32, MemCategory::kParams);
-    grads_ = Tensor::zeros(pool, {padded_}, options_.grad_dtype, MemCategory::kGrads);
-    compute_ = options_.compute_dtype == DType::kF32
-                   ? master_
-                   : Tensor::zeros(pool, {padded_}, options_.compute_dtype, MemCategory::kParams);
+    lo_ = options_.owned_lo;
+    hi_ = options_.owned_hi < 0 ? padded_ : options_.owned_hi;
+    ZT_ASSERT(0 <= lo_ && lo_ <= hi_ && hi_ <= padded_, "owned range [", lo_, ", ", hi_,
+              ") outside the arena of ", padded_);
+    const int64_t owned = hi_ - lo_;
+    master_ = Tensor::zeros(pool, {options_.full_master ? padded_ : owned}, DType::kF32,
+                            MemCategory::kParams);
+    grads_ = Tensor::zeros(pool, {options_.full_grads ? padded_ : owned}, options_.grad_dtype,
+                           MemCategory::kGrads);
+    const bool alias = options_.compute_dtype == DType::kF32 &&
+                       options_.full_compute == options_.full_master;
+    compute_ = alias ? master_
+                     : Tensor::zeros(pool, {options_.full_compute ? padded_ : owned},
+                                     options_.compute_dtype, MemCategory::kParams);
     for (Parameter* p : params_) {
-        p->master = Tensor::view_of(master_.storage(), p->offset, p->shape, DType::kF32);
-        p->grad = Tensor::view_of(grads_.storage(), p->offset, p->shape, options_.grad_dtype);
-        p->var = make_var(
-            Tensor::view_of(compute_.storage(), p->offset, p->shape, options_.compute_dtype), true);
+        p->master = options_.full_master
+                        ? Tensor::view_of(master_.storage(), p->offset, p->shape, DType::kF32)
+                        : Tensor();
+        p->grad = options_.full_grads ? Tensor::view_of(grads_.storage(), p->offset, p->shape,
+                                                        options_.grad_dtype)
+                                      : Tensor();
+        p->var = make_var(options_.full_compute
+                              ? Tensor::view_of(compute_.storage(), p->offset, p->shape,
+                                                options_.compute_dtype)
+                              : Tensor(),
+                          true);
         p->var->is_param = true;
         p->var->grad = p->grad;
     }
 }
 
+Tensor ParamArena::owned_view(Tensor& t, bool full) const {
+    return Tensor::view_of(t.storage(), full ? lo_ : 0, {hi_ - lo_}, t.dtype());
+}
+
 void ParamArena::init_weights(uint64_t seed) {
+    // Element i of the arena is element i - offset of its parameter; each layout fills the
+    // elements it holds with the values one process would have.
+    const int64_t held_lo = options_.full_master ? 0 : lo_;
+    const int64_t held_hi = options_.full_master ? padded_ : hi_;
+    float* base = master_.data<float>() - held_lo;  // arena index -> pointer (held range only)
     for (Parameter* p : params_) {
-        float* w = p->master.data<float>();
-        int64_t n = p->numel();
+        const int64_t b = std::max(held_lo, p->offset);
+        const int64_t e = std::min(held_hi, p->offset + p->numel());
+        if (b >= e) continue;
+        float* w = base;
+        const int64_t off = p->offset;
         uint64_t stream = hash_string(p->name);
         switch (p->init.kind) {
-            case ParamInit::Kind::kZeros: std::memset(w, 0, n * sizeof(float)); break;
+            case ParamInit::Kind::kZeros: std::memset(w + b, 0, (e - b) * sizeof(float)); break;
             case ParamInit::Kind::kOnes:
-                for (int64_t i = 0; i < n; ++i) w[i] = 1.0f;
+                for (int64_t i = b; i < e; ++i) w[i] = 1.0f;
                 break;
             case ParamInit::Kind::kNormal:
 #pragma omp parallel for schedule(static)
-                for (int64_t i = 0; i < n; ++i)
-                    w[i] = static_cast<float>(p->init.std * normal01(seed, stream, i));
+                for (int64_t i = b; i < e; ++i)
+                    w[i] = static_cast<float>(p->init.std * normal01(seed, stream, i - off));
                 break;
         }
     }
@@ -50,8 +79,14 @@ void ParamArena::init_weights(uint64_t seed) {
 }
 
 void ParamArena::sync_compute() {
-    if (options_.compute_dtype == DType::kF32) return;
-    compute_.copy_from(master_);
+    if (compute_.storage() == master_.storage()) return;
+    if (options_.full_master == options_.full_compute) {
+        compute_.copy_from(master_);
+    } else {  // master holds the owned range, the compute copy the whole arena
+        ZT_ASSERT(!options_.full_master && options_.full_compute);
+        Tensor dst = compute_owned();
+        dst.copy_from(master_);
+    }
 }
 
 void ParamArena::zero_grads() { grads_.zero(); }

@@ -1,7 +1,11 @@
 // Flat parameter arenas (DESIGN.md, Memory model): f32 master weights, gradients (f32, or bf16 with
-// grad_accum_dtype bf16) and, in mixed precision, a bf16 compute copy, each one contiguous buffer in
-// parameter registration order, padded to a multiple of `pad_to` elements (the dp rank count), so a
-// shard is an (offset, size) range and a checkpoint is a contiguous write.
+// grad_accum_dtype bf16) and, in mixed precision, a bf16/f16 compute copy, each one contiguous
+// buffer in parameter registration order, padded to a multiple of `pad_to` elements (the dp rank
+// count), so a shard is an (offset, size) range and a checkpoint is a contiguous write.
+//
+// Under ZeRO a buffer may hold only this rank's owned range [owned_lo, owned_hi) of the padded
+// arena (parallel/zero_layout.h says which, per stage). A parameter's views (master, grad, var's
+// value) exist only for buffers held whole; the parallel layer binds the others per use.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,10 @@ struct ArenaOptions {
     DType compute_dtype = DType::kF32;
     DType grad_dtype = DType::kF32;
     int64_t pad_to = 1;
+    int64_t owned_lo = 0, owned_hi = -1;  // this rank's range; -1: the whole arena
+    bool full_master = true;   // false: master holds the owned range only
+    bool full_grads = true;    // false: grads hold the owned range only
+    bool full_compute = true;  // false: the compute copy holds the owned range only
 };
 
 class ParamArena {
@@ -23,27 +31,38 @@ public:
     ParamArena(const ParamArena&) = delete;
     ParamArena& operator=(const ParamArena&) = delete;
 
-    // Fills master weights from each parameter's init, keyed by (seed, name, element index).
+    // Fills the held master weights from each parameter's init, keyed by (seed, name, element
+    // index), so every layout starts from the same weights.
     void init_weights(uint64_t seed);
-    // Copies master weights into the compute copy (no-op in f32, where they are the same buffer).
+    // Copies held master weights into the compute copy where both hold them (no-op when the
+    // compute copy is the master, in f32).
     void sync_compute();
     void zero_grads();
 
     int64_t numel() const { return numel_; }         // sum of parameter sizes
     int64_t padded_numel() const { return padded_; } // arena length
+    int64_t owned_lo() const { return lo_; }
+    int64_t owned_hi() const { return hi_; }
     const std::vector<Parameter*>& params() const { return params_; }
     Parameter* find(const std::string& name) const;
 
-    Tensor& master() { return master_; }   // (padded) f32
-    Tensor& grads() { return grads_; }     // (padded) grad dtype
-    Tensor& compute() { return compute_; } // (padded) compute dtype; aliases master in f32
+    Tensor& master() { return master_; }   // f32: the padded arena, or the owned range
+    Tensor& grads() { return grads_; }     // grad dtype: the padded arena, or the owned range
+    Tensor& compute() { return compute_; } // compute dtype; aliases master when f32 and alike
+    // Views of the owned range of each buffer, however much of the arena it holds.
+    Tensor master_owned() { return owned_view(master_, options_.full_master); }
+    Tensor grads_owned() { return owned_view(grads_, options_.full_grads); }
+    Tensor compute_owned() { return owned_view(compute_, options_.full_compute); }
     const ArenaOptions& options() const { return options_; }
 
 private:
+    Tensor owned_view(Tensor& t, bool full) const;
+
     std::vector<Parameter*> params_;
     ArenaOptions options_;
     int64_t numel_ = 0;
     int64_t padded_ = 0;
+    int64_t lo_ = 0, hi_ = 0;
     Tensor master_, grads_, compute_;
 };
 

@@ -72,6 +72,7 @@ void Tape::note_output(const Module& m, const Var& out) {
 
 void Tape::add_grad(const Var& v, Tensor g) {
     if (!v->requires_grad) return;
+    if (!v->grad.defined() && v->bind_grad) v->bind_grad(*v);
     if (!v->grad.defined()) {
         ZT_ASSERT(!v->is_param, "parameter gradient missing");
         v->grad = std::move(g);
@@ -87,6 +88,7 @@ void Tape::add_grad(const Var& v, Tensor g) {
 }
 
 Tensor& Tape::grad_zeros(const Var& v) {
+    if (!v->grad.defined() && v->bind_grad) v->bind_grad(*v);
     if (!v->grad.defined())
         v->grad = Tensor::zeros(*pool_, v->value.shape(), v->value.dtype(),
                                 MemCategory::kActivations);

@@ -3,6 +3,7 @@
 // a gradient written by the first consumer's backward and added to by later ones (Tape::add_grad).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "tensor/tensor.h"
@@ -14,6 +15,9 @@ struct VarNode {
     Tensor grad;                // undefined until backward produces it
     bool requires_grad = false;
     bool is_param = false;      // grad is persistent and accumulated into
+    // Parameters whose gradient storage is lent per micro-step (ZeRO-2/3 gradient buckets): called
+    // when backward first needs the gradient and it is undefined; it must define `grad`.
+    std::function<void(VarNode&)> bind_grad;
 };
 
 using Var = std::shared_ptr<VarNode>;

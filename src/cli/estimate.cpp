@@ -1,11 +1,10 @@
 // `zerotrain estimate CONFIG [--ranks N] [--zero-stage S] [--offload-optimizer cpu] [--json]`:
 // per-rank memory of a config for any ZeRO stage, rank count and optimizer offload, before the
 // engine has them. The config is parsed for one rank (its micro-batch is the per-rank one), with
-// zero_optimization.stage and offload_optimizer.device taken out first: the parser refuses them
-// until the distributed and offload issues land, the estimator models them already.
+// zero_optimization.offload_optimizer.device taken out first: the parser refuses offload until the
+// engine has it, the estimator models it already.
 #include "planner/estimate.h"
 
-#include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -20,50 +19,36 @@ namespace zt::cli {
 
 namespace {
 
-struct ZeroSettings {
-    int stage = 0;
-    std::string offload_optimizer = "none";
-};
-
-// Reads zero_optimization.stage and offload_optimizer.device from j and resets them to what
-// parse_config accepts (0, "none"). Wrong types are left for parse_config to report.
-ZeroSettings take_zero_settings(nlohmann::json& j) {
-    ZeroSettings z;
-    if (!j.is_object()) return z;
-    auto it = j.find("zero_optimization");
-    if (it == j.end() || !it->is_object()) return z;
-    nlohmann::json& zo = *it;
-    if (auto s = zo.find("stage"); s != zo.end() && s->is_number()) {
-        const double v = s->get<double>();
-        ZT_CHECK(v == std::trunc(v) && v >= 0 && v <= 3,
-                 "zero_optimization.stage: expected 0, 1, 2 or 3, got ", s->dump());
-        z.stage = static_cast<int>(v);
-        *s = 0;
-    }
-    auto o = zo.find("offload_optimizer");
-    if (o == zo.end() || !o->is_object()) return z;
-    if (auto d = o->find("device"); d != o->end() && d->is_string()) {
-        z.offload_optimizer = d->get<std::string>();
-        ZT_CHECK(z.offload_optimizer == "none" || z.offload_optimizer == "cpu",
-                 "zero_optimization.offload_optimizer.device: the estimator models \"none\" and "
-                 "\"cpu\", got \"",
-                 z.offload_optimizer, "\"");
-        *d = "none";
-    }
-    return z;
+// Reads zero_optimization.offload_optimizer.device from j and resets it to what parse_config
+// accepts ("none"). Wrong types are left for parse_config to report.
+std::string take_offload_optimizer(nlohmann::json& j) {
+    if (!j.is_object()) return "none";
+    auto z = j.find("zero_optimization");
+    if (z == j.end() || !z->is_object()) return "none";
+    auto o = z->find("offload_optimizer");
+    if (o == z->end() || !o->is_object()) return "none";
+    auto d = o->find("device");
+    if (d == o->end() || !d->is_string()) return "none";
+    const std::string device = d->get<std::string>();
+    ZT_CHECK(device == "none" || device == "cpu",
+             "zero_optimization.offload_optimizer.device: the estimator models \"none\" and "
+             "\"cpu\", got \"",
+             device, "\"");
+    *d = "none";
+    return device;
 }
 
 int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
     nlohmann::json j = load_config_file(config.path);
     for (const std::string& s : config.sets) apply_override(j, s);
-    ZeroSettings zero = take_zero_settings(j);
-    if (args.zero_stage >= 0) zero.stage = args.zero_stage;
-    if (!args.offload_optimizer.empty()) zero.offload_optimizer = args.offload_optimizer;
+    std::string offload = take_offload_optimizer(j);
+    if (!args.offload_optimizer.empty()) offload = args.offload_optimizer;
     ParsedConfig parsed = parse_config(j, 1);
+    const int stage = args.zero_stage >= 0 ? args.zero_stage : parsed.config.zero.stage;
     for (const std::string& w : parsed.warnings)
         log_warn("config: unknown key \"", w, "\" ignored");
     const Estimate est = estimate_gpt(
-        estimate_spec(parsed.config, zero.stage, zero.offload_optimizer == "cpu", args.ranks));
+        estimate_spec(parsed.config, stage, offload == "cpu", args.ranks));
     if (args.json)
         std::printf("%s\n", estimate_json(est, config.path).dump(2).c_str());
     else

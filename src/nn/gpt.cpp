@@ -76,7 +76,9 @@ GptTransformer::GptTransformer(const GptOptions& o)
 }
 
 Gpt::Gpt(const GptOptions& o)
-    : transformer(register_module<GptTransformer>("transformer", validated(o))), options_(o) {
+    : transformer(register_module<GptTransformer>("transformer", validated(o))),
+      lm_head(register_module<TiedHead>("lm_head", transformer.wte.weight)),
+      options_(o) {
     ZT_CHECK(o.d_model % o.n_heads == 0, "model.n_heads: must divide d_model ", o.d_model, ", got ",
              o.n_heads);
 }
@@ -94,8 +96,12 @@ Var Gpt::logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) 
                          transformer.wpe.forward(tape, positions_));
         for (int64_t l = 0; l < options_.n_layers; ++l) x = forward_block(tape, l, x, B, T);
         x = transformer.ln_f->forward(tape, x);
-        return ops::linear(tape, x, transformer.wte.weight.var, nullptr);  // tied head
+        return lm_head.forward(tape, x);
     });
+}
+
+Var TiedHead::forward(Tape& tape, const Var& x) {
+    return call(tape, [&] { return ops::linear(tape, x, weight.var, nullptr); });
 }
 
 bool checkpoints_block(const GptOptions& o, int64_t l) {

@@ -74,6 +74,15 @@ public:
     LayerNorm* ln_f = nullptr;
 };
 
+// The output head tied to wte: logits = x wte^T. Owns no parameter; declares its use of wte's, so
+// ZeRO-3 gathers wte around the head as it does around the embedding.
+class TiedHead : public Module {
+public:
+    explicit TiedHead(Parameter& tied) : weight(tied) { declare_use(tied); }
+    Var forward(Tape& tape, const Var& x);
+    Parameter& weight;
+};
+
 class Gpt : public Model {
 public:
     explicit Gpt(const GptOptions& o);
@@ -85,6 +94,7 @@ public:
     int64_t num_params();
 
     GptTransformer& transformer;
+    TiedHead& lm_head;
 
 private:
     Var forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T);

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "parallel/mesh.h"
 #include "runtime/config_section.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -56,33 +57,71 @@ std::optional<int64_t> batch_term(Section& s, const char* k) {
     return n;
 }
 
+// The rank counts near the current one that fit a batch: with dp required to divide `quota`
+// (quota = train_batch_size / the per-rank terms given), the divisors of quota nearest to dp below
+// and above, as world sizes (dp x tensor x pipeline). Empty when none is near (or quota is huge).
+std::string fitting_ranks(int64_t quota, const MeshShape& mesh) {
+    const int64_t dp = mesh.dp, model = int64_t{mesh.tp} * mesh.pp;
+    if (quota < 1 || quota > (int64_t{1} << 40)) return "";
+    int64_t below = 0, above = 0;
+    for (int64_t d = 1; d * d <= quota; ++d) {
+        if (quota % d != 0) continue;
+        for (int64_t x : {d, quota / d}) {
+            if (x < dp && x > below) below = x;
+            if (x > dp && (above == 0 || x < above)) above = x;
+        }
+    }
+    std::string s;
+    for (int64_t x : {below, above})
+        if (x > 0) s += str_cat(s.empty() ? "" : " or ", x * model);
+    return s;
+}
+
+// "; this run has 3 ranks, and 2 or 6 ranks would fit": the rank count and those that fit.
+std::string rank_hint(const MeshShape& mesh, const std::string& fit) {
+    std::string s =
+        str_cat("; this run has ", mesh.world(), mesh.world() == 1 ? " rank" : " ranks");
+    if (mesh.world() != mesh.dp) s += str_cat(" (dp ", mesh.dp, ")");
+    if (!fit.empty()) s += str_cat(", and ", fit, " ranks would fit");
+    return s;
+}
+
 // Note [Batch arithmetic]: DeepSpeed's rules (train_batch_size = micro x accumulation x dp): all
 // three given must agree; any two give the third, which must come out whole; train_batch_size
 // alone means accumulation 1. Where DeepSpeed refuses (no train_batch_size and no micro batch) we
-// take micro 1 and accumulation 1 (or the one given).
-void resolve_batch(Section& root, int64_t dp, TrainConfig& c) {
+// take micro 1 and accumulation 1 (or the one given). When the rank count is what does not fit,
+// the error names it and the nearest rank counts that would.
+void resolve_batch(Section& root, const MeshShape& mesh, TrainConfig& c) {
+    const int64_t dp = mesh.dp;
     auto tbs = batch_term(root, "train_batch_size");
     auto micro = batch_term(root, "train_micro_batch_size_per_gpu");
     auto accum = batch_term(root, "gradient_accumulation_steps");
-    auto divide = [&](int64_t total, int64_t by, const char* named) {
-        ZT_CHECK(total % by == 0, "train_batch_size: ", total, " is not divisible by ", named,
-                 " = ", by, "; pick a train_batch_size that is a multiple of it");
-        return total / by;
+    // train_batch_size / per_rank must be a whole multiple of dp.
+    auto divide = [&](int64_t per_rank, const char* named) {
+        const int64_t by = mul_checked(per_rank, dp, "batch");
+        const bool whole = *tbs % per_rank == 0;
+        ZT_CHECK(*tbs % by == 0, "train_batch_size: ", *tbs, " is not divisible by ", named,
+                 " = ", by, whole ? rank_hint(mesh, fitting_ranks(*tbs / per_rank, mesh)) : "",
+                 "; pick a train_batch_size that is a multiple of ", by);
+        return *tbs / by;
     };
     if (tbs && micro && accum) {
-        int64_t product = mul_checked(mul_checked(*micro, *accum, "batch"), dp, "batch");
+        const int64_t per_rank = mul_checked(*micro, *accum, "batch");
+        const int64_t product = mul_checked(per_rank, dp, "batch");
         ZT_CHECK(*tbs == product, "train_batch_size (", *tbs,
                  ") must equal train_micro_batch_size_per_gpu (", *micro,
                  ") x gradient_accumulation_steps (", *accum, ") x dp (", dp, ") = ", product,
+                 *tbs % per_rank == 0
+                     ? rank_hint(mesh, str_cat(*tbs / per_rank * mesh.tp * mesh.pp))
+                     : "",
                  "; fix one of them, or leave one out (or \"auto\") to derive it");
     } else if (tbs && micro) {
-        accum =
-            divide(*tbs, mul_checked(*micro, dp, "batch"), "train_micro_batch_size_per_gpu x dp");
+        accum = divide(*micro, "train_micro_batch_size_per_gpu x dp");
     } else if (tbs && accum) {
-        micro = divide(*tbs, mul_checked(*accum, dp, "batch"), "gradient_accumulation_steps x dp");
+        micro = divide(*accum, "gradient_accumulation_steps x dp");
     } else if (tbs) {
         accum = 1;
-        micro = divide(*tbs, dp, "dp");
+        micro = divide(1, "dp");
     } else {
         micro = micro.value_or(1);
         accum = accum.value_or(1);
@@ -238,30 +277,97 @@ void parse_precision(Section& root, TrainConfig& c) {
              ": \"bf16\" needs bf16 training; set \"bf16\": {\"enabled\": true} or use \"fp32\"");
     d.finish();
 
-    const std::string comm =
-        root.get_choice("communication_data_type", "fp32", {"fp32", "fp16", "bf16"});
-    ZT_CHECK(comm == "fp32", "communication_data_type: \"", comm,
-             "\" is not supported yet (compressed communication arrives with its own issue); use "
-             "\"fp32\"");
+    // Note [Communication dtype]: gradients are reduced in the accumulation dtype unless the
+    // config says otherwise (DeepSpeed defaults to the training dtype, fp16 under fp16.enabled,
+    // which would round fp32-accumulated gradients to 16 bits before every reduction). A 16-bit
+    // dtype is accepted only with the matching mixed precision, as its range and loss scaling
+    // are what make it safe. Case-insensitive, as in DeepSpeed.
+    std::string comm = c.grad_accum_dtype;
+    if (const json* v = root.take("communication_data_type")) {
+        comm = to_lower(as_string(*v, "communication_data_type"));
+        if (comm != "fp32" && comm != "bf16" && comm != "fp16")
+            fail_type("communication_data_type", "one of \"fp32\", \"bf16\", \"fp16\"", *v);
+    }
+    ZT_CHECK(comm != "fp16" || c.precision == "fp16", "communication_data_type: \"fp16\" needs "
+             "fp16 training; set \"fp16\": {\"enabled\": true} or use \"fp32\"");
+    ZT_CHECK(comm != "bf16" || c.precision == "bf16", "communication_data_type: \"bf16\" needs "
+             "bf16 training; set \"bf16\": {\"enabled\": true} or use \"fp32\"");
+    c.communication_data_type = comm;
     const std::string sp =
         root.get_choice("seq_parallel_communication_data_type", "fp32", {"fp32", "fp16", "bf16"});
     ZT_CHECK(sp == "fp32", "seq_parallel_communication_data_type: only \"fp32\" is supported");
 }
 
-void parse_zero(Section& root, TrainConfig& c) {
-    Section z = root.section("zero_optimization");
-    c.zero_stage = static_cast<int>(z.get_int("stage", 0, 0, 3));
-    ZT_CHECK(
-        c.zero_stage == 0, z.key("stage"), ": ZeRO stage ", c.zero_stage,
-        " is not supported in this version; ZeRO stages 1-3 arrive with the distributed issue. "
-        "Use stage 0");
+// A ZeRO size or threshold in elements, >= lo. "auto" (Hugging Face fills it from the model's
+// hidden size) resolves to DeepSpeed's default.
+int64_t zero_size(Section& z, const char* k, int64_t def, int64_t lo = 1) {
+    if (z.is_auto(k)) {
+        z.take(k);
+        return def;
+    }
+    return z.get_int(k, def, lo);
+}
+
+// A bool zerotrain always behaves as true for: false is refused with the reason.
+void require_true(Section& z, const char* k, const char* why) {
+    ZT_CHECK(z.get_bool(k, true), z.key(k), ": false is not supported; ", why,
+             " (set it to true or remove it)");
+}
+
+void parse_offload(Section& z) {
     for (const char* k : {"offload_optimizer", "offload_param"}) {
         Section o = z.section(k);
         const std::string device = o.get_choice("device", "none", {"none", "cpu", "nvme"});
+        const bool optimizer = std::strcmp(k, "offload_optimizer") == 0;
         ZT_CHECK(device == "none", o.key("device"), ": offload to \"", device,
-                 "\" is not supported yet (offload arrives with its own issue); use \"none\"");
+                 "\" is not supported yet by the engine",
+                 optimizer ? " (the estimator models \"cpu\": zerotrain estimate CONFIG "
+                             "--offload-optimizer cpu)"
+                           : "",
+                 "; use \"none\"");
         o.take_all();  // pin_memory, nvme_path, ...: nothing to do without a device
     }
+}
+
+// Note [ZeRO keys]: what zero_optimization's keys become here (docs/config.md has the table).
+// Stage and the sizes of ZeroConfig drive the engine. Keys for behaviour zerotrain always has
+// (contiguous gradients in the flat arena, reduce-scatter to the owners of a bucket's slices,
+// all-gather of partitions, fp32 master weights on load, unused parameters with zero gradients)
+// are accepted as true and refused as false. Layout and caching hints with no counterpart in one
+// flat arena are type-checked and accepted. Offload and the ZeRO++/MiCS variants are refused.
+void parse_zero(Section& root, ZeroConfig& zc) {
+    Section z = root.section("zero_optimization");
+    zc.stage = static_cast<int>(z.get_int("stage", 0, 0, 3));
+    zc.reduce_bucket_size = zero_size(z, "reduce_bucket_size", zc.reduce_bucket_size);
+    zc.allgather_bucket_size = zero_size(z, "allgather_bucket_size", zc.allgather_bucket_size);
+    zc.overlap_comm = z.get_bool("overlap_comm", zc.stage == 3);  // DeepSpeed's default
+    zc.contiguous_gradients = z.get_bool("contiguous_gradients", true);
+    ZT_CHECK(zc.contiguous_gradients, z.key("contiguous_gradients"),
+             ": false is not supported; gradients are always contiguous in zerotrain's flat arena "
+             "(set it to true or remove it)");
+    zc.stage3_prefetch_bucket_size =
+        zero_size(z, "stage3_prefetch_bucket_size", zc.stage3_prefetch_bucket_size);
+    zc.stage3_param_persistence_threshold = zero_size(
+        z, "stage3_param_persistence_threshold", zc.stage3_param_persistence_threshold, 0);
+    zc.stage3_max_live_parameters =
+        zero_size(z, "stage3_max_live_parameters", zc.stage3_max_live_parameters);
+
+    require_true(z, "reduce_scatter",
+                 "zerotrain always reduce-scatters gradient buckets to the ranks that own them");
+    require_true(z, "allgather_partitions", "zerotrain always all-gathers the updated partitions");
+    require_true(z, "load_from_fp32_weights", "zerotrain restores the fp32 master weights");
+    require_true(z, "ignore_unused_parameters",
+                 "unused parameters get zero gradients in the flat arena, never an error");
+    for (const char* k : {"round_robin_gradients", "elastic_checkpoint",
+                          "stage3_gather_16bit_weights_on_model_save",
+                          "stage3_gather_fp16_weights_on_model_save",
+                          "use_multi_rank_bucket_allreduce", "memory_efficient_linear"})
+        z.get_bool(k, false);
+    zero_size(z, "sub_group_size", 1000000000);  // the optimizer step is one flat range
+    zero_size(z, "stage3_max_reuse_distance", 1000000000, 0);
+    zero_size(z, "stage3_model_persistence_threshold", INT64_MAX, 0);
+
+    parse_offload(z);
     for (const char* k : {"cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
                           "zero_quantized_weights", "zero_quantized_gradients",
                           "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather"})
@@ -271,20 +377,6 @@ void parse_zero(Section& root, TrainConfig& c) {
              ": hierarchical partitioning is not supported yet; use 1");
     ZT_CHECK(z.get_int("mics_shard_size", -1, LLONG_MIN) <= 0, z.key("mics_shard_size"),
              ": MiCS is not supported yet; remove it");
-    // Note [ZeRO knobs at stage 0]: tuning knobs of stages 1-3 do nothing at stage 0, in DeepSpeed
-    // as here; they are type-checked and "auto" is accepted for the sizes.
-    for (const char* k :
-         {"allgather_partitions", "overlap_comm", "reduce_scatter", "contiguous_gradients",
-          "round_robin_gradients", "elastic_checkpoint", "load_from_fp32_weights",
-          "ignore_unused_parameters", "stage3_gather_16bit_weights_on_model_save",
-          "stage3_gather_fp16_weights_on_model_save", "use_multi_rank_bucket_allreduce",
-          "memory_efficient_linear"})
-        z.get_bool(k, false);
-    for (const char* k :
-         {"allgather_bucket_size", "reduce_bucket_size", "stage3_prefetch_bucket_size",
-          "stage3_param_persistence_threshold", "stage3_model_persistence_threshold",
-          "stage3_max_live_parameters", "stage3_max_reuse_distance", "sub_group_size"})
-        if (!z.is_auto(k)) z.get_int(k, 0, 0);
     z.finish();
 }
 
@@ -377,14 +469,37 @@ void parse_data(Section& root, DataConfig& d) {
     s.finish();
 }
 
-void parse_parallel(Section& root) {
-    Section s = root.section("parallel");
-    for (const char* k : {"tensor", "pipeline"}) {
-        int64_t n = s.get_int(k, 1, 1);
-        ZT_CHECK(n == 1, s.key(k), ": ", k, " parallelism is not supported yet; use 1 (got ", n,
-                 ")");
-    }
+// The world: the caller's (the MPI world, 1 for one process) under "mpi", local_ranks under
+// "local", where the ranks are threads of this one process.
+int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
+    Section s = root.section("comm");
+    cc.backend = s.get_choice("backend", "mpi", {"mpi", "local"});
+    const bool local = cc.backend == "local";
+    ZT_CHECK(local || !s.has("local_ranks"), s.key("local_ranks"),
+             ": only used with comm.backend \"local\"; remove it, or set comm.backend to "
+             "\"local\" (under mpirun the rank count is mpirun's -np)");
+    cc.local_ranks = s.get_int("local_ranks", 1, 1, INT_MAX);
     s.finish();
+    if (!local) return world_size;
+    ZT_CHECK(world_size == 1 || world_size == cc.local_ranks, "comm.backend: \"local\" runs its ",
+             cc.local_ranks, " ranks as threads of one process, but this is one of ", world_size,
+             " processes; use \"mpi\" under mpirun/srun");
+    return cc.local_ranks;
+}
+
+// dp = world / (tensor x pipeline), through the device mesh (Megatron's rank order).
+MeshShape parse_parallel(Section& root, int64_t world) {
+    Section s = root.section("parallel");
+    const int64_t tp = s.get_int("tensor", 1, 1, INT_MAX);
+    const int64_t pp = s.get_int("pipeline", 1, 1, INT_MAX);
+    s.finish();
+    ZT_CHECK(tp == 1, s.key("tensor"), ": tensor parallelism is not in this version; use 1 (got ",
+             tp, ")");
+    ZT_CHECK(pp == 1, s.key("pipeline"),
+             ": pipeline parallelism is not in this version; use 1 (got ", pp, ")");
+    ZT_CHECK(world <= INT_MAX, "world size: expected at most ", INT_MAX, " ranks, got ", world);
+    // Names world, tensor and pipeline when tensor x pipeline does not divide the world.
+    return make_mesh(static_cast<int>(world), static_cast<int>(tp), static_cast<int>(pp));
 }
 
 int64_t parse_memory_budget(Section& root) {
@@ -430,15 +545,15 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     c.gradient_clipping = root.get_number("gradient_clipping", 0.0, 0.0);
     c.nan_policy = root.get_choice("nan_policy", "skip", {"skip", "stop"});
 
-    parse_parallel(root);
-    resolve_batch(root, world_size, c);  // dp = world_size / (tensor x pipeline), both 1 for now
+    const int64_t world = parse_comm(root, world_size, c.comm);
+    resolve_batch(root, parse_parallel(root, world), c);
     parse_model(root, c.model);
     parse_data(root, c.data);
     c.memory_budget = parse_memory_budget(root);
     parse_optimizer(root, c.optimizer);
     parse_scheduler(root, c, c.scheduler);
     parse_precision(root, c);
-    parse_zero(root, c);
+    parse_zero(root, c.zero);
     parse_activation_checkpointing(root, c.activation_checkpointing);
     refuse_features(root);
     root.finish();

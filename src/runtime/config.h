@@ -70,6 +70,29 @@ struct CheckpointingConfig {
     int64_t every_k = 1;
 };
 
+// DeepSpeed's "zero_optimization" section; sizes count elements, as DeepSpeed counts them.
+// Resolved: "auto" becomes the default, and overlap_comm defaults to true at stage 3 when absent,
+// as in DeepSpeed. Offload, MiCS, hpZ and quantized ZeRO are refused by the parser.
+struct ZeroConfig {
+    int stage = 0;                                   // 0 (plain data parallel), 1, 2, 3
+    int64_t reduce_bucket_size = 500000000;          // gradient bucket, elements
+    int64_t allgather_bucket_size = 500000000;       // stage 1/2 weight all-gather bucket, elements
+    // Reduce buckets while backward runs (DeepSpeed: default true for stage 3).
+    bool overlap_comm = false;
+    bool contiguous_gradients = true;                // always true: one flat gradient arena
+    int64_t stage3_prefetch_bucket_size = 50000000;  // stage 3: weights gathered ahead, elements
+    int64_t stage3_param_persistence_threshold = 100000;  // stage 3: smaller params stay whole
+    int64_t stage3_max_live_parameters = 1000000000;      // stage 3: gathered elements at once
+};
+
+// "comm": how ranks talk. The world is the MPI world under "mpi" (1 without mpirun/srun) and
+// local_ranks under "local".
+struct CommConfig {
+    std::string backend = "mpi";  // "mpi" (under mpirun/srun, or one process) or "local"
+                                  // (ranks as threads)
+    int64_t local_ranks = 1;      // backend "local": how many rank threads (CLI --ranks N sets it)
+};
+
 struct TrainConfig {
     ModelConfig model;
     OptimizerConfig optimizer;
@@ -79,7 +102,7 @@ struct TrainConfig {
     int64_t train_batch_size = 0;  // micro x accumulation x dp
     int64_t micro_batch = 1;       // train_micro_batch_size_per_gpu
     int64_t grad_accum = 1;        // gradient_accumulation_steps
-    int64_t dp = 1;                // data-parallel ranks (world size for now)
+    int64_t dp = 1;                // data-parallel ranks: world / (tensor x pipeline)
 
     int64_t steps = 100;  // optimizer steps to run
     uint64_t seed = 42;
@@ -93,7 +116,10 @@ struct TrainConfig {
     std::string nan_policy = "skip";  // non-finite loss or gradients: "skip" the step or "stop"
     std::string grad_accum_dtype = "fp32";  // data_types.grad_accum_dtype: "fp32" or "bf16"
     double gradient_clipping = 0.0;         // 0: off
-    int zero_stage = 0;                     // zero_optimization.stage; only 0 in this version
+    // Dtype of gradient reductions: "fp32", "bf16" or "fp16"; default grad_accum_dtype.
+    std::string communication_data_type = "fp32";
+    ZeroConfig zero;
+    CommConfig comm;
 
     int threads = 0;  // intra-op threads per rank; 0: all cores
     std::string init_from;  // safetensors file to load weights from
@@ -109,7 +135,9 @@ struct ParsedConfig {
 
 // Applies `--set a.b=v` overrides (v parsed as JSON when it parses, else a string).
 void apply_override(nlohmann::json& j, const std::string& assignment);
-// Validates and resolves `j` for `world_size` data-parallel ranks.
+// Validates and resolves `j` for a world of `world_size` ranks (the MPI world, 1 for one process);
+// dp = world / (parallel.tensor x parallel.pipeline), through the device mesh (parallel/mesh.h).
+// Under comm.backend "local" the world is comm.local_ranks, and world_size must be 1 or equal it.
 ParsedConfig parse_config(const nlohmann::json& j, int64_t world_size = 1);
 // Reads a JSON file; malformed JSON is an error with line and column.
 nlohmann::json load_config_file(const std::string& path);

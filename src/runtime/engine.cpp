@@ -32,16 +32,22 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     ZT_CHECK(!(options_.compute_dtype == DType::kF16 && options_.grad_dtype != DType::kF32),
              "data_types.grad_accum_dtype: fp16 training accumulates gradients in fp32; set "
              "grad_accum_dtype=fp32 (or use bf16.enabled=true for bf16 accumulation)");
-    ArenaOptions ao;
-    ao.compute_dtype = options_.compute_dtype;
-    ao.grad_dtype = options_.grad_dtype;
-    arena_ = std::make_unique<ParamArena>(pool_, model_->parameters(), ao);
+    const int ranks = options_.comm ? options_.comm->size() : 1;
+    const int rank = options_.comm ? options_.comm->rank() : 0;
+    std::vector<Parameter*> params = model_->parameters();
+    int64_t numel = 0;
+    for (Parameter* p : params) numel += p->numel();
+    arena_ = std::make_unique<ParamArena>(
+        pool_, std::move(params),
+        zero_arena_options(options_.zero.stage, options_.compute_dtype, options_.grad_dtype, numel,
+                           ranks, rank));
     arena_->init_weights(options_.seed);
-    for (Parameter* p : arena_->params()) segments_.push_back({p->offset, p->numel(), p->decay});
-    options_.optimizer->init_state(pool_, arena_->padded_numel());
+    dp_ = std::make_unique<ZeroDataParallel>(pool_, *model_, *arena_, options_.comm, options_.zero);
+    segments_ = dp_->update_segments();
+    const int64_t update_numel = dp_->update_range().size();
+    options_.optimizer->init_state(pool_, update_numel);
     if (options_.grad_dtype != DType::kF32)
-        grad_f32_ = Tensor::zeros(pool_, {arena_->padded_numel()}, DType::kF32,
-                                  MemCategory::kWorkspace);
+        grad_f32_ = Tensor::zeros(pool_, {update_numel}, DType::kF32, MemCategory::kWorkspace);
     if (options_.compute_dtype == DType::kF16)
         scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
     tape_.set_check_finite(options_.nan_policy == NanPolicy::kStop);
@@ -56,7 +62,10 @@ Var Engine::forward(const Batch& batch) {
 
 void Engine::backward(const Var& loss) {
     const double scale = scaler_ ? scaler_->scale() : 1.0;
-    tape_.backward(loss, static_cast<float>(scale / static_cast<double>(options_.grad_accum)));
+    const double micro_batches = static_cast<double>(options_.grad_accum * dp_->ranks());
+    dp_->begin_backward(micro_done_ + 1 == options_.grad_accum);
+    tape_.backward(loss, static_cast<float>(scale / micro_batches));
+    dp_->end_backward();
     loss_sum_ += loss->value.data<float>()[0];
     ++micro_done_;
 }
@@ -73,6 +82,7 @@ float Engine::eval_loss(const Batch& batch) {
     tape_.set_check_finite(false);  // the watch is for training steps
     tape_.set_recording(false);
     Var loss = model_->loss(tape_, batch);
+    dp_->end_forward_only();
     tape_.set_recording(true);
     tape_.set_check_finite(watch);
     return loss->value.data<float>()[0];
@@ -82,20 +92,22 @@ StepStats Engine::step() {
     ZT_CHECK(micro_done_ == options_.grad_accum, "engine: step() after ", micro_done_,
              " micro-batches; gradient_accumulation_steps is ", options_.grad_accum);
     StepStats st;
-    st.loss = loss_sum_ / static_cast<double>(micro_done_);
+    st.loss = dp_->sum_over_ranks(loss_sum_) / static_cast<double>(micro_done_ * dp_->ranks());
     st.lr = options_.schedule ? options_.schedule->lr(updates_done_) : options_.lr;
-    const int64_t n = arena_->padded_numel();
-    float* grads = arena_->grads().dtype() == DType::kF32 ? arena_->grads().data<float>() : nullptr;
+    Tensor update_grads = dp_->update_grads();
+    const int64_t n = update_grads.numel();
+    float* grads = update_grads.dtype() == DType::kF32 ? update_grads.data<float>() : nullptr;
     if (grads == nullptr) {
-        grad_f32_.copy_from(arena_->grads());
+        grad_f32_.copy_from(update_grads);
         grads = grad_f32_.data<float>();
     }
     if (scaler_) {  // unscale fused with the norm, which is also the overflow check
         st.loss_scale = scaler_->scale();
-        st.grad_norm = std::sqrt(
-            unscale_grad_sq_sum(grads, n, static_cast<float>(1.0 / st.loss_scale)));
+        const float inv = static_cast<float>(1.0 / st.loss_scale);
+        st.grad_norm = std::sqrt(dp_->partitioned_sum(
+            grads, [inv](float* g, int64_t m) { return unscale_grad_sq_sum(g, m, inv); }));
     } else {
-        st.grad_norm = grad_norm_l2(grads, n);
+        st.grad_norm = std::sqrt(dp_->partitioned_sum(grads, grad_sq_sum_l2));
     }
     const bool loss_finite = std::isfinite(st.loss);
     const bool finite = loss_finite && std::isfinite(st.grad_norm);
@@ -116,9 +128,9 @@ StepStats Engine::step() {
             float coef = clip_coefficient(st.grad_norm, options_.gradient_clipping);
             if (coef < 1.0f) scale(grads, n, coef);
         }
-        options_.optimizer->step(arena_->master().data<float>(), grads, segments_,
+        options_.optimizer->step(dp_->update_master().data<float>(), grads, segments_,
                                  static_cast<float>(st.lr), ++updates_done_);
-        arena_->sync_compute();
+        dp_->after_update();
     }
     ++steps_done_;
     finish_step();
@@ -143,8 +155,8 @@ void Engine::stop_on_nonfinite(double loss) {
                             "): the output of module '", module, "' first went non-finite");
     } else {
         std::string param;
-        for (Parameter* p : arena_->params())
-            if (!kernels::all_finite(p->grad)) {
+        for (Parameter* p : arena_->params())  // gradients held whole (ZeRO stages 0 and 1)
+            if (p->grad.defined() && !kernels::all_finite(p->grad)) {
                 param = p->name;
                 break;
             }

@@ -14,6 +14,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "parallel/zero.h"
 
 namespace zt {
 
@@ -34,10 +35,14 @@ struct EngineOptions {
     std::unique_ptr<Optimizer> optimizer;
     std::unique_ptr<LrSchedule> schedule;  // null: the optimizer's lr stays `lr`
     double lr = 1e-3;
+    // Data parallelism: the dp group (null: one rank) and the ZeRO stage with its settings.
+    // Every rank scales its micro-losses by 1 / (grad_accum x ranks) (the equivalence rule).
+    Communicator* comm = nullptr;
+    ZeroOptions zero;
 };
 
 struct StepStats {
-    double loss = 0;       // mean micro-batch loss since the last step
+    double loss = 0;       // mean micro-batch loss since the last step, over all ranks
     double lr = 0;
     double grad_norm = 0;  // before clipping (unscaled in fp16); non-finite when skipped
     bool skipped = false;  // non-finite loss or gradients (fp16: overflow): no update
@@ -65,6 +70,11 @@ public:
 
     Model& model() { return *model_; }
     ParamArena& arena() { return *arena_; }
+    ZeroDataParallel& data_parallel() { return *dp_; }
+    // Whole-arena f32 master weights (every rank calls it: a collective when they are
+    // partitioned), and loading them from such a copy (init_from).
+    std::vector<float> gather_master() { return dp_->gather_master(); }
+    void load_master(const float* whole) { dp_->load_master(whole); }
     MemoryPool& pool() { return pool_; }
     int64_t steps_done() const { return steps_done_; }
     const EngineOptions& options() const { return options_; }
@@ -81,9 +91,10 @@ private:
     std::unique_ptr<Model> model_;
     EngineOptions options_;
     std::unique_ptr<ParamArena> arena_;
+    std::unique_ptr<ZeroDataParallel> dp_;
     Tape tape_;
     std::vector<OptimSegment> segments_;
-    Tensor grad_f32_;  // f32 copy of bf16 gradients for the update (bf16 accumulation only)
+    Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)
     std::unique_ptr<LossScaler> scaler_;  // f16 compute only
     int64_t steps_done_ = 0;    // optimizer steps, skipped ones included
     int64_t updates_done_ = 0;  // steps that updated the weights (Adam's bias-correction count)

@@ -4,17 +4,6 @@
 
 namespace zt {
 
-namespace {
-// The bucket size (elements) DeepSpeed reads from zero_optimization.KEY, or its default.
-int64_t bucket_numel(const nlohmann::json& raw, const char* key, int64_t def) {
-    if (!raw.contains("zero_optimization")) return def;
-    const nlohmann::json& z = raw.at("zero_optimization");
-    if (!z.is_object() || !z.contains(key) || !z.at(key).is_number()) return def;  // "auto" too
-    const double v = z.at(key).get<double>();
-    return v >= 1 ? static_cast<int64_t>(v) : def;
-}
-}  // namespace
-
 EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_optimizer,
                            int64_t ranks) {
     EstimateSpec spec;
@@ -36,9 +25,8 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     st.grad_dtype = parse_dtype(cfg.grad_accum_dtype);
     st.optimizer_states = cfg.optimizer.type == "SGD" ? (cfg.optimizer.momentum != 0.0 ? 1 : 0) : 2;
     st.offload_optimizer = offload_optimizer;
-    st.reduce_bucket_numel = bucket_numel(cfg.raw, "reduce_bucket_size", kDefaultReduceBucketNumel);
-    st.prefetch_bucket_numel =
-        bucket_numel(cfg.raw, "stage3_prefetch_bucket_size", kDefaultPrefetchBucketNumel);
+    st.reduce_bucket_numel = cfg.zero.reduce_bucket_size;
+    st.prefetch_bucket_numel = cfg.zero.stage3_prefetch_bucket_size;
     return spec;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 
@@ -131,9 +132,13 @@ using PrimKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
 struct OneDnn {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
     std::mutex mu;
-    std::map<PrimKey, dnnl::matmul> cache;
+    struct Entry {
+        dnnl::matmul prim;
+        memory::desc scratchpad;
+    };
+    std::map<PrimKey, Entry> cache;
 
-    dnnl::matmul get(const PrimKey& key, DType ab, DType cd) {
+    Entry get(const PrimKey& key, DType ab, DType cd) {
         std::lock_guard<std::mutex> lock(mu);
         auto it = cache.find(key);
         if (it != cache.end()) return it->second;
@@ -142,6 +147,10 @@ struct OneDnn {
         memory::desc b_md({k, n}, dnnl_type(ab), tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
         memory::desc c_md({m, n}, dnnl_type(cd), memory::dims{ldc, 1});
         dnnl::primitive_attr attr;
+        // Note [Concurrent GEMM]: ranks run as threads of one process (the local backend) and
+        // execute the same cached primitive at once. oneDNN's library-managed scratchpad is
+        // shared by those executions, so each call passes its own (thread-local) scratchpad.
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
         if (beta != 0.0f) {
             dnnl::post_ops po;
@@ -150,9 +159,9 @@ struct OneDnn {
         }
         dnnl::matmul::desc desc(a_md, b_md, c_md);
         dnnl::matmul::primitive_desc pd(desc, attr, engine);
-        dnnl::matmul prim(pd);
-        cache.emplace(key, prim);
-        return prim;
+        Entry e{dnnl::matmul(pd), pd.scratchpad_desc()};
+        cache.emplace(key, e);
+        return e;
     }
 };
 
@@ -166,15 +175,21 @@ void onednn_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, Ge
     OneDnn& lib = onednn();
     PrimKey key{m, n, k, a.ld, b.ld, ldc, a.trans, b.trans, static_cast<int>(ab),
                 static_cast<int>(cd), alpha, beta};
-    dnnl::matmul prim = lib.get(key, ab, cd);
+    OneDnn::Entry prim = lib.get(key, ab, cd);
     memory::desc a_md({m, k}, dnnl_type(ab), a.trans ? memory::dims{1, a.ld} : memory::dims{a.ld, 1});
     memory::desc b_md({k, n}, dnnl_type(ab), b.trans ? memory::dims{1, b.ld} : memory::dims{b.ld, 1});
     memory::desc c_md({m, n}, dnnl_type(cd), memory::dims{ldc, 1});
     memory am(a_md, lib.engine, const_cast<void*>(a.data));
     memory bm(b_md, lib.engine, const_cast<void*>(b.data));
     memory cm(c_md, lib.engine, c);
+    thread_local std::vector<char> scratch;  // Note [Concurrent GEMM]
+    if (scratch.size() < prim.scratchpad.get_size()) scratch.resize(prim.scratchpad.get_size());
+    memory sm(prim.scratchpad, lib.engine, scratch.data());
     dnnl::stream stream(lib.engine);
-    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    prim.prim.execute(stream, {{DNNL_ARG_SRC, am},
+                          {DNNL_ARG_WEIGHTS, bm},
+                          {DNNL_ARG_DST, cm},
+                          {DNNL_ARG_SCRATCHPAD, sm}});
     stream.wait();
 }
 

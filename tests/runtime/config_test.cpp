@@ -71,7 +71,7 @@ TEST(Config, DefaultsFromEmptyObject) {
     EXPECT_EQ(c.scheduler.type, "");
     EXPECT_EQ(c.precision, "fp32");
     EXPECT_EQ(c.data.type, "builtin");
-    EXPECT_EQ(c.zero_stage, 0);
+    EXPECT_EQ(c.zero.stage, 0);
     EXPECT_EQ(c.memory_budget, 0);
 }
 
@@ -369,8 +369,8 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
         {{{"fp16", {{"enabled", true}, {"auto_cast", true}}}}, {"fp16.auto_cast", "not supported"}},
         {{{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}},
          {"fp16.enabled and bf16.enabled"}},
-        {{{"zero_optimization", {{"stage", 2}}}},
-         {"zero_optimization.stage", "ZeRO stage 2", "distributed issue"}},
+        {{{"zero_optimization", {{"stage", 4}}}},
+         {"zero_optimization.stage: expected an integer in [0, 3], got 4"}},
         {{{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}},
          {"zero_optimization.offload_optimizer.device", "not supported yet"}},
         {{{"activation_checkpointing", {{"partition_activations", true}}}},
@@ -380,8 +380,8 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
         {{{"activation_checkpointing", {{"policy", "full"}}}},
          {"activation_checkpointing.policy", "\"every_k\"", "full"}},
         {{{"nan_policy", "ignore"}}, {"nan_policy", "\"stop\""}},
-        {{{"parallel", {{"tensor", 2}}}}, {"parallel.tensor", "not supported yet"}},
-        {{{"parallel", {{"pipeline", 4}}}}, {"parallel.pipeline", "not supported yet"}},
+        {{{"parallel", {{"tensor", 2}}}}, {"parallel.tensor", "not in this version"}},
+        {{{"parallel", {{"pipeline", 4}}}}, {"parallel.pipeline", "not in this version"}},
         {{{"checkpoint", {{"dir", "ck"}}}}, {"checkpoint: checkpoints are not supported yet"}},
         {{{"monitor", {{"csv", true}}}}, {"monitor:", "not supported yet"}},
         {{{"embedding", {{"tables", 3}}}}, {"embedding:", "not supported yet"}},
@@ -391,7 +391,7 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
         {{{"prescale_gradients", true}}, {"prescale_gradients: not supported yet"}},
         {{{"gradient_predivide_factor", 2.0}}, {"gradient_predivide_factor"}},
         {{{"tensorboard", {{"enabled", true}}}}, {"tensorboard.enabled: not supported yet"}},
-        {{{"communication_data_type", "bf16"}}, {"communication_data_type", "not supported yet"}},
+        {{{"communication_data_type", "bf16"}}, {"communication_data_type", "needs bf16 training"}},
         {{{"data_types", {{"grad_accum_dtype", "bf16"}}}},
          {"data_types.grad_accum_dtype", "needs bf16 training"}},
         {{{"pipeline", {{"stages", 2}}}}, {"pipeline:", "parallel.pipeline"}},

@@ -1,0 +1,713 @@
+#!/usr/bin/env python3
+"""Data-parallel GPT training: zerotrain ZeRO stages 0-3 against PyTorch over gloo, same run.
+
+GPT config S, 2 ranks x 1 thread. For each dtype and round, runs for every ZeRO stage the PyTorch
+peer (/work/shared/peers/dist_train.py, launched by the `run` function of run_dist.sh; both called,
+never copied: DDP for stage 0, ZeroRedundancyOptimizer for 1, FSDP FULL_SHARD for 3) and
+`mpirun -np 2 zerotrain train` with zero_optimization.stage=S, plus one zerotrain run of 1 rank x 2
+threads at the same global batch; the order of the runs is reversed every round (A B ..., ... B A).
+Reports tokens/s and peak resident memory per rank (medians over rounds) and the median per-round
+ratios zerotrain / peer, zerotrain 2x1 / zerotrain 1x2, and the fraction of zerotrain's
+communication hidden behind compute (from metrics.jsonl's `comm_s` and `comm`). A zerotrain run that
+fails has its error in the table. Python 3 standard library only; shares gpt_train.py's helpers.
+
+  python3 bench/dp_train.py --stages 0,1,2,3 --dtypes fp32,bf16 --rounds 3 \
+      --out docs/benchmarks-dp.md --json dp.json
+
+See bench/README.md for what is measured and how to read it.
+"""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_train  # noqa: E402  (the single-process harness: configs, child runner, noise logic)
+from gpt_train import (CONFIGS, REPO, child_figures, git_describe, log, machine_info,  # noqa: E402
+                       median_or_none, n_params, other_cores, other_cores_last, run_child, tail,
+                       wait_quiet, zerotrain_config, fmt)
+
+CONFIG = "S"
+WORLD = 2  # ranks, 1 thread each
+STAGES = (0, 1, 2, 3)
+DTYPES = ("fp32", "bf16")
+# dist_train.py's arguments per ZeRO stage. Stage 2 would be FSDP SHARD_GRAD_OP, which dist_train.py
+# does not offer (today: --mode ddp|zero1|fsdp, FSDP always FULL_SHARD); --peer-mode adds it.
+PEER_MODES = {0: "--mode ddp", 1: "--mode zero1", 3: "--mode fsdp --fsdp-wrap block"}
+PEER_NAMES = {"--mode ddp": "DDP", "--mode zero1": "ZeroRedundancyOptimizer",
+              "--mode fsdp --fsdp-wrap block": "FSDP FULL_SHARD, wrap per block"}
+
+
+# ----------------------------------------------------------------------------------------------
+# CPU time of a whole process tree. run_child() samples the CPU time of its direct child only, but
+# here the child is a launcher (mpirun, bash) whose ranks are its children: without this the ranks'
+# CPU would count as "other processes" and every run would look disturbed. run_child starts the
+# child in its own session, so the session's processes are the tree (dist_train.py's ranks and
+# zerotrain's ranks under mpirun's orted stay in it).
+
+
+def session_cpu_s(sid):
+    total, found = 0.0, False
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) != sid:  # field 6 of stat: session id
+            continue
+        found = True
+        # utime, stime and those of reaped children (a rank reaped by /usr/bin/time)
+        total += sum(int(x) for x in fields[11:15]) / gpt_train.HZ
+    return total if found else None
+
+
+gpt_train.child_cpu_s = session_cpu_s  # run_child looks it up at call time; pid == session id
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def global_tokens(world, accum):
+    c = CONFIGS[CONFIG]
+    return world * accum * c["batch"] * c["seq"]
+
+
+# ----------------------------------------------------------------------------------------------
+# zerotrain
+
+
+def comm_figures(timed):
+    """Exposed and total communication seconds over the timed steps, and the hidden fraction; the
+    keys are absent (None) where metrics.jsonl does not carry them yet."""
+    exposed = [m["comm_s"] for m in timed if isinstance(m.get("comm_s"), (int, float))]
+    kinds = {}
+    have_comm = False
+    for m in timed:
+        comm = m.get("comm")
+        if not isinstance(comm, dict):
+            continue
+        have_comm = True
+        for kind, v in comm.items():
+            if not isinstance(v, dict):
+                continue
+            k = kinds.setdefault(kind, dict(count=0, bytes=0, seconds=0.0))
+            for f in k:
+                if isinstance(v.get(f), (int, float)):
+                    k[f] += v[f]
+    out = dict(comm_exposed_s=sum(exposed) if len(exposed) == len(timed) else None,
+               comm_total_s=sum(k["seconds"] for k in kinds.values()) if have_comm else None,
+               comm_kinds=kinds if have_comm else None, comm_hidden=None)
+    if out["comm_exposed_s"] is not None and out["comm_total_s"]:
+        out["comm_hidden"] = 1.0 - out["comm_exposed_s"] / out["comm_total_s"]
+    return out
+
+
+def read_rss_files(run_dir, world):
+    """Peak RSS per rank (MiB) from /usr/bin/time's -o files; the last line is %M (KiB), a line
+    'Command exited with non-zero status N' may come before it."""
+    rss = []
+    for r in range(world):
+        try:
+            with open(os.path.join(run_dir, f"rss.{r}")) as f:
+                lines = [l.strip() for l in f if l.strip()]
+            rss.append(int(lines[-1]) / 1024.0)
+        except (OSError, IndexError, ValueError):
+            rss.append(None)
+    return rss
+
+
+def strip_mpirun_banners(text):
+    """The ranks' own error lines: mpirun's boxed messages (between lines of dashes) left out,
+    repeated lines (every rank says the same) kept once."""
+    out, boxed = [], False
+    for line in (text or "").splitlines():
+        if len(line.strip()) >= 20 and set(line.strip()) == {"-"}:
+            boxed = not boxed
+            continue
+        if not boxed and line.strip() and line not in out:
+            out.append(line)
+    return "\n".join(out) if out else (text or "")
+
+
+def run_zerotrain(args, dtype, stage, world, threads, steps, workdir):
+    """world > 1: mpirun -np WORLD, each rank under /usr/bin/time; world 1: the binary alone, at
+    the same global batch by gradient accumulation (same GEMM shapes as one of the ranks)."""
+    accum = WORLD // world
+    tokens = global_tokens(world, accum)
+    run_dir = tempfile.mkdtemp(prefix=f"zt_{dtype}_z{stage}_{world}x{threads}_", dir=workdir)
+    cfg = zerotrain_config(CONFIG, dtype, steps)
+    cfg["gradient_accumulation_steps"] = accum
+    cfg["data"]["builtin_tokens"] = steps * tokens + 1
+    cfg_path = os.path.join(run_dir, "config.json")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f, indent=1)
+    zt = [args.zerotrain, "train", cfg_path, "--set", f"zero_optimization.stage={stage}",
+          "--set", f"threads={threads}", "--run-dir", os.path.join(run_dir, "run"), "--quiet"]
+    for s in args.zt_set:
+        zt += ["--set", s]
+    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    if world > 1:
+        if os.geteuid() == 0:
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        # Each rank under GNU time, which writes its peak RSS (KiB) to RUN_DIR/rss.RANK.
+        wrap = 'exec /usr/bin/time -f %M -o "$0/rss.$OMPI_COMM_WORLD_RANK" "$@"'
+        cmd = [args.mpirun, "-np", str(world), "--oversubscribe", *args.mpirun_arg,
+               "sh", "-c", wrap, run_dir] + zt
+    else:
+        cmd = zt
+    r = run_child(cmd, env, run_dir, args.timeout)
+    name = "zerotrain" if world > 1 else "zerotrain-1x2"
+    res = dict(engine=name, stage=stage, world=world, threads=threads, accum=accum,
+               cmd=" ".join(shlex.quote(c) for c in cmd), **child_figures(r))
+    try:
+        if r["timed_out"]:
+            raise RuntimeError(f"timed out after {args.timeout:.0f} s")
+        lines, err, bad = [], None, None
+        try:
+            with open(os.path.join(run_dir, "run", "metrics.jsonl")) as f:
+                for n, line in enumerate(f, 1):
+                    try:
+                        m = json.loads(line)
+                    except ValueError as e:
+                        bad = bad or f"metrics.jsonl line {n} is not JSON ({e})"
+                        continue
+                    if "error" in m:
+                        err = m["error"]
+                    elif "step_time_s" in m and not m.get("skipped", False):
+                        lines.append(m)
+        except OSError as e:
+            bad = f"no metrics.jsonl ({e.strerror})"
+        if r["rc"] != 0 or err:
+            msg = err or tail(strip_mpirun_banners(r["stderr"]) or r["stdout"], 400)
+            raise RuntimeError(f"exit code {r['rc']}: {msg}")
+        if bad:
+            raise RuntimeError(bad)
+        timed = lines[args.warmup:]
+        if not timed:
+            raise RuntimeError(f"metrics.jsonl has {len(lines)} steps, none after "
+                               f"{args.warmup} warm-up")
+        step_times = [m["step_time_s"] for m in timed]
+        if world > 1:
+            rss = read_rss_files(run_dir, world)
+        else:
+            rss = [r["peak_rss_mib"]]
+        res.update(
+            ok=True, steps=len(lines), timed_steps=len(timed), step_times_s=step_times,
+            step_s_median=statistics.median(step_times),
+            tokens_per_s=tokens / statistics.median(step_times),
+            rss_per_rank_mib=rss,
+            rank_peak_rss_mib=max(rss) if all(x is not None for x in rss) else None,
+            tracked_peak_mib=max(m["mem"]["peak"] for m in lines) / 2**20,
+            other_cores_steps=other_cores_last(r["samples"], sum(step_times)),
+            loss_first=lines[0]["loss"], loss_last=lines[-1]["loss"],
+            **comm_figures(timed))
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        res.update(ok=False, error=" ".join(str(e).split()))
+    finally:
+        if not args.keep_run_dirs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch peers: dist_train.py, two ranks started by run_dist.sh's `run` (sourced with MATRIX=none
+# so that it runs none of its own matrix), under the peer's Python and best settings.
+
+
+def peer_specs():
+    # gpt_train's settings at 1 thread; run_dist.sh itself sets OPENBLAS_CORETYPE=SkylakeX,
+    # OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1 for both.
+    return gpt_train.peer_specs(1)
+
+
+def run_peer(args, name, spec, dtype, stage, steps, workdir):
+    out_dir = tempfile.mkdtemp(prefix=f"peer_{name}_{dtype}_z{stage}_", dir=workdir)
+    mode = args.peer_modes[stage]
+    script = os.path.join(args.peers_dir, "run_dist.sh")
+    # $0 is run_dist.sh (its HERE); `run` adds 1 to PORT before use.
+    launcher = 'source "$0" > /dev/null || exit 1; PORT=$1; shift; run peer "$@"'
+    peer_args = (shlex.split(mode) + ["--config", CONFIG, "--dtype", dtype, "--threads", "1",
+                                      "--warmup", str(args.warmup),
+                                      "--steps", str(steps - args.warmup)])
+    cmd = ["bash", "-c", launcher, script, str(free_port() - 1)] + peer_args
+    env = dict(os.environ, **spec["env"], OUTDIR=out_dir, MATRIX="none", PY=spec["python"])
+    r = run_child(cmd, env, out_dir, args.timeout)
+    env_text = " ".join(f"{k}={v}" for k, v in spec["env"].items())
+    res = dict(engine=name, stage=stage, world=WORLD, threads=1, peer_mode=mode,
+               cmd=f"OUTDIR=... PY={spec['python']} {env_text} (source run_dist.sh; run peer "
+                   + " ".join(peer_args) + ")", **child_figures(r))
+    try:
+        if r["timed_out"]:
+            raise RuntimeError(f"timed out after {args.timeout:.0f} s")
+        found = [l for l in r["stdout"].splitlines() if l.startswith("RESULT ")]
+        if not found:
+            logs = ""
+            for rank in range(WORLD):
+                try:
+                    with open(os.path.join(out_dir, "logs", f"dist_peer_rank{rank}.log")) as f:
+                        logs += f.read()
+                except OSError:
+                    pass
+            raise RuntimeError(f"exit code {r['rc']}, no RESULT line: "
+                               f"{tail(logs or r['stderr'] or r['stdout'], 400)}")
+        pr = json.loads(found[-1][len("RESULT "):])
+        if not pr.get("ok"):
+            res["unsupported"] = True  # the peer cannot run this mode (wrap or train failed)
+            raise RuntimeError(f"peer {pr.get('stage')} failed: {pr.get('error')}")
+        if pr.get("n_params") != n_params(CONFIGS[CONFIG]):
+            raise RuntimeError(f"peer model has {pr.get('n_params')} parameters, expected "
+                               f"{n_params(CONFIGS[CONFIG])}: configs differ")
+        ranks = pr["ranks"]
+        step_s = max(x["step_s_median"] for x in ranks)  # the slowest rank sets the pace
+        res.update(
+            ok=True, torch=pr["torch"], steps=steps, timed_steps=pr["timed_steps"],
+            step_s_median=step_s,
+            # global tokens per median step: the same statistic as zerotrain's
+            tokens_per_s=pr["global_tokens_per_step"] / step_s,
+            tokens_per_s_wall=pr["tokens_per_s_total"],
+            rss_per_rank_mib=[x["peak_rss_mib"] for x in ranks],
+            rank_peak_rss_mib=max(x["peak_rss_mib"] for x in ranks),
+            state_bytes_per_rank=[dict(param=x["param_bytes"], grad=x["grad_bytes"],
+                                       optim=x["optim_state_bytes"]) for x in ranks],
+            other_cores_steps=other_cores_last(r["samples"], pr["wall_s"]),
+            loss_first=ranks[0]["loss_first"], loss_last=ranks[0]["loss_last"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        res.update(ok=False, error=" ".join(str(e).split()))
+    finally:
+        if not args.keep_run_dirs:
+            shutil.rmtree(out_dir, ignore_errors=True)
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# Reporting
+
+
+def pick_rounds(runs, **key):
+    """{round: run} of the kept runs (not discarded) matching key; the last attempt wins."""
+    out = {}
+    for r in runs:
+        if r.get("discarded") or any(r.get(k) != v for k, v in key.items()):
+            continue
+        out[r["round"]] = r
+    return out
+
+
+def ratios(a, b, field):
+    return [a[k][field] / b[k][field] for k in sorted(a) if k in b and a[k].get("ok")
+            and b[k].get("ok") and a[k].get(field) and b[k].get(field)]
+
+
+def summarize(report):
+    runs = report["runs"]
+    rows = []
+    for dtype in report["dtypes"]:
+        single = pick_rounds(runs, dtype=dtype, engine="zerotrain-1x2")
+        for stage in report["stages"]:
+            zt = pick_rounds(runs, dtype=dtype, stage=stage, engine="zerotrain")
+            for eng in ["zerotrain"] + report["peers"]:
+                mine = pick_rounds(runs, dtype=dtype, stage=stage, engine=eng)
+                if not mine:
+                    continue
+                ok = [r for r in mine.values() if r.get("ok")]
+                row = dict(dtype=dtype, stage=stage, engine=eng, runs=len(mine), runs_ok=len(ok),
+                           tokens_per_s=median_or_none([r["tokens_per_s"] for r in ok]),
+                           rank_peak_rss_mib=median_or_none([r["rank_peak_rss_mib"] for r in ok]),
+                           disturbed=sum(1 for r in mine.values() if r.get("disturbed")),
+                           errors=[r["error"] for r in mine.values() if not r.get("ok")])
+                if eng == "zerotrain":
+                    row["vs_1x2"] = ratios(zt, single, "tokens_per_s")
+                    row["vs_1x2_median"] = median_or_none(row["vs_1x2"])
+                    row["comm_hidden"] = median_or_none([r.get("comm_hidden") for r in ok])
+                    row["comm_exposed_s"] = median_or_none([r.get("comm_exposed_s") for r in ok])
+                    row["comm_total_s"] = median_or_none([r.get("comm_total_s") for r in ok])
+                    row["tracked_peak_mib"] = median_or_none([r["tracked_peak_mib"] for r in ok])
+                else:
+                    row["peer_mode"] = report["peer_modes"].get(str(stage))
+                    row["torch"] = ok[0]["torch"] if ok else None
+                    row["speed_ratios"] = ratios(zt, mine, "tokens_per_s")
+                    row["speed_ratio"] = median_or_none(row["speed_ratios"])
+                    row["rss_ratio"] = median_or_none(ratios(zt, mine, "rank_peak_rss_mib"))
+                rows.append(row)
+        ok1 = [r for r in single.values() if r.get("ok")]
+        if single:
+            rows.append(dict(dtype=dtype, stage=0, engine="zerotrain-1x2", runs=len(single),
+                             runs_ok=len(ok1),
+                             tokens_per_s=median_or_none([r["tokens_per_s"] for r in ok1]),
+                             rank_peak_rss_mib=median_or_none([r["rank_peak_rss_mib"]
+                                                               for r in ok1]),
+                             disturbed=sum(1 for r in single.values() if r.get("disturbed")),
+                             errors=[r["error"] for r in single.values() if not r.get("ok")]))
+    return rows
+
+
+def cell_error(text, n=160):
+    text = " ".join((text or "").split()).replace("|", "/")
+    return "failed: " + (text if len(text) <= n else text[:n] + "...")
+
+
+def markdown(report):
+    L = []
+    m = report["machine"]
+    c = CONFIGS[CONFIG]
+    L.append(f"### Data-parallel GPT {CONFIG}, {WORLD} ranks x 1 thread "
+             f"({report['started']})")
+    L.append("")
+    L.append("```sh")
+    L.append(report["command"])
+    L.append("```")
+    L.append("")
+    L.append(f"Measured {report['started']} to {report.get('finished')} on {m['cpu_model']}, "
+             f"{m['cpu_count']} CPUs; load average {m['loadavg_start']} at the start, "
+             f"{m.get('loadavg_end')} at the end; checkout {report['zerotrain']['git']}, zerotrain "
+             f"binary built {report['zerotrain'].get('binary_mtime')}. GPT {CONFIG} (vocab "
+             f"{c['vocab']}, d_model {c['d_model']}, {c['n_layers']} layers, {c['n_heads']} heads, "
+             f"seq {c['seq']}), micro-batch {c['batch']} per rank, global batch "
+             f"{WORLD * c['batch']}; {report['rounds']} rounds of {report['steps']} steps, the first "
+             f"{report['warmup']} left out. Peers: "
+             + ("; ".join(f"{p} = torch {i.get('torch', '?')} under {i['python']}"
+                         + (f" (unavailable: {i['error']})" if i.get("error") else "")
+                         for p, i in report["peers_info"].items()) or "none") + ".")
+    if report.get("interrupted"):
+        L.append("")
+        L.append(f"**Interrupted** ({report['interrupted']}): the tables hold the runs finished "
+                 "before.")
+    L.append("")
+    L.append("| dtype | ZeRO stage | engine (peer mode) | tokens/s | zerotrain / engine, tokens/s "
+             "| peak RSS per rank MiB | zerotrain / engine, peak RSS | runs ok (disturbed) |")
+    L.append("|---|---:|---|---:|---:|---:|---:|---:|")
+    rows = []
+    for dtype in report["dtypes"]:
+        for stage in report["stages"]:
+            rows += [r for r in report["summary"] if r["dtype"] == dtype and r["stage"] == stage
+                     and r["engine"] != "zerotrain-1x2"]
+            if str(stage) not in report["peer_modes"] and report["peers"]:
+                rows.append(dict(dtype=dtype, stage=stage, engine=None))
+    for r in rows:
+        if r["engine"] is None:
+            L.append(f"| {r['dtype']} | {r['stage']} | no peer (dist_train.py has no FSDP "
+                     "SHARD_GRAD_OP mode; see --peer-mode) | - | - | - | - | - |")
+            continue
+        if r["engine"] == "zerotrain":
+            name = "zerotrain"
+        else:
+            version = report["peers_info"].get(r["engine"], {}).get("torch", "")
+            mode = PEER_NAMES.get(r.get("peer_mode"), r.get("peer_mode"))
+            name = f"{r['engine']} {version} ({mode})"
+        if r["runs_ok"]:
+            tps = fmt(r["tokens_per_s"], ".0f")
+            rss = fmt(r["rank_peak_rss_mib"], ".0f")
+        else:
+            tps = cell_error(r["errors"][0] if r["errors"] else "")
+            rss = "-"
+        sr = (fmt(r.get("speed_ratio"), ".2f") + "x") if r.get("speed_ratio") else "-"
+        rr = fmt(r.get("rss_ratio"), ".2f") if r.get("rss_ratio") else "-"
+        L.append(f"| {r['dtype']} | {r['stage']} | {name} | {tps} | {sr} | {rss} | {rr} | "
+                 f"{r['runs_ok']}/{r['runs']} ({r['disturbed']}) |")
+    L.append("")
+    L.append("zerotrain alone: 2 ranks x 1 thread against 1 rank x 2 threads at the same global "
+             "batch (micro-batch 8, accumulation 2), and the communication hidden behind compute "
+             "(1 - exposed `comm_s` / total `comm` seconds over the timed steps, from "
+             "metrics.jsonl).")
+    L.append("")
+    L.append("| dtype | ZeRO stage | 2x1 tokens/s | 1x2 tokens/s | 2x1 / 1x2 (median ratio) | "
+             "comm hidden | comm exposed / total s | tracked peak MiB |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in report["summary"]:
+        if r["engine"] != "zerotrain":
+            continue
+        single = next((x for x in report["summary"] if x["engine"] == "zerotrain-1x2"
+                       and x["dtype"] == r["dtype"]), None)
+        if single is None:
+            s_tps = "-"
+        elif single["runs_ok"]:
+            s_tps = fmt(single["tokens_per_s"], ".0f")
+        else:
+            s_tps = cell_error(single["errors"][0] if single["errors"] else "", 80)
+        tps = fmt(r["tokens_per_s"], ".0f") if r["runs_ok"] else cell_error(
+            r["errors"][0] if r["errors"] else "", 80)
+        ratio = fmt(r.get("vs_1x2_median"), ".2f") if r.get("vs_1x2_median") else "-"
+        hidden = (fmt(r["comm_hidden"] * 100, ".0f") + "%") if r.get("comm_hidden") is not None \
+            else "n/a"
+        comm = (f"{fmt(r.get('comm_exposed_s'), '.3f', 'n/a')} / "
+                f"{fmt(r.get('comm_total_s'), '.3f', 'n/a')}")
+        L.append(f"| {r['dtype']} | {r['stage']} | {tps} | {s_tps} | {ratio} | {hidden} | {comm} "
+                 f"| {fmt(r.get('tracked_peak_mib'), '.0f')} |")
+    L.append("")
+    notes = []
+    for r in report["summary"]:
+        if r.get("speed_ratios"):
+            notes.append(f"- {r['dtype']} stage {r['stage']}, zerotrain / {r['engine']} per round: "
+                         + ", ".join(f"{x:.2f}" for x in r["speed_ratios"]))
+        for e in sorted(set(r["errors"])):
+            notes.append(f"- {r['dtype']} stage {r['stage']} {r['engine']} failed: {tail(e, 600)}")
+    L.extend(notes)
+    if notes:
+        L.append("")
+    L.append("<details><summary>Per run, in the order run</summary>")
+    L.append("")
+    L.append("`cpu`: cores the run kept busy (all ranks, start-up included); `other`: cores other "
+             f"processes used during its timed steps (disturbed above {report['disturbed_cores']});"
+             " discarded runs were measured again.")
+    L.append("")
+    L.append("| dtype | round | stage | engine | tokens/s | peak RSS per rank MiB | cpu | other | "
+             "wall s | note |")
+    L.append("|---|---:|---:|---|---:|---|---:|---:|---:|---|")
+    for r in report["runs"]:
+        tps = fmt(r.get("tokens_per_s"), ".0f") if r.get("ok") else "failed"
+        rss = ", ".join(fmt(x, ".0f") for x in r.get("rss_per_rank_mib") or [])
+        note = "discarded" if r.get("discarded") else ("disturbed" if r.get("disturbed") else "")
+        L.append(f"| {r['dtype']} | {r['round']} | {r['stage']} | {r['engine']} | {tps} | {rss} "
+                 f"| {r.get('cpu_util', 0):.2f} | {other_cores(r):.2f} | {r.get('wall_s', 0):.0f} "
+                 f"| {note} |")
+    L.append("")
+    L.append("</details>")
+    return "\n".join(L) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# The benchmark
+
+
+class Benchmark:
+    def __init__(self, args, stages, dtypes, peers):
+        self.args, self.stages, self.dtypes, self.peers = args, stages, dtypes, peers
+        self.specs = peer_specs()
+        self.usable = []
+        self.unsupported = set()  # (peer, dtype, stage) the peer cannot run: not tried again
+        self.retries_left = args.retry_disturbed
+        self.workdir = tempfile.mkdtemp(prefix="zt_dp_bench_", dir=args.workdir or None)
+        try:
+            version = subprocess.run([args.zerotrain, "--version"], capture_output=True,
+                                     text=True, timeout=60).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired) as e:
+            version = f"unknown ({e})"
+        self.report = dict(
+            command=" ".join(["python3"] + [shlex.quote(a) for a in sys.argv]),
+            started=datetime.datetime.now().isoformat(timespec="seconds"),
+            machine=machine_info(), config=CONFIG, model=dict(CONFIGS[CONFIG]), world=WORLD,
+            stages=stages, dtypes=dtypes, peers=peers, rounds=args.rounds, steps=args.steps,
+            warmup=args.warmup, disturbed_cores=args.disturbed_cores,
+            peer_modes={str(k): v for k, v in args.peer_modes.items()},
+            zerotrain=dict(path=args.zerotrain, git=git_describe(), version=version,
+                           binary_mtime=datetime.datetime.fromtimestamp(
+                               os.path.getmtime(args.zerotrain)).isoformat(timespec="seconds")),
+            peers_info={}, runs=[], summary=[])
+
+    def save(self):
+        r = self.report
+        r["summary"] = summarize(r)
+        r["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+        r["machine"]["loadavg_end"] = "%.2f %.2f %.2f" % os.getloadavg()
+        if self.args.json:
+            tmp = self.args.json + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(r, f, indent=1)
+            os.replace(tmp, self.args.json)
+
+    def probe_peers(self):
+        for p in self.peers:
+            spec = self.specs[p]
+            info = dict(python=spec["python"], env=spec["env"])
+            try:
+                info["torch"] = gpt_train.probe_peer(spec, 300)
+                self.usable.append(p)
+            except RuntimeError as e:
+                info["error"] = str(e)
+                log(f"peer {p} unavailable: {e}")
+            self.report["peers_info"][p] = info
+
+    def run_one(self, item, dtype, rnd, attempt):
+        a = self.args
+        eng, stage = item
+        quiet = wait_quiet(a.quiet_wait, 0.5) if a.quiet_wait > 0 else None
+        if eng == "zerotrain":
+            r = run_zerotrain(a, dtype, stage, WORLD, 1, a.steps, self.workdir)
+        elif eng == "zerotrain-1x2":
+            r = run_zerotrain(a, dtype, 0, 1, WORLD, a.steps, self.workdir)
+        else:
+            r = run_peer(a, eng, self.specs[eng], dtype, stage, a.steps, self.workdir)
+            if r.get("unsupported"):
+                self.unsupported.add((eng, dtype, stage))
+        r.update(dtype=dtype, round=rnd, attempt=attempt, other_cores_before=quiet,
+                 loadavg_after="%.2f %.2f %.2f" % os.getloadavg(),
+                 disturbed=other_cores(r) > a.disturbed_cores)
+        where = f"{dtype} round {rnd} stage {stage} {eng}" + (f" (retry {attempt})"
+                                                               if attempt else "")
+        if r["ok"]:
+            rss = ", ".join(fmt(x, ".0f") for x in r["rss_per_rank_mib"])
+            hid = r.get("comm_hidden")
+            log(f"{where}: {r['tokens_per_s']:.0f} tokens/s, peak RSS per rank {rss} MiB, cpu "
+                f"{r['cpu_util']:.2f}, others {other_cores(r):.2f} cores"
+                + (f", comm hidden {hid:.0%}" if hid is not None else "")
+                + (" (disturbed)" if r["disturbed"] else "") + f", {r['wall_s']:.0f} s")
+        else:
+            log(f"{where}: FAILED: {tail(r['error'], 300)}")
+        self.report["runs"].append(r)
+        self.save()
+        return r
+
+    def round_items(self, dtype, rnd):
+        items = []
+        for stage in self.stages:
+            for p in self.usable:
+                if stage in self.args.peer_modes and (p, dtype, stage) not in self.unsupported:
+                    items.append((p, stage))
+            items.append(("zerotrain", stage))
+        items.append(("zerotrain-1x2", 0))
+        return items[::-1] if rnd % 2 else items  # A B ..., ... B A: drifts hit all alike
+
+    def measure_round(self, dtype, rnd):
+        items = self.round_items(dtype, rnd)
+        attempt = 0
+        while items:
+            batch = [self.run_one(it, dtype, rnd, attempt) for it in items]
+            again = [r for r in batch if r["ok"] and r["disturbed"]][:self.retries_left]
+            for r in again:
+                r["discarded"] = True
+            self.retries_left -= len(again)
+            items = [(r["engine"], r["stage"]) for r in again]
+            attempt += 1
+            if items:
+                log(f"{dtype} round {rnd}: {len(items)} disturbed run(s), measuring again "
+                    f"({self.retries_left} retries left)")
+            self.save()
+
+    def run(self):
+        def on_signal(signum, _frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGHUP, on_signal)
+        try:
+            self.probe_peers()
+            for dtype in self.dtypes:
+                for rnd in range(self.args.rounds):
+                    self.measure_round(dtype, rnd)
+        except KeyboardInterrupt as e:
+            self.report["interrupted"] = str(e) or "interrupted"
+            log(f"interrupted ({self.report['interrupted']}): reporting the runs so far")
+        self.save()
+        md = markdown(self.report)
+        if self.args.out:
+            new = not os.path.exists(self.args.out)
+            with open(self.args.out, "a") as f:
+                if new:
+                    f.write("# Data-parallel benchmarks\n\nHarness: `bench/dp_train.py` (see "
+                            "`bench/README.md`); PyTorch peers: `../shared/peers/dist_train.py` "
+                            "and `run_dist.sh` (called, not copied).\n\n")
+                else:
+                    f.write("\n")
+                f.write(md)
+        print(md)
+        if self.args.keep_run_dirs:
+            log(f"run directories kept under {self.workdir}")
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.report.get("interrupted"):
+            return 130
+        return 0 if all(r.get("ok") for r in self.report["runs"]
+                        if r["engine"].startswith("zerotrain")) else 1
+
+
+def parse_list(text, allowed, what, ap, conv=str):
+    out = []
+    for x in (t.strip() for t in text.split(",")):
+        if not x:
+            continue
+        try:
+            v = conv(x)
+        except ValueError:
+            v = None
+        if v not in allowed:
+            ap.error(f"{what}: unknown value {x!r}; expected some of "
+                     f"{', '.join(map(str, allowed))}")
+        out.append(v)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stages", default="0,1,2,3", help="ZeRO stages (default 0,1,2,3)")
+    ap.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    ap.add_argument("--steps", type=int, default=10,
+                    help="optimizer steps per run, warm-up included (default 10)")
+    ap.add_argument("--warmup", type=int, default=3, help="first steps left out (default 3)")
+    ap.add_argument("--peers", default="torch-new,torch-debian",
+                    help="comma list of torch-new, torch-debian; empty for none")
+    ap.add_argument("--peer-mode", action="append", default=[], metavar="STAGE=ARGS",
+                    help="dist_train.py arguments for a stage, e.g. '0=--mode ddp --bucket-view' "
+                         "or '2=...' once the peer offers SHARD_GRAD_OP; 'STAGE=' for no peer")
+    ap.add_argument("--zerotrain", default=os.path.join(REPO, "build", "zerotrain"))
+    ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
+    ap.add_argument("--mpirun-arg", action="append", default=[], metavar="ARG",
+                    help="extra mpirun argument (repeatable), e.g. --mpirun-arg=--bind-to "
+                         "--mpirun-arg=none")
+    ap.add_argument("--peers-dir", default=os.environ.get("ZT_PEERS_DIR", "/work/shared/peers"))
+    ap.add_argument("--zt-set", action="append", default=[], metavar="A.B=V",
+                    help="extra --set for zerotrain (repeatable)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per run (default 900)")
+    ap.add_argument("--quiet-wait", type=float, default=60,
+                    help="before each run, wait up to this many seconds until other processes have "
+                         "used under 0.5 cores for 5 s (default 60; 0 = do not wait)")
+    ap.add_argument("--disturbed-cores", type=float, default=0.3,
+                    help="a run during whose timed steps other processes used more cores than "
+                         "this is marked disturbed (default 0.3)")
+    ap.add_argument("--retry-disturbed", type=int, default=0,
+                    help="measure disturbed runs again, at most this many in all (default 0)")
+    ap.add_argument("--out", default="",
+                    help="append the tables and the command line to this markdown file, e.g. "
+                         "docs/benchmarks-dp.md (always printed on stdout)")
+    ap.add_argument("--json", default="", help="all results as JSON, rewritten after every run")
+    ap.add_argument("--workdir", default="", help="for temporary run directories (default /tmp)")
+    ap.add_argument("--keep-run-dirs", action="store_true")
+    args = ap.parse_args()
+
+    stages = parse_list(args.stages, STAGES, "--stages", ap, int)
+    dtypes = parse_list(args.dtypes, DTYPES, "--dtypes", ap)
+    peers = parse_list(args.peers, tuple(peer_specs()), "--peers", ap)
+    args.peer_modes = dict(PEER_MODES)
+    for pm in args.peer_mode:
+        k, sep, v = pm.partition("=")
+        if not sep or not k.strip().isdigit() or int(k) not in STAGES:
+            ap.error(f"--peer-mode: expected STAGE=ARGS with STAGE in 0-3, got {pm!r}")
+        if v.strip():
+            args.peer_modes[int(k)] = v.strip()
+        else:
+            args.peer_modes.pop(int(k), None)
+    if args.rounds < 1:
+        ap.error("--rounds: expected >= 1")
+    if args.steps <= args.warmup:
+        ap.error(f"--steps {args.steps}: expected more than --warmup {args.warmup}")
+    args.zerotrain = os.path.abspath(args.zerotrain)
+    args.peers_dir = os.path.abspath(args.peers_dir)
+    if not os.access(args.zerotrain, os.X_OK):
+        ap.error(f"--zerotrain: {args.zerotrain} is not an executable; build it first "
+                 "(bash scripts/build.sh) or pass --zerotrain PATH")
+    for f in ("dist_train.py", "run_dist.sh"):
+        if peers and not os.path.isfile(os.path.join(args.peers_dir, f)):
+            ap.error(f"--peers-dir: no {f} in {args.peers_dir}")
+    if WORLD > 1 and not os.access("/usr/bin/time", os.X_OK):
+        ap.error("/usr/bin/time (GNU time) is needed for the peak RSS per rank")
+    return Benchmark(args, stages, dtypes, peers).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

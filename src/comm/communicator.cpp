@@ -1,0 +1,121 @@
+// Names and sizes of the comm types and collective kinds, and the helpers both backends share
+// (op handles, stats, count checks).
+#include "comm/communicator.h"
+
+#include "comm/detail.h"
+#include "util/error.h"
+
+namespace zt {
+
+size_t comm_type_size(CommType t) {
+    switch (t) {
+        case CommType::kF32: return 4;
+        case CommType::kBF16: return 2;
+        case CommType::kF16: return 2;
+        case CommType::kF64: return 8;
+        case CommType::kI32: return 4;
+        case CommType::kI64: return 8;
+        case CommType::kU8: return 1;
+    }
+    ZT_FAIL("comm: unknown CommType ", static_cast<int>(t));
+}
+
+const char* comm_type_name(CommType t) {
+    switch (t) {
+        case CommType::kF32: return "f32";
+        case CommType::kBF16: return "bf16";
+        case CommType::kF16: return "f16";
+        case CommType::kF64: return "f64";
+        case CommType::kI32: return "i32";
+        case CommType::kI64: return "i64";
+        case CommType::kU8: return "u8";
+    }
+    return "unknown";
+}
+
+const char* collective_kind_name(CollectiveKind k) {
+    switch (k) {
+        case CollectiveKind::kAllReduce: return "all_reduce";
+        case CollectiveKind::kReduceScatter: return "reduce_scatter";
+        case CollectiveKind::kAllGather: return "all_gather";
+        case CollectiveKind::kBroadcast: return "broadcast";
+        case CollectiveKind::kAllToAll: return "all_to_all";
+        case CollectiveKind::kSend: return "send";
+        case CollectiveKind::kRecv: return "recv";
+        case CollectiveKind::kBarrier: return "barrier";
+    }
+    return "unknown";
+}
+
+namespace comm_detail {
+
+void Work::wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::test() {
+    std::lock_guard lock(mu_);
+    return done_;
+}
+
+void Work::complete(std::exception_ptr error) {
+    {
+        std::lock_guard lock(mu_);
+        ZT_ASSERT(!done_, "comm op completed twice");
+        done_ = true;
+        error_ = std::move(error);
+    }
+    cv_.notify_all();
+}
+
+void StatsRecorder::record(CollectiveKind k, int64_t bytes_sent, double seconds) {
+    const auto i = static_cast<int>(k);
+    std::lock_guard lock(mu_);
+    stats_.count[i] += 1;
+    stats_.bytes_sent[i] += bytes_sent;
+    stats_.seconds[i] += seconds;
+}
+
+CommStats StatsRecorder::get() const {
+    std::lock_guard lock(mu_);
+    return stats_;
+}
+
+void StatsRecorder::reset() {
+    std::lock_guard lock(mu_);
+    stats_ = CommStats{};
+}
+
+int64_t checked_total(std::span<const int64_t> counts, int size, const char* op) {
+    ZT_CHECK(static_cast<int>(counts.size()) == size, "comm ", op, ": counts has ", counts.size(),
+             " entries; expected one per rank (", size, ")");
+    int64_t total = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+        ZT_CHECK(counts[r] >= 0, "comm ", op, ": counts[", r, "] is ", counts[r],
+                 "; expected >= 0");
+        total += counts[r];
+    }
+    return total;
+}
+
+std::vector<int64_t> segment_offsets(std::span<const int64_t> counts) {
+    std::vector<int64_t> off(counts.size() + 1, 0);
+    for (size_t r = 0; r < counts.size(); ++r) off[r + 1] = off[r] + counts[r];
+    return off;
+}
+
+std::vector<int64_t> even_counts(int64_t count, int n) {
+    std::vector<int64_t> c(static_cast<size_t>(n), count / n);
+    for (int64_t r = 0; r < count % n; ++r) c[static_cast<size_t>(r)] += 1;
+    return c;
+}
+
+void check_type(CommType t, const char* op) {
+    ZT_CHECK(static_cast<int>(t) <= static_cast<int>(CommType::kU8), "comm ", op,
+             ": unknown CommType ", static_cast<int>(t));
+}
+
+}  // namespace comm_detail
+}  // namespace zt

@@ -1,0 +1,486 @@
+// MPI communicator (mpi_comm.h). One worker thread per communicator owns every MPI call: it takes
+// ops from a FIFO queue, posts their nonblocking requests and polls them with MPI_Testall and a
+// short back-off (never a blocking MPI_Wait, so a watchdog can later bound every wait).
+// Collectives run one at a time, in issue order, on a duplicate communicator of their own;
+// point-to-point ops start in issue order on the user communicator and stay in flight beside them
+// (an Irecv issued before a collective does not block it, as in MPI).
+// Note [Fixed-order reduction] (comm/reduce.h): reduce_scatter sends each owner its segment from
+// every rank; the owner sums the n contributions in rank order. all_reduce is that over even
+// segments, then an all_gather.
+#include "comm/mpi/mpi_comm.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include "comm/detail.h"
+#include "comm/mpi/mpi_runtime.h"
+#include "comm/reduce.h"
+#include "util/error.h"
+#include "util/timer.h"
+
+namespace zt {
+namespace {
+
+using comm_detail::StatsRecorder;
+using comm_detail::Work;
+
+constexpr int kCollTag = 0;        // collectives have their own communicator; one tag suffices
+constexpr int kSpinYields = 16;    // sched_yield polls before sleeping between polls
+constexpr long kPollSleepNs = 30'000;  // 30 us between polls once the op is slow
+
+// An op as phases: each posts nonblocking requests (and may compute first); the next runs when
+// every request of the previous has completed.
+struct Op {
+    explicit Op(CollectiveKind k = CollectiveKind::kBarrier) : kind(k) {}
+    CollectiveKind kind;
+    int64_t bytes = 0;
+    bool record = true;
+    bool collective = true;
+    double t_issue = 0;
+    std::shared_ptr<Work> work;
+    std::vector<std::function<void(std::vector<MPI_Request>&)>> phases;
+    size_t next_phase = 0;
+    std::vector<MPI_Request> reqs;
+};
+
+const char* cbytes(const void* p, int64_t elems, size_t es) {
+    return static_cast<const char*>(p) + elems * static_cast<int64_t>(es);
+}
+char* bytes(void* p, int64_t elems, size_t es) {
+    return static_cast<char*>(p) + elems * static_cast<int64_t>(es);
+}
+
+class MpiComm final : public Communicator {
+public:
+    // Takes ownership of comm (user point-to-point) and coll (collectives).
+    MpiComm(MPI_Comm comm, MPI_Comm coll, const MpiOptions& opt) : comm_(comm), coll_(coll), opt_(opt) {
+        ZT_CHECK(opt_.max_piece_elems >= 1 && opt_.max_piece_elems <= INT_MAX,
+                 "mpi: max_piece_elems ", opt_.max_piece_elems, " outside 1..INT_MAX");
+        auto g = mpi_detail::lock();
+        ZT_MPI(MPI_Comm_rank(comm_, &rank_));
+        ZT_MPI(MPI_Comm_size(comm_, &size_));
+        ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+        ZT_MPI(MPI_Comm_set_errhandler(coll_, MPI_ERRORS_RETURN));
+        int flag = 0;
+        int* ub = nullptr;
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+        tag_ub_ = flag && ub ? *ub : 32767;
+        if (g.owns_lock()) g.unlock();
+        worker_ = std::thread([this] { worker_loop(); });
+    }
+    ~MpiComm() override {
+        {
+            std::lock_guard lock(q_mu_);
+            stop_ = true;
+        }
+        q_cv_.notify_all();
+        worker_.join();
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin) {
+            auto g = mpi_detail::lock();
+            MPI_Comm_free(&comm_);
+            MPI_Comm_free(&coll_);
+        }
+    }
+    MpiComm(const MpiComm&) = delete;
+    MpiComm& operator=(const MpiComm&) = delete;
+
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    std::string backend() const override { return "mpi"; }
+
+    CommHandle all_reduce(void* buf, int64_t count, CommType t) override;
+    CommHandle reduce_scatter(const void* send, void* recv, std::vector<int64_t> counts,
+                              CommType t) override;
+    CommHandle all_gather(const void* send, void* recv, std::vector<int64_t> counts,
+                          CommType t) override;
+    CommHandle broadcast(void* buf, int64_t count, CommType t, int root) override;
+    CommHandle all_to_all(const void* send, std::vector<int64_t> send_counts, void* recv,
+                          std::vector<int64_t> recv_counts, CommType t) override;
+    CommHandle send(const void* buf, int64_t count, CommType t, int peer, int tag) override;
+    CommHandle recv(void* buf, int64_t count, CommType t, int peer, int tag) override;
+    CommHandle barrier() override;
+    std::unique_ptr<Communicator> split(int color, int key) override;
+    CommStats stats() const override { return stats_.get(); }
+    void reset_stats() override { stats_.reset(); }
+
+private:
+    CommHandle enqueue(Op op) {
+        op.work = std::make_shared<Work>();
+        op.t_issue = now_s();
+        CommHandle h = op.work;
+        {
+            std::lock_guard lock(q_mu_);
+            queue_.push_back(std::move(op));
+        }
+        q_cv_.notify_one();
+        return h;
+    }
+
+    void worker_loop();
+    bool start_ready_ops(std::deque<Op>& active);
+    bool progress(Op& op);  // true when op finished (successfully or not)
+    void finish(Op& op, std::exception_ptr error);
+
+    // Point-to-point in pieces of at most max_piece_elems elements, posted in order so the
+    // receiver's pieces match the sender's (MPI's non-overtaking rule).
+    void isend(const void* buf, int64_t count, CommType t, int peer, int tag, MPI_Comm c,
+               std::vector<MPI_Request>& reqs) const {
+        const size_t es = comm_type_size(t);
+        for (int64_t o = 0; o < count; o += opt_.max_piece_elems) {
+            const int n = static_cast<int>(std::min(opt_.max_piece_elems, count - o));
+            reqs.emplace_back();
+            ZT_MPI(MPI_Isend(cbytes(buf, o, es), n, mpi_detail::datatype(t), peer, tag, c,
+                             &reqs.back()));
+        }
+    }
+    void irecv(void* buf, int64_t count, CommType t, int peer, int tag, MPI_Comm c,
+               std::vector<MPI_Request>& reqs) const {
+        const size_t es = comm_type_size(t);
+        for (int64_t o = 0; o < count; o += opt_.max_piece_elems) {
+            const int n = static_cast<int>(std::min(opt_.max_piece_elems, count - o));
+            reqs.emplace_back();
+            ZT_MPI(MPI_Irecv(bytes(buf, o, es), n, mpi_detail::datatype(t), peer, tag, c,
+                             &reqs.back()));
+        }
+    }
+    void check_peer(int peer, const char* op) const {
+        ZT_CHECK(peer >= 0 && peer < size_, "comm ", op, ": peer ", peer,
+                 " out of range; expected 0..", size_ - 1);
+    }
+    // The phases of a fixed-order reduce_scatter of send (segments at off) into recv, appended to
+    // phases; tmp holds the other ranks' contributions to this rank's segment.
+    void post_gather(void* recv, const std::vector<int64_t>& counts,
+                     const std::vector<int64_t>& off, CommType t,
+                     std::vector<MPI_Request>& reqs) const;
+    void add_reduce_scatter_phases(Op& op, const void* send, void* recv,
+                                   std::vector<int64_t> counts, CommType t);
+
+    MPI_Comm comm_, coll_;
+    MpiOptions opt_;
+    int rank_ = 0, size_ = 1, tag_ub_ = 32767;
+    StatsRecorder stats_;
+
+    std::mutex q_mu_;
+    std::condition_variable q_cv_;
+    std::deque<Op> queue_;
+    bool stop_ = false;
+    std::thread worker_;
+};
+
+void MpiComm::worker_loop() {
+    std::deque<Op> active;  // started ops: point-to-point ones and at most one collective
+    int idle_polls = 0;
+    for (;;) {
+        bool moved = false;
+        {
+            std::unique_lock lock(q_mu_);
+            if (active.empty()) {
+                q_cv_.wait(lock, [&] { return !queue_.empty() || stop_; });
+                if (queue_.empty()) return;  // stop_ and nothing left
+            }
+        }
+        moved |= start_ready_ops(active);
+        for (auto it = active.begin(); it != active.end();) {
+            if (progress(*it)) {
+                it = active.erase(it);
+                moved = true;
+            } else {
+                ++it;
+            }
+        }
+        if (moved) {
+            idle_polls = 0;
+        } else if (++idle_polls < kSpinYields) {
+            sched_yield();
+        } else {
+            timespec ts{0, kPollSleepNs};
+            nanosleep(&ts, nullptr);
+        }
+    }
+}
+
+// Starts queued ops in issue order: point-to-point at once, a collective only when no other
+// collective is active (and nothing queued behind it starts before it).
+bool MpiComm::start_ready_ops(std::deque<Op>& active) {
+    bool started = false;
+    for (;;) {
+        Op op;
+        {
+            std::lock_guard lock(q_mu_);
+            if (queue_.empty()) return started;
+            const bool coll_busy = std::any_of(active.begin(), active.end(),
+                                               [](const Op& o) { return o.collective; });
+            if (queue_.front().collective && coll_busy) return started;
+            op = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        started = true;
+        active.push_back(std::move(op));
+    }
+}
+
+bool MpiComm::progress(Op& op) {
+    try {
+        for (;;) {
+            if (!op.reqs.empty()) {
+                int done = 0;
+                auto g = mpi_detail::lock();
+                ZT_MPI(MPI_Testall(static_cast<int>(op.reqs.size()), op.reqs.data(), &done,
+                                   MPI_STATUSES_IGNORE));
+                if (!done) return false;
+                op.reqs.clear();
+            }
+            if (op.next_phase == op.phases.size()) break;
+            auto& phase = op.phases[op.next_phase++];
+            phase(op.reqs);
+        }
+    } catch (...) {
+        finish(op, std::current_exception());
+        return true;
+    }
+    finish(op, nullptr);
+    return true;
+}
+
+void MpiComm::finish(Op& op, std::exception_ptr error) {
+    if (op.record) stats_.record(op.kind, error ? 0 : op.bytes, now_s() - op.t_issue);
+    op.phases.clear();  // release captured buffers before waking the caller
+    op.work->complete(std::move(error));
+}
+
+void MpiComm::add_reduce_scatter_phases(Op& op, const void* send, void* recv,
+                                        std::vector<int64_t> counts, CommType t) {
+    const size_t es = comm_type_size(t);
+    const int n = size_, r = rank_;
+    const auto off = comm_detail::segment_offsets(counts);
+    const int64_t mine = counts[static_cast<size_t>(r)];
+    // Contributions of the other ranks to this rank's segment, in rank order (this rank's own
+    // slot unused).
+    auto tmp = std::make_shared<std::vector<char>>();
+    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
+        tmp->resize(static_cast<size_t>(mine) * es * static_cast<size_t>(n));
+        auto g = mpi_detail::lock();
+        for (int q = 0; q < n; ++q) {
+            if (q != r) irecv(bytes(tmp->data(), mine * q, es), mine, t, q, kCollTag, coll_, reqs);
+        }
+        for (int k = 1; k < n; ++k) {  // staggered: rank r sends to r+1 first, spreading load
+            const int q = (r + k) % n;
+            isend(cbytes(send, off[static_cast<size_t>(q)], es), counts[static_cast<size_t>(q)],
+                  t, q, kCollTag, coll_, reqs);
+        }
+    });
+    op.phases.push_back([=](std::vector<MPI_Request>&) {
+        std::vector<const void*> srcs(static_cast<size_t>(n));
+        for (int q = 0; q < n; ++q) {
+            srcs[static_cast<size_t>(q)] = q == r ? cbytes(send, off[static_cast<size_t>(r)], es)
+                                                  : cbytes(tmp->data(), mine * q, es);
+        }
+        comm_detail::reduce_fixed_order(srcs, recv, mine, t);
+        tmp->clear();
+        tmp->shrink_to_fit();
+    });
+}
+
+// Posts the gather of every rank's segment of recv (this rank's already in place), point-to-point
+// in pieces. MPI_Iallgatherv measured no faster here (docs/benchmarks-comm.md) and needs int counts.
+void MpiComm::post_gather(void* recv, const std::vector<int64_t>& counts,
+                          const std::vector<int64_t>& off, CommType t,
+                          std::vector<MPI_Request>& reqs) const {
+    const size_t es = comm_type_size(t);
+    const int n = size_, r = rank_;
+    auto g = mpi_detail::lock();
+    for (int q = 0; q < n; ++q) {
+        if (q != r)
+            irecv(bytes(recv, off[static_cast<size_t>(q)], es), counts[static_cast<size_t>(q)], t,
+                  q, kCollTag, coll_, reqs);
+    }
+    const void* own = bytes(recv, off[static_cast<size_t>(r)], es);
+    for (int k = 1; k < n; ++k) {
+        isend(own, counts[static_cast<size_t>(r)], t, (r + k) % n, kCollTag, coll_, reqs);
+    }
+}
+
+CommHandle MpiComm::all_reduce(void* buf, int64_t count, CommType t) {
+    comm_detail::check_type(t, "all_reduce");
+    ZT_CHECK(count >= 0, "comm all_reduce: count ", count, " < 0");
+    const size_t es = comm_type_size(t);
+    const int n = size_, r = rank_;
+    const auto seg = comm_detail::even_counts(count, n);
+    const auto off = comm_detail::segment_offsets(seg);
+    const int64_t mine = seg[static_cast<size_t>(r)];
+    Op op(CollectiveKind::kAllReduce);
+    op.bytes = static_cast<int64_t>(es) * ((count - mine) + mine * (n - 1));
+    // In place: this rank's segment is reduced into itself (reduce_fixed_order allows the alias).
+    add_reduce_scatter_phases(op, buf, bytes(buf, off[static_cast<size_t>(r)], es), seg, t);
+    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
+        post_gather(buf, seg, off, t, reqs);
+    });
+    return enqueue(std::move(op));
+}
+
+CommHandle MpiComm::reduce_scatter(const void* send, void* recv, std::vector<int64_t> counts,
+                                   CommType t) {
+    comm_detail::check_type(t, "reduce_scatter");
+    const int64_t total = comm_detail::checked_total(counts, size_, "reduce_scatter");
+    const size_t es = comm_type_size(t);
+    const int64_t mine = counts[static_cast<size_t>(rank_)];
+    const char* s0 = static_cast<const char*>(send);
+    const char* d0 = static_cast<const char*>(recv);
+    ZT_CHECK(mine == 0 || total == 0 || d0 + mine * static_cast<int64_t>(es) <= s0 ||
+                 s0 + total * static_cast<int64_t>(es) <= d0,
+             "comm reduce_scatter: recv overlaps send; pass a separate recv buffer");
+    Op op(CollectiveKind::kReduceScatter);
+    op.bytes = static_cast<int64_t>(es) * (total - mine);
+    add_reduce_scatter_phases(op, send, recv, std::move(counts), t);
+    return enqueue(std::move(op));
+}
+
+CommHandle MpiComm::all_gather(const void* send, void* recv, std::vector<int64_t> counts,
+                               CommType t) {
+    comm_detail::check_type(t, "all_gather");
+    comm_detail::checked_total(counts, size_, "all_gather");
+    const size_t es = comm_type_size(t);
+    const int n = size_, r = rank_;
+    const auto off = comm_detail::segment_offsets(counts);
+    const int64_t mine = counts[static_cast<size_t>(r)];
+    Op op(CollectiveKind::kAllGather);
+    op.bytes = static_cast<int64_t>(es) * mine * (n - 1);
+    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
+        void* own = bytes(recv, off[static_cast<size_t>(r)], es);
+        if (own != send) std::memmove(own, send, static_cast<size_t>(mine) * es);
+        post_gather(recv, counts, off, t, reqs);
+    });
+    return enqueue(std::move(op));
+}
+
+CommHandle MpiComm::broadcast(void* buf, int64_t count, CommType t, int root) {
+    comm_detail::check_type(t, "broadcast");
+    ZT_CHECK(count >= 0, "comm broadcast: count ", count, " < 0");
+    check_peer(root, "broadcast");
+    const size_t es = comm_type_size(t);
+    Op op(CollectiveKind::kBroadcast);
+    op.bytes = rank_ == root ? static_cast<int64_t>(es) * count * (size_ - 1) : 0;
+    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
+        auto g = mpi_detail::lock();
+        // MPI's own tree broadcast: no arithmetic, so no order to fix.
+        for (int64_t o = 0; o < count; o += opt_.max_piece_elems) {
+            const int m = static_cast<int>(std::min(opt_.max_piece_elems, count - o));
+            reqs.emplace_back();
+            ZT_MPI(MPI_Ibcast(bytes(buf, o, es), m, mpi_detail::datatype(t), root, coll_,
+                              &reqs.back()));
+        }
+    });
+    return enqueue(std::move(op));
+}
+
+CommHandle MpiComm::all_to_all(const void* send, std::vector<int64_t> send_counts, void* recv,
+                               std::vector<int64_t> recv_counts, CommType t) {
+    comm_detail::check_type(t, "all_to_all");
+    const int64_t total = comm_detail::checked_total(send_counts, size_, "all_to_all send");
+    comm_detail::checked_total(recv_counts, size_, "all_to_all recv");
+    const int n = size_, r = rank_;
+    ZT_CHECK(send_counts[static_cast<size_t>(r)] == recv_counts[static_cast<size_t>(r)],
+             "comm all_to_all: rank ", r, " sends itself ", send_counts[static_cast<size_t>(r)],
+             " elements but expects ", recv_counts[static_cast<size_t>(r)]);
+    const size_t es = comm_type_size(t);
+    const auto soff = comm_detail::segment_offsets(send_counts);
+    const auto roff = comm_detail::segment_offsets(recv_counts);
+    Op op(CollectiveKind::kAllToAll);
+    op.bytes = static_cast<int64_t>(es) * (total - send_counts[static_cast<size_t>(r)]);
+    op.phases.push_back([=, this, sc = std::move(send_counts),
+                         rc = std::move(recv_counts)](std::vector<MPI_Request>& reqs) {
+        std::memcpy(bytes(recv, roff[static_cast<size_t>(r)], es),
+                    cbytes(send, soff[static_cast<size_t>(r)], es),
+                    static_cast<size_t>(sc[static_cast<size_t>(r)]) * es);
+        auto g = mpi_detail::lock();
+        for (int q = 0; q < n; ++q) {
+            if (q != r)
+                irecv(bytes(recv, roff[static_cast<size_t>(q)], es), rc[static_cast<size_t>(q)],
+                      t, q, kCollTag, coll_, reqs);
+        }
+        for (int k = 1; k < n; ++k) {
+            const int q = (r + k) % n;
+            isend(cbytes(send, soff[static_cast<size_t>(q)], es), sc[static_cast<size_t>(q)], t, q,
+                  kCollTag, coll_, reqs);
+        }
+    });
+    return enqueue(std::move(op));
+}
+
+CommHandle MpiComm::send(const void* buf, int64_t count, CommType t, int peer, int tag) {
+    comm_detail::check_type(t, "send");
+    check_peer(peer, "send");
+    ZT_CHECK(count >= 0 && tag >= 0 && tag <= tag_ub_, "comm send: count ", count, " and tag ",
+             tag, " must be >= 0, tag <= ", tag_ub_);
+    Op op(CollectiveKind::kSend);
+    op.collective = false;
+    op.bytes = static_cast<int64_t>(comm_type_size(t)) * count;
+    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
+        auto g = mpi_detail::lock();
+        isend(buf, count, t, peer, tag, comm_, reqs);
+    });
+    return enqueue(std::move(op));
+}
+
+CommHandle MpiComm::recv(void* buf, int64_t count, CommType t, int peer, int tag) {
+    comm_detail::check_type(t, "recv");
+    check_peer(peer, "recv");
+    ZT_CHECK(count >= 0 && tag >= 0 && tag <= tag_ub_, "comm recv: count ", count, " and tag ",
+             tag, " must be >= 0, tag <= ", tag_ub_);
+    Op op(CollectiveKind::kRecv);
+    op.collective = false;
+    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
+        auto g = mpi_detail::lock();
+        irecv(buf, count, t, peer, tag, comm_, reqs);
+    });
+    return enqueue(std::move(op));
+}
+
+CommHandle MpiComm::barrier() {
+    Op op(CollectiveKind::kBarrier);
+    op.phases.push_back([this](std::vector<MPI_Request>& reqs) {
+        auto g = mpi_detail::lock();
+        reqs.emplace_back();
+        ZT_MPI(MPI_Ibarrier(coll_, &reqs.back()));
+    });
+    return enqueue(std::move(op));
+}
+
+std::unique_ptr<Communicator> MpiComm::split(int color, int key) {
+    MPI_Comm sub = MPI_COMM_NULL, sub_coll = MPI_COMM_NULL;
+    Op op(CollectiveKind::kBarrier);
+    op.record = false;
+    // MPI_Comm_split and MPI_Comm_dup block; on the worker, between collectives, that is safe:
+    // every rank runs them at the same place in its op order.
+    op.phases.push_back([&, this](std::vector<MPI_Request>&) {
+        auto g = mpi_detail::lock();
+        ZT_MPI(MPI_Comm_split(coll_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
+        if (sub != MPI_COMM_NULL) ZT_MPI(MPI_Comm_dup(sub, &sub_coll));
+    });
+    enqueue(std::move(op))->wait();
+    if (sub == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiComm>(sub, sub_coll, opt_);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> mpi_world(const MpiOptions& options) {
+    mpi_detail::ensure_initialized();
+    MPI_Comm comm = MPI_COMM_NULL, coll = MPI_COMM_NULL;
+    {
+        auto g = mpi_detail::lock();
+        ZT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+        ZT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &coll));
+    }
+    return std::make_unique<MpiComm>(comm, coll, options);
+}
+
+}  // namespace zt

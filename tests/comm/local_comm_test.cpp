@@ -1,0 +1,130 @@
+// The conformance suite (conformance.h) on the local backend, 1 to 4 ranks, plus what only the
+// local backend can check in-process: a failing rank aborts the group instead of hanging it.
+#include "comm/local/local_comm.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+
+#include "comm/conformance.h"
+#include "util/error.h"
+
+namespace zt {
+namespace {
+
+class LocalConformance : public ::testing::TestWithParam<std::tuple<size_t, int>> {};
+
+TEST_P(LocalConformance, Passes) {
+    const auto& check = conformance::checks()[std::get<0>(GetParam())];
+    const int n = std::get<1>(GetParam());
+    EXPECT_NO_THROW(run_local_ranks(n, [&](Communicator& c) {
+        EXPECT_EQ(c.backend(), "local");
+        EXPECT_EQ(c.size(), n);
+        check.fn(c);
+    })) << check.name << " on " << n << " ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Comm, LocalConformance,
+    ::testing::Combine(::testing::Range<size_t>(0, conformance::checks().size()),
+                       ::testing::Range(1, 5)),
+    [](const auto& info) {
+        return std::string(conformance::checks()[std::get<0>(info.param)].name) + "_np" +
+               std::to_string(std::get<1>(info.param));
+    });
+
+// Rank 1 throws before its collective: the others' pending and later ops fail with "rank 1
+// failed", and run_local_ranks rethrows rank 1's own error.
+TEST(LocalComm, FailingRankAbortsGroup) {
+    std::atomic<int> saw_abort{0};
+    try {
+        run_local_ranks(3, [&](Communicator& c) {
+            if (c.rank() == 1) throw std::runtime_error("boom");
+            std::vector<float> buf(10, 1.0f);
+            auto h = c.all_reduce(buf.data(), 10, CommType::kF32);
+            try {
+                h->wait();
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("rank 1 failed: boom"), std::string::npos)
+                    << e.what();
+                saw_abort += 1;
+            }
+            EXPECT_THROW(c.barrier()->wait(), Error);  // issued after the abort
+            EXPECT_THROW(c.recv(buf.data(), 10, CommType::kF32, 1, 0)->wait(), Error);
+        });
+        FAIL() << "run_local_ranks did not rethrow";
+    } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "boom");
+    }
+    EXPECT_EQ(saw_abort.load(), 2);
+}
+
+// A rank that fails inside a sub-group aborts the world group too.
+TEST(LocalComm, FailureInSubGroupAbortsEverything) {
+    EXPECT_THROW(run_local_ranks(4,
+                                 [&](Communicator& c) {
+                                     auto sub = c.split(c.rank() % 2, c.rank());
+                                     if (c.rank() == 3) ZT_FAIL("sub-group failure");
+                                     c.barrier()->wait();
+                                 }),
+                 Error);
+}
+
+// Rank 0 returns without the collective the others wait in: they fail instead of hanging.
+TEST(LocalComm, RankReturningEarlyFailsWaiters) {
+    try {
+        run_local_ranks(2, [&](Communicator& c) {
+            if (c.rank() == 0) return;
+            c.barrier()->wait();
+        });
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 0 failed"), std::string::npos) << e.what();
+    }
+    // And a receive whose sender returned.
+    EXPECT_THROW(run_local_ranks(2,
+                                 [&](Communicator& c) {
+                                     if (c.rank() == 0) return;
+                                     float x;
+                                     c.recv(&x, 1, CommType::kF32, 0, 0)->wait();
+                                 }),
+                 Error);
+}
+
+TEST(LocalComm, MismatchedCountsFail) {
+    EXPECT_THROW(run_local_ranks(2,
+                                 [&](Communicator& c) {
+                                     std::vector<float> buf(8, 1.0f);
+                                     c.all_reduce(buf.data(), c.rank() == 0 ? 4 : 8,
+                                                  CommType::kF32)
+                                         ->wait();
+                                 }),
+                 Error);
+}
+
+TEST(LocalComm, BadArgumentsAreInputErrors) {
+    auto g = make_local_group(2);
+    float x = 0, y = 0;
+    EXPECT_THROW(g[0]->reduce_scatter(&x, &y, {1}, CommType::kF32), Error);  // one count, 2 ranks
+    EXPECT_THROW(g[0]->broadcast(&x, 1, CommType::kF32, 2), Error);
+    EXPECT_THROW(g[0]->send(&x, 1, CommType::kF32, -1, 0), Error);
+    EXPECT_THROW(make_local_group(0), Error);
+}
+
+// make_local_group with threads the caller drives; ops queue while the caller computes.
+TEST(LocalComm, GroupDrivenByOwnThreads) {
+    auto g = make_local_group(2);
+    std::vector<double> a(100, 1.5), b(100, 2.25);
+    auto ha = g[0]->all_reduce(a.data(), 100, CommType::kF64);
+    std::thread t([&] { g[1]->all_reduce(b.data(), 100, CommType::kF64)->wait(); });
+    ha->wait();
+    t.join();
+    for (int i = 0; i < 100; ++i) {
+        EXPECT_EQ(a[static_cast<size_t>(i)], 3.75);
+        EXPECT_EQ(b[static_cast<size_t>(i)], 3.75);
+    }
+}
+
+}  // namespace
+}  // namespace zt

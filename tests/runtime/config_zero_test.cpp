@@ -1,0 +1,268 @@
+// parse_config for data parallelism: zero_optimization (stages, sizes, DeepSpeed's defaults,
+// refusals with their reasons), the comm section, communication_data_type, the dp degree from the
+// world through the mesh, and batch errors that name the rank count and the counts that fit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/config.h"
+#include "util/error.h"
+
+namespace zt {
+namespace {
+
+using nlohmann::json;
+
+std::string error_of(const json& j, int64_t world_size = 1) {
+    try {
+        parse_config(j, world_size);
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInput);
+        return e.message();
+    }
+    return "(no error)";
+}
+
+void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
+    for (const std::string& p : parts)
+        EXPECT_NE(message.find(p), std::string::npos) << "expected \"" << p << "\" in: " << message;
+}
+
+ZeroConfig zero_of(const json& section) {
+    return parse_config({{"zero_optimization", section}}).config.zero;
+}
+
+TEST(ConfigZero, DefaultsAreDeepSpeeds) {
+    const ParsedConfig p = parse_config(json::object());
+    const TrainConfig& c = p.config;
+    const ZeroConfig def;
+    EXPECT_EQ(c.zero.stage, 0);
+    EXPECT_EQ(c.zero.reduce_bucket_size, 500000000);
+    EXPECT_EQ(c.zero.allgather_bucket_size, 500000000);
+    EXPECT_FALSE(c.zero.overlap_comm);
+    EXPECT_TRUE(c.zero.contiguous_gradients);
+    EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, 50000000);
+    EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 100000);
+    EXPECT_EQ(c.zero.stage3_max_live_parameters, 1000000000);
+    EXPECT_EQ(c.zero.reduce_bucket_size, def.reduce_bucket_size);
+    EXPECT_EQ(c.comm.backend, "mpi");
+    EXPECT_EQ(c.comm.local_ranks, 1);
+    EXPECT_EQ(c.communication_data_type, "fp32");
+    EXPECT_EQ(c.dp, 1);
+}
+
+TEST(ConfigZero, StagesAndOverlapDefault) {
+    for (int stage = 0; stage <= 3; ++stage) {
+        const ZeroConfig z = zero_of({{"stage", stage}});
+        EXPECT_EQ(z.stage, stage);
+        // DeepSpeed turns overlap_comm on by default at stage 3 only.
+        EXPECT_EQ(z.overlap_comm, stage == 3) << "stage " << stage;
+        EXPECT_TRUE(zero_of({{"stage", stage}, {"overlap_comm", true}}).overlap_comm);
+        EXPECT_FALSE(zero_of({{"stage", stage}, {"overlap_comm", false}}).overlap_comm);
+    }
+    EXPECT_TRUE(zero_of({{"stage", 3}, {"overlap_comm", nullptr}}).overlap_comm);  // null: absent
+    EXPECT_EQ(zero_of({{"stage", 2.0}}).stage, 2);
+}
+
+TEST(ConfigZero, SizesAsDeepSpeedWritesThem) {
+    const ZeroConfig z = parse_config(json::parse(R"({"zero_optimization": {
+        "stage": 3, "reduce_bucket_size": 5e7, "allgather_bucket_size": 2e8,
+        "stage3_prefetch_bucket_size": 1e6, "stage3_param_persistence_threshold": 0,
+        "stage3_max_live_parameters": 3e9, "overlap_comm": false}})"))
+                             .config.zero;
+    EXPECT_EQ(z.reduce_bucket_size, 50000000);
+    EXPECT_EQ(z.allgather_bucket_size, 200000000);
+    EXPECT_EQ(z.stage3_prefetch_bucket_size, 1000000);
+    EXPECT_EQ(z.stage3_param_persistence_threshold, 0);  // a threshold: 0 keeps nothing whole
+    EXPECT_EQ(z.stage3_max_live_parameters, 3000000000);
+    EXPECT_FALSE(z.overlap_comm);
+
+    // "auto" (as Hugging Face writes it) resolves to the default.
+    const ZeroConfig a = zero_of({{"stage", 3},
+                                  {"reduce_bucket_size", "auto"},
+                                  {"allgather_bucket_size", "auto"},
+                                  {"stage3_prefetch_bucket_size", "auto"},
+                                  {"stage3_param_persistence_threshold", "auto"},
+                                  {"stage3_max_live_parameters", "auto"},
+                                  {"sub_group_size", "auto"}});
+    const ZeroConfig def;
+    EXPECT_EQ(a.reduce_bucket_size, def.reduce_bucket_size);
+    EXPECT_EQ(a.allgather_bucket_size, def.allgather_bucket_size);
+    EXPECT_EQ(a.stage3_prefetch_bucket_size, def.stage3_prefetch_bucket_size);
+    EXPECT_EQ(a.stage3_param_persistence_threshold, def.stage3_param_persistence_threshold);
+    EXPECT_EQ(a.stage3_max_live_parameters, def.stage3_max_live_parameters);
+}
+
+TEST(ConfigZero, WrongTypesAndRangesNameTheKey) {
+    auto err = [](const json& z) { return error_of({{"zero_optimization", z}}); };
+    expect_mentions(err({{"stage", 4}}),
+                    {"zero_optimization.stage: expected an integer in [0, 3]"});
+    expect_mentions(err({{"stage", -1}}), {"zero_optimization.stage", "got -1"});
+    expect_mentions(err({{"stage", "3"}}),
+                    {"zero_optimization.stage: expected an integer", "\"3\""});
+    expect_mentions(err({{"stage", 1.5}}), {"zero_optimization.stage: expected an integer", "1.5"});
+    expect_mentions(err({{"stage", "auto"}}), {"zero_optimization.stage: \"auto\" cannot be"});
+    for (const char* k : {"reduce_bucket_size", "allgather_bucket_size",
+                          "stage3_prefetch_bucket_size", "stage3_max_live_parameters",
+                          "sub_group_size"}) {
+        expect_mentions(err({{k, 0}}), {std::string("zero_optimization.") + k,
+                                        "expected an integer >= 1, got 0"});
+        expect_mentions(err({{k, "big"}}),
+                        {std::string("zero_optimization.") + k, "expected an integer"});
+    }
+    expect_mentions(err({{"stage3_param_persistence_threshold", -1}}),
+                    {"zero_optimization.stage3_param_persistence_threshold",
+                     "expected an integer >= 0, got -1"});
+    expect_mentions(err({{"overlap_comm", "yes"}}),
+                    {"zero_optimization.overlap_comm: expected true or false"});
+    expect_mentions(err({{"round_robin_gradients", 1}}),
+                    {"zero_optimization.round_robin_gradients: expected true or false"});
+    expect_mentions(error_of({{"zero_optimization", 3}}),
+                    {"zero_optimization: expected an object, got 3"});
+}
+
+TEST(ConfigZero, BehaviourZerotrainAlwaysHasIsRefusedWhenTurnedOff) {
+    auto err = [](const json& z) { return error_of({{"zero_optimization", z}}); };
+    expect_mentions(err({{"stage", 2}, {"contiguous_gradients", false}}),
+                    {"zero_optimization.contiguous_gradients",
+                     "gradients are always contiguous in zerotrain's flat arena"});
+    expect_mentions(err({{"stage", 2}, {"reduce_scatter", false}}),
+                    {"zero_optimization.reduce_scatter", "always reduce-scatters",
+                     "own"});
+    expect_mentions(err({{"allgather_partitions", false}}),
+                    {"zero_optimization.allgather_partitions", "always all-gathers"});
+    expect_mentions(err({{"ignore_unused_parameters", false}}),
+                    {"zero_optimization.ignore_unused_parameters"});
+    expect_mentions(err({{"load_from_fp32_weights", false}}),
+                    {"zero_optimization.load_from_fp32_weights"});
+    for (const char* device : {"cpu", "nvme"}) {
+        expect_mentions(err({{"stage", 2}, {"offload_optimizer", {{"device", device}}}}),
+                        {"zero_optimization.offload_optimizer.device", device,
+                         "not supported yet by the engine", "--offload-optimizer"});
+        expect_mentions(err({{"stage", 3}, {"offload_param", {{"device", device}}}}),
+                        {"zero_optimization.offload_param.device", device,
+                         "not supported yet by the engine"});
+    }
+    expect_mentions(err({{"offload_param", {{"device", "gpu"}}}}),
+                    {"zero_optimization.offload_param.device: expected one of"});
+    expect_mentions(err({{"zero_quantized_gradients", true}}),
+                    {"zero_optimization.zero_quantized_gradients", "not supported yet"});
+    expect_mentions(err({{"zero_hpz_partition_size", 8}}),
+                    {"zero_optimization.zero_hpz_partition_size"});
+}
+
+TEST(ConfigZero, DeepSpeedsTypicalStage3SectionIsAcceptedWithoutWarnings) {
+    // The shape of Hugging Face's ds_config_zero3.json.
+    const ParsedConfig p = parse_config(json::parse(R"({"zero_optimization": {
+        "stage": 3,
+        "offload_optimizer": {"device": "none", "pin_memory": true},
+        "offload_param": {"device": "none", "pin_memory": true},
+        "overlap_comm": true, "contiguous_gradients": true, "reduce_scatter": true,
+        "allgather_partitions": true, "round_robin_gradients": true,
+        "sub_group_size": 1e9, "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+        "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
+        "stage3_gather_16bit_weights_on_model_save": true}})"));
+    EXPECT_TRUE(p.warnings.empty()) << p.warnings.front();
+    EXPECT_EQ(p.config.zero.stage, 3);
+    EXPECT_TRUE(p.config.zero.overlap_comm);
+
+    const ParsedConfig u = parse_config(
+        {{"zero_optimization", {{"stage", 1}, {"bucket_size", 5}}}, {"comm", {{"speed", 1}}}});
+    std::vector<std::string> warnings = u.warnings;
+    std::sort(warnings.begin(), warnings.end());
+    EXPECT_EQ(warnings, (std::vector<std::string>{"comm.speed", "zero_optimization.bucket_size"}));
+}
+
+TEST(ConfigZero, CommunicationDataType) {
+    auto dtype = [](const json& j) { return parse_config(j).config.communication_data_type; };
+    const json bf16 = {{"enabled", true}};
+    // Default: the gradient accumulation dtype.
+    EXPECT_EQ(dtype(json::object()), "fp32");
+    EXPECT_EQ(dtype({{"fp16", {{"enabled", true}}}}), "fp32");
+    EXPECT_EQ(dtype({{"bf16", bf16}}), "fp32");
+    EXPECT_EQ(dtype({{"bf16", bf16}, {"data_types", {{"grad_accum_dtype", "bf16"}}}}), "bf16");
+    // Given: checked against the precision; case-insensitive, as in DeepSpeed.
+    EXPECT_EQ(dtype({{"bf16", bf16}, {"communication_data_type", "bf16"}}), "bf16");
+    EXPECT_EQ(dtype({{"fp16", {{"enabled", true}}}, {"communication_data_type", "FP16"}}), "fp16");
+    EXPECT_EQ(dtype({{"bf16", bf16},
+                     {"data_types", {{"grad_accum_dtype", "bf16"}}},
+                     {"communication_data_type", "fp32"}}),
+              "fp32");
+    expect_mentions(error_of({{"communication_data_type", "fp16"}}),
+                    {"communication_data_type: \"fp16\" needs fp16 training"});
+    expect_mentions(error_of({{"bf16", bf16}, {"communication_data_type", "fp16"}}),
+                    {"communication_data_type: \"fp16\" needs fp16 training"});
+    expect_mentions(error_of({{"fp16", {{"enabled", true}}}, {"communication_data_type", "bf16"}}),
+                    {"communication_data_type: \"bf16\" needs bf16 training"});
+    expect_mentions(error_of({{"communication_data_type", "int8"}}),
+                    {"communication_data_type: expected one of", "\"int8\""});
+    expect_mentions(error_of({{"communication_data_type", 16}}),
+                    {"communication_data_type: expected a string"});
+}
+
+TEST(ConfigZero, CommSectionAndTheWorld) {
+    // mpi: the world is the caller's.
+    EXPECT_EQ(parse_config(json::object(), 8).config.dp, 8);
+    // local: the world is local_ranks, whether the caller says 1 or the same count.
+    const json local = {{"comm", {{"backend", "local"}, {"local_ranks", 4}}}};
+    for (int64_t world : {1, 4}) {
+        const TrainConfig c = parse_config(local, world).config;
+        EXPECT_EQ(c.comm.backend, "local");
+        EXPECT_EQ(c.comm.local_ranks, 4);
+        EXPECT_EQ(c.dp, 4);
+        EXPECT_EQ(c.train_batch_size, 4);  // micro 1 x accumulation 1 x dp 4
+    }
+    expect_mentions(error_of(local, 2), {"comm.backend", "\"local\"", "4 ranks", "2 processes"});
+    expect_mentions(error_of({{"comm", {{"local_ranks", 2}}}}),
+                    {"comm.local_ranks: only used with comm.backend \"local\""});
+    expect_mentions(error_of({{"comm", {{"backend", "nccl"}}}}),
+                    {"comm.backend: expected one of \"mpi\", \"local\", got \"nccl\""});
+    expect_mentions(error_of({{"comm", {{"backend", "local"}, {"local_ranks", 0}}}}),
+                    {"comm.local_ranks: expected an integer in [1, "});
+}
+
+TEST(ConfigZero, DpComesFromTheMesh) {
+    const json j = {{"parallel", {{"tensor", 1}, {"pipeline", 1}}}};
+    EXPECT_EQ(parse_config(j, 6).config.dp, 6);
+    expect_mentions(error_of({{"parallel", {{"tensor", 2}}}}, 4),
+                    {"parallel.tensor: tensor parallelism is not in this version"});
+    expect_mentions(error_of({{"parallel", {{"pipeline", 2}}}}, 4),
+                    {"parallel.pipeline: pipeline parallelism is not in this version"});
+    expect_mentions(error_of({{"parallel", {{"tensor", 0}}}}),
+                    {"parallel.tensor: expected an integer in [1, "});
+}
+
+TEST(ConfigZero, BatchErrorsNameTheRankCountAndOnesThatFit) {
+    // All three given: exactly one rank count fits, train_batch_size / (micro x accumulation).
+    const json all = {{"train_batch_size", 32},
+                      {"train_micro_batch_size_per_gpu", 4},
+                      {"gradient_accumulation_steps", 2}};
+    expect_mentions(error_of(all, 3), {"dp (3)", "this run has 3 ranks", "and 4 ranks would fit"});
+    EXPECT_EQ(parse_config(all, 32 / (4 * 2)).config.dp, 4);
+    // train_batch_size alone: dp must divide it; the nearest divisors of 10 around 3 are 2 and 5.
+    expect_mentions(error_of({{"train_batch_size", 10}}, 3),
+                    {"train_batch_size: 10 is not divisible by dp = 3", "this run has 3 ranks",
+                     "2 or 5 ranks would fit"});
+    // With the micro batch: dp must divide 24 / 2 = 12; around 5 that is 4 or 6.
+    expect_mentions(error_of({{"train_batch_size", 24}, {"train_micro_batch_size_per_gpu", 2}}, 5),
+                    {"this run has 5 ranks", "4 or 6 ranks would fit"});
+    // With the accumulation steps: dp must divide 16 / 4 = 4; above 4 nothing fits.
+    expect_mentions(error_of({{"train_batch_size", 16}, {"gradient_accumulation_steps", 4}}, 8),
+                    {"this run has 8 ranks", "and 4 ranks would fit"});
+    // No rank count fixes a train_batch_size that the micro batch does not divide.
+    const std::string odd =
+        error_of({{"train_batch_size", 25}, {"train_micro_batch_size_per_gpu", 2}}, 3);
+    expect_mentions(odd, {"train_batch_size: 25", "micro_batch_size_per_gpu x dp = 6"});
+    EXPECT_EQ(odd.find("would fit"), std::string::npos) << odd;
+    // The local backend's rank threads count as the world.
+    expect_mentions(error_of({{"train_batch_size", 8},
+                              {"comm", {{"backend", "local"}, {"local_ranks", 3}}}}),
+                    {"this run has 3 ranks", "2 or 4 ranks would fit"});
+}
+
+}  // namespace
+}  // namespace zt
