@@ -7,7 +7,10 @@
 #include "checkpoint/gpt_weights.h"
 #include "runtime/config.h"
 #include "runtime/data/tokenize.h"
+#include "comm/local/local_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "runtime/trainer.h"
+#include "util/random.h"
 #include "tensor/threads.h"
 #include "util/log.h"
 #include "util/units.h"
@@ -16,13 +19,20 @@ namespace zt::cli {
 
 namespace {
 
-TrainConfig load(const ConfigArgs& args) {
+nlohmann::json load_json(const ConfigArgs& args) {
     nlohmann::json j = load_config_file(args.path);
     for (const std::string& s : args.sets) apply_override(j, s);
-    ParsedConfig parsed = parse_config(j, 1);
-    for (const std::string& w : parsed.warnings) log_warn("config: unknown key \"", w, "\" ignored");
+    return j;
+}
+
+TrainConfig parse(const nlohmann::json& j, int64_t world, bool warn) {
+    ParsedConfig parsed = parse_config(j, world);
+    if (warn)
+        for (const std::string& w : parsed.warnings) log_warn("config: ", w);
     return parsed.config;
 }
+
+TrainConfig load(const ConfigArgs& args) { return parse(load_json(args), 1, true); }
 
 void add_config_options(CLI::App* sub, ConfigArgs& args) {
     sub->add_option("config", args.path, "JSON config (DeepSpeed keys plus zerotrain's)")
@@ -60,18 +70,73 @@ void Commands::add_train(CLI::App& app) {
     sub->add_option("--memory-timeline", memory_timeline_,
                     "write one JSON line per allocation and free to FILE "
                     "(docs/memory-timeline.md)");
+    sub->add_option("--ranks", ranks_,
+                     "run N data-parallel ranks as threads of this process (comm backend "
+                     "\"local\"); under mpirun or srun the launcher's processes are the ranks")
+        ->check(CLI::PositiveNumber);
     runners_.emplace_back(sub, [this] {
-        TrainConfig cfg = load(config_);
-        if (threads_ > 0) cfg.threads = threads_;
-        if (!memory_budget_.empty()) cfg.memory_budget = parse_bytes(memory_budget_, "--memory-budget");
+        nlohmann::json j = load_json(config_);
+        if (ranks_ > 0) {
+            j["comm"]["backend"] = "local";
+            j["comm"]["local_ranks"] = ranks_;
+        }
         TrainOptions opts;
         opts.run_dir = run_dir_.empty() ? default_run_dir(config_.path) : run_dir_;
         opts.tty = isatty(STDERR_FILENO) != 0;
         opts.quiet = quiet_;
         opts.memory_timeline = memory_timeline_;
-        run_training(cfg, opts);
+        train_on_ranks(j, opts);
         return 0;
     });
+}
+
+// Note [Starting ranks]: the ranks come from the config's comm section: "local" runs
+// comm.local_ranks threads here; "mpi" uses the launcher's processes when started by mpirun or
+// srun, and is one process without a communicator otherwise. Each rank parses the config for the
+// world it is in, and agree_on_config makes every rank stop with the same input error when any
+// rank's config is invalid or differs, so a bad config never leaves a rank waiting. A failure
+// once training has started may be one rank's own (out of memory, a bad file); under MPI it ends
+// the whole job with MPI_Abort after the message, since the others would wait for it forever.
+void Commands::train_on_ranks(const nlohmann::json& j, const TrainOptions& opts) {
+    bool started = false;  // past the config agreement (MPI: set by the one rank of this process)
+    auto train_rank = [&](Communicator* comm) {
+        const int world = comm ? comm->size() : 1;
+        const bool root = !comm || comm->rank() == 0;
+        TrainConfig cfg;
+        std::string error;
+        try {
+            cfg = parse(j, world, root);
+            if (threads_ > 0) cfg.threads = threads_;
+            if (!memory_budget_.empty())
+                cfg.memory_budget = parse_bytes(memory_budget_, "--memory-budget");
+        } catch (const Error& e) {
+            if (world == 1 || e.kind() != ErrorKind::kInput) throw;
+            error = e.message();
+        }
+        if (world > 1) agree_on_config(*comm, hash_string(j.dump()), error);
+        started = true;
+        run_training(cfg, opts, comm);
+    };
+    const nlohmann::json* comm_section = j.contains("comm") ? &j["comm"] : nullptr;
+    const bool local = comm_section && comm_section->value("backend", "") == "local";
+    if (local) {
+        const int n = comm_section->value("local_ranks", 1);
+        ZT_CHECK(n >= 1, "comm.local_ranks: expected >= 1, got ", n);
+        run_local_ranks(n, [&](Communicator& c) { train_rank(&c); });
+        return;
+    }
+    if (!launched_by_mpi_launcher()) {
+        train_rank(nullptr);
+        return;
+    }
+    std::unique_ptr<Communicator> world = mpi_world();
+    try {
+        train_rank(world.get());
+    } catch (const std::exception& e) {
+        if (!started || world->size() == 1) throw;
+        const auto* ze = dynamic_cast<const Error*>(&e);
+        mpi_abort(1, str_cat("rank ", world->rank(), ": ", ze ? ze->message() : e.what()));
+    }
 }
 
 void Commands::add_export(CLI::App& app) {

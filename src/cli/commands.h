@@ -3,8 +3,13 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+namespace zt {
+struct TrainOptions;
+}
 
 namespace zt::cli {
 
@@ -32,6 +37,8 @@ private:
     void add_export(CLI::App& app);
     void add_data(CLI::App& app);
     void add_bench(CLI::App& app);
+    // Runs `train` on the ranks the config and launcher give (Note [Starting ranks]).
+    void train_on_ranks(const nlohmann::json& j, const TrainOptions& opts);
 
     std::function<int()> chosen_;
     std::vector<std::pair<CLI::App*, std::function<int()>>> runners_;
@@ -40,6 +47,7 @@ private:
     EstimateArgs estimate_;
     std::string run_dir_;
     int threads_ = 0;
+    int ranks_ = 0;
     std::string memory_budget_;
     std::string memory_timeline_;
     bool quiet_ = false;

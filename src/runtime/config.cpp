@@ -335,7 +335,7 @@ void parse_offload(Section& z) {
 // all-gather of partitions, fp32 master weights on load, unused parameters with zero gradients)
 // are accepted as true and refused as false. Layout and caching hints with no counterpart in one
 // flat arena are type-checked and accepted. Offload and the ZeRO++/MiCS variants are refused.
-void parse_zero(Section& root, ZeroConfig& zc) {
+void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warnings) {
     Section z = root.section("zero_optimization");
     zc.stage = static_cast<int>(z.get_int("stage", 0, 0, 3));
     zc.reduce_bucket_size = zero_size(z, "reduce_bucket_size", zc.reduce_bucket_size);
@@ -358,14 +358,43 @@ void parse_zero(Section& root, ZeroConfig& zc) {
     require_true(z, "load_from_fp32_weights", "zerotrain restores the fp32 master weights");
     require_true(z, "ignore_unused_parameters",
                  "unused parameters get zero gradients in the flat arena, never an error");
-    for (const char* k : {"round_robin_gradients", "elastic_checkpoint",
-                          "stage3_gather_16bit_weights_on_model_save",
-                          "stage3_gather_fp16_weights_on_model_save",
-                          "use_multi_rank_bucket_allreduce", "memory_efficient_linear"})
-        z.get_bool(k, false);
-    zero_size(z, "sub_group_size", 1000000000);  // the optimizer step is one flat range
-    zero_size(z, "stage3_max_reuse_distance", 1000000000, 0);
-    zero_size(z, "stage3_model_persistence_threshold", INT64_MAX, 0);
+    // Accepted and type-checked, with a warning that says why they change nothing here.
+    struct NoEffect {
+        const char* key;
+        bool is_bool;  // else a size
+        int64_t lo;
+        const char* why;
+    };
+    static const NoEffect kNoEffect[] = {
+        {"round_robin_gradients", true, 0,
+         "gradient buckets always go to the ranks that own their slices"},
+        {"elastic_checkpoint", true, 0,
+         "checkpoints store the whole unpartitioned state, loadable at any rank count"},
+        {"stage3_gather_16bit_weights_on_model_save", true, 0,
+         "export always gathers the whole fp32 master weights"},
+        {"stage3_gather_fp16_weights_on_model_save", true, 0,
+         "export always gathers the whole fp32 master weights"},
+        {"use_multi_rank_bucket_allreduce", true, 0,
+         "each bucket is one collective over the data-parallel group"},
+        {"memory_efficient_linear", true, 0,
+         "ZeRO-3 gathers and releases weights per module for every layer type"},
+        {"sub_group_size", false, 1, "the optimizer updates each rank's range as one flat range"},
+        {"stage3_max_reuse_distance", false, 0,
+         "ZeRO-3 releases a module's weights after each use; only persistent modules stay"},
+        {"stage3_model_persistence_threshold", false, 0,
+         "persistence is decided per module by stage3_param_persistence_threshold"},
+    };
+    for (const NoEffect& k : kNoEffect) {
+        if (!z.has(k.key)) {
+            z.take(k.key);  // null: absent
+            continue;
+        }
+        if (k.is_bool)
+            z.get_bool(k.key, false);
+        else
+            zero_size(z, k.key, 0, k.lo);
+        warnings.push_back(str_cat(z.key(k.key), ": has no effect in zerotrain (", k.why, ")"));
+    }
 
     parse_offload(z);
     for (const char* k : {"cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
@@ -553,7 +582,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     parse_optimizer(root, c.optimizer);
     parse_scheduler(root, c, c.scheduler);
     parse_precision(root, c);
-    parse_zero(root, c.zero);
+    parse_zero(root, c.zero, out.warnings);
     parse_activation_checkpointing(root, c.activation_checkpointing);
     refuse_features(root);
     root.finish();

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <optional>
+#include <thread>
+#include <cstdlib>
 
 #include "checkpoint/gpt_weights.h"
 #include "optim/adamw.h"
@@ -119,21 +121,105 @@ void load_batch(const TokenDataset& ds, int64_t k0, int64_t micro, std::vector<i
     for (int64_t j = 0; j < micro; ++j) ds.get(k0 + j, &inputs[j * T], &targets[j * T]);
 }
 
+// Mean loss over eval_iters batches. Ranks share the batches (rank r takes r, r + N, ...); every
+// rank runs the same number of forwards, since ZeRO-3 gathers parameters collectively, and a
+// rank's surplus forward counts nothing.
 double evaluate(Engine& engine, const TokenDataset& ds, const TrainConfig& cfg) {
+    ZeroDataParallel& dp = engine.data_parallel();
+    const int64_t N = dp.ranks();
+    const int64_t rounds = (cfg.eval_iters + N - 1) / N;
     std::vector<int32_t> in, tg;
     double sum = 0;
-    for (int64_t it = 0; it < cfg.eval_iters; ++it) {
-        load_batch(ds, it * cfg.micro_batch, cfg.micro_batch, in, tg);
-        sum += engine.eval_loss(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
+    for (int64_t i = 0; i < rounds; ++i) {
+        const int64_t it = i * N + dp.rank();
+        load_batch(ds, (it < cfg.eval_iters ? it : 0) * cfg.micro_batch, cfg.micro_batch, in, tg);
+        const double loss = engine.eval_loss(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
+        if (it < cfg.eval_iters) sum += loss;
     }
-    return sum / static_cast<double>(cfg.eval_iters);
+    return dp.sum_over_ranks(sum) / static_cast<double>(cfg.eval_iters);
 }
 
-void save_weights(Engine& engine, const std::string& path) {
+// Collective: every rank takes part in gathering the weights; rank 0 writes them.
+void save_weights(Engine& engine, const std::string& path, bool root) {
+    std::vector<float> whole = engine.gather_master();
+    if (!root) return;
     std::vector<NamedTensorF32> named;
     for (Parameter* p : engine.arena().params())
-        named.push_back({p->name, p->shape, p->master.data<float>()});
+        named.push_back({p->name, p->shape, whole.data() + p->offset});
     export_gpt_weights(path, named, "F32");
+}
+
+void load_weights(Engine& engine, const std::string& path) {
+    std::vector<float> whole(static_cast<size_t>(engine.arena().padded_numel()), 0.0f);
+    std::vector<NamedTensorF32> named;
+    for (Parameter* p : engine.arena().params())
+        named.push_back({p->name, p->shape, whole.data() + p->offset});
+    import_gpt_weights(path, named);
+    engine.load_master(whole.data());
+}
+
+// Threads per rank when the config leaves it open: the cores shared by the ranks on this machine.
+int default_threads(Communicator* comm) {
+    if (!comm || comm->size() == 1) return 0;  // all cores
+    int local = comm->size();
+    if (comm->backend() == "mpi")
+        for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+            if (const char* v = std::getenv(var); v && std::atoi(v) > 0) {
+                local = std::atoi(v);
+                break;
+            }
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return std::max(1, cores / local);
+}
+
+// Per-rank figures of a step, gathered at every rank (rank order): exposed communication seconds,
+// then current and peak bytes per memory category, then the total peak.
+constexpr int kRankFigures = 2 + 2 * kMemCategoryCount;
+
+std::vector<double> rank_figures(double comm_s, const MemoryStats& m) {
+    std::vector<double> v{comm_s};
+    for (int c = 0; c < kMemCategoryCount; ++c) v.push_back(static_cast<double>(m.current[c]));
+    for (int c = 0; c < kMemCategoryCount; ++c) v.push_back(static_cast<double>(m.peak[c]));
+    v.push_back(static_cast<double>(m.total_peak));
+    return v;
+}
+
+std::vector<double> gather_figures(Communicator* comm, std::vector<double> mine) {
+    if (!comm || comm->size() == 1) return mine;
+    std::vector<double> all(mine.size() * static_cast<size_t>(comm->size()));
+    comm->all_gather(mine.data(), all.data(),
+                     std::vector<int64_t>(static_cast<size_t>(comm->size()),
+                                          static_cast<int64_t>(mine.size())),
+                     CommType::kF64)
+        ->wait();
+    return all;
+}
+
+nlohmann::json rank_memory_json(const double* f) {
+    nlohmann::json j;
+    for (int c = 0; c < kMemCategoryCount; ++c)
+        j[mem_category_name(static_cast<MemCategory>(c))] = static_cast<int64_t>(f[1 + c]);
+    j["peak"] = static_cast<int64_t>(f[1 + 2 * kMemCategoryCount]);
+    return j;
+}
+
+nlohmann::json comm_json(const CommStats& s) {
+    nlohmann::json j = nlohmann::json::object();
+    for (int k = 0; k < kCollectiveKindCount; ++k)
+        if (s.count[k] > 0)
+            j[collective_kind_name(static_cast<CollectiveKind>(k))] = {
+                {"count", s.count[k]}, {"bytes", s.bytes_sent[k]}, {"seconds", s.seconds[k]}};
+    return j;
+}
+
+CommStats stats_delta(const CommStats& now, const CommStats& before) {
+    CommStats d;
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+        d.count[k] = now.count[k] - before.count[k];
+        d.bytes_sent[k] = now.bytes_sent[k] - before.bytes_sent[k];
+        d.seconds[k] = now.seconds[k] - before.seconds[k];
+    }
+    return d;
 }
 
 // Note [Failed runs]: a failed run leaves nothing that looks like a finished one. Weights are
@@ -168,10 +254,12 @@ private:
     bool created_;
 };
 
-std::unique_ptr<MemoryTimeline> open_timeline(const std::string& path) {
+// One file per rank: FILE for one process, FILE.rankR for each rank of several.
+std::unique_ptr<MemoryTimeline> open_timeline(const std::string& path, int rank, int ranks) {
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
-    return std::make_unique<MemoryTimeline>(path, 0);
+    return std::make_unique<MemoryTimeline>(
+        ranks == 1 ? path : str_cat(path, ".rank", rank), rank);
 }
 
 // The out-of-memory advice, made concrete with this run's settings.
@@ -205,6 +293,15 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.gradient_clipping = cfg.gradient_clipping;
     eo.seed = cfg.seed;
     eo.lr = cfg.optimizer.lr;
+    const ZeroConfig& z = cfg.zero;
+    eo.zero.stage = z.stage;
+    eo.zero.reduce_bucket_size = z.reduce_bucket_size;
+    eo.zero.allgather_bucket_size = z.allgather_bucket_size;
+    eo.zero.overlap_comm = z.overlap_comm;
+    eo.zero.prefetch_bucket_size = z.stage3_prefetch_bucket_size;
+    eo.zero.persistence_threshold = z.stage3_param_persistence_threshold;
+    eo.zero.max_live_parameters = z.stage3_max_live_parameters;
+    eo.zero.comm_dtype = parse_dtype(cfg.communication_data_type);
     eo.optimizer = make_optimizer(cfg.optimizer);
     if (!cfg.scheduler.type.empty()) eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
     return eo;
@@ -214,7 +311,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
 // activations), before anything is allocated or written.
 void check_budget_before_start(const TrainConfig& cfg) {
     if (cfg.memory_budget <= 0) return;
-    const Estimate e = estimate_gpt(estimate_spec(cfg, 0, false, 1));
+    const Estimate e = estimate_gpt(estimate_spec(cfg, cfg.zero.stage, false, cfg.dp));
     const int64_t need = certain_bytes(e);
     if (need <= cfg.memory_budget) return;
     std::string lines;
@@ -229,8 +326,40 @@ void check_budget_before_start(const TrainConfig& cfg) {
             "activation_checkpointing (see `zerotrain estimate` for each policy)");
 }
 
-TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
-    if (cfg.threads > 0) set_num_threads(cfg.threads);
+void agree_on_config(Communicator& comm, uint64_t digest, const std::string& error) {
+    const int n = comm.size();
+    // Per rank: parse status (1 ok, 0 failed) and the config digest (split in two halves, so it
+    // travels exactly as i64).
+    int64_t mine[3] = {error.empty() ? 1 : 0, static_cast<int64_t>(digest >> 32),
+                       static_cast<int64_t>(digest & 0xffffffffu)};
+    std::vector<int64_t> all(3 * static_cast<size_t>(n));
+    comm.all_gather(mine, all.data(), std::vector<int64_t>(static_cast<size_t>(n), 3),
+                    CommType::kI64)
+        ->wait();
+    if (!error.empty()) throw Error(ErrorKind::kInput, __FILE__, __LINE__, error);
+    std::string failed;
+    for (int r = 0; r < n; ++r)
+        if (all[3 * r] == 0) failed += str_cat(failed.empty() ? "" : ", ", r);
+    ZT_CHECK(failed.empty(), "the config is invalid on rank(s) ", failed,
+             " (their own error says why); every rank stops");
+    std::string differ;
+    for (int r = 1; r < n; ++r)
+        if (all[3 * r + 1] != all[1] || all[3 * r + 2] != all[2])
+            differ += str_cat(differ.empty() ? "" : ", ", r);
+    ZT_CHECK(differ.empty(), "the config differs across ranks: rank(s) ", differ,
+             " hold a different config than rank 0 (a different file, or --set given to some "
+             "ranks only); every rank must train the same config");
+}
+
+TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Communicator* comm) {
+    const int rank = comm ? comm->rank() : 0;
+    const int ranks = comm ? comm->size() : 1;
+    const bool root = rank == 0;
+    ZT_ASSERT(ranks == cfg.dp, "run_training: ", ranks, " ranks for a config with dp = ", cfg.dp);
+    if (cfg.threads > 0)
+        set_num_threads(cfg.threads);
+    else if (int t = default_threads(comm); t > 0)
+        set_num_threads(t);
     std::unique_ptr<MemoryTimeline> timeline;  // declared before the pool: outlives its last free
     MemoryPool pool;
     pool.set_budget(cfg.memory_budget);
@@ -240,32 +369,34 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
     std::unique_ptr<Gpt> model = build_gpt(cfg);
     const double flops_per_token = model->flops_per_token();
     EngineOptions eo = engine_options(cfg);
+    eo.comm = comm;
     if (!opts.memory_timeline.empty()) {
-        timeline = open_timeline(opts.memory_timeline);
+        timeline = open_timeline(opts.memory_timeline, rank, ranks);
         pool.set_event_sink(timeline.get());
     }
     Engine engine(pool, std::move(model), std::move(eo));
-    if (!cfg.init_from.empty()) {
-        std::vector<NamedTensorF32> named;
-        for (Parameter* p : engine.arena().params())
-            named.push_back({p->name, p->shape, p->master.data<float>()});
-        import_gpt_weights(cfg.init_from, named);
-        engine.arena().sync_compute();
-    }
+    if (!cfg.init_from.empty()) load_weights(engine, cfg.init_from);
+    ZeroDataParallel& dp = engine.data_parallel();
 
-    RunDirectory run_dir(opts.run_dir);
+    std::optional<RunDirectory> run_dir;
+    if (root) run_dir.emplace(opts.run_dir);
     std::optional<MetricsWriter> metrics;
     TrainResult result;
     try {
-        metrics.emplace(opts.run_dir + "/metrics.jsonl");
+        if (root) metrics.emplace(opts.run_dir + "/metrics.jsonl");
         Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
+        const bool speak = root && !opts.quiet;
         auto say = [&](const std::string& s) {
-            if (!opts.quiet) progress.message(s);
+            if (speak) progress.message(s);
         };
         say(str_cat("zerotrain: GPT ", engine.arena().numel(), " parameters, ", cfg.precision, ", ",
-                    num_threads(), " threads, batch ", cfg.train_batch_size, " x ",
-                    cfg.model.seq_len, " tokens (micro ", cfg.micro_batch, " x accumulation ",
-                    cfg.grad_accum, ")"));
+                    num_threads(), " threads",
+                    ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(), "), ZeRO stage ",
+                                        cfg.zero.stage)
+                              : std::string(),
+                    ", batch ", cfg.train_batch_size, " x ", cfg.model.seq_len,
+                    " tokens (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum,
+                    ranks > 1 ? str_cat(" x ", ranks, " ranks") : std::string(), ")"));
         if (data.corpus)
             say(str_cat("builtin corpus: entropy rate H = ", data.corpus->entropy_rate,
                         " nats/token, bigram bound = ", data.corpus->bigram_bound,
@@ -276,12 +407,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
         double timed_s = 0;
         for (int64_t step = 0; step < cfg.steps; ++step) {
             pool.reset_peaks();
+            dp.reset_exposed_comm_s();
+            const CommStats comm_before = comm ? comm->stats() : CommStats{};
             Stopwatch sw;
             {
                 MemScope phase(pool, MemPhase::kForward);  // Tape::backward switches to backward
                 for (int64_t m = 0; m < cfg.grad_accum; ++m) {
-                    int64_t k0 =
-                        global_sample_index(step, m, 0, cfg.micro_batch, cfg.grad_accum, 1, 0);
+                    int64_t k0 = global_sample_index(step, m, rank, cfg.micro_batch,
+                                                     cfg.grad_accum, ranks, 0);
                     load_batch(*data.train, k0, cfg.micro_batch, in, tg);
                     engine.forward_backward(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
                 }
@@ -292,24 +425,53 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
                 st = engine.step();
             }
             double dt = sw.elapsed_s();
+            const CommStats step_comm =
+                comm ? stats_delta(comm->stats(), comm_before) : CommStats{};
+            // Every rank's figures, gathered after the step so this gather is not in them.
+            const std::vector<double> figs =
+                gather_figures(comm, rank_figures(dp.exposed_comm_s(), pool.stats()));
             if (step > 0) timed_s += dt;
-            nlohmann::json line = {{"step", step + 1},
-                                   {"loss", st.loss},
-                                   {"lr", st.lr},
-                                   {"grad_norm", st.grad_norm},
-                                   {"step_time_s", dt},
-                                   {"tokens_per_s", tokens_per_step / dt},
-                                   {"mfu_flops_per_s", flops_per_token * tokens_per_step / dt},
-                                   {"mem", memory_json(pool.stats())},
-                                   {"comm_s", 0.0},
-                                   {"skipped", st.skipped}};
-            if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
-            metrics->write(line);
             result.steps = step + 1;
             result.final_loss = st.loss;
             if (timeline) timeline->flush();
+            if (root) {
+                nlohmann::json mem = memory_json(pool.stats());
+                double comm_s = 0;
+                for (int r = 0; r < ranks; ++r) {  // the largest over ranks
+                    const double* f = figs.data() + static_cast<size_t>(r) * kRankFigures;
+                    comm_s = std::max(comm_s, f[0]);
+                    for (int c = 0; c < kMemCategoryCount; ++c) {
+                        const char* name = mem_category_name(static_cast<MemCategory>(c));
+                        mem[name] = std::max(mem[name].get<int64_t>(),
+                                             static_cast<int64_t>(f[1 + c]));
+                    }
+                    mem["peak"] = std::max(mem["peak"].get<int64_t>(),
+                                           static_cast<int64_t>(f[1 + 2 * kMemCategoryCount]));
+                }
+                nlohmann::json line = {{"step", step + 1},
+                                       {"loss", st.loss},
+                                       {"lr", st.lr},
+                                       {"grad_norm", st.grad_norm},
+                                       {"step_time_s", dt},
+                                       {"tokens_per_s", tokens_per_step / dt},
+                                       {"mfu_flops_per_s", flops_per_token * tokens_per_step / dt},
+                                       {"mem", mem},
+                                       {"comm_s", comm_s},
+                                       {"skipped", st.skipped}};
+                if (comm) line["comm"] = comm_json(step_comm);
+                if (ranks > 1 && ((step + 1) % cfg.steps_per_print == 0 || step + 1 == cfg.steps)) {
+                    nlohmann::json per = nlohmann::json::array();
+                    for (int r = 0; r < ranks; ++r) {
+                        const double* f = figs.data() + static_cast<size_t>(r) * kRankFigures;
+                        per.push_back({{"rank", r}, {"comm_s", f[0]}, {"mem", rank_memory_json(f)}});
+                    }
+                    line["ranks"] = per;
+                }
+                if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
+                metrics->write(line);
+            }
             if (st.skipped) say(str_cat("step ", step + 1, ": non-finite gradients, step skipped"));
-            if (!opts.quiet)
+            if (speak)
                 progress.update(step + 1, str_cat("loss ", st.loss, " | ",
                                                   static_cast<int64_t>(tokens_per_step / dt),
                                                   " tok/s"));
@@ -318,7 +480,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
             if (eval_now) {
                 MemScope phase(pool, MemPhase::kForward);
                 double el = evaluate(engine, *data.eval, cfg);
-                metrics->write({{"step", step + 1}, {"eval_loss", el}});
+                if (root) metrics->write({{"step", step + 1}, {"eval_loss", el}});
                 result.final_eval_loss = el;
                 say(str_cat("step ", step + 1, ": eval_loss ", el));
             }
@@ -327,9 +489,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
             pool.set_event_sink(nullptr);
             timeline->close();
         }
-        if (!opts.quiet) progress.finish();
+        if (speak) progress.finish();
         if (cfg.steps > 1) result.tokens_per_s = tokens_per_step * (cfg.steps - 1) / timed_s;
-        save_weights(engine, opts.run_dir + "/model.safetensors");
+        save_weights(engine, opts.run_dir + "/model.safetensors", root);
         say(str_cat("done: ", result.steps, " steps, final loss ", result.final_loss,
                     result.tokens_per_s > 0
                         ? str_cat(", ", static_cast<int64_t>(result.tokens_per_s), " tokens/s")
@@ -337,7 +499,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts) {
                     "; weights in ", opts.run_dir, "/model.safetensors"));
     } catch (const std::exception& e) {
         const auto* ze = dynamic_cast<const Error*>(&e);
-        run_dir.fail(metrics ? &*metrics : nullptr, result.steps, ze ? ze->message() : e.what());
+        if (run_dir)
+            run_dir->fail(metrics ? &*metrics : nullptr, result.steps,
+                          ze ? ze->message() : e.what());
         throw;
     }
     return result;

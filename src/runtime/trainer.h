@@ -1,11 +1,14 @@
-// The `zerotrain train` loop for one process: builds the model, data, optimizer and engine from a
-// TrainConfig, runs `steps` optimizer steps with evaluation, writes RUN_DIR/metrics.jsonl and the
-// final weights (RUN_DIR/model.safetensors, nanoGPT layout), and shows progress.
+// The `zerotrain train` loop of one rank: builds the model, data, optimizer and engine from a
+// TrainConfig, runs `steps` optimizer steps with evaluation, and (rank 0) writes
+// RUN_DIR/metrics.jsonl and the final weights (RUN_DIR/model.safetensors, nanoGPT layout) and
+// shows progress. With a communicator, every rank of the data-parallel group calls it with the
+// same config; each reads only its own samples.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "comm/communicator.h"
 #include "nn/gpt.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
@@ -30,6 +33,13 @@ struct TrainOptions {
 std::unique_ptr<Gpt> build_gpt(const TrainConfig& cfg);
 EngineOptions engine_options(const TrainConfig& cfg);
 
-TrainResult run_training(const TrainConfig& cfg, const TrainOptions& options);
+// comm: the data-parallel group (null: one process). Collective: every rank calls it.
+TrainResult run_training(const TrainConfig& cfg, const TrainOptions& options,
+                         Communicator* comm = nullptr);
+
+// Before training on several ranks: every rank learns whether all of them parsed the config
+// (`error` non-empty: this rank's parse failed) and whether they hold the same config (`digest`
+// of it). Throws the same kInput error on every rank when not, so all of them exit cleanly.
+void agree_on_config(Communicator& comm, uint64_t digest, const std::string& error);
 
 }  // namespace zt
