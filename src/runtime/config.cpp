@@ -334,7 +334,8 @@ void parse_offload(Section& z) {
 // (contiguous gradients in the flat arena, reduce-scatter to the owners of a bucket's slices,
 // all-gather of partitions, fp32 master weights on load, unused parameters with zero gradients)
 // are accepted as true and refused as false. Layout and caching hints with no counterpart in one
-// flat arena are type-checked and accepted. Offload and the ZeRO++/MiCS variants are refused.
+// flat arena are type-checked and accepted with a warning that says why they change nothing.
+// Offload and the ZeRO++/MiCS variants are refused.
 void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warnings) {
     Section z = root.section("zero_optimization");
     zc.stage = static_cast<int>(z.get_int("stage", 0, 0, 3));
@@ -367,22 +368,22 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
     };
     static const NoEffect kNoEffect[] = {
         {"round_robin_gradients", true, 0,
-         "gradient buckets always go to the ranks that own their slices"},
+         "gradients are already laid out by owner"},
         {"elastic_checkpoint", true, 0,
-         "checkpoints store the whole unpartitioned state, loadable at any rank count"},
+         "checkpoints are resharded on load anyway"},
         {"stage3_gather_16bit_weights_on_model_save", true, 0,
-         "export always gathers the whole fp32 master weights"},
+         "zerotrain export always writes consolidated weights"},
         {"stage3_gather_fp16_weights_on_model_save", true, 0,
-         "export always gathers the whole fp32 master weights"},
+         "zerotrain export always writes consolidated weights"},
         {"use_multi_rank_bucket_allreduce", true, 0,
          "each bucket is one collective over the data-parallel group"},
         {"memory_efficient_linear", true, 0,
-         "ZeRO-3 gathers and releases weights per module for every layer type"},
-        {"sub_group_size", false, 1, "the optimizer updates each rank's range as one flat range"},
+         "ZeRO-3 gathers and releases weights per module, whatever its type"},
+        {"sub_group_size", false, 1, "the optimizer step runs over one flat range"},
         {"stage3_max_reuse_distance", false, 0,
-         "ZeRO-3 releases a module's weights after each use; only persistent modules stay"},
+         "ZeRO-3 releases weights after each use unless persistent"},
         {"stage3_model_persistence_threshold", false, 0,
-         "persistence is decided per module by stage3_param_persistence_threshold"},
+         "no cap on persistent weights; stage3_param_persistence_threshold alone decides"},
     };
     for (const NoEffect& k : kNoEffect) {
         if (!z.has(k.key)) {
@@ -522,13 +523,16 @@ MeshShape parse_parallel(Section& root, int64_t world) {
     const int64_t tp = s.get_int("tensor", 1, 1, INT_MAX);
     const int64_t pp = s.get_int("pipeline", 1, 1, INT_MAX);
     s.finish();
+    ZT_CHECK(world <= INT_MAX, "world size: expected at most ", INT_MAX, " ranks, got ", world);
+    // Names world, tensor and pipeline when tensor x pipeline does not divide the world; checked
+    // first, since it is wrong whatever this version supports.
+    const MeshShape mesh =
+        make_mesh(static_cast<int>(world), static_cast<int>(tp), static_cast<int>(pp));
     ZT_CHECK(tp == 1, s.key("tensor"), ": tensor parallelism is not in this version; use 1 (got ",
              tp, ")");
     ZT_CHECK(pp == 1, s.key("pipeline"),
              ": pipeline parallelism is not in this version; use 1 (got ", pp, ")");
-    ZT_CHECK(world <= INT_MAX, "world size: expected at most ", INT_MAX, " ranks, got ", world);
-    // Names world, tensor and pipeline when tensor x pipeline does not divide the world.
-    return make_mesh(static_cast<int>(world), static_cast<int>(tp), static_cast<int>(pp));
+    return mesh;
 }
 
 int64_t parse_memory_budget(Section& root) {

@@ -154,7 +154,7 @@ TEST(ConfigZero, BehaviourZerotrainAlwaysHasIsRefusedWhenTurnedOff) {
                     {"zero_optimization.zero_hpz_partition_size"});
 }
 
-TEST(ConfigZero, DeepSpeedsTypicalStage3SectionIsAcceptedWithoutWarnings) {
+TEST(ConfigZero, DeepSpeedsTypicalStage3SectionIsAccepted) {
     // The shape of Hugging Face's ds_config_zero3.json.
     const ParsedConfig p = parse_config(json::parse(R"({"zero_optimization": {
         "stage": 3,
@@ -166,7 +166,15 @@ TEST(ConfigZero, DeepSpeedsTypicalStage3SectionIsAcceptedWithoutWarnings) {
         "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
         "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
         "stage3_gather_16bit_weights_on_model_save": true}})"));
-    EXPECT_TRUE(p.warnings.empty()) << p.warnings.front();
+    // Only the keys with no effect here warn; none is unknown.
+    std::vector<std::string> keys;
+    for (const std::string& w : p.warnings) keys.push_back(w.substr(0, w.find(':')));
+    std::sort(keys.begin(), keys.end());
+    EXPECT_EQ(keys, (std::vector<std::string>{
+                        "zero_optimization.round_robin_gradients",
+                        "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+                        "zero_optimization.stage3_max_reuse_distance",
+                        "zero_optimization.sub_group_size"}));
     EXPECT_EQ(p.config.zero.stage, 3);
     EXPECT_TRUE(p.config.zero.overlap_comm);
 
@@ -175,6 +183,41 @@ TEST(ConfigZero, DeepSpeedsTypicalStage3SectionIsAcceptedWithoutWarnings) {
     std::vector<std::string> warnings = u.warnings;
     std::sort(warnings.begin(), warnings.end());
     EXPECT_EQ(warnings, (std::vector<std::string>{"comm.speed", "zero_optimization.bucket_size"}));
+}
+
+TEST(ConfigZero, KeysWithNoEffectWarnWithTheReason) {
+    const struct {
+        const char* key;
+        json value;
+        const char* why;
+    } cases[] = {
+        {"elastic_checkpoint", true, "resharded on load"},
+        {"use_multi_rank_bucket_allreduce", false, "one collective"},
+        {"memory_efficient_linear", true, "per module"},
+        {"stage3_max_reuse_distance", 1e9, "unless persistent"},
+        {"stage3_model_persistence_threshold", 0, "stage3_param_persistence_threshold"},
+        {"round_robin_gradients", true, "laid out by owner"},
+        {"sub_group_size", "auto", "one flat range"},
+        {"stage3_gather_16bit_weights_on_model_save", true, "consolidated weights"},
+        {"stage3_gather_fp16_weights_on_model_save", false, "consolidated weights"},
+    };
+    for (const auto& c : cases) {
+        const ParsedConfig p = parse_config({{"zero_optimization", {{"stage", 3}, {c.key, c.value}}}});
+        ASSERT_EQ(p.warnings.size(), 1u) << c.key;
+        expect_mentions(p.warnings[0], {std::string("zero_optimization.") + c.key + ": ",
+                                        "has no effect in zerotrain", c.why});
+        // Absent or null: nothing to warn about.
+        EXPECT_TRUE(parse_config({{"zero_optimization", {{c.key, nullptr}}}}).warnings.empty())
+            << c.key;
+    }
+    EXPECT_TRUE(parse_config({{"zero_optimization", {{"stage", 3}}}}).warnings.empty());
+    // Still type-checked: a wrong type is an error, not a warning.
+    expect_mentions(error_of({{"zero_optimization", {{"elastic_checkpoint", "yes"}}}}),
+                    {"zero_optimization.elastic_checkpoint: expected true or false"});
+    expect_mentions(error_of({{"zero_optimization", {{"sub_group_size", 0}}}}),
+                    {"zero_optimization.sub_group_size", "expected an integer >= 1"});
+    expect_mentions(error_of({{"zero_optimization", {{"stage3_max_reuse_distance", -1}}}}),
+                    {"zero_optimization.stage3_max_reuse_distance", "expected an integer >= 0"});
 }
 
 TEST(ConfigZero, CommunicationDataType) {

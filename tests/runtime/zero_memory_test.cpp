@@ -27,7 +27,7 @@ namespace {
 const GptOptions kGpt{63, 16, 30, 2, 2};
 constexpr int64_t kB = 2, kSteps = 2, kPersistence = 1000;  // LayerNorms, wpe, c_proj persist
 
-struct Setup {
+struct MemSetup {
     int stage = 0;
     int ranks = 1;
     DType compute = DType::kF32;
@@ -55,7 +55,7 @@ void for_each_module(const Module& m, const std::function<void(const Module&)>& 
     for (const Module* c : m.children()) for_each_module(*c, fn);
 }
 
-void train_rank(const Setup& s, Communicator& comm, std::vector<Measured>& out) {
+void train_rank(const MemSetup& s, Communicator& comm, std::vector<Measured>& out) {
     set_num_threads(1);
     MemoryPool pool;
     EngineOptions eo;
@@ -98,7 +98,7 @@ void train_rank(const Setup& s, Communicator& comm, std::vector<Measured>& out) 
     out[static_cast<size_t>(comm.rank())] = m;
 }
 
-std::vector<Measured> measure(const Setup& s) {
+std::vector<Measured> measure(const MemSetup& s) {
     std::vector<Measured> out(static_cast<size_t>(s.ranks));
     run_local_ranks(s.ranks, [&](Communicator& c) { train_rank(s, c, out); });
     return out;
@@ -153,7 +153,7 @@ const char* dtype_label(DType t) {
 }
 
 // Checks one setup on every rank; returns rank 0's params + grads + optimizer bytes.
-int64_t check(const Setup& s) {
+int64_t check(const MemSetup& s) {
     const bool mixed = s.compute != DType::kF32;
     const int64_t g = static_cast<int64_t>(dtype_size(s.grad));
     const std::string what = std::string("stage ") + std::to_string(s.stage) + ", " +
@@ -227,7 +227,7 @@ TEST(ZeroMemory, PaddingShowsAtFourRanks) {
 
 TEST(ZeroMemory, Stage3WithNothingPersistentHoldsNoCommMemoryBetweenSteps) {
     for (DType compute : {DType::kF32, DType::kBF16}) {
-        const Setup s{3, 2, compute, DType::kF32, 0};
+        const MemSetup s{3, 2, compute, DType::kF32, 0};
         for (const Measured& m : measure(s)) {
             EXPECT_EQ(m.persistent_gathered, 0);
             EXPECT_EQ(m.comm, 0) << dtype_label(compute);
