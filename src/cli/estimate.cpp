@@ -46,7 +46,7 @@ int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
     ParsedConfig parsed = parse_config(j, 1);
     const int stage = args.zero_stage >= 0 ? args.zero_stage : parsed.config.zero.stage;
     for (const std::string& w : parsed.warnings)
-        log_warn("config: unknown key \"", w, "\" ignored");
+        log_warn("config: ", w);
     const Estimate est = estimate_gpt(
         estimate_spec(parsed.config, stage, offload == "cpu", args.ranks));
     if (args.json)

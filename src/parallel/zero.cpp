@@ -20,8 +20,8 @@
 //   allgather_bucket_size.
 // - Stage 2: as stage 1, but gradients are partitioned too: backward writes into lent bucket
 //   buffers (VarNode::bind_grad), each bucket is reduce-scattered at every micro-step as soon as
-//   backward has finished it (overlap_comm) and its owned slice is added to the owned gradient
-//   range; the bucket is then released.
+//   backward has finished it (with overlap_comm while backward goes on, else waiting for it) and
+//   its owned slice is added to the owned gradient range; the bucket is then released.
 // - Stage 3: as stage 2, and the compute weights are partitioned: a module's parameters are
 //   all-gathered before its forward and its backward and released after them, except modules
 //   under stage3_param_persistence_threshold elements, which stay gathered. The gather order of
@@ -220,10 +220,16 @@ void ZeroDataParallel::mark_ready(Module& m) {
         if (param_ready_[i]) continue;
         param_ready_[i] = 1;
         const int b = bucket_of_[i];
-        if (++ready_count_[static_cast<size_t>(b)] ==
-                static_cast<int>(buckets_[static_cast<size_t>(b)].params.size()) &&
-            options_.overlap_comm)
+        if (++ready_count_[static_cast<size_t>(b)] <
+            static_cast<int>(buckets_[static_cast<size_t>(b)].params.size()))
+            continue;
+        if (options_.overlap_comm) {
             launch_bucket(b);
+        } else if (options_.stage >= 2) {  // reduce now, waiting, so the bucket's memory returns
+            launch_bucket(b);
+            for (auto& p : pending_) finish_pending(*p);
+            pending_.clear();
+        }
     }
     // Retire finished reductions from the front, so lent bucket memory goes back early.
     while (!pending_.empty() && (!pending_.front()->handle || pending_.front()->handle->test())) {

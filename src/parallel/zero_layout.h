@@ -36,8 +36,8 @@ ArenaOptions zero_arena_options(int stage, DType compute, DType grad, int64_t nu
 // A gradient bucket: a contiguous range of the arena holding whole parameters (indices into the
 // arena's parameter list). Buckets tile [0, padded): planned from the end of the arena, since
 // backward produces gradients roughly in reverse registration order; the first bucket planned
-// (the arena's tail) also covers the padding. A bucket closes once it holds at least
-// bucket_elems elements, so a parameter larger than that gets a bucket of its own.
+// (the arena's tail) also covers the padding. A bucket closes as soon as it holds at least
+// bucket_elems elements (so a parameter larger than that closes the bucket it joins).
 struct Bucket {
     Range range;
     std::vector<int> params;

@@ -130,7 +130,8 @@ struct TrainConfig {
 
 struct ParsedConfig {
     TrainConfig config;
-    std::vector<std::string> warnings;  // unknown keys, by dotted path
+    // Each starts with a key's dotted path: unknown keys, and keys that have no effect here.
+    std::vector<std::string> warnings;
 };
 
 // Applies `--set a.b=v` overrides (v parsed as JSON when it parses, else a string).

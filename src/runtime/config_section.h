@@ -150,7 +150,7 @@ class Section {
 
     void finish() {
         for (auto it = obj_.begin(); it != obj_.end(); ++it)
-            if (!used_.count(it.key())) warnings_.push_back(key(it.key()));
+            if (!used_.count(it.key())) warnings_.push_back(key(it.key()) + ": unknown key, ignored");
     }
 
   private:

@@ -433,7 +433,6 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             if (step > 0) timed_s += dt;
             result.steps = step + 1;
             result.final_loss = st.loss;
-            if (timeline) timeline->flush();
             if (root) {
                 nlohmann::json mem = memory_json(pool.stats());
                 double comm_s = 0;
@@ -470,6 +469,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
                 metrics->write(line);
             }
+            if (timeline) timeline->flush();  // after the step's line: a failure here follows it
             if (st.skipped) say(str_cat("step ", step + 1, ": non-finite gradients, step skipped"));
             if (speak)
                 progress.update(step + 1, str_cat("loss ", st.loss, " | ",

@@ -174,7 +174,15 @@ TEST_F(Parallel, MeshThatDoesNotDivideTheWorldIsNamed) {
     j["parallel"] = {{"tensor", 3}};
     CommandResult r = zt::testing::run_zerotrain("train " + write_config(j) + " --ranks 2");
     EXPECT_EQ(r.code, 2) << r.output;
-    EXPECT_NE(r.output.find("parallel.tensor"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("world size 2 is not divisible by parallel.tensor (3)"),
+              std::string::npos)
+        << r.output;
+    j["parallel"] = {{"tensor", 2}};  // divides the world: refused as not in this version
+    r = zt::testing::run_zerotrain("train " + write_config(j) + " --ranks 2");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("parallel.tensor: tensor parallelism is not in this version"),
+              std::string::npos)
+        << r.output;
 }
 
 TEST_F(Parallel, FailureOfOneRankEndsTheJob) {
