@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "checkpoint/durable_file.h"
 #include "tensor/dtype.h"
+#include "util/crc32c.h"
 #include "util/error.h"
 
 namespace zt {
@@ -57,12 +59,6 @@ int dtype_rank(std::string_view dtype) {
     return -1;
 }
 
-struct SysFd {
-    int fd = -1;
-    ~SysFd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
 
 uint64_t read_u64_le(const std::byte* p) {
     uint64_t v = 0;
@@ -303,28 +299,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
     return s + "]";
 }
 
-void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
-    const char* p = static_cast<const char*>(data);
-    while (bytes > 0) {
-        const ssize_t w = ::write(fd, p, bytes);
-        if (w < 0 && errno == EINTR) continue;
-        ZT_CHECK(w > 0, "safetensors writer: cannot write ", path, ": ", std::strerror(errno));
-        p += w;
-        bytes -= static_cast<size_t>(w);
-    }
-}
-
-void fsync_parent_dir(const std::string& path) {
-    std::string dir = std::filesystem::path(path).parent_path().string();
-    if (dir.empty()) dir = ".";
-    SysFd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-    ZT_CHECK(d.fd >= 0, "safetensors writer: cannot open directory ", dir, ": ",
-             std::strerror(errno));
-    // Some file systems cannot sync a directory (EINVAL); the rename is then as durable as it gets.
-    ZT_CHECK(::fsync(d.fd) == 0 || errno == EINVAL, "safetensors writer: cannot fsync ", dir, ": ",
-             std::strerror(errno));
-}
-
 }  // namespace
 
 void SafetensorsWriter::add(std::string name, std::string dtype, std::vector<int64_t> shape,
@@ -404,7 +378,7 @@ std::vector<std::byte> SafetensorsWriter::serialize() const {
     return out;
 }
 
-void SafetensorsWriter::write(const std::string& path) const {
+WrittenFile SafetensorsWriter::write(const std::string& path) const {
     const auto order = data_order();
     const std::string head = header(order);
     const std::string tmp = path + ".tmp";
@@ -413,9 +387,15 @@ void SafetensorsWriter::write(const std::string& path) const {
     try {
         unsigned char len[8];
         for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(head.size() >> (8 * i));
-        write_all(f.fd, len, 8, tmp);
-        write_all(f.fd, head.data(), head.size(), tmp);
-        for (const Entry* e : order) write_all(f.fd, e->data, e->bytes, tmp);
+        WrittenFile out;
+        auto put = [&](const void* data, size_t bytes) {
+            write_all(f.fd, data, bytes, tmp);
+            out.crc32c = crc32c_extend(out.crc32c, data, bytes);
+            out.bytes += bytes;
+        };
+        put(len, 8);
+        put(head.data(), head.size());
+        for (const Entry* e : order) put(e->data, e->bytes);
         ZT_CHECK(::fsync(f.fd) == 0, "safetensors writer: cannot fsync ", tmp, ": ",
                  std::strerror(errno));
         const int fd = f.fd;
@@ -424,11 +404,12 @@ void SafetensorsWriter::write(const std::string& path) const {
                  std::strerror(errno));
         ZT_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "safetensors writer: cannot rename ",
                  tmp, " to ", path, ": ", std::strerror(errno));
+        fsync_parent_dir(path);
+        return out;
     } catch (...) {
         ::unlink(tmp.c_str());
         throw;
     }
-    fsync_parent_dir(path);
 }
 
 }  // namespace zt

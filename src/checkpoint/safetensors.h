@@ -80,6 +80,12 @@ class SafetensorsFile {
     std::map<std::string, std::string> metadata_;
 };
 
+// What SafetensorsWriter::write wrote: the file's size and CRC-32C (util/crc32c.h).
+struct WrittenFile {
+    uint64_t bytes = 0;
+    uint32_t crc32c = 0;
+};
+
 // Collects tensors and writes one safetensors file. Data order follows the reference
 // implementation: by element size, largest first (so every tensor is aligned to its element
 // size), then by dtype, then by name; the header lists tensors in that order after
@@ -93,7 +99,7 @@ class SafetensorsWriter {
     void add_metadata(std::string key, std::string value);
 
     // Writes atomically: path.tmp, fsync, rename over path, fsync of the directory.
-    void write(const std::string& path) const;
+    WrittenFile write(const std::string& path) const;
     // The whole file in memory (small files, tests).
     std::vector<std::byte> serialize() const;
 

@@ -50,6 +50,7 @@ void Commands::add_to(CLI::App& app) {
     add_train(app);
     add_estimate(app);
     add_export(app);
+    add_checkpoint(app);
     add_data(app);
     add_bench(app);
 }
@@ -62,6 +63,7 @@ int Commands::run() {
 
 void Commands::add_train(CLI::App& app) {
     CLI::App* sub = app.add_subcommand("train", "train a model from a config");
+    sub_train_ = sub;
     add_config_options(sub, config_);
     sub->add_option("--run-dir", run_dir_, "where the run writes (default runs/<config name>)");
     sub->add_option("--threads", threads_, "intra-op threads (default: config's, else all cores)");
@@ -70,6 +72,13 @@ void Commands::add_train(CLI::App& app) {
     sub->add_option("--memory-timeline", memory_timeline_,
                     "write one JSON line per allocation and free to FILE "
                     "(docs/memory-timeline.md)");
+    sub->add_option("--resume", resume_,
+                    "continue from the run's newest valid checkpoint; \"auto\": when there is "
+                    "one, else start fresh")
+        ->expected(0, 1)
+        ->default_str("latest");
+    sub->add_flag("--overwrite", overwrite_,
+                  "start fresh even though the run directory holds checkpoints (deletes them)");
     sub->add_option("--ranks", ranks_,
                      "run N data-parallel ranks as threads of this process (comm backend "
                      "\"local\"); under mpirun or srun the launcher's processes are the ranks")
@@ -85,6 +94,14 @@ void Commands::add_train(CLI::App& app) {
         opts.tty = isatty(STDERR_FILENO) != 0;
         opts.quiet = quiet_;
         opts.memory_timeline = memory_timeline_;
+        if (sub_train_->count("--resume") > 0) {
+            ZT_CHECK(resume_.empty() || resume_ == "latest" || resume_ == "auto",
+                     "--resume: expected no value or \"auto\", got \"", resume_, "\"");
+            opts.resume = resume_ == "auto" ? TrainOptions::Resume::kAuto
+                                            : TrainOptions::Resume::kLatest;
+        }
+        opts.overwrite = overwrite_;
+        install_preemption_handler();
         train_on_ranks(j, opts);
         return 0;
     });
@@ -109,6 +126,7 @@ void Commands::train_on_ranks(const nlohmann::json& j, const TrainOptions& opts)
             if (threads_ > 0) cfg.threads = threads_;
             if (!memory_budget_.empty())
                 cfg.memory_budget = parse_bytes(memory_budget_, "--memory-budget");
+            check_fresh_start(cfg, opts);
         } catch (const Error& e) {
             if (world == 1 || e.kind() != ErrorKind::kInput) throw;
             error = e.message();
@@ -145,22 +163,41 @@ void Commands::add_export(CLI::App& app) {
     add_config_options(sub, config_);
     sub->add_option("--out", out_path_, "output .safetensors file")->required();
     sub->add_option("--from", from_run_,
-                    "a run directory whose final weights to export (default: the config's "
-                    "initial weights, from seed or init_from)");
+                    "a run directory (its final weights, else its newest checkpoint) or a "
+                    "checkpoint directory, of any layout (default: the config's initial "
+                    "weights, from seed or init_from)");
     sub->add_option("--dtype", weight_dtype_, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
     runners_.emplace_back(sub, [this] {
         TrainConfig cfg = load(config_);
+        cfg.zero.stage = 0;  // one process holding the whole model, whatever the run used
         MemoryPool pool;
         Engine engine(pool, build_gpt(cfg), engine_options(cfg));
         std::vector<NamedTensorF32> named;
         for (Parameter* p : engine.arena().params())
             named.push_back({p->name, p->shape, p->master.data<float>()});
-        std::string src = !from_run_.empty() ? from_run_ + "/model.safetensors" : cfg.init_from;
-        if (!src.empty()) import_gpt_weights(src, named);
+        if (!from_run_.empty() && !std::filesystem::exists(from_run_ + "/model.safetensors")) {
+            load_checkpoint_weights(from_run_, engine);  // consolidates any layout
+        } else {
+            std::string src = !from_run_.empty() ? from_run_ + "/model.safetensors" : cfg.init_from;
+            if (!src.empty()) import_gpt_weights(src, named);
+        }
         export_gpt_weights(out_path_, named, weight_dtype_ == "bf16" ? "BF16" : "F32");
         std::fprintf(stderr, "wrote %s (%zu tensors)\n", out_path_.c_str(), named.size());
         return 0;
     });
+}
+
+void Commands::add_checkpoint(CLI::App& app) {
+    CLI::App* ck = app.add_subcommand("checkpoint", "inspect checkpoints");
+    ck->require_subcommand(1);
+    CLI::App* inspect = ck->add_subcommand(
+        "inspect", "show a checkpoint's layout, model, counters and files, verifying each file");
+    inspect->add_option("dir", in_path_,
+                        "a checkpoint directory (step_N), a checkpoints directory or a run "
+                        "directory (its newest checkpoint)")
+        ->required();
+    inspect->add_flag("--json", estimate_.json, "print the manifest as JSON");
+    runners_.emplace_back(inspect, [this] { return inspect_checkpoint(in_path_, estimate_.json); });
 }
 
 void Commands::add_data(CLI::App& app) {

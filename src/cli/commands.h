@@ -9,6 +9,7 @@
 
 namespace zt {
 struct TrainOptions;
+class Engine;
 }
 
 namespace zt::cli {
@@ -35,6 +36,7 @@ private:
     void add_train(CLI::App& app);
     void add_estimate(CLI::App& app);
     void add_export(CLI::App& app);
+    void add_checkpoint(CLI::App& app);
     void add_data(CLI::App& app);
     void add_bench(CLI::App& app);
     // Runs `train` on the ranks the config and launcher give (Note [Starting ranks]).
@@ -48,6 +50,9 @@ private:
     std::string run_dir_;
     int threads_ = 0;
     int ranks_ = 0;
+    std::string resume_;
+    bool overwrite_ = false;
+    CLI::App* sub_train_ = nullptr;
     std::string memory_budget_;
     std::string memory_timeline_;
     bool quiet_ = false;
@@ -62,6 +67,12 @@ private:
 }  // namespace zt::cli
 
 namespace zt::cli {
+// `zerotrain checkpoint inspect DIR` (cli/checkpoint_cmd.cpp).
+int inspect_checkpoint(const std::string& dir, bool json);
+// The master weights of a checkpoint (DIR as inspect_checkpoint takes it) into the engine, from
+// whatever layout wrote it.
+void load_checkpoint_weights(const std::string& dir, Engine& engine);
+
 // `zerotrain bench gemm`; writes JSON to json_path when not empty.
 int run_bench_gemm(const std::string& json_path);
 }  // namespace zt::cli

@@ -436,8 +436,6 @@ void refuse_features(Section& root) {
           "autotuning", "curriculum_learning", "data_efficiency", "progressive_layer_drop",
           "eigenvalue", "quantize_training", "nebula", "hybrid_engine"})
         root.refuse_if_enabled(k, later);
-    root.refuse_if_nonempty("checkpoint",
-                            "checkpoints are not supported yet (they arrive with their own issue)");
     root.refuse_if_nonempty(
         "monitor", "monitor sinks are not supported yet; metrics go to RUN_DIR/metrics.jsonl");
     root.refuse_if_nonempty("embedding", "sharded embeddings are not supported yet");
@@ -535,6 +533,17 @@ MeshShape parse_parallel(Section& root, int64_t world) {
     return mesh;
 }
 
+// "checkpoint": sharded checkpoints of the run (runtime/checkpointer.h).
+void parse_checkpoint(Section& root, CheckpointConfig& c) {
+    Section s = root.section("checkpoint");
+    c.dir = s.get_string("dir", "");
+    c.interval_steps = s.get_int("interval_steps", 0, 0);
+    c.keep_last = s.get_int("keep_last", 0, 0);
+    c.async = s.get_bool("async", false);
+    c.on_error = s.get_choice("on_error", "stop", {"stop", "continue"});
+    s.finish();
+}
+
 int64_t parse_memory_budget(Section& root) {
     Section s = root.section("memory");
     int64_t budget = 0;
@@ -583,6 +592,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     parse_model(root, c.model);
     parse_data(root, c.data);
     c.memory_budget = parse_memory_budget(root);
+    parse_checkpoint(root, c.checkpoint);
     parse_optimizer(root, c.optimizer);
     parse_scheduler(root, c, c.scheduler);
     parse_precision(root, c);

@@ -93,6 +93,15 @@ struct CommConfig {
     int64_t local_ranks = 1;      // backend "local": how many rank threads (CLI --ranks N sets it)
 };
 
+// "checkpoint": sharded atomic checkpoints (docs/checkpoints.md).
+struct CheckpointConfig {
+    std::string dir;             // empty: RUN_DIR/checkpoints
+    int64_t interval_steps = 0;  // a checkpoint every this many optimizer steps; 0: none
+    int64_t keep_last = 0;       // newest checkpoints kept; 0: all
+    bool async = false;          // written by a background thread while training goes on
+    std::string on_error = "stop";  // a failed write: "stop" training or "continue" without it
+};
+
 struct TrainConfig {
     ModelConfig model;
     OptimizerConfig optimizer;
@@ -120,6 +129,7 @@ struct TrainConfig {
     std::string communication_data_type = "fp32";
     ZeroConfig zero;
     CommConfig comm;
+    CheckpointConfig checkpoint;
 
     int threads = 0;  // intra-op threads per rank; 0: all cores
     std::string init_from;  // safetensors file to load weights from

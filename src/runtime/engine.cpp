@@ -137,6 +137,25 @@ StepStats Engine::step() {
     return st;
 }
 
+EngineCounters Engine::counters() const {
+    EngineCounters c;
+    c.steps_done = steps_done_;
+    c.updates_done = updates_done_;
+    if (scaler_) {
+        c.has_scaler = true;
+        c.scaler = scaler_->state();
+    }
+    return c;
+}
+
+void Engine::restore(const EngineCounters& c) {
+    ZT_CHECK(micro_done_ == 0, "engine: restore in the middle of a step");
+    steps_done_ = c.steps_done;
+    updates_done_ = c.updates_done;
+    if (scaler_ && c.has_scaler) scaler_->restore(c.scaler);
+    dp_->after_update();
+}
+
 void Engine::finish_step() {
     arena_->zero_grads();
     micro_done_ = 0;

@@ -49,6 +49,15 @@ struct StepStats {
     double loss_scale = 0; // fp16: the scale this step's gradients were computed with; else 0
 };
 
+// The engine's counters and loss scaler: with the master weights and the optimizer state, what a
+// checkpoint must hold for a bit-exact resume (gradients are zero between steps).
+struct EngineCounters {
+    int64_t steps_done = 0;    // optimizer steps, skipped ones included
+    int64_t updates_done = 0;  // steps that updated the weights
+    bool has_scaler = false;   // fp16
+    LossScalerState scaler;
+};
+
 class Engine {
 public:
     Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions options);
@@ -77,6 +86,11 @@ public:
     void load_master(const float* whole) { dp_->load_master(whole); }
     MemoryPool& pool() { return pool_; }
     int64_t steps_done() const { return steps_done_; }
+    Optimizer& optimizer() { return *options_.optimizer; }
+    EngineCounters counters() const;
+    // After the master weights and optimizer state were set (a resume): sets the counters (and
+    // the loss scaler, when both have one) and refreshes the compute weights (collective).
+    void restore(const EngineCounters& c);
     const EngineOptions& options() const { return options_; }
     // The fp16 loss scaler; null in f32 and bf16.
     const LossScaler* loss_scaler() const { return scaler_.get(); }

@@ -1,5 +1,7 @@
 #include "runtime/metrics.h"
 
+#include <fstream>
+
 #include <cerrno>
 #include <cstring>
 
@@ -7,9 +9,21 @@
 
 namespace zt {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+MetricsWriter::MetricsWriter(const std::string& path, int64_t keep_through_step) : path_(path) {
+    std::string kept;
+    if (keep_through_step >= 0) {
+        std::ifstream in(path);
+        std::string line;
+        while (std::getline(in, line)) {
+            nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+            if (j.is_object() && !j.contains("error") && j.contains("step") &&
+                j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_through_step)
+                kept += line + "\n";
+        }
+    }
     file_ = std::fopen(path.c_str(), "w");
     ZT_CHECK(file_ != nullptr, "metrics: cannot open ", path, " for writing: ", std::strerror(errno));
+    if (!kept.empty()) std::fputs(kept.c_str(), file_);
 }
 
 MetricsWriter::~MetricsWriter() {

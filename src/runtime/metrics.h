@@ -14,7 +14,9 @@ namespace zt {
 
 class MetricsWriter {
 public:
-    explicit MetricsWriter(const std::string& path);
+    // keep_through_step >= 0 (a resumed run): keeps the file's lines of steps up to that one
+    // and appends after them; -1: starts the file afresh.
+    explicit MetricsWriter(const std::string& path, int64_t keep_through_step = -1);
     ~MetricsWriter();
     MetricsWriter(const MetricsWriter&) = delete;
     MetricsWriter& operator=(const MetricsWriter&) = delete;

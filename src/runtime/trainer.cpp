@@ -1,6 +1,7 @@
 #include "runtime/trainer.h"
 
 #include <filesystem>
+#include <csignal>
 #include <optional>
 #include <thread>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include "checkpoint/gpt_weights.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "runtime/checkpointer.h"
 #include "runtime/data/builtin_corpus.h"
 #include "runtime/data/token_dataset.h"
 #include "runtime/memory_timeline.h"
@@ -173,15 +175,25 @@ int default_threads(Communicator* comm) {
 }
 
 // Per-rank figures of a step, gathered at every rank (rank order): exposed communication seconds,
-// then current and peak bytes per memory category, then the total peak.
-constexpr int kRankFigures = 2 + 2 * kMemCategoryCount;
+// then current and peak bytes per memory category, the total peak, and 1 when the rank was asked
+// to stop (SIGTERM).
+constexpr int kRankFigures = 3 + 2 * kMemCategoryCount;
 
-std::vector<double> rank_figures(double comm_s, const MemoryStats& m) {
+std::vector<double> rank_figures(double comm_s, const MemoryStats& m, bool stop) {
     std::vector<double> v{comm_s};
     for (int c = 0; c < kMemCategoryCount; ++c) v.push_back(static_cast<double>(m.current[c]));
     for (int c = 0; c < kMemCategoryCount; ++c) v.push_back(static_cast<double>(m.peak[c]));
     v.push_back(static_cast<double>(m.total_peak));
+    v.push_back(stop ? 1.0 : 0.0);
     return v;
+}
+
+volatile std::sig_atomic_t g_stop_requested = 0;
+
+// The first signal asks for a checkpoint and a clean stop; a second one acts as usual (kills).
+extern "C" void on_stop_signal(int sig) {
+    g_stop_requested = 1;
+    std::signal(sig, SIG_DFL);
 }
 
 std::vector<double> gather_figures(Communicator* comm, std::vector<double> mine) {
@@ -351,6 +363,27 @@ void agree_on_config(Communicator& comm, uint64_t digest, const std::string& err
              "ranks only); every rank must train the same config");
 }
 
+std::string checkpoint_dir(const TrainConfig& cfg, const std::string& run_dir) {
+    return cfg.checkpoint.dir.empty() ? run_dir + "/checkpoints" : cfg.checkpoint.dir;
+}
+
+void check_fresh_start(const TrainConfig& cfg, const TrainOptions& opts) {
+    if (opts.resume != TrainOptions::Resume::kNo || opts.overwrite) return;
+    const std::string dir = checkpoint_dir(cfg, opts.run_dir);
+    const std::vector<std::string> found = checkpoint_candidates(dir);
+    ZT_CHECK(found.empty(), dir, " holds checkpoints (the newest is ", found.empty() ? "" : found[0],
+             "): continue that run with --resume (or --resume auto), or start over with "
+             "--overwrite, which deletes them");
+}
+
+void install_preemption_handler() {
+    struct sigaction sa{};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+}
+
 TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Communicator* comm) {
     const int rank = comm ? comm->rank() : 0;
     const int ranks = comm ? comm->size() : 1;
@@ -378,12 +411,46 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     if (!cfg.init_from.empty()) load_weights(engine, cfg.init_from);
     ZeroDataParallel& dp = engine.data_parallel();
 
+    CheckpointOptions co;
+    co.dir = checkpoint_dir(cfg, opts.run_dir);
+    co.interval_steps = cfg.checkpoint.interval_steps;
+    co.keep_last = cfg.checkpoint.keep_last;
+    co.async = cfg.checkpoint.async;
+    co.stop_on_error = cfg.checkpoint.on_error == "stop";
+    if (opts.resume == TrainOptions::Resume::kNo && opts.overwrite && root) {
+        std::error_code ec;
+        for (const std::string& c : checkpoint_candidates(co.dir)) std::filesystem::remove_all(c, ec);
+        std::filesystem::remove(co.dir + "/latest", ec);
+    }
+    TrainResult result;
+    int64_t start_step = 0;
+    if (opts.resume != TrainOptions::Resume::kNo) {
+        std::vector<std::string> skipped;
+        std::optional<Manifest> m = resume_latest(engine, comm, co.dir, &skipped);
+        if (m) {
+            start_step = m->step;
+            result.resumed_from = m->step;
+            result.steps = m->step;
+        } else {
+            std::string why;
+            for (const std::string& s : skipped) why += "\n  " + s;
+            ZT_CHECK(opts.resume == TrainOptions::Resume::kAuto && skipped.empty(),
+                     "--resume: no checkpoint to resume from in ", co.dir,
+                     skipped.empty() ? std::string(" (none was written)")
+                                     : ", every one failed its checks:" + why);
+        }
+        ZT_CHECK(start_step <= cfg.steps, "--resume: the checkpoint is at step ", start_step,
+                 ", past this run's steps = ", cfg.steps);
+    }
+    Checkpointer checkpointer(engine, comm, co);
+
     std::optional<RunDirectory> run_dir;
     if (root) run_dir.emplace(opts.run_dir);
     std::optional<MetricsWriter> metrics;
-    TrainResult result;
     try {
-        if (root) metrics.emplace(opts.run_dir + "/metrics.jsonl");
+        if (root)
+            metrics.emplace(opts.run_dir + "/metrics.jsonl",
+                            result.resumed_from >= 0 ? result.resumed_from : -1);
         Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
         const bool speak = root && !opts.quiet;
         auto say = [&](const std::string& s) {
@@ -397,15 +464,19 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     ", batch ", cfg.train_batch_size, " x ", cfg.model.seq_len,
                     " tokens (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum,
                     ranks > 1 ? str_cat(" x ", ranks, " ranks") : std::string(), ")"));
+        if (result.resumed_from >= 0 && root)  // said even when quiet: what the run continues
+            log_info("resumed from ", co.dir, "/", checkpoint_name(result.resumed_from),
+                     " at step ", result.resumed_from);
         if (data.corpus)
             say(str_cat("builtin corpus: entropy rate H = ", data.corpus->entropy_rate,
                         " nats/token, bigram bound = ", data.corpus->bigram_bound,
                         " nats/token (the best a model without attention can do)"));
 
+        double last_checkpoint_s = -1;  // the step loop's stall for the checkpoint of a step
         std::vector<int32_t> in, tg;
         const int64_t tokens_per_step = cfg.train_batch_size * cfg.model.seq_len;
         double timed_s = 0;
-        for (int64_t step = 0; step < cfg.steps; ++step) {
+        for (int64_t step = start_step; step < cfg.steps; ++step) {
             pool.reset_peaks();
             dp.reset_exposed_comm_s();
             const CommStats comm_before = comm ? comm->stats() : CommStats{};
@@ -428,9 +499,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             const CommStats step_comm =
                 comm ? stats_delta(comm->stats(), comm_before) : CommStats{};
             // Every rank's figures, gathered after the step so this gather is not in them.
-            const std::vector<double> figs =
-                gather_figures(comm, rank_figures(dp.exposed_comm_s(), pool.stats()));
-            if (step > 0) timed_s += dt;
+            const std::vector<double> figs = gather_figures(
+                comm, rank_figures(dp.exposed_comm_s(), pool.stats(), g_stop_requested != 0));
+            bool stop = false;
+            for (int r = 0; r < ranks; ++r)
+                stop = stop || figs[static_cast<size_t>(r) * kRankFigures + kRankFigures - 1] != 0;
+            if (step > start_step) timed_s += dt;
             result.steps = step + 1;
             result.final_loss = st.loss;
             if (root) {
@@ -467,8 +541,10 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     line["ranks"] = per;
                 }
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
+                if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 metrics->write(line);
             }
+            last_checkpoint_s = -1;
             if (timeline) timeline->flush();  // after the step's line: a failure here follows it
             if (st.skipped) say(str_cat("step ", step + 1, ": non-finite gradients, step skipped"));
             if (speak)
@@ -484,13 +560,30 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 result.final_eval_loss = el;
                 say(str_cat("step ", step + 1, ": eval_loss ", el));
             }
+            checkpointer.poll();
+            const bool interval = co.interval_steps > 0 && (step + 1) % co.interval_steps == 0;
+            if (interval || stop) {
+                checkpointer.save();
+                last_checkpoint_s = checkpointer.last_save_stall_s();
+            }
+            if (stop) {
+                checkpointer.finish();
+                result.preempted = true;
+                if (root)
+                    log_info("stopped by a signal after step ", step + 1, ": checkpoint ",
+                             checkpoint_name(step + 1), " written; continue with --resume");
+                break;
+            }
         }
+        checkpointer.finish();
         if (timeline) {  // the file ends with the state at the end of training, not the teardown
             pool.set_event_sink(nullptr);
             timeline->close();
         }
         if (speak) progress.finish();
-        if (cfg.steps > 1) result.tokens_per_s = tokens_per_step * (cfg.steps - 1) / timed_s;
+        if (result.steps - start_step > 1)
+            result.tokens_per_s = tokens_per_step * (result.steps - start_step - 1) / timed_s;
+        if (result.preempted) return result;  // not finished: no final weights (Note [Failed runs])
         save_weights(engine, opts.run_dir + "/model.safetensors", root);
         say(str_cat("done: ", result.steps, " steps, final loss ", result.final_loss,
                     result.tokens_per_s > 0

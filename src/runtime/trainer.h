@@ -16,7 +16,9 @@
 namespace zt {
 
 struct TrainResult {
-    int64_t steps = 0;
+    int64_t steps = 0;           // optimizer steps done, those before a resume included
+    int64_t resumed_from = -1;   // the step of the checkpoint resumed from; -1: a fresh start
+    bool preempted = false;      // stopped early by SIGTERM after writing a checkpoint
     double final_loss = 0;       // loss of the last step
     double final_eval_loss = -1; // last evaluation, -1 if none ran
     double tokens_per_s = 0;     // over the whole run, first step excluded
@@ -27,7 +29,20 @@ struct TrainOptions {
     bool tty = false;   // draw a progress bar instead of plain lines
     bool quiet = false; // no progress output at all (tests)
     std::string memory_timeline;  // --memory-timeline FILE: one JSON line per allocation and free
+    // --resume: kLatest continues from the newest valid checkpoint (an error when there is
+    // none); kAuto continues when there is one and starts fresh otherwise.
+    enum class Resume { kNo, kLatest, kAuto } resume = Resume::kNo;
+    bool overwrite = false;  // --overwrite: a fresh start may delete the run's old checkpoints
 };
+
+// Where the run's checkpoints go: checkpoint.dir, else RUN_DIR/checkpoints.
+std::string checkpoint_dir(const TrainConfig& cfg, const std::string& run_dir);
+// Refuses (kInput) a fresh start in a run whose checkpoint directory holds checkpoints, unless
+// `overwrite`; the check every rank makes before training starts.
+void check_fresh_start(const TrainConfig& cfg, const TrainOptions& options);
+
+// SIGTERM (and SIGINT) make every rank finish its step, write a checkpoint and stop cleanly.
+void install_preemption_handler();
 
 // Model and engine for a config (also used by `export` and by tests).
 std::unique_ptr<Gpt> build_gpt(const TrainConfig& cfg);

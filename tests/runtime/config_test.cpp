@@ -386,7 +386,8 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
         // shows "not in this version" where it does).
         {{{"parallel", {{"tensor", 2}}}}, {"world size 1", "parallel.tensor (2)"}},
         {{{"parallel", {{"pipeline", 4}}}}, {"world size 1", "parallel.pipeline (4)"}},
-        {{{"checkpoint", {{"dir", "ck"}}}}, {"checkpoint: checkpoints are not supported yet"}},
+        {{{"checkpoint", {{"on_error", "ignore"}}}}, {"checkpoint.on_error", "\"continue\""}},
+        {{{"checkpoint", {{"interval_steps", -1}}}}, {"checkpoint.interval_steps"}},
         {{{"monitor", {{"csv", true}}}}, {"monitor:", "not supported yet"}},
         {{{"embedding", {{"tables", 3}}}}, {"embedding:", "not supported yet"}},
         {{{"model", {{"dropout", 0.1}}}}, {"model.dropout: only 0 is supported"}},

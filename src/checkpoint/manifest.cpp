@@ -1,0 +1,196 @@
+#include "checkpoint/manifest.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "checkpoint/durable_file.h"
+#include "util/error.h"
+
+namespace zt {
+
+using json = nlohmann::json;
+
+json manifest_to_json(const Manifest& m) {
+    json params = json::array();
+    for (const CheckpointParam& p : m.params)
+        params.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}});
+    json files = json::array();
+    for (const CheckpointFile& f : m.files)
+        files.push_back({{"file", f.file},
+                         {"rank", f.rank},
+                         {"range", {f.lo, f.hi}},
+                         {"bytes", f.bytes},
+                         {"crc32c", f.crc32c}});
+    return {{"format", kCheckpointFormat},
+            {"format_version", kCheckpointFormatVersion},
+            {"step", m.step},
+            {"updates", m.updates},
+            {"layout",
+             {{"ranks", m.ranks},
+              {"dp", m.dp},
+              {"tp", m.tp},
+              {"pp", m.pp},
+              {"zero_stage", m.zero_stage},
+              {"compute_dtype", m.compute_dtype},
+              {"grad_dtype", m.grad_dtype}}},
+            {"model", {{"numel", m.numel}, {"params", params}}},
+            {"optimizer", m.optimizer},
+            {"tensors", m.tensors},
+            {"files", files},
+            {"trainer", m.trainer}};
+}
+
+namespace {
+
+// Typed access with errors that name the manifest and the key.
+class Reader {
+public:
+    explicit Reader(std::string where) : where_(std::move(where)) {}
+
+    const json& at(const json& j, const std::string& key) const {
+        ZT_CHECK(j.is_object() && j.contains(key), where_, ": missing \"", key, "\"");
+        return j.at(key);
+    }
+    int64_t integer(const json& j, const std::string& key, int64_t lo, int64_t hi) const {
+        const json& v = at(j, key);
+        ZT_CHECK(v.is_number_integer(), where_, ": \"", key, "\" is not an integer");
+        const int64_t x = v.get<int64_t>();
+        ZT_CHECK(x >= lo && x <= hi, where_, ": \"", key, "\" is ", x, ", outside [", lo, ", ",
+                 hi, "]");
+        return x;
+    }
+    uint64_t unsigned_integer(const json& j, const std::string& key, uint64_t hi) const {
+        const json& v = at(j, key);
+        ZT_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
+                 where_, ": \"", key, "\" is not a non-negative integer");
+        const uint64_t x = v.get<uint64_t>();
+        ZT_CHECK(x <= hi, where_, ": \"", key, "\" is ", x, ", above ", hi);
+        return x;
+    }
+    std::string string(const json& j, const std::string& key) const {
+        const json& v = at(j, key);
+        ZT_CHECK(v.is_string(), where_, ": \"", key, "\" is not a string");
+        return v.get<std::string>();
+    }
+    const json& array(const json& j, const std::string& key) const {
+        const json& v = at(j, key);
+        ZT_CHECK(v.is_array(), where_, ": \"", key, "\" is not an array");
+        return v;
+    }
+    const std::string& where() const { return where_; }
+
+private:
+    std::string where_;
+};
+
+constexpr int64_t kMaxElems = int64_t{1} << 50;  // far above any arena; keeps sums from overflowing
+
+bool plain_file_name(const std::string& s) {
+    return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+           s.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+Manifest parse_manifest(const json& j, const std::string& where) {
+    Reader r(where);
+    ZT_CHECK(j.is_object(), where, ": not a JSON object");
+    const std::string format = r.string(j, "format");
+    ZT_CHECK(format == kCheckpointFormat, where, ": format \"", format, "\", expected \"",
+             kCheckpointFormat, "\"");
+    const int64_t version = r.integer(j, "format_version", 1, INT32_MAX);
+    ZT_CHECK(version <= kCheckpointFormatVersion, where, ": written by a newer zerotrain (format ",
+             "version ", version, "); this one reads up to version ", kCheckpointFormatVersion);
+    Manifest m;
+    m.step = r.integer(j, "step", 0, kMaxElems);
+    m.updates = r.integer(j, "updates", 0, m.step);
+    const json& lay = r.at(j, "layout");
+    m.ranks = static_cast<int>(r.integer(lay, "ranks", 1, 1 << 24));
+    m.dp = static_cast<int>(r.integer(lay, "dp", 1, m.ranks));
+    m.tp = static_cast<int>(r.integer(lay, "tp", 1, m.ranks));
+    m.pp = static_cast<int>(r.integer(lay, "pp", 1, m.ranks));
+    ZT_CHECK(static_cast<int64_t>(m.dp) * m.tp * m.pp == m.ranks, where, ": dp ", m.dp, " x tp ",
+             m.tp, " x pp ", m.pp, " is not the ", m.ranks, " ranks");
+    m.zero_stage = static_cast<int>(r.integer(lay, "zero_stage", 0, 3));
+    m.compute_dtype = r.string(lay, "compute_dtype");
+    m.grad_dtype = r.string(lay, "grad_dtype");
+
+    const json& model = r.at(j, "model");
+    m.numel = r.integer(model, "numel", 0, kMaxElems);
+    std::set<std::string> names;
+    for (const json& p : r.array(model, "params")) {
+        CheckpointParam cp;
+        cp.name = r.string(p, "name");
+        ZT_CHECK(names.insert(cp.name).second, where, ": parameter \"", cp.name, "\" twice");
+        int64_t numel = 1;
+        for (const json& d : r.array(p, "shape")) {
+            ZT_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0 &&
+                         d.get<int64_t>() <= kMaxElems,
+                     where, ": parameter \"", cp.name, "\" has a bad shape");
+            cp.shape.push_back(d.get<int64_t>());
+            numel *= cp.shape.back();
+            ZT_CHECK(numel <= kMaxElems, where, ": parameter \"", cp.name, "\" is too large");
+        }
+        cp.offset = r.integer(p, "offset", 0, m.numel);
+        ZT_CHECK(cp.offset + numel <= m.numel, where, ": parameter \"", cp.name,
+                 "\" runs past the arena of ", m.numel, " elements");
+        m.params.push_back(std::move(cp));
+    }
+    m.optimizer = r.string(j, "optimizer");
+    std::set<std::string> tnames;
+    for (const json& t : r.array(j, "tensors")) {
+        ZT_CHECK(t.is_string() && !t.get<std::string>().empty(), where, ": bad tensor name");
+        ZT_CHECK(tnames.insert(t.get<std::string>()).second, where, ": tensor \"",
+                 t.get<std::string>(), "\" twice");
+        m.tensors.push_back(t.get<std::string>());
+    }
+    ZT_CHECK(!m.tensors.empty() && m.tensors[0] == "master", where,
+             ": the first tensor must be \"master\"");
+    int64_t next = 0;  // the ranges must tile [0, numel) in order
+    std::set<std::string> fnames;
+    for (const json& f : r.array(j, "files")) {
+        CheckpointFile cf;
+        cf.file = r.string(f, "file");
+        ZT_CHECK(plain_file_name(cf.file), where, ": file name \"", cf.file,
+                 "\" is not a plain name inside the checkpoint");
+        ZT_CHECK(fnames.insert(cf.file).second, where, ": file \"", cf.file, "\" twice");
+        cf.rank = static_cast<int>(r.integer(f, "rank", 0, m.ranks - 1));
+        const json& range = r.array(f, "range");
+        ZT_CHECK(range.size() == 2 && range[0].is_number_integer() && range[1].is_number_integer(),
+                 where, ": file \"", cf.file, "\" has a bad range");
+        cf.lo = range[0].get<int64_t>();
+        cf.hi = range[1].get<int64_t>();
+        ZT_CHECK(cf.lo == next && cf.hi >= cf.lo && cf.hi <= m.numel, where, ": file \"", cf.file,
+                 "\" holds [", cf.lo, ", ", cf.hi, "), but the next range starts at ", next,
+                 " and the arena has ", m.numel, " elements");
+        next = cf.hi;
+        cf.bytes = r.unsigned_integer(f, "bytes", uint64_t{1} << 60);
+        cf.crc32c = static_cast<uint32_t>(r.unsigned_integer(f, "crc32c", 0xffffffffu));
+        m.files.push_back(std::move(cf));
+    }
+    ZT_CHECK(next == m.numel, where, ": the files cover [0, ", next, ") of ", m.numel,
+             " elements");
+    if (j.contains("trainer")) {
+        ZT_CHECK(j["trainer"].is_object(), where, ": \"trainer\" is not an object");
+        m.trainer = j["trainer"];
+    }
+    return m;
+}
+
+Manifest read_manifest(const std::string& dir) {
+    const std::string path = dir + "/manifest.json";
+    std::ifstream f(path, std::ios::binary);
+    ZT_CHECK(f.good(), "checkpoint ", dir, ": no manifest.json (an incomplete checkpoint?)");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    json j = json::parse(ss.str(), nullptr, false);
+    ZT_CHECK(!j.is_discarded(), path, ": not valid JSON (a truncated or corrupted manifest?)");
+    return parse_manifest(j, path);
+}
+
+void write_manifest(const std::string& dir, const Manifest& m) {
+    write_file_atomic(dir + "/manifest.json", manifest_to_json(m).dump(1) + "\n");
+}
+
+}  // namespace zt

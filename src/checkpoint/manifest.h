@@ -1,0 +1,60 @@
+// Sharded checkpoints (DESIGN.md, Contracts: Checkpoints): RUN_DIR/checkpoints/step_NNNNNNNN/ holds
+// manifest.json and one shard file per rank. A shard holds, for one contiguous range [lo, hi) of
+// the flat parameter arena, the fp32 master weights ("master") and each optimizer state buffer
+// ("exp_avg", ...), as 1-D F32 safetensors tensors; the ranges of all shards tile [0, numel), so
+// any layout reads back the ranges it holds (docs/checkpoints.md). The manifest records the
+// layout that wrote it, the model's parameters, the trainer's counters, and every shard's size and
+// CRC-32C. parse_manifest validates everything it returns: a manifest that parses can be used to
+// read shards without reading or writing out of bounds.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace zt {
+
+constexpr int kCheckpointFormatVersion = 1;
+constexpr const char* kCheckpointFormat = "zerotrain-checkpoint";
+
+struct CheckpointParam {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t offset = 0;  // in the flat arena
+};
+
+struct CheckpointFile {
+    std::string file;  // name inside the checkpoint directory (no path)
+    int rank = 0;
+    int64_t lo = 0, hi = 0;  // arena range it holds
+    uint64_t bytes = 0;
+    uint32_t crc32c = 0;
+};
+
+struct Manifest {
+    int64_t step = 0;     // optimizer steps done, skipped ones included (the data cursor)
+    int64_t updates = 0;  // optimizer updates done (Adam's bias-correction count, the schedule)
+    // The layout that wrote it.
+    int ranks = 1, dp = 1, tp = 1, pp = 1, zero_stage = 0;
+    std::string compute_dtype = "f32", grad_dtype = "f32";
+    // The model.
+    int64_t numel = 0;  // arena length without padding
+    std::vector<CheckpointParam> params;
+    std::string optimizer;             // optimizer name ("AdamW", "SGD", ...)
+    std::vector<std::string> tensors;  // in every shard: "master", then the optimizer's state
+    std::vector<CheckpointFile> files; // ordered by range
+    nlohmann::json trainer = nlohmann::json::object();  // the runtime's own state (loss scaler)
+};
+
+nlohmann::json manifest_to_json(const Manifest& m);
+// Throws zt::Error (kInput) naming `where` and what is wrong: another format, a newer format
+// version, wrong types, ranges that do not tile [0, numel), file names with a path, parameters
+// outside the arena.
+Manifest parse_manifest(const nlohmann::json& j, const std::string& where);
+// DIR/manifest.json, parsed and validated.
+Manifest read_manifest(const std::string& dir);
+// Writes DIR/manifest.json atomically (temporary name, fsync, rename, fsync of DIR).
+void write_manifest(const std::string& dir, const Manifest& m);
+
+}  // namespace zt

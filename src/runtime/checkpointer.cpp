@@ -1,0 +1,361 @@
+#include "runtime/checkpointer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "checkpoint/durable_file.h"
+#include "checkpoint/shards.h"
+#include "util/log.h"
+#include "util/timer.h"
+
+// Note [Checkpoint visibility]
+// A checkpoint directory is visible under its final name only when complete: rank 0 creates
+// step_N.partial, every rank writes and fsyncs its shard there, rank 0 writes manifest.json (with
+// every shard's size and CRC-32C) and renames the directory to step_N, then rewrites `latest`
+// (each through a temporary name, fsync and rename). A crash at any point leaves either the
+// previous checkpoint as `latest`, or a .partial directory that resume never reads and the next
+// checkpoint of that step removes. Resume skips a checkpoint that any rank cannot verify and falls
+// back to the next older one.
+
+namespace zt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The ranks' int64 values in rank order (just `mine` without a communicator).
+std::vector<int64_t> gather_i64(Communicator* comm, const std::vector<int64_t>& mine) {
+    if (!comm || comm->size() == 1) return mine;
+    std::vector<int64_t> all(mine.size() * static_cast<size_t>(comm->size()));
+    comm->all_gather(mine.data(), all.data(),
+                     std::vector<int64_t>(static_cast<size_t>(comm->size()),
+                                          static_cast<int64_t>(mine.size())),
+                     CommType::kI64)
+        ->wait();
+    return all;
+}
+
+std::string failed_ranks(const std::vector<int64_t>& flags) {
+    std::string s;
+    for (size_t r = 0; r < flags.size(); ++r)
+        if (flags[r] == 0) s += str_cat(s.empty() ? "" : ", ", r);
+    return s;
+}
+
+bool all_set(const std::vector<int64_t>& flags) {
+    return std::all_of(flags.begin(), flags.end(), [](int64_t f) { return f != 0; });
+}
+
+// Rank 0's string on every rank.
+std::string broadcast_string(Communicator* comm, std::string s) {
+    if (!comm || comm->size() == 1) return s;
+    int64_t n = static_cast<int64_t>(s.size());
+    comm->broadcast(&n, 1, CommType::kI64, 0)->wait();
+    s.resize(static_cast<size_t>(n));
+    comm->broadcast(s.data(), n, CommType::kU8, 0)->wait();
+    return s;
+}
+
+// This rank's share of a checkpoint: its owned range of the arena, without the padding.
+Range shard_range(Engine& e) {
+    ZeroDataParallel& dp = e.data_parallel();
+    const Range own = owned_range(e.arena().padded_numel(), dp.ranks(), dp.rank());
+    return intersect(own, {0, e.arena().numel()});
+}
+
+// The names and this rank's data of every tensor a shard holds, over shard_range().
+void shard_tensors(Engine& e, std::vector<std::string>* names, std::vector<const float*>* data) {
+    const Range r = shard_range(e);
+    ParamArena& a = e.arena();
+    const int64_t master_base = a.options().full_master ? 0 : a.owned_lo();
+    names->push_back("master");
+    data->push_back(a.master().data<float>() + (r.lo - master_base));
+    const Range u = e.data_parallel().update_range();
+    for (auto& [name, t] : e.optimizer().state()) {
+        names->push_back(name);
+        data->push_back(t.data<float>() + (r.lo - u.lo));
+    }
+}
+
+Manifest manifest_of(Engine& e) {
+    Manifest m;
+    const EngineCounters c = e.counters();
+    m.step = c.steps_done;
+    m.updates = c.updates_done;
+    ZeroDataParallel& dp = e.data_parallel();
+    m.ranks = m.dp = dp.ranks();
+    m.zero_stage = dp.stage();
+    m.compute_dtype = dtype_name(e.arena().options().compute_dtype);
+    m.grad_dtype = dtype_name(e.arena().options().grad_dtype);
+    m.numel = e.arena().numel();
+    for (Parameter* p : e.arena().params()) m.params.push_back({p->name, p->shape, p->offset});
+    m.optimizer = e.optimizer().name();
+    m.tensors.push_back("master");
+    for (auto& [name, t] : e.optimizer().state()) m.tensors.push_back(name);
+    if (c.has_scaler)
+        m.trainer["loss_scaler"] = {{"scale", c.scaler.scale},
+                                    {"cur_iter", c.scaler.cur_iter},
+                                    {"last_overflow_iter", c.scaler.last_overflow_iter},
+                                    {"cur_hysteresis", c.scaler.cur_hysteresis}};
+    return m;
+}
+
+// Throws kInput naming what differs when the checkpoint is not of the engine's model.
+void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
+    const auto& params = e.arena().params();
+    ZT_CHECK(m.params.size() == params.size() && m.numel == e.arena().numel(), where,
+             " is of another model: ", m.params.size(), " parameters (", m.numel,
+             " elements), this model has ", params.size(), " (", e.arena().numel(), ")");
+    for (size_t i = 0; i < params.size(); ++i) {
+        const CheckpointParam& cp = m.params[i];
+        const Parameter* p = params[i];
+        ZT_CHECK(cp.name == p->name && cp.shape == p->shape && cp.offset == p->offset, where,
+                 " is of another model: its parameter ", i, " is '", cp.name, "' ",
+                 shape_str(cp.shape), ", this model's is '", p->name, "' ", shape_str(p->shape));
+    }
+    ZT_CHECK(m.optimizer == e.optimizer().name(), where, " was written with optimizer ",
+             m.optimizer, ", this run uses ", e.optimizer().name());
+    for (auto& [name, t] : e.optimizer().state())
+        ZT_CHECK(std::find(m.tensors.begin(), m.tensors.end(), name) != m.tensors.end(), where,
+                 " holds no optimizer state \"", name, "\"");
+}
+
+const std::regex kStepDir("step_([0-9]{8,})");
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+    return buf;
+}
+
+std::vector<std::string> checkpoint_candidates(const std::string& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return out;
+    std::vector<std::pair<int64_t, std::string>> found;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        std::smatch sm;
+        const std::string name = entry.path().filename().string();
+        if (entry.is_directory(ec) && std::regex_match(name, sm, kStepDir))
+            found.emplace_back(std::stoll(sm[1].str()), name);
+    }
+    std::sort(found.begin(), found.end(), std::greater<>());
+    std::ifstream latest(dir + "/latest");
+    std::string named;
+    if (latest >> named && std::regex_match(named, kStepDir) && fs::is_directory(dir + "/" + named))
+        out.push_back(dir + "/" + named);
+    for (const auto& [step, name] : found)
+        if (name != named) out.push_back(dir + "/" + name);
+    return out;
+}
+
+struct Checkpointer::Pending {
+    Manifest manifest;
+    std::string partial, final;
+    Range range;
+    std::vector<std::string> names;
+    std::vector<std::vector<float>> staged;  // asynchronous: copies of the state
+    std::vector<const float*> data;
+    std::thread thread;
+    std::atomic<bool> done{false};
+    CheckpointFile file;
+    std::string error;  // this rank's write failed
+};
+
+Checkpointer::Checkpointer(Engine& engine, Communicator* comm, CheckpointOptions options)
+    : engine_(engine), comm_(comm), options_(std::move(options)) {}
+
+Checkpointer::~Checkpointer() {
+    if (pending_ && pending_->thread.joinable()) pending_->thread.join();
+}
+
+void Checkpointer::save() {
+    Stopwatch sw;
+    finish();
+    const bool root = !comm_ || comm_->rank() == 0;
+    auto p = std::make_unique<Pending>();
+    p->manifest = manifest_of(engine_);
+    p->final = options_.dir + "/" + checkpoint_name(p->manifest.step);
+    p->partial = p->final + ".partial";
+    // Rank 0 makes the directory; every rank learns whether it could.
+    std::string prep_error;
+    if (root) try {
+            fs::create_directories(options_.dir);
+            fs::remove_all(p->partial);
+            fs::create_directories(p->partial);
+        } catch (const std::exception& e) {
+            prep_error = e.what();
+        }
+    const std::vector<int64_t> ok = gather_i64(comm_, {prep_error.empty() ? 1 : 0});
+    if (ok[0] == 0) {
+        const std::string msg = str_cat("checkpoint at step ", p->manifest.step,
+                                        ": cannot create ", p->partial,
+                                        prep_error.empty() ? "" : ": " + prep_error);
+        if (options_.stop_on_error)
+            throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
+                        msg + " (checkpoint.on_error \"stop\"; the previous checkpoint is intact)");
+        if (root) log_warn(msg, "; training goes on (checkpoint.on_error \"continue\")");
+        return;
+    }
+    p->range = shard_range(engine_);
+    shard_tensors(engine_, &p->names, &p->data);
+    const int rank = comm_ ? comm_->rank() : 0;
+    auto write = [pp = p.get(), rank] {
+        try {
+            pp->file = write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names, pp->data);
+        } catch (const std::exception& e) {
+            pp->error = e.what();
+        }
+        pp->done = true;
+    };
+    if (options_.async) {  // stage copies, so training may change the state meanwhile
+        const size_t n = static_cast<size_t>(p->range.size());
+        for (const float*& d : p->data) {
+            p->staged.emplace_back(d, d + n);
+            d = p->staged.back().data();
+        }
+        pending_ = std::move(p);
+        pending_->thread = std::thread(write);
+    } else {
+        write();
+        pending_ = std::move(p);
+        complete(true);
+    }
+    stall_s_ = sw.elapsed_s();
+}
+
+void Checkpointer::poll() {
+    if (pending_) complete(false);
+}
+
+void Checkpointer::finish() {
+    if (pending_) complete(true);
+}
+
+void Checkpointer::complete(bool wait) {
+    Pending& p = *pending_;
+    if (!wait && !all_set(gather_i64(comm_, {p.done ? 1 : 0}))) return;
+    if (p.thread.joinable()) p.thread.join();
+    const bool root = !comm_ || comm_->rank() == 0;
+    const int64_t step = p.manifest.step;
+    // Every rank's shard: ok, range, size, CRC.
+    const std::vector<int64_t> info =
+        gather_i64(comm_, {p.error.empty() ? 1 : 0, p.file.lo, p.file.hi,
+                           static_cast<int64_t>(p.file.bytes), static_cast<int64_t>(p.file.crc32c)});
+    const size_t ranks = info.size() / 5;
+    std::vector<int64_t> written(ranks);
+    for (size_t r = 0; r < ranks; ++r) written[r] = info[5 * r];
+    std::string error;
+    if (!p.error.empty())
+        error = p.error;
+    else if (!all_set(written))
+        error = str_cat("the write failed on rank(s) ", failed_ranks(written));
+    if (root) try {
+            if (error.empty()) {
+                for (size_t r = 0; r < ranks; ++r)
+                    p.manifest.files.push_back(
+                        {shard_file_name(static_cast<int>(r)), static_cast<int>(r), info[5 * r + 1],
+                         info[5 * r + 2], static_cast<uint64_t>(info[5 * r + 3]),
+                         static_cast<uint32_t>(info[5 * r + 4])});
+                write_manifest(p.partial, p.manifest);
+                fs::remove_all(p.final);  // an older checkpoint of the same step (a rerun)
+                rename_durable(p.partial, p.final);
+                write_file_atomic(options_.dir + "/latest", checkpoint_name(step) + "\n");
+                if (options_.keep_last > 0) {  // prune the oldest complete ones
+                    std::vector<std::string> all = checkpoint_candidates(options_.dir);
+                    std::sort(all.begin(), all.end(), std::greater<>());
+                    for (size_t i = static_cast<size_t>(options_.keep_last); i < all.size(); ++i)
+                        fs::remove_all(all[i]);
+                }
+            } else {
+                std::error_code ec;
+                fs::remove_all(p.partial, ec);
+            }
+        } catch (const std::exception& e) {
+            if (error.empty()) error = e.what();
+        }
+    // Rank 0's outcome, so that every rank stops, or goes on, together.
+    const std::vector<int64_t> root_ok = gather_i64(comm_, {error.empty() ? 1 : 0});
+    pending_.reset();
+    if (root_ok[0] != 0 && error.empty()) {
+        last_visible_ = step;
+        return;
+    }
+    if (error.empty()) error = "rank 0 could not finish it";
+    const std::string msg = str_cat("checkpoint at step ", step, " failed: ", error);
+    if (options_.stop_on_error)
+        throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
+                    msg + " (checkpoint.on_error \"stop\"; the previous checkpoint is intact)");
+    if (root) log_warn(msg, "; training goes on (checkpoint.on_error \"continue\")");
+}
+
+std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const std::string& dir,
+                                      std::vector<std::string>* skipped) {
+    const bool root = !comm || comm->rank() == 0;
+    // Rank 0's list, so that every rank tries the same checkpoints in the same order.
+    std::string list;
+    for (const std::string& c : checkpoint_candidates(dir)) list += c + "\n";
+    list = broadcast_string(comm, list);
+    std::vector<std::string> candidates;
+    for (size_t b = 0, e; (e = list.find('\n', b)) != std::string::npos; b = e + 1)
+        candidates.push_back(list.substr(b, e - b));
+
+    ParamArena& arena = engine.arena();
+    ZeroDataParallel& dp = engine.data_parallel();
+    const Range held = arena.options().full_master ? Range{0, arena.padded_numel()}
+                                                   : Range{arena.owned_lo(), arena.owned_hi()};
+    const Range upd = dp.update_range();
+    for (const std::string& cand : candidates) {
+        std::optional<Manifest> m;
+        std::vector<float> master;
+        std::vector<std::vector<float>> state;
+        std::string error;
+        try {
+            m = read_manifest(cand);
+            check_same_model(*m, engine, cand);
+            ShardReader reader(cand, *m);
+            master.resize(static_cast<size_t>(held.size()));
+            reader.read("master", held.lo, held.hi, master.data());
+            for (auto& [name, t] : engine.optimizer().state()) {
+                state.emplace_back(static_cast<size_t>(upd.size()));
+                reader.read(name, upd.lo, upd.hi, state.back().data());
+            }
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        const std::vector<int64_t> ok = gather_i64(comm, {error.empty() ? 1 : 0});
+        if (!all_set(ok)) {
+            const std::string why = error.empty()
+                                        ? str_cat("unreadable on rank(s) ", failed_ranks(ok))
+                                        : error;
+            if (root) log_warn("resume: skipping checkpoint ", cand, ": ", why);
+            if (skipped) skipped->push_back(cand + ": " + why);
+            continue;
+        }
+        std::copy(master.begin(), master.end(), arena.master().data<float>());
+        size_t i = 0;
+        for (auto& [name, t] : engine.optimizer().state())
+            std::copy(state[i].begin(), state[i].end(), t.data<float>()), ++i;
+        EngineCounters c = engine.counters();
+        c.steps_done = m->step;
+        c.updates_done = m->updates;
+        if (c.has_scaler && m->trainer.contains("loss_scaler")) {
+            const nlohmann::json& s = m->trainer["loss_scaler"];
+            c.scaler.scale = s.value("scale", c.scaler.scale);
+            c.scaler.cur_iter = s.value("cur_iter", c.scaler.cur_iter);
+            c.scaler.last_overflow_iter = s.value("last_overflow_iter", c.scaler.last_overflow_iter);
+            c.scaler.cur_hysteresis = s.value("cur_hysteresis", c.scaler.cur_hysteresis);
+        } else {
+            c.has_scaler = false;  // keep the fresh scaler
+        }
+        engine.restore(c);
+        return m;
+    }
+    return std::nullopt;
+}
+
+}  // namespace zt
