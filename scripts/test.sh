@@ -12,7 +12,7 @@ ctest --test-dir build --output-on-failure -j2 --timeout 600
 if [ "${ZT_SKIP_SANITIZE:-0}" != "1" ]; then
     cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON \
         -DZT_BUILD_BENCH=OFF >/dev/null
-    cmake --build build-asan -j"$(nproc)" --target test_util test_tensor test_autograd test_checkpoint
+    cmake --build build-asan -j"$(nproc)" --target test_util test_tensor test_autograd test_checkpoint test_comm test_parallel
     ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j2 \
-        -L "util|tensor|autograd|checkpoint" --timeout 600
+        -L "util|tensor|autograd|checkpoint|comm|parallel" --timeout 600
 fi
