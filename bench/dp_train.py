@@ -42,7 +42,12 @@ STAGES = (0, 1, 2, 3)
 DTYPES = ("fp32", "bf16")
 # dist_train.py's arguments per ZeRO stage. Stage 2 would be FSDP SHARD_GRAD_OP, which dist_train.py
 # does not offer (today: --mode ddp|zero1|fsdp, FSDP always FULL_SHARD); --peer-mode adds it.
-PEER_MODES = {0: "--mode ddp", 1: "--mode zero1", 3: "--mode fsdp --fsdp-wrap block"}
+PEER_MODES = {0: "--mode ddp", 1: "--mode zero1", 2: "--mode fsdp --fsdp-wrap block",
+              3: "--mode fsdp --fsdp-wrap block"}
+# FSDP runs through bench/fsdp_cpu_shim.py (device_id=cpu, which PyTorch 2.x needs without an
+# accelerator), with SHARD_GRAD_OP for stage 2 and FULL_SHARD for stage 3.
+FSDP_STRATEGY = {2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
+FSDP_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fsdp_cpu_shim.py")
 PEER_NAMES = {"--mode ddp": "DDP", "--mode zero1": "ZeroRedundancyOptimizer",
               "--mode fsdp --fsdp-wrap block": "FSDP FULL_SHARD, wrap per block"}
 
@@ -246,6 +251,8 @@ def run_peer(args, name, spec, dtype, stage, steps, workdir):
                                       "--steps", str(steps - args.warmup)])
     cmd = ["bash", "-c", launcher, script, str(free_port() - 1)] + peer_args
     env = dict(os.environ, **spec["env"], OUTDIR=out_dir, MATRIX="none", PY=spec["python"])
+    if "--mode fsdp" in mode and stage in FSDP_STRATEGY:  # run_dist.sh runs `$PY dist_train.py`
+        env.update(PY=f"{spec['python']} {FSDP_SHIM}", ZT_FSDP_STRATEGY=FSDP_STRATEGY[stage])
     r = run_child(cmd, env, out_dir, args.timeout)
     env_text = " ".join(f"{k}={v}" for k, v in spec["env"].items())
     res = dict(engine=name, stage=stage, world=WORLD, threads=1, peer_mode=mode,
@@ -408,6 +415,8 @@ def markdown(report):
         else:
             version = report["peers_info"].get(r["engine"], {}).get("torch", "")
             mode = PEER_NAMES.get(r.get("peer_mode"), r.get("peer_mode"))
+            if r.get("stage") in FSDP_STRATEGY and "fsdp" in str(r.get("peer_mode")):
+                mode = f"FSDP {FSDP_STRATEGY[r['stage']]}, wrap per block, via fsdp_cpu_shim.py"
             name = f"{r['engine']} {version} ({mode})"
         if r["runs_ok"]:
             tps = fmt(r["tokens_per_s"], ".0f")
