@@ -1,15 +1,13 @@
 // libFuzzer target for the safetensors reader: any input is either rejected with zt::Error or
 // yields a file whose every tensor can be read in full, without a read out of bounds.
-// Not part of the CMake build. Build and run from the repository root with clang:
+// Built and run by scripts/fuzz.sh (CI runs it from scripts/test.sh: clang, libFuzzer, ASan + UBSan,
+// 45 s, -seed=1, seeds from fuzz/make_seeds.py, dictionary fuzz/safetensors.dict). By hand:
 //
-//   clang++ -std=c++20 -g -O1 -march=native -fsanitize=fuzzer,address,undefined -Isrc
-//       -o /tmp/safetensors_fuzz fuzz/safetensors_fuzz.cpp src/checkpoint/safetensors.cpp
-//       src/tensor/dtype.cpp src/util/error.cpp            (one command: join the lines)
-//   mkdir -p /tmp/st_corpus && cp some/*.safetensors /tmp/st_corpus/   # seeds, optional
-//   /tmp/safetensors_fuzz -max_len=65536 -max_total_time=600 /tmp/st_corpus
+//   ZT_FUZZ_SECONDS=600 bash scripts/fuzz.sh safetensors
+//   cp some/*.safetensors build-fuzz/corpus/safetensors/   # more seeds, optional
 //
-// A crash leaves crash-<sha1> in the working directory; rerun it with
-// /tmp/safetensors_fuzz crash-<sha1>.
+// A crash leaves build-fuzz/artifacts/safetensors-crash-<sha1>; rerun it with
+// build-fuzz/safetensors_fuzz build-fuzz/artifacts/safetensors-crash-<sha1>.
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the whole test suite (README's second command; .ci/run
-# calls exactly this). Then a sanitizer build (ASan + UBSan) runs the unit and op tests.
+# calls exactly this). Then a sanitizer build (ASan + UBSan) runs the unit and op tests, and the
+# libFuzzer targets for the checkpoint readers run 45 s each (scripts/fuzz.sh, about 1.5 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -15,4 +16,7 @@ if [ "${ZT_SKIP_SANITIZE:-0}" != "1" ]; then
     cmake --build build-asan -j"$(nproc)" --target test_util test_tensor test_autograd test_checkpoint test_comm test_parallel
     ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j2 \
         -L "util|tensor|autograd|checkpoint|comm|parallel" --timeout 600
+fi
+if [ "${ZT_SKIP_FUZZ:-0}" != "1" ]; then
+    bash scripts/fuzz.sh
 fi

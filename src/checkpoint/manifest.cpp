@@ -110,8 +110,9 @@ Manifest parse_manifest(const json& j, const std::string& where) {
     m.dp = static_cast<int>(r.integer(lay, "dp", 1, m.ranks));
     m.tp = static_cast<int>(r.integer(lay, "tp", 1, m.ranks));
     m.pp = static_cast<int>(r.integer(lay, "pp", 1, m.ranks));
-    ZT_CHECK(static_cast<int64_t>(m.dp) * m.tp * m.pp == m.ranks, where, ": dp ", m.dp, " x tp ",
-             m.tp, " x pp ", m.pp, " is not the ", m.ranks, " ranks");
+    // dp x tp <= 2^48 cannot overflow; the product with pp could, so divide instead.
+    ZT_CHECK(m.ranks % m.pp == 0 && int64_t{m.dp} * m.tp == m.ranks / m.pp, where, ": dp ", m.dp,
+             " x tp ", m.tp, " x pp ", m.pp, " is not the ", m.ranks, " ranks");
     m.zero_stage = static_cast<int>(r.integer(lay, "zero_stage", 0, 3));
     m.compute_dtype = r.string(lay, "compute_dtype");
     m.grad_dtype = r.string(lay, "grad_dtype");
@@ -129,8 +130,9 @@ Manifest parse_manifest(const json& j, const std::string& where) {
                          d.get<int64_t>() <= kMaxElems,
                      where, ": parameter \"", cp.name, "\" has a bad shape");
             cp.shape.push_back(d.get<int64_t>());
+            ZT_CHECK(cp.shape.back() == 0 || numel <= kMaxElems / cp.shape.back(), where,
+                     ": parameter \"", cp.name, "\" is too large");
             numel *= cp.shape.back();
-            ZT_CHECK(numel <= kMaxElems, where, ": parameter \"", cp.name, "\" is too large");
         }
         cp.offset = r.integer(p, "offset", 0, m.numel);
         ZT_CHECK(cp.offset + numel <= m.numel, where, ": parameter \"", cp.name,

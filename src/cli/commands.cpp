@@ -53,6 +53,8 @@ void Commands::add_to(CLI::App& app) {
     add_checkpoint(app);
     add_data(app);
     add_bench(app);
+    add_report(app);
+    add_launch(app);
 }
 
 int Commands::run() {
@@ -132,6 +134,8 @@ void Commands::train_on_ranks(const nlohmann::json& j, const TrainOptions& opts)
             error = e.message();
         }
         if (world > 1) agree_on_config(*comm, hash_string(j.dump()), error);
+        if (comm) comm->set_timeout(cfg.comm.timeout_s);  // Note [Hang detection]
+        if (comm) comm->set_check_sequence(cfg.comm.check_sequence);
         started = true;
         run_training(cfg, opts, comm);
     };
@@ -225,6 +229,25 @@ void Commands::add_bench(CLI::App& app) {
         if (threads_ > 0) set_num_threads(threads_);
         return run_bench_gemm(bench_out_);
     });
+}
+
+void Commands::add_launch(CLI::App& app) {
+    CLI::App* sub = app.add_subcommand(
+        "launch", "run `train` under mpirun or srun and restart it from its newest checkpoint "
+                  "when a rank dies: zerotrain launch -n N [options] -- train CONFIG ...");
+    LaunchArgs& a = launch_;
+    sub->add_option("-n,--np", a.ranks, "ranks to start")->required()->check(CLI::PositiveNumber);
+    sub->add_option("--max-restarts", a.max_restarts, "restarts before giving up (default 3)")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--min-ranks", a.min_ranks,
+                    "elastic: a restart that fails before its first step may go on with as few "
+                    "as this many ranks, keeping train_batch_size by raising accumulation");
+    sub->add_option("--launcher", a.launcher, "mpirun, srun, or auto (srun inside Slurm)")
+        ->check(CLI::IsMember({"auto", "mpirun", "srun"}));
+    sub->add_option("--launcher-args", a.launcher_args,
+                    "extra arguments for mpirun or srun, e.g. \"--hostfile hosts\"");
+    sub->add_option("job", a.job, "after --: train CONFIG [train options]")->required();
+    runners_.emplace_back(sub, [this] { return run_launch(launch_); });
 }
 
 }  // namespace zt::cli

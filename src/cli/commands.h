@@ -27,6 +27,23 @@ struct EstimateArgs {
     bool json = false;
 };
 
+// `zerotrain launch` options (cli/launch.cpp, docs/launch.md).
+struct LaunchArgs {
+    int ranks = 0;                 // -n: ranks to start
+    int max_restarts = 3;
+    int min_ranks = 0;             // > 0: elastic, may restart on as few as this many ranks
+    std::string launcher = "auto"; // "mpirun", "srun", or "auto" (srun inside a Slurm allocation)
+    std::string launcher_args;     // extra arguments for mpirun or srun, split at spaces
+    std::vector<std::string> job;  // after --: train CONFIG ...
+};
+
+// `zerotrain report` options (cli/report.cpp, docs/report.md).
+struct ReportArgs {
+    std::string run_dir;          // a run directory (metrics.jsonl, config.json, restarts.jsonl)
+    std::string memory_timeline;  // or a memory timeline file
+    std::string out;              // default RUN_DIR/report.html, or FILE.html for a timeline
+};
+
 class Commands {
 public:
     void add_to(CLI::App& app);
@@ -39,6 +56,8 @@ private:
     void add_checkpoint(CLI::App& app);
     void add_data(CLI::App& app);
     void add_bench(CLI::App& app);
+    void add_report(CLI::App& app);  // cli/report.cpp
+    void add_launch(CLI::App& app);
     // Runs `train` on the ranks the config and launcher give (Note [Starting ranks]).
     void train_on_ranks(const nlohmann::json& j, const TrainOptions& opts);
 
@@ -47,6 +66,8 @@ private:
 
     ConfigArgs config_;
     EstimateArgs estimate_;
+    ReportArgs report_;
+    LaunchArgs launch_;
     std::string run_dir_;
     int threads_ = 0;
     int ranks_ = 0;
@@ -72,6 +93,10 @@ int inspect_checkpoint(const std::string& dir, bool json);
 // The master weights of a checkpoint (DIR as inspect_checkpoint takes it) into the engine, from
 // whatever layout wrote it.
 void load_checkpoint_weights(const std::string& dir, Engine& engine);
+
+// `zerotrain launch`: runs the job under mpirun or srun and restarts it from its newest
+// checkpoint when a rank dies; returns the job's final exit code.
+int run_launch(const LaunchArgs& args);
 
 // `zerotrain bench gemm`; writes JSON to json_path when not empty.
 int run_bench_gemm(const std::string& json_path);

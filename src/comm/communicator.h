@@ -14,6 +14,9 @@
 //   exactly the bits of reduce_scatter followed by all_gather (Note [Fixed-order reduction]).
 // - Counts are in elements of the given type. `counts` vectors have one entry per rank; entries
 //   may be zero and need not be equal.
+// - Hang detection (Note [Hang detection], comm/watchdog.h): collectives are numbered per
+//   communicator (#1, #2, ...); one that waits past timeout_s reports what every rank of the group
+//   is in and ends the job (MPI) or fails every rank's ops (local).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,11 @@
 #include <vector>
 
 namespace zt {
+
+// Seconds a collective may wait for the other ranks before the watchdog reports a hang
+// (comm.timeout_s). Long enough for a rank to wait out another's checkpoint write, evaluation or
+// first-step warm-up; PyTorch's NCCL watchdog uses the same 10 minutes.
+constexpr double kDefaultCommTimeoutS = 600;
 
 enum class CommType : uint8_t { kF32, kBF16, kF16, kF64, kI32, kI64, kU8 };
 size_t comm_type_size(CommType t);
@@ -91,6 +99,17 @@ public:
 
     virtual CommStats stats() const = 0;
     virtual void reset_stats() = 0;
+
+    // Hang detection (Note [Hang detection]). Both apply to collectives issued afterwards and are
+    // inherited by communicators split from this one later. Set them at the same point of the
+    // program on every rank.
+    // seconds > 0: a collective that waits longer reports every rank's state and ends the job; 0:
+    // no limit.
+    virtual void set_timeout(double seconds) = 0;
+    // on: before each collective the ranks exchange (kind, sequence number, count, type); a
+    // mismatch fails at once on every rank, naming what each issued. A debugging aid: one more
+    // small message per rank pair and collective.
+    virtual void set_check_sequence(bool on) = 0;
 };
 
 }  // namespace zt

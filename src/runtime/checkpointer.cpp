@@ -7,6 +7,7 @@
 
 #include "checkpoint/durable_file.h"
 #include "checkpoint/shards.h"
+#include "runtime/fault_injection.h"
 #include "util/log.h"
 #include "util/timer.h"
 
@@ -158,7 +159,6 @@ struct Checkpointer::Pending {
     std::string partial, final;
     Range range;
     std::vector<std::string> names;
-    std::vector<std::vector<float>> staged;  // asynchronous: copies of the state
     std::vector<const float*> data;
     std::thread thread;
     std::atomic<bool> done{false};
@@ -206,6 +206,8 @@ void Checkpointer::save() {
     const int rank = comm_ ? comm_->rank() : 0;
     auto write = [pp = p.get(), rank] {
         try {
+            fault_in_checkpoint_write(rank, pp->manifest.step,
+                                      pp->partial + "/" + shard_file_name(rank));  // ZT_FAULT
             pp->file = write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names, pp->data);
         } catch (const std::exception& e) {
             pp->error = e.what();
@@ -213,10 +215,14 @@ void Checkpointer::save() {
         pp->done = true;
     };
     if (options_.async) {  // stage copies, so training may change the state meanwhile
+        // The staging buffers live as long as the Checkpointer: allocated (and faulted in) once,
+        // reused by every later checkpoint, since the previous write has finished by now.
         const size_t n = static_cast<size_t>(p->range.size());
-        for (const float*& d : p->data) {
-            p->staged.emplace_back(d, d + n);
-            d = p->staged.back().data();
+        staging_.resize(p->data.size());
+        for (size_t i = 0; i < p->data.size(); ++i) {
+            staging_[i].resize(n);
+            std::copy(p->data[i], p->data[i] + n, staging_[i].data());
+            p->data[i] = staging_[i].data();
         }
         pending_ = std::move(p);
         pending_->thread = std::thread(write);

@@ -62,6 +62,7 @@ private:
     Communicator* comm_;
     CheckpointOptions options_;
     std::unique_ptr<Pending> pending_;
+    std::vector<std::vector<float>> staging_;  // asynchronous: copies of this rank's state
     int64_t last_visible_ = -1;
     double stall_s_ = 0;
 };

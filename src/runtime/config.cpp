@@ -432,12 +432,10 @@ void parse_activation_checkpointing(Section& root, CheckpointingConfig& ck) {
 void refuse_features(Section& root) {
     const char* later = "not supported yet";
     for (const char* k :
-         {"amp", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "elasticity",
+         {"amp", "wandb", "comet", "elasticity",
           "autotuning", "curriculum_learning", "data_efficiency", "progressive_layer_drop",
           "eigenvalue", "quantize_training", "nebula", "hybrid_engine"})
         root.refuse_if_enabled(k, later);
-    root.refuse_if_nonempty(
-        "monitor", "monitor sinks are not supported yet; metrics go to RUN_DIR/metrics.jsonl");
     root.refuse_if_nonempty("embedding", "sharded embeddings are not supported yet");
     root.refuse_if_nonempty("pipeline", "not supported; pipeline parallelism is parallel.pipeline");
     root.refuse_if_nonempty("aio", "only NVMe offload uses it, and that is not supported yet");
@@ -507,6 +505,8 @@ int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
              ": only used with comm.backend \"local\"; remove it, or set comm.backend to "
              "\"local\" (under mpirun the rank count is mpirun's -np)");
     cc.local_ranks = s.get_int("local_ranks", 1, 1, INT_MAX);
+    cc.timeout_s = s.get_number("timeout_s", kDefaultCommTimeoutS, 0.0);
+    cc.check_sequence = s.get_bool("check_sequence", false);
     s.finish();
     if (!local) return world_size;
     ZT_CHECK(world_size == 1 || world_size == cc.local_ranks, "comm.backend: \"local\" runs its ",
@@ -542,6 +542,29 @@ void parse_checkpoint(Section& root, CheckpointConfig& c) {
     c.async = s.get_bool("async", false);
     c.on_error = s.get_choice("on_error", "stop", {"stop", "continue"});
     s.finish();
+}
+
+// DeepSpeed's "flops_profiler" and "comms_logger" sections (runtime/profiler/).
+void parse_profilers(Section& root, FlopsProfilerConfig& f, CommsLoggerConfig& c) {
+    Section s = root.section("flops_profiler");
+    f.enabled = s.get_bool("enabled", false);
+    f.profile_step = s.get_int("profile_step", 1, 1);
+    f.module_depth = s.get_int("module_depth", -1, -1);
+    f.top_modules = s.get_int("top_modules", 1, 0);
+    f.detailed = s.get_bool("detailed", true);
+    f.output_file = s.get_string("output_file", "");
+    s.finish();
+    Section l = root.section("comms_logger");
+    c.enabled = l.get_bool("enabled", false);
+    c.verbose = l.get_bool("verbose", false);
+    c.prof_all = l.get_bool("prof_all", true);
+    c.debug = l.get_bool("debug", false);
+    if (const json* v = l.take("prof_ops")) {
+        ZT_CHECK(v->is_array(), l.key("prof_ops"), ": expected a list of collective names, got ",
+                 show(*v));
+        for (const json& op : *v) c.prof_ops.push_back(as_string(op, l.key("prof_ops")));
+    }
+    l.finish();
 }
 
 int64_t parse_memory_budget(Section& root) {
@@ -593,11 +616,13 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     parse_data(root, c.data);
     c.memory_budget = parse_memory_budget(root);
     parse_checkpoint(root, c.checkpoint);
+    parse_profilers(root, c.flops_profiler, c.comms_logger);
     parse_optimizer(root, c.optimizer);
     parse_scheduler(root, c, c.scheduler);
     parse_precision(root, c);
     parse_zero(root, c.zero, out.warnings);
     parse_activation_checkpointing(root, c.activation_checkpointing);
+    config_detail::parse_monitor(root, c.precision, c.monitor);
     refuse_features(root);
     root.finish();
     return out;

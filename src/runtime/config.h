@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/communicator.h"
 #include "optim/lr_schedule.h"
 
 namespace zt {
@@ -91,6 +92,10 @@ struct CommConfig {
     std::string backend = "mpi";  // "mpi" (under mpirun/srun, or one process) or "local"
                                   // (ranks as threads)
     int64_t local_ranks = 1;      // backend "local": how many rank threads (CLI --ranks N sets it)
+    // Hang detection (comm/watchdog.h): seconds a collective may wait before every rank's state
+    // is reported and the job stops; 0: no limit.
+    double timeout_s = kDefaultCommTimeoutS;
+    bool check_sequence = false;  // debug: ranks compare each collective before running it
 };
 
 // "checkpoint": sharded atomic checkpoints (docs/checkpoints.md).
@@ -100,6 +105,48 @@ struct CheckpointConfig {
     int64_t keep_last = 0;       // newest checkpoints kept; 0: all
     bool async = false;          // written by a background thread while training goes on
     std::string on_error = "stop";  // a failed write: "stop" training or "continue" without it
+};
+
+// DeepSpeed's "flops_profiler" section (runtime/profiler/flops_profiler.h).
+struct FlopsProfilerConfig {
+    bool enabled = false;
+    int64_t profile_step = 1;   // the optimizer step profiled, 1-based
+    int64_t module_depth = -1;  // deepest module level printed; -1: all
+    int64_t top_modules = 1;    // modules listed per depth in the summary
+    bool detailed = true;       // print the module tree
+    std::string output_file;    // empty: stdout
+};
+
+// DeepSpeed's "comms_logger" section (runtime/profiler/comms_logger.h).
+struct CommsLoggerConfig {
+    bool enabled = false;
+    bool verbose = false;                // also one line per step
+    bool prof_all = true;                // every collective kind; false: prof_ops only
+    std::vector<std::string> prof_ops;   // kinds ("all_reduce", ...) when prof_all is false
+    bool debug = false;                  // every rank prints its own figures, not rank 0 only
+};
+
+// DeepSpeed's "tensorboard" and "csv_monitor" sections (docs/monitoring.md): files go to
+// output_path/job_name/, output_path empty meaning the run directory.
+struct MonitorSinkConfig {
+    bool enabled = false;
+    std::string output_path;
+    std::string job_name = "zerotrain";
+};
+
+// "monitor" (ours) with DeepSpeed's sink sections: what rank 0 reports beyond metrics.jsonl.
+struct MonitorConfig {
+    // A rank whose busy time (step time less exposed communication) is more than this times the
+    // median over ranks is named a straggler.
+    double straggler_factor = 1.5;
+    // FLOP/s that MFU is measured against (the GEMM ceiling of all the run's hardware, from
+    // monitor.gemm_ceiling_flops or the `zerotrain bench gemm --json` file monitor.gemm_ceiling_file,
+    // read at parse time); 0: unknown, no mfu field.
+    double gemm_ceiling_flops = 0;
+    MonitorSinkConfig tensorboard;
+    MonitorSinkConfig csv;
+    int prometheus_port = -1;  // -1: no endpoint; 0: any free port (logged)
+    std::string prometheus_address = "127.0.0.1";
 };
 
 struct TrainConfig {
@@ -130,6 +177,9 @@ struct TrainConfig {
     ZeroConfig zero;
     CommConfig comm;
     CheckpointConfig checkpoint;
+    FlopsProfilerConfig flops_profiler;
+    CommsLoggerConfig comms_logger;
+    MonitorConfig monitor;
 
     int threads = 0;  // intra-op threads per rank; 0: all cores
     std::string init_from;  // safetensors file to load weights from

@@ -1,6 +1,7 @@
 #include "runtime/trainer.h"
 
 #include <filesystem>
+#include <fstream>
 #include <csignal>
 #include <optional>
 #include <thread>
@@ -12,8 +13,11 @@
 #include "runtime/checkpointer.h"
 #include "runtime/data/builtin_corpus.h"
 #include "runtime/data/token_dataset.h"
+#include "runtime/fault_injection.h"
 #include "runtime/memory_timeline.h"
 #include "runtime/metrics.h"
+#include "runtime/monitor/monitor.h"
+#include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
 #include "runtime/run_estimate.h"
 #include "tensor/threads.h"
@@ -174,45 +178,12 @@ int default_threads(Communicator* comm) {
     return std::max(1, cores / local);
 }
 
-// Per-rank figures of a step, gathered at every rank (rank order): exposed communication seconds,
-// then current and peak bytes per memory category, the total peak, and 1 when the rank was asked
-// to stop (SIGTERM).
-constexpr int kRankFigures = 3 + 2 * kMemCategoryCount;
-
-std::vector<double> rank_figures(double comm_s, const MemoryStats& m, bool stop) {
-    std::vector<double> v{comm_s};
-    for (int c = 0; c < kMemCategoryCount; ++c) v.push_back(static_cast<double>(m.current[c]));
-    for (int c = 0; c < kMemCategoryCount; ++c) v.push_back(static_cast<double>(m.peak[c]));
-    v.push_back(static_cast<double>(m.total_peak));
-    v.push_back(stop ? 1.0 : 0.0);
-    return v;
-}
-
 volatile std::sig_atomic_t g_stop_requested = 0;
 
 // The first signal asks for a checkpoint and a clean stop; a second one acts as usual (kills).
 extern "C" void on_stop_signal(int sig) {
     g_stop_requested = 1;
     std::signal(sig, SIG_DFL);
-}
-
-std::vector<double> gather_figures(Communicator* comm, std::vector<double> mine) {
-    if (!comm || comm->size() == 1) return mine;
-    std::vector<double> all(mine.size() * static_cast<size_t>(comm->size()));
-    comm->all_gather(mine.data(), all.data(),
-                     std::vector<int64_t>(static_cast<size_t>(comm->size()),
-                                          static_cast<int64_t>(mine.size())),
-                     CommType::kF64)
-        ->wait();
-    return all;
-}
-
-nlohmann::json rank_memory_json(const double* f) {
-    nlohmann::json j;
-    for (int c = 0; c < kMemCategoryCount; ++c)
-        j[mem_category_name(static_cast<MemCategory>(c))] = static_cast<int64_t>(f[1 + c]);
-    j["peak"] = static_cast<int64_t>(f[1 + 2 * kMemCategoryCount]);
-    return j;
 }
 
 nlohmann::json comm_json(const CommStats& s) {
@@ -239,7 +210,8 @@ CommStats stats_delta(const CommStats& now, const CommStats& before) {
 // model.safetensors of an earlier run in the same directory is removed when this run starts.
 // After a failure metrics.jsonl keeps its lines (a log) and ends with {"error": message, "step":
 // steps completed}; a failure before the first step removes the directory instead when this run
-// created it (metrics.jsonl is then its only file; a memory timeline written inside stays).
+// created it (metrics.jsonl and config.json are then its only files; a memory timeline written
+// inside stays).
 class RunDirectory {
 public:
     explicit RunDirectory(const std::string& path)
@@ -253,6 +225,7 @@ public:
             if (steps == 0 && created_) {
                 std::error_code ec;
                 std::filesystem::remove(path_ + "/metrics.jsonl", ec);
+                std::filesystem::remove(path_ + "/config.json", ec);
                 std::filesystem::remove(path_, ec);  // only when empty
                 return;
             }
@@ -389,6 +362,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     const int ranks = comm ? comm->size() : 1;
     const bool root = rank == 0;
     ZT_ASSERT(ranks == cfg.dp, "run_training: ", ranks, " ranks for a config with dp = ", cfg.dp);
+    fault_at_start(rank, ranks);  // ZT_FAULT, for tests of the supervisor
     if (cfg.threads > 0)
         set_num_threads(cfg.threads);
     else if (int t = default_threads(comm); t > 0)
@@ -443,6 +417,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                  ", past this run's steps = ", cfg.steps);
     }
     Checkpointer checkpointer(engine, comm, co);
+    RunProfilers profilers(cfg, engine, comm);
 
     std::optional<RunDirectory> run_dir;
     if (root) run_dir.emplace(opts.run_dir);
@@ -451,6 +426,13 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         if (root)
             metrics.emplace(opts.run_dir + "/metrics.jsonl",
                             result.resumed_from >= 0 ? result.resumed_from : -1);
+        if (root)  // the resolved config, for `zerotrain report`
+            std::ofstream(opts.run_dir + "/config.json") << cfg.raw.dump(2) << "\n";
+        std::optional<Monitor> monitor;  // rank 0's sinks: TensorBoard, CSV, Prometheus
+        if (root)
+            monitor.emplace(cfg.monitor, MonitorOptions{opts.run_dir, cfg.steps,
+                                                        cfg.steps_per_print, result.resumed_from});
+        const double slow_s = slow_rank_delay_s(rank);  // ZT_FAULT_SLOW_RANK, for tests
         Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
         const bool speak = root && !opts.quiet;
         auto say = [&](const std::string& s) {
@@ -480,13 +462,18 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             pool.reset_peaks();
             dp.reset_exposed_comm_s();
             const CommStats comm_before = comm ? comm->stats() : CommStats{};
+            profilers.before_step(step);
             Stopwatch sw;
+            if (slow_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s));
+            double io_s = 0;  // data loading
             {
                 MemScope phase(pool, MemPhase::kForward);  // Tape::backward switches to backward
                 for (int64_t m = 0; m < cfg.grad_accum; ++m) {
                     int64_t k0 = global_sample_index(step, m, rank, cfg.micro_batch,
                                                      cfg.grad_accum, ranks, 0);
+                    Stopwatch io;
                     load_batch(*data.train, k0, cfg.micro_batch, in, tg);
+                    io_s += io.elapsed_s();
                     engine.forward_backward(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
                 }
             }
@@ -495,32 +482,38 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 MemScope phase(pool, MemPhase::kOptimizer);
                 st = engine.step();
             }
+            fault_after_step(rank, ranks, step + 1);  // ZT_FAULT, for tests of the supervisor
             double dt = sw.elapsed_s();
+            profilers.after_step(step, dt);
             const CommStats step_comm =
                 comm ? stats_delta(comm->stats(), comm_before) : CommStats{};
             // Every rank's figures, gathered after the step so this gather is not in them.
-            const std::vector<double> figs = gather_figures(
-                comm, rank_figures(dp.exposed_comm_s(), pool.stats(), g_stop_requested != 0));
+            const bool report = (step + 1) % cfg.steps_per_print == 0 || step + 1 == cfg.steps;
+            const std::vector<RankFigures> figs = gather_rank_figures(
+                comm,
+                RankFigures{dt, dp.exposed_comm_s(), io_s, st.skipped, g_stop_requested != 0,
+                            pool.stats()},
+                report ? step + 1 : 0);
             bool stop = false;
-            for (int r = 0; r < ranks; ++r)
-                stop = stop || figs[static_cast<size_t>(r) * kRankFigures + kRankFigures - 1] != 0;
+            int64_t mem_peak = 0;  // the largest over ranks
+            for (const RankFigures& f : figs) {
+                stop = stop || f.stop;
+                mem_peak = std::max(mem_peak, f.mem.total_peak);
+            }
             if (step > start_step) timed_s += dt;
             result.steps = step + 1;
             result.final_loss = st.loss;
             if (root) {
                 nlohmann::json mem = memory_json(pool.stats());
                 double comm_s = 0;
-                for (int r = 0; r < ranks; ++r) {  // the largest over ranks
-                    const double* f = figs.data() + static_cast<size_t>(r) * kRankFigures;
-                    comm_s = std::max(comm_s, f[0]);
+                for (const RankFigures& f : figs) {  // the largest over ranks
+                    comm_s = std::max(comm_s, f.comm_s);
                     for (int c = 0; c < kMemCategoryCount; ++c) {
                         const char* name = mem_category_name(static_cast<MemCategory>(c));
-                        mem[name] = std::max(mem[name].get<int64_t>(),
-                                             static_cast<int64_t>(f[1 + c]));
+                        mem[name] = std::max(mem[name].get<int64_t>(), f.mem.current[c]);
                     }
-                    mem["peak"] = std::max(mem["peak"].get<int64_t>(),
-                                           static_cast<int64_t>(f[1 + 2 * kMemCategoryCount]));
                 }
+                mem["peak"] = mem_peak;
                 nlohmann::json line = {{"step", step + 1},
                                        {"loss", st.loss},
                                        {"lr", st.lr},
@@ -532,16 +525,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                                        {"comm_s", comm_s},
                                        {"skipped", st.skipped}};
                 if (comm) line["comm"] = comm_json(step_comm);
-                if (ranks > 1 && ((step + 1) % cfg.steps_per_print == 0 || step + 1 == cfg.steps)) {
-                    nlohmann::json per = nlohmann::json::array();
-                    for (int r = 0; r < ranks; ++r) {
-                        const double* f = figs.data() + static_cast<size_t>(r) * kRankFigures;
-                        per.push_back({{"rank", r}, {"comm_s", f[0]}, {"mem", rank_memory_json(f)}});
-                    }
-                    line["ranks"] = per;
-                }
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
+                monitor->on_step(line, figs);  // adds per-rank figures, stragglers, mfu
                 metrics->write(line);
             }
             last_checkpoint_s = -1;
@@ -550,13 +536,18 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             if (speak)
                 progress.update(step + 1, str_cat("loss ", st.loss, " | ",
                                                   static_cast<int64_t>(tokens_per_step / dt),
-                                                  " tok/s"));
+                                                  " tok/s | mem ",
+                                                  format_bytes(static_cast<double>(mem_peak))));
             bool eval_now = data.eval && cfg.eval_interval > 0 &&
                             ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
             if (eval_now) {
                 MemScope phase(pool, MemPhase::kForward);
                 double el = evaluate(engine, *data.eval, cfg);
-                if (root) metrics->write({{"step", step + 1}, {"eval_loss", el}});
+                if (root) {
+                    const nlohmann::json line = {{"step", step + 1}, {"eval_loss", el}};
+                    monitor->on_line(line);
+                    metrics->write(line);
+                }
                 result.final_eval_loss = el;
                 say(str_cat("step ", step + 1, ": eval_loss ", el));
             }
@@ -576,6 +567,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             }
         }
         checkpointer.finish();
+        profilers.finish();
         if (timeline) {  // the file ends with the state at the end of training, not the teardown
             pool.set_event_sink(nullptr);
             timeline->close();

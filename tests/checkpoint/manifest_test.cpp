@@ -74,6 +74,15 @@ TEST(Manifest, HostileOrDamagedManifestsAreRefusedByName) {
         {[](json& j) { j["step"] = "ten"; }, "\"step\" is not an integer"},
         {[](json& j) { j["files"][0]["crc32c"] = -1; }, "not a non-negative integer"},
         {[](json& j) { j = json::array(); }, "not a JSON object"},
+        // Found by fuzz/manifest_fuzz.cpp: products that overflowed int64 before the checks.
+        {[](json& j) { j["model"]["params"][0]["shape"] = {int64_t{1} << 50, int64_t{1} << 50}; },
+         "is too large"},
+        {[](json& j) {
+             j["layout"] = {{"ranks", 1 << 24}, {"dp", 1 << 24}, {"tp", 1 << 24},
+                            {"pp", 1 << 24}, {"zero_stage", 0}, {"compute_dtype", "f32"},
+                            {"grad_dtype", "f32"}};
+         },
+         "is not the 16777216 ranks"},
     };
     for (const Case& c : cases) {
         json j = good;

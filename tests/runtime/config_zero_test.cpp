@@ -269,6 +269,22 @@ TEST(ConfigZero, CommSectionAndTheWorld) {
                     {"comm.local_ranks: expected an integer in [1, "});
 }
 
+TEST(ConfigZero, CommHangDetectionKeys) {
+    const CommConfig def = parse_config(json::object()).config.comm;
+    EXPECT_EQ(def.timeout_s, kDefaultCommTimeoutS);
+    EXPECT_FALSE(def.check_sequence);
+    const CommConfig c =
+        parse_config({{"comm", {{"timeout_s", 2.5}, {"check_sequence", true}}}}).config.comm;
+    EXPECT_EQ(c.timeout_s, 2.5);
+    EXPECT_TRUE(c.check_sequence);
+    EXPECT_EQ(parse_config({{"comm", {{"timeout_s", 0}}}}).config.comm.timeout_s, 0.0);  // off
+    expect_mentions(error_of({{"comm", {{"timeout_s", -1}}}}),
+                    {"comm.timeout_s: expected a number >= 0"});
+    expect_mentions(error_of({{"comm", {{"timeout_s", "10m"}}}}), {"comm.timeout_s"});
+    expect_mentions(error_of({{"comm", {{"check_sequence", "yes"}}}}),
+                    {"comm.check_sequence: expected true or false"});
+}
+
 TEST(ConfigZero, DpComesFromTheMesh) {
     const json j = {{"parallel", {{"tensor", 1}, {"pipeline", 1}}}};
     EXPECT_EQ(parse_config(j, 6).config.dp, 6);

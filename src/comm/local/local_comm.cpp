@@ -6,19 +6,23 @@
 #include "comm/local/local_comm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include "comm/detail.h"
 #include "comm/local/local_group.h"
 #include "comm/reduce.h"
+#include "comm/watchdog.h"
 #include "util/error.h"
 #include "util/timer.h"
 
 namespace zt {
 namespace {
 
+using comm_detail::OpState;
 using comm_detail::StatsRecorder;
 using comm_detail::Work;
 using local_detail::Domain;
@@ -67,6 +71,11 @@ public:
     std::unique_ptr<Communicator> split(int color, int key) override;
     CommStats stats() const override { return stats_->get(); }
     void reset_stats() override { stats_->reset(); }
+    void set_timeout(double seconds) override {
+        ZT_CHECK(seconds >= 0, "comm set_timeout: ", seconds, " s; expected >= 0 (0: no limit)");
+        timeout_s_ = seconds;
+    }
+    void set_check_sequence(bool on) override { check_sequence_ = on; }
 
     // Blocks until every queued op has run (a pending receive may still wait for its message).
     void drain() {
@@ -83,14 +92,36 @@ private:
         bool record;
         double t_issue;
         std::shared_ptr<Work> work;
+        std::optional<OpState> coll;  // a collective: what the watchdog reports
+        double timeout_s = 0;
+        bool check_sequence = false;
     };
 
+    // A collective's OpState (numbered by enqueue).
+    static OpState coll_state(int op, int64_t count = 0, CommType t = CommType::kU8,
+                              int64_t root = -1, bool count_agrees = true) {
+        return OpState{true, op, 0, count, t, root, count_agrees};
+    }
+    static OpState coll_state(CollectiveKind k, int64_t count = 0, CommType t = CommType::kU8,
+                              int64_t root = -1, bool count_agrees = true) {
+        return coll_state(static_cast<int>(k), count, t, root, count_agrees);
+    }
+
     CommHandle enqueue(CollectiveKind kind, int64_t bytes_sent, std::function<bool()> body,
-                       bool record = true) {
+                       bool record = true, std::optional<OpState> coll = std::nullopt) {
         auto work = std::make_shared<Work>();
         {
             std::lock_guard lock(q_mu_);
-            queue_.push_back(Task{std::move(body), kind, bytes_sent, record, now_s(), work});
+            if (coll) {
+                if (fault_.world_rank == world_rank() && fault_.seq == issued_seq_ + 1) {
+                    fault_.world_rank = -1;  // once; the op takes no number
+                    work->complete(nullptr);
+                    return work;
+                }
+                coll->seq = ++issued_seq_;
+            }
+            queue_.push_back(Task{std::move(body), kind, bytes_sent, record, now_s(), work, coll,
+                                  timeout_s_, check_sequence_});
         }
         q_cv_.notify_one();
         return work;
@@ -107,12 +138,21 @@ private:
                 queue_.pop_front();
                 busy_ = true;
             }
+            if (task.coll) {
+                watch_ = {now_s(), task.timeout_s, task.check_sequence};
+                std::lock_guard lock(g_->dom->mu);
+                g_->cur[static_cast<size_t>(rank_)] = *task.coll;
+            }
             bool done = true;
             std::exception_ptr error;
             try {
                 done = task.body();
             } catch (...) {
                 error = std::current_exception();
+            }
+            if (task.coll) {
+                std::lock_guard lock(g_->dom->mu);
+                g_->cur[static_cast<size_t>(rank_)].active = false;
             }
             if (done) {
                 if (task.record)
@@ -133,16 +173,16 @@ private:
     void collective(const Post& p, F&& body) {
         g_->posts[static_cast<size_t>(rank_)] = p;
         try {
-            g_->barrier(rank_);
+            g_->barrier(rank_, watch_);
             body(g_->posts);
-            g_->barrier(rank_);
+            g_->barrier(rank_, watch_);
         } catch (const Error& e) {
             std::lock_guard lock(g_->dom->mu);
             g_->dom->abort_locked(str_cat("rank ", world_rank(), " failed: ", e.message()));
             throw;
         }
     }
-    void sync() { g_->barrier(rank_); }
+    void sync() { g_->barrier(rank_, watch_); }
     void check_peer(int peer, const char* op) const {
         ZT_CHECK(peer >= 0 && peer < g_->n, "comm ", op, ": peer ", peer,
                  " out of range; expected 0..", g_->n - 1);
@@ -152,6 +192,13 @@ private:
     int rank_;
     std::shared_ptr<StatsRecorder> stats_ = std::make_shared<StatsRecorder>();
     uint64_t split_seq_ = 0;  // touched by the worker only
+    local_detail::BarrierWatch watch_;  // the running collective's; touched by the worker only
+
+    // Hang detection (Note [Hang detection]); issued_seq_ and fault_ under q_mu_.
+    std::atomic<double> timeout_s_{kDefaultCommTimeoutS};
+    std::atomic<bool> check_sequence_{false};
+    uint64_t issued_seq_ = 0;
+    comm_detail::FaultSkip fault_ = comm_detail::fault_skip_from_env();
 
     std::mutex q_mu_;
     std::condition_variable q_cv_, idle_cv_;
@@ -203,7 +250,7 @@ CommHandle LocalComm::all_reduce(void* buf, int64_t count, CommType t) {
             }
         });
         return true;
-    });
+    }, /*record=*/true, coll_state(CollectiveKind::kAllReduce, count, t));
 }
 
 CommHandle LocalComm::reduce_scatter(const void* send, void* recv, std::vector<int64_t> counts,
@@ -232,7 +279,7 @@ CommHandle LocalComm::reduce_scatter(const void* send, void* recv, std::vector<i
             comm_detail::reduce_fixed_order(srcs, recv, mine, t);
         });
         return true;
-    });
+    }, /*record=*/true, coll_state(CollectiveKind::kReduceScatter, total, t));
 }
 
 CommHandle LocalComm::all_gather(const void* send, void* recv, std::vector<int64_t> counts,
@@ -256,7 +303,7 @@ CommHandle LocalComm::all_gather(const void* send, void* recv, std::vector<int64
             }
         });
         return true;
-    });
+    }, /*record=*/true, coll_state(CollectiveKind::kAllGather, total, t));
 }
 
 CommHandle LocalComm::broadcast(void* buf, int64_t count, CommType t, int root) {
@@ -276,7 +323,7 @@ CommHandle LocalComm::broadcast(void* buf, int64_t count, CommType t, int root) 
                        if (r != root) std::memcpy(buf, rp.in, static_cast<size_t>(count) * es);
                    });
         return true;
-    });
+    }, /*record=*/true, coll_state(CollectiveKind::kBroadcast, count, t, root));
 }
 
 CommHandle LocalComm::all_to_all(const void* send, std::vector<int64_t> send_counts, void* recv,
@@ -305,7 +352,7 @@ CommHandle LocalComm::all_to_all(const void* send, std::vector<int64_t> send_cou
             }
         });
         return true;
-    });
+    }, /*record=*/true, coll_state(CollectiveKind::kAllToAll, total, t, -1, false));
 }
 
 CommHandle LocalComm::send(const void* buf, int64_t count, CommType t, int peer, int tag) {
@@ -395,7 +442,7 @@ CommHandle LocalComm::barrier() {
     return enqueue(CollectiveKind::kBarrier, 0, [this] {
         collective(Post{}, [](const std::vector<Post>&) {});
         return true;
-    });
+    }, /*record=*/true, coll_state(CollectiveKind::kBarrier));
 }
 
 std::unique_ptr<Communicator> LocalComm::split(int color, int key) {
@@ -423,19 +470,25 @@ std::unique_ptr<Communicator> LocalComm::split(int color, int key) {
                                std::lock_guard lock(g_->dom->mu);
                                auto& entry = g_->splits[{split_seq_, color}];
                                if (!entry.first) {
-                                   entry.first = std::make_shared<Group>(g_->dom, world);
+                                   entry.first = std::make_shared<Group>(
+                                       g_->dom, world,
+                                       str_cat(g_->name, "/split", split_seq_ + 1, "(color ",
+                                               color, ")"));
                                    entry.first->id = ++g_->dom->next_group_id;
                                }
                                sub = entry.first;
                                if (++entry.second == static_cast<int>(members.size()))
                                    g_->splits.erase({split_seq_, color});
                            }
-                           out = std::make_unique<LocalComm>(std::move(sub), new_rank);
+                           auto c = std::make_unique<LocalComm>(std::move(sub), new_rank);
+                           c->set_timeout(timeout_s_);
+                           c->set_check_sequence(check_sequence_);
+                           out = std::move(c);
                        });
             ++split_seq_;
             return true;
         },
-        /*record=*/false);
+        /*record=*/false, coll_state(comm_detail::kOpSplit));
     h->wait();
     return out;
 }
@@ -446,7 +499,7 @@ std::vector<std::unique_ptr<LocalComm>> make_local_comms(int n) {
     dom->exited.assign(static_cast<size_t>(n), false);
     std::vector<int> world(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) world[static_cast<size_t>(r)] = r;
-    auto g = std::make_shared<Group>(dom, world);
+    auto g = std::make_shared<Group>(dom, world, "world");
     std::vector<std::unique_ptr<LocalComm>> comms;
     for (int r = 0; r < n; ++r) comms.push_back(std::make_unique<LocalComm>(g, r));
     return comms;

@@ -15,6 +15,7 @@
 
 #include "comm/communicator.h"
 #include "comm/detail.h"
+#include "comm/watchdog.h"
 
 namespace zt::local_detail {
 
@@ -67,12 +68,21 @@ struct Post {
     int a = 0, b = 0;  // op-specific (root; split color and key)
 };
 
+// What a barrier needs for hang detection (Note [Hang detection]).
+struct BarrierWatch {
+    double start = 0;      // now_s() when the op started on the worker
+    double timeout_s = 0;  // 0: wait without limit
+    bool check_sequence = false;
+};
+
 struct Group {
     std::shared_ptr<Domain> dom;
     uint64_t id = 0;
+    std::string name;  // "world", "world/split1(color 0)": for reports
     int n = 0;
     std::vector<int> world_ranks;  // group rank -> world rank
     std::vector<Post> posts;       // by group rank, valid between an op's barriers
+    std::vector<comm_detail::OpState> cur;  // by group rank, under dom->mu: the watchdog's view
     // Barrier: ranks here in the current generation.
     std::vector<char> here;
     int arrived = 0;
@@ -80,10 +90,15 @@ struct Group {
     // Splits in progress: (split sequence number, color) -> the new group and how many fetched it.
     std::map<std::pair<uint64_t, int>, std::pair<std::shared_ptr<Group>, int>> splits;
 
-    Group(std::shared_ptr<Domain> d, std::vector<int> world);
+    Group(std::shared_ptr<Domain> d, std::vector<int> world, std::string group_name);
     // Blocks until every rank of the group has arrived; throws if the domain is aborted or a rank
-    // it waits for has exited.
-    void barrier(int rank);
+    // it waits for has exited. Aborts the domain with the watchdog's report when the ranks are in
+    // different collectives, or when the wait passes w.timeout_s.
+    void barrier(int rank, const BarrierWatch& w);
+
+private:
+    void check_same_op_locked(const BarrierWatch& w);
+    [[noreturn]] void time_out_locked(int rank, const BarrierWatch& w);
 };
 
 }  // namespace zt::local_detail

@@ -1,6 +1,7 @@
 // MPI communicator (mpi_comm.h). One worker thread per communicator owns every MPI call: it takes
 // ops from a FIFO queue, posts their nonblocking requests and polls them with MPI_Testall and a
-// short back-off (never a blocking MPI_Wait, so a watchdog can later bound every wait).
+// short back-off (never a blocking MPI_Wait), so the watchdog bounds every wait (Note [Hang
+// detection], comm/watchdog.h; mpi_watchdog.h).
 // Collectives run one at a time, in issue order, on a duplicate communicator of their own;
 // point-to-point ops start in issue order on the user communicator and stay in flight beside them
 // (an Irecv issued before a collective does not block it, as in MPI).
@@ -12,6 +13,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -20,29 +23,45 @@
 
 #include "comm/detail.h"
 #include "comm/mpi/mpi_runtime.h"
+#include "comm/mpi/mpi_watchdog.h"
 #include "comm/reduce.h"
+#include "comm/watchdog.h"
 #include "util/error.h"
 #include "util/timer.h"
 
 namespace zt {
 namespace {
 
+using comm_detail::OpState;
 using comm_detail::StatsRecorder;
 using comm_detail::Work;
 
-constexpr int kCollTag = 0;        // collectives have their own communicator; one tag suffices
 constexpr int kSpinYields = 16;    // sched_yield polls before sleeping between polls
 constexpr long kPollSleepNs = 30'000;  // 30 us between polls once the op is slow
+constexpr double kServeEveryS = 0.001;  // 1 ms: how often a busy worker answers the watchdog
+
+// The tag of collective #seq's messages on the collectives' communicator: a rank in another
+// collective (a mismatch) never matches them, so it hangs and is reported instead of exchanging
+// wrong data. Under 32767, MPI's least MPI_TAG_UB.
+int coll_tag(uint64_t seq, int op) {
+    return static_cast<int>(seq % 2048) * 16 + op;
+}
 
 // An op as phases: each posts nonblocking requests (and may compute first); the next runs when
 // every request of the previous has completed.
 struct Op {
-    explicit Op(CollectiveKind k = CollectiveKind::kBarrier) : kind(k) {}
+    explicit Op(CollectiveKind k = CollectiveKind::kBarrier) : kind(k) {
+        state.active = true;
+        state.op = static_cast<int>(k);
+    }
     CollectiveKind kind;
     int64_t bytes = 0;
     bool record = true;
     bool collective = true;
     double t_issue = 0;
+    double t_start = 0;     // a collective: when it started on the worker
+    OpState state;          // a collective: what the watchdog reports (seq set by enqueue)
+    double timeout_s = 0;   // 0: no limit
     std::shared_ptr<Work> work;
     std::vector<std::function<void(std::vector<MPI_Request>&)>> phases;
     size_t next_phase = 0;
@@ -58,11 +77,17 @@ char* bytes(void* p, int64_t elems, size_t es) {
 
 class MpiComm final : public Communicator {
 public:
-    // Takes ownership of comm (user point-to-point) and coll (collectives).
-    MpiComm(MPI_Comm comm, MPI_Comm coll, const MpiOptions& opt) : comm_(comm), coll_(coll), opt_(opt) {
+    // Takes ownership of comm (user point-to-point), coll (collectives) and wd (watchdog), three
+    // duplicates of one group; name is the group's in reports.
+    MpiComm(MPI_Comm comm, MPI_Comm coll, MPI_Comm wd, std::string name, const MpiOptions& opt)
+        : comm_(comm), coll_(coll), opt_(opt) {
         ZT_CHECK(opt_.max_piece_elems >= 1 && opt_.max_piece_elems <= INT_MAX,
                  "mpi: max_piece_elems ", opt_.max_piece_elems, " outside 1..INT_MAX");
+        watchdog_ = std::make_unique<mpi_detail::Watchdog>(wd, comm, std::move(name));
+        int world_rank = 0;
         auto g = mpi_detail::lock();
+        ZT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+        if (fault_.world_rank != world_rank) fault_.world_rank = -1;
         ZT_MPI(MPI_Comm_rank(comm_, &rank_));
         ZT_MPI(MPI_Comm_size(comm_, &size_));
         ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -81,6 +106,7 @@ public:
         }
         q_cv_.notify_all();
         worker_.join();
+        watchdog_.reset();
         int fin = 0;
         MPI_Finalized(&fin);
         if (!fin) {
@@ -110,6 +136,12 @@ public:
     std::unique_ptr<Communicator> split(int color, int key) override;
     CommStats stats() const override { return stats_.get(); }
     void reset_stats() override { stats_.reset(); }
+    void set_timeout(double seconds) override {
+        ZT_CHECK(seconds >= 0, "comm set_timeout: ", seconds, " s; expected >= 0 (0: no limit)");
+        timeout_s_ = seconds;
+        q_cv_.notify_all();  // an idle worker starts answering the watchdog
+    }
+    void set_check_sequence(bool on) override { check_sequence_ = on; }
 
 private:
     CommHandle enqueue(Op op) {
@@ -118,11 +150,26 @@ private:
         CommHandle h = op.work;
         {
             std::lock_guard lock(q_mu_);
+            if (op.collective) {
+                if (fault_.world_rank >= 0 && fault_.seq == issued_seq_ + 1) {
+                    fault_.world_rank = -1;  // once; the op takes no number
+                    op.work->complete(nullptr);
+                    return h;
+                }
+                op.state.seq = ++issued_seq_;
+                op.timeout_s = timeout_s_;
+                if (check_sequence_) add_check_phases(op);
+            }
             queue_.push_back(std::move(op));
         }
         q_cv_.notify_one();
         return h;
     }
+    // check_sequence: exchange op.state with every rank before the op's own phases.
+    void add_check_phases(Op& op);
+    // Worker: answers state requests (at most every kServeEveryS while busy); ends the job when
+    // the running collective has waited past its limit.
+    void watch(const Op* coll);
 
     void worker_loop();
     bool start_ready_ops(std::deque<Op>& active);
@@ -168,6 +215,18 @@ private:
     int rank_ = 0, size_ = 1, tag_ub_ = 32767;
     StatsRecorder stats_;
 
+    // Hang detection (Note [Hang detection]). issued_seq_ and fault_ under q_mu_; cur_, coll_tag_
+    // and last_serve_ touched by the worker only.
+    std::unique_ptr<mpi_detail::Watchdog> watchdog_;
+    std::atomic<double> timeout_s_{kDefaultCommTimeoutS};
+    std::atomic<bool> check_sequence_{false};
+    uint64_t issued_seq_ = 0;
+    comm_detail::FaultSkip fault_ = comm_detail::fault_skip_from_env();
+    OpState cur_;
+    int coll_tag_ = 0;
+    double last_serve_ = 0;
+    int split_count_ = 0;  // caller's thread
+
     std::mutex q_mu_;
     std::condition_variable q_cv_;
     std::deque<Op> queue_;
@@ -183,11 +242,28 @@ void MpiComm::worker_loop() {
         {
             std::unique_lock lock(q_mu_);
             if (active.empty()) {
-                q_cv_.wait(lock, [&] { return !queue_.empty() || stop_; });
-                if (queue_.empty()) return;  // stop_ and nothing left
+                auto ready = [&] { return !queue_.empty() || stop_; };
+                if (timeout_s_ > 0) {
+                    // Idle, but other ranks' watchdogs may ask what this rank is in.
+                    q_cv_.wait_for(lock, std::chrono::duration<double>(comm_detail::kIdleServiceS),
+                                   ready);
+                } else {
+                    q_cv_.wait(lock, ready);
+                }
+                if (queue_.empty()) {
+                    if (stop_) return;  // nothing left
+                    lock.unlock();
+                    watch(nullptr);
+                    continue;
+                }
             }
         }
         moved |= start_ready_ops(active);
+        const Op* coll = nullptr;
+        for (const Op& o : active) {
+            if (o.collective) coll = &o;
+        }
+        watch(coll);
         for (auto it = active.begin(); it != active.end();) {
             if (progress(*it)) {
                 it = active.erase(it);
@@ -222,6 +298,11 @@ bool MpiComm::start_ready_ops(std::deque<Op>& active) {
             op = std::move(queue_.front());
             queue_.pop_front();
         }
+        if (op.collective) {
+            op.t_start = now_s();
+            cur_ = op.state;
+            coll_tag_ = coll_tag(op.state.seq, op.state.op);
+        }
         started = true;
         active.push_back(std::move(op));
     }
@@ -250,7 +331,51 @@ bool MpiComm::progress(Op& op) {
     return true;
 }
 
+void MpiComm::watch(const Op* coll) {
+    if (timeout_s_ <= 0 && !coll) return;
+    const double now = now_s();
+    if (coll && coll->timeout_s > 0 && now - coll->t_start > coll->timeout_s)
+        watchdog_->report_and_abort(cur_, now - coll->t_start, coll->timeout_s);
+    if (now - last_serve_ < kServeEveryS) return;
+    last_serve_ = now;
+    watchdog_->serve(cur_);
+}
+
+void MpiComm::add_check_phases(Op& op) {
+    const int n = size_, r = rank_;
+    const int tag = mpi_detail::Watchdog::check_tag(op.state.seq);
+    using Words = std::array<int64_t, OpState::kWords>;
+    auto all = std::make_shared<std::vector<Words>>(static_cast<size_t>(n));
+    const OpState mine = op.state;
+    auto post = [=, this](std::vector<MPI_Request>& reqs) {
+        (*all)[static_cast<size_t>(r)] = mine.encode();
+        const MPI_Comm wd = watchdog_->comm();
+        auto g = mpi_detail::lock();
+        for (int q = 0; q < n; ++q) {
+            if (q == r) continue;
+            reqs.emplace_back();
+            ZT_MPI(MPI_Irecv((*all)[static_cast<size_t>(q)].data(), OpState::kWords, MPI_INT64_T,
+                             q, tag, wd, &reqs.back()));
+            reqs.emplace_back();
+            ZT_MPI(MPI_Isend((*all)[static_cast<size_t>(r)].data(), OpState::kWords, MPI_INT64_T,
+                             q, tag, wd, &reqs.back()));
+        }
+    };
+    auto compare = [=, this](std::vector<MPI_Request>&) {
+        std::vector<OpState> issued;
+        bool same = true;
+        for (const Words& w : *all) {
+            issued.push_back(OpState::decode(w));
+            same &= comm_detail::same_op(issued.front(), issued.back(), true);
+        }
+        ZT_CHECK(same, comm_detail::sequence_mismatch("comm check_sequence",
+                                                      watchdog_->group(), issued));
+    };
+    op.phases.insert(op.phases.begin(), {post, compare});
+}
+
 void MpiComm::finish(Op& op, std::exception_ptr error) {
+    if (op.collective) cur_.active = false;
     if (op.record) stats_.record(op.kind, error ? 0 : op.bytes, now_s() - op.t_issue);
     op.phases.clear();  // release captured buffers before waking the caller
     op.work->complete(std::move(error));
@@ -269,12 +394,12 @@ void MpiComm::add_reduce_scatter_phases(Op& op, const void* send, void* recv,
         tmp->resize(static_cast<size_t>(mine) * es * static_cast<size_t>(n));
         auto g = mpi_detail::lock();
         for (int q = 0; q < n; ++q) {
-            if (q != r) irecv(bytes(tmp->data(), mine * q, es), mine, t, q, kCollTag, coll_, reqs);
+            if (q != r) irecv(bytes(tmp->data(), mine * q, es), mine, t, q, coll_tag_, coll_, reqs);
         }
         for (int k = 1; k < n; ++k) {  // staggered: rank r sends to r+1 first, spreading load
             const int q = (r + k) % n;
             isend(cbytes(send, off[static_cast<size_t>(q)], es), counts[static_cast<size_t>(q)],
-                  t, q, kCollTag, coll_, reqs);
+                  t, q, coll_tag_, coll_, reqs);
         }
     });
     op.phases.push_back([=](std::vector<MPI_Request>&) {
@@ -300,11 +425,11 @@ void MpiComm::post_gather(void* recv, const std::vector<int64_t>& counts,
     for (int q = 0; q < n; ++q) {
         if (q != r)
             irecv(bytes(recv, off[static_cast<size_t>(q)], es), counts[static_cast<size_t>(q)], t,
-                  q, kCollTag, coll_, reqs);
+                  q, coll_tag_, coll_, reqs);
     }
     const void* own = bytes(recv, off[static_cast<size_t>(r)], es);
     for (int k = 1; k < n; ++k) {
-        isend(own, counts[static_cast<size_t>(r)], t, (r + k) % n, kCollTag, coll_, reqs);
+        isend(own, counts[static_cast<size_t>(r)], t, (r + k) % n, coll_tag_, coll_, reqs);
     }
 }
 
@@ -317,6 +442,8 @@ CommHandle MpiComm::all_reduce(void* buf, int64_t count, CommType t) {
     const auto off = comm_detail::segment_offsets(seg);
     const int64_t mine = seg[static_cast<size_t>(r)];
     Op op(CollectiveKind::kAllReduce);
+    op.state.count = count;
+    op.state.type = t;
     op.bytes = static_cast<int64_t>(es) * ((count - mine) + mine * (n - 1));
     // In place: this rank's segment is reduced into itself (reduce_fixed_order allows the alias).
     add_reduce_scatter_phases(op, buf, bytes(buf, off[static_cast<size_t>(r)], es), seg, t);
@@ -338,6 +465,8 @@ CommHandle MpiComm::reduce_scatter(const void* send, void* recv, std::vector<int
                  s0 + total * static_cast<int64_t>(es) <= d0,
              "comm reduce_scatter: recv overlaps send; pass a separate recv buffer");
     Op op(CollectiveKind::kReduceScatter);
+    op.state.count = total;
+    op.state.type = t;
     op.bytes = static_cast<int64_t>(es) * (total - mine);
     add_reduce_scatter_phases(op, send, recv, std::move(counts), t);
     return enqueue(std::move(op));
@@ -346,12 +475,14 @@ CommHandle MpiComm::reduce_scatter(const void* send, void* recv, std::vector<int
 CommHandle MpiComm::all_gather(const void* send, void* recv, std::vector<int64_t> counts,
                                CommType t) {
     comm_detail::check_type(t, "all_gather");
-    comm_detail::checked_total(counts, size_, "all_gather");
+    const int64_t total = comm_detail::checked_total(counts, size_, "all_gather");
     const size_t es = comm_type_size(t);
     const int n = size_, r = rank_;
     const auto off = comm_detail::segment_offsets(counts);
     const int64_t mine = counts[static_cast<size_t>(r)];
     Op op(CollectiveKind::kAllGather);
+    op.state.count = total;
+    op.state.type = t;
     op.bytes = static_cast<int64_t>(es) * mine * (n - 1);
     op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
         void* own = bytes(recv, off[static_cast<size_t>(r)], es);
@@ -367,6 +498,9 @@ CommHandle MpiComm::broadcast(void* buf, int64_t count, CommType t, int root) {
     check_peer(root, "broadcast");
     const size_t es = comm_type_size(t);
     Op op(CollectiveKind::kBroadcast);
+    op.state.count = count;
+    op.state.type = t;
+    op.state.root = root;
     op.bytes = rank_ == root ? static_cast<int64_t>(es) * count * (size_ - 1) : 0;
     op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
         auto g = mpi_detail::lock();
@@ -394,6 +528,9 @@ CommHandle MpiComm::all_to_all(const void* send, std::vector<int64_t> send_count
     const auto soff = comm_detail::segment_offsets(send_counts);
     const auto roff = comm_detail::segment_offsets(recv_counts);
     Op op(CollectiveKind::kAllToAll);
+    op.state.count = total;
+    op.state.type = t;
+    op.state.count_agrees = false;  // each rank sends its own total
     op.bytes = static_cast<int64_t>(es) * (total - send_counts[static_cast<size_t>(r)]);
     op.phases.push_back([=, this, sc = std::move(send_counts),
                          rc = std::move(recv_counts)](std::vector<MPI_Request>& reqs) {
@@ -404,12 +541,12 @@ CommHandle MpiComm::all_to_all(const void* send, std::vector<int64_t> send_count
         for (int q = 0; q < n; ++q) {
             if (q != r)
                 irecv(bytes(recv, roff[static_cast<size_t>(q)], es), rc[static_cast<size_t>(q)],
-                      t, q, kCollTag, coll_, reqs);
+                      t, q, coll_tag_, coll_, reqs);
         }
         for (int k = 1; k < n; ++k) {
             const int q = (r + k) % n;
             isend(cbytes(send, soff[static_cast<size_t>(q)], es), sc[static_cast<size_t>(q)], t, q,
-                  kCollTag, coll_, reqs);
+                  coll_tag_, coll_, reqs);
         }
     });
     return enqueue(std::move(op));
@@ -455,8 +592,9 @@ CommHandle MpiComm::barrier() {
 }
 
 std::unique_ptr<Communicator> MpiComm::split(int color, int key) {
-    MPI_Comm sub = MPI_COMM_NULL, sub_coll = MPI_COMM_NULL;
+    MPI_Comm sub = MPI_COMM_NULL, sub_coll = MPI_COMM_NULL, sub_wd = MPI_COMM_NULL;
     Op op(CollectiveKind::kBarrier);
+    op.state.op = comm_detail::kOpSplit;
     op.record = false;
     // MPI_Comm_split and MPI_Comm_dup block; on the worker, between collectives, that is safe:
     // every rank runs them at the same place in its op order.
@@ -464,23 +602,31 @@ std::unique_ptr<Communicator> MpiComm::split(int color, int key) {
         auto g = mpi_detail::lock();
         ZT_MPI(MPI_Comm_split(coll_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
         if (sub != MPI_COMM_NULL) ZT_MPI(MPI_Comm_dup(sub, &sub_coll));
+        if (sub != MPI_COMM_NULL) ZT_MPI(MPI_Comm_dup(sub, &sub_wd));
     });
     enqueue(std::move(op))->wait();
+    ++split_count_;
     if (sub == MPI_COMM_NULL) return nullptr;
-    return std::make_unique<MpiComm>(sub, sub_coll, opt_);
+    auto c = std::make_unique<MpiComm>(
+        sub, sub_coll, sub_wd,
+        str_cat(watchdog_->group(), "/split", split_count_, "(color ", color, ")"), opt_);
+    c->set_timeout(timeout_s_);
+    c->set_check_sequence(check_sequence_);
+    return c;
 }
 
 }  // namespace
 
 std::unique_ptr<Communicator> mpi_world(const MpiOptions& options) {
     mpi_detail::ensure_initialized();
-    MPI_Comm comm = MPI_COMM_NULL, coll = MPI_COMM_NULL;
+    MPI_Comm comm = MPI_COMM_NULL, coll = MPI_COMM_NULL, wd = MPI_COMM_NULL;
     {
         auto g = mpi_detail::lock();
         ZT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
         ZT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &coll));
+        ZT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &wd));
     }
-    return std::make_unique<MpiComm>(comm, coll, options);
+    return std::make_unique<MpiComm>(comm, coll, wd, "world", options);
 }
 
 }  // namespace zt
