@@ -541,6 +541,7 @@ void parse_checkpoint(Section& root, CheckpointConfig& c) {
     c.keep_last = s.get_int("keep_last", 0, 0);
     c.async = s.get_bool("async", false);
     c.on_error = s.get_choice("on_error", "stop", {"stop", "continue"});
+    c.preempt_grace_s = s.get_number("preempt_grace_s", 0.0, 0.0);
     s.finish();
 }
 

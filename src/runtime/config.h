@@ -105,6 +105,7 @@ struct CheckpointConfig {
     int64_t keep_last = 0;       // newest checkpoints kept; 0: all
     bool async = false;          // written by a background thread while training goes on
     std::string on_error = "stop";  // a failed write: "stop" training or "continue" without it
+    double preempt_grace_s = 0;     // after SIGTERM, exit without a checkpoint past this; 0: wait
 };
 
 // DeepSpeed's "flops_profiler" section (runtime/profiler/flops_profiler.h).

@@ -2,7 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <cstdlib>
@@ -185,6 +188,44 @@ extern "C" void on_stop_signal(int sig) {
     g_stop_requested = 1;
     std::signal(sig, SIG_DFL);
 }
+
+// Note [Preemption grace]: after a stop signal the run finishes its step and writes a checkpoint;
+// when that takes longer than checkpoint.preempt_grace_s, this timer ends the process (exit code
+// 143, as for SIGTERM) before the scheduler's SIGKILL would, leaving the previous checkpoint as
+// the one to resume from (an unfinished one stays a .partial directory that resume ignores).
+class GraceTimer {
+public:
+    explicit GraceTimer(double grace_s) {
+        if (grace_s <= 0) return;
+        thread_ = std::thread([this, grace_s] {
+            std::unique_lock lock(mu_);
+            while (!done_ && g_stop_requested == 0) cv_.wait_for(lock, std::chrono::milliseconds(20));
+            if (done_) return;
+            if (cv_.wait_for(lock, std::chrono::duration<double>(grace_s), [&] { return done_; }))
+                return;
+            log_warn("stop signal: no checkpoint within checkpoint.preempt_grace_s = ", grace_s,
+                     " s; exiting without one (resume continues from the previous checkpoint)");
+            std::_Exit(143);
+        });
+    }
+    ~GraceTimer() {
+        if (!thread_.joinable()) return;
+        {
+            std::lock_guard lock(mu_);
+            done_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+    GraceTimer(const GraceTimer&) = delete;
+    GraceTimer& operator=(const GraceTimer&) = delete;
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    std::thread thread_;
+};
 
 nlohmann::json comm_json(const CommStats& s) {
     nlohmann::json j = nlohmann::json::object();
@@ -417,6 +458,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                  ", past this run's steps = ", cfg.steps);
     }
     Checkpointer checkpointer(engine, comm, co);
+    GraceTimer grace(cfg.checkpoint.preempt_grace_s);
     RunProfilers profilers(cfg, engine, comm);
 
     std::optional<RunDirectory> run_dir;

@@ -247,6 +247,24 @@ TEST_F(Checkpoints, SigtermWritesACheckpointAndStopsCleanly) {
     EXPECT_NE(r.output.find("resumed from"), std::string::npos);
 }
 
+TEST_F(Checkpoints, PreemptionGracePeriodEndsASlowStop) {
+    // Each step takes 3 s (rank 0 slowed); SIGTERM arrives early in a step; the grace of 0.5 s
+    // runs out before the step and its checkpoint could finish: exit 143 well before the step ends.
+    nlohmann::json j = config(100, 1, 0, "fp32");
+    j["checkpoint"] = {{"interval_steps", 0}, {"preempt_grace_s", 0.5}};
+    const std::string run = (dir_ / "run").string();
+    const std::string cmd = "ZT_FAULT_SLOW_RANK=0:3 " + std::string(ZT_BINARY) + " train " +
+                            write_config(j) + " --quiet --run-dir " + run;
+    const auto t0 = std::chrono::steady_clock::now();
+    CommandResult r = zt::testing::run_command("(" + cmd + " & pid=$!; sleep 1; kill -TERM $pid; "
+                                               "wait $pid; echo exit=$?)");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("preempt_grace_s"), std::string::npos) << r.output;
+    EXPECT_LT(s, 2.8) << "the process waited for the slow step instead of its grace period";
+    EXPECT_FALSE(fs::exists(dir_ / "run" / "model.safetensors"));
+}
+
 TEST_F(Checkpoints, UnwritableCheckpointStopsOrContinuesAsConfigured) {
     nlohmann::json j = config(6, 1, 0, "fp32");
     j["checkpoint"]["dir"] = "/dev/null/checkpoints";  // cannot be created
