@@ -95,6 +95,10 @@ Manifest manifest_of(Engine& e) {
     m.optimizer = e.optimizer().name();
     m.tensors.push_back("master");
     for (auto& [name, t] : e.optimizer().state()) m.tensors.push_back(name);
+    // Derived state, recorded for `checkpoint inspect`: the data cursor is the step (sample k of
+    // a step is a function of it) and the learning-rate schedule a function of the updates.
+    m.trainer["data"] = {{"next_step", c.steps_done}};
+    m.trainer["scheduler"] = {{"updates", c.updates_done}};
     if (c.has_scaler)
         m.trainer["loss_scaler"] = {{"scale", c.scaler.scale},
                                     {"cur_iter", c.scaler.cur_iter},

@@ -132,11 +132,12 @@ TEST_F(Checkpoints, ResumeOnAnotherLayout) {
 }
 
 TEST_F(Checkpoints, DamagedCheckpointsAreDetectedAndSkipped) {
-    nlohmann::json j = config(12, 2, 2, "fp32");
+    nlohmann::json j = config(16, 2, 2, "fp32");
     ASSERT_EQ(train(j, "run", "", 2).code, 0);
-    // step 12: one byte flipped in rank 1's shard; step 8: rank 0's shard truncated; step 4 intact.
+    // step 16: one byte flipped in rank 1's shard; step 12: rank 0's shard truncated; step 8:
+    // the manifest truncated; step 4 intact.
     {
-        const fs::path p = ck("run", 12) / "rank_00001.safetensors";
+        const fs::path p = ck("run", 16) / "rank_00001.safetensors";
         std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
         f.seekg(static_cast<std::streamoff>(fs::file_size(p) / 2));
         char c = 0;
@@ -145,22 +146,25 @@ TEST_F(Checkpoints, DamagedCheckpointsAreDetectedAndSkipped) {
         f.seekp(static_cast<std::streamoff>(fs::file_size(p) / 2));
         f.write(&c, 1);
     }
-    fs::resize_file(ck("run", 8) / "rank_00000.safetensors",
-                    fs::file_size(ck("run", 8) / "rank_00000.safetensors") - 3);
-    CommandResult r = zt::testing::run_zerotrain("checkpoint inspect " + ck("run", 12).string());
+    fs::resize_file(ck("run", 12) / "rank_00000.safetensors",
+                    fs::file_size(ck("run", 12) / "rank_00000.safetensors") - 3);
+    fs::resize_file(ck("run", 8) / "manifest.json", fs::file_size(ck("run", 8) / "manifest.json") / 2);
+    CommandResult r = zt::testing::run_zerotrain("checkpoint inspect " + ck("run", 16).string());
     EXPECT_NE(r.code, 0);
     EXPECT_NE(r.output.find("rank_00001.safetensors is corrupted"), std::string::npos) << r.output;
-    j["steps"] = 14;
+    j["steps"] = 18;
     r = train(j, "run", "--resume", 2);
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("skipping checkpoint"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("is corrupted"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("(truncated or replaced)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("not valid JSON"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("resumed from"), std::string::npos);
+    EXPECT_NE(r.output.find("step_00000004 at step 4"), std::string::npos) << r.output;
     std::ifstream latest(dir_ / "run" / "checkpoints" / "latest");
     std::string name;
     latest >> name;
-    EXPECT_EQ(name, "step_00000012") << "the run went on from step 4 and checkpointed again";
+    EXPECT_EQ(name, "step_00000016") << "the run went on from step 4 and checkpointed again";
 }
 
 TEST_F(Checkpoints, ManifestOfAnotherModelOrANewerFormatIsRefused) {
