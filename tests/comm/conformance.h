@@ -260,8 +260,8 @@ inline void check_all_to_all(Communicator& c) {
         send.push_back(0);
         std::vector<char> recv(want.size() + 1, 0);
         c.all_to_all(send.data(), sc, recv.data(), rc, t)->wait();
-        ZT_CHECK(std::memcmp(recv.data(), want.data(), want.size()) == 0, "rank ", r,
-                 ": all_to_all ", comm_type_name(t), " differs");
+        ZT_CHECK(want.empty() || std::memcmp(recv.data(), want.data(), want.size()) == 0, "rank ",
+                 r, ": all_to_all ", comm_type_name(t), " differs");
         (void)es;
     }
 }
