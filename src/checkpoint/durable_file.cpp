@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -15,10 +16,19 @@ SysFd::~SysFd() {
     if (fd >= 0) ::close(fd);
 }
 
+// Note [Chunked writes]: one write(2) of hundreds of megabytes dirties them all before the kernel
+// starts writing back, and the copy into the page cache then crawls under dirty-page throttling
+// (perf: copy_folio_from_iter_atomic ~35% of a run with sync checkpoints, ~380 MB/s against the
+// disk's 2.2 GB/s). Writing in pieces and starting writeback of each one (sync_file_range) keeps
+// the dirty set small and the disk busy while the next piece is copied.
+constexpr size_t kWriteChunk = size_t{8} << 20;
+
 void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
     const char* p = static_cast<const char*>(data);
     while (bytes > 0) {
-        const ssize_t w = ::write(fd, p, bytes);
+        const off_t at = ::lseek(fd, 0, SEEK_CUR);
+        const ssize_t w = ::write(fd, p, std::min(bytes, kWriteChunk));
+        if (w > 0 && at >= 0) ::sync_file_range(fd, at, w, SYNC_FILE_RANGE_WRITE);
         if (w < 0 && errno == EINTR) continue;
         ZT_CHECK(w > 0, "cannot write ", path, ": ", std::strerror(w < 0 ? errno : ENOSPC));
         p += w;
