@@ -1,6 +1,7 @@
 // parse_config, apply_override and load_config_file: every accepted key, the DeepSpeed batch
 // arithmetic and "auto" resolution, and that each refusal names its key.
 #include "runtime/config.h"
+#include "runtime/config_test_util.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -19,21 +20,8 @@ namespace {
 
 using nlohmann::json;
 
-// The message of the zt::Error parse_config throws, or "(no error)".
-std::string error_of(const json& j, int64_t world_size = 1) {
-    try {
-        parse_config(j, world_size);
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::kInput);
-        return e.message();
-    }
-    return "(no error)";
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
-    for (const std::string& p : parts)
-        EXPECT_NE(message.find(p), std::string::npos) << "expected \"" << p << "\" in: " << message;
-}
+using testing::error_of;
+using testing::expect_mentions;
 
 // An unknown-key warning names the key by dotted path.
 bool has_warning(const ParsedConfig& p, const std::string& key) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/config.h"
+#include "runtime/config_test_util.h"
 #include "util/error.h"
 
 namespace zt {
@@ -16,20 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string error_of(const json& j, int64_t world_size = 1) {
-    try {
-        parse_config(j, world_size);
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::kInput);
-        return e.message();
-    }
-    return "(no error)";
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
-    for (const std::string& p : parts)
-        EXPECT_NE(message.find(p), std::string::npos) << "expected \"" << p << "\" in: " << message;
-}
+using testing::error_of;
+using testing::expect_mentions;
 
 ZeroConfig zero_of(const json& section) {
     return parse_config({{"zero_optimization", section}}).config.zero;
