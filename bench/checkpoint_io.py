@@ -23,8 +23,11 @@ bandwidth it measures):
    steps = the checkpoint's step (no step to do: model construction, the resume read, the final
    weights write), each --read-reps times.
 
-Throughput = checkpoint bytes (shards + manifest) / seconds: write from sync checkpoint_s, read
-from inspect's wall time (process start-up included, a lower bound). The stall as a share of a step
+Throughput = checkpoint bytes (shards + manifest) / seconds: write from sync checkpoint_s (the
+whole checkpoint: shards, fsyncs, manifest, renames), read from the time `inspect` reports for
+reading and checking every shard (its wall time, process start-up included, is shown too). The
+disk's figures are the higher of page-cache and O_DIRECT transfers (--direct-io off runs the
+engine through the page cache instead: checkpoint.direct_io = false). The stall as a share of a step
 divides by the median step time of the `none` run.
 
 Noise (shared/DESIGN.md 'Performance'): before each run it waits up to --quiet-wait s for other
@@ -39,6 +42,8 @@ Python 3 standard library only.
 import argparse
 import datetime
 import json
+import mmap
+import re
 import os
 import shutil
 import statistics
@@ -70,40 +75,63 @@ def evict(path):
                 os.close(fd)
 
 
+def disk_pass(path, n, direct):
+    """One sequential write (+ fsync) and one cold read of n chunks; MB/s of each. direct: O_DIRECT
+    from a page-aligned buffer (an anonymous mmap), one request at a time, no page cache."""
+    flag = os.O_DIRECT if direct else 0
+    buf = mmap.mmap(-1, CHUNK)
+    buf.write(os.urandom(CHUNK))
+    t0 = time.monotonic()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flag, 0o644)
+    for _ in range(n):
+        os.write(fd, buf)
+    os.fsync(fd)
+    os.close(fd)
+    w = n * CHUNK / (time.monotonic() - t0) / 1e6
+    evict(path)
+    t0 = time.monotonic()
+    fd = os.open(path, os.O_RDONLY | flag)
+    got = 0
+    while True:
+        k = os.readv(fd, [buf])
+        if k <= 0:
+            break
+        got += k
+    os.close(fd)
+    r = got / (time.monotonic() - t0) / 1e6
+    os.unlink(path)
+    return w, r
+
+
 def disk_bandwidth(workdir, mib, reps):
-    """Sequential write (with fsync) and cold read bandwidth of workdir's disk, in MB/s."""
-    buf = os.urandom(CHUNK)
+    """Sequential write (with fsync) and cold read bandwidth of workdir's disk, in MB/s: through
+    the page cache and with O_DIRECT, each the median of reps; the disk's figure is the higher."""
     path = os.path.join(workdir, "disk_test.bin")
-    w, r = [], []
+    n = max(1, (mib << 20) // CHUNK)
+    res = {False: ([], []), True: ([], [])}
     for _ in range(reps):
-        n = max(1, (mib << 20) // CHUNK)
-        t0 = time.monotonic()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        for _ in range(n):
-            os.write(fd, buf)
-        os.fsync(fd)
-        os.close(fd)
-        w.append(n * CHUNK / (time.monotonic() - t0) / 1e6)
-        evict(path)
-        t0 = time.monotonic()
-        fd = os.open(path, os.O_RDONLY)
-        got = 0
-        while True:
-            b = os.read(fd, CHUNK)
-            if not b:
-                break
-            got += len(b)
-        os.close(fd)
-        r.append(got / (time.monotonic() - t0) / 1e6)
-        os.unlink(path)
-    return dict(write_mb_s=statistics.median(w), read_mb_s=statistics.median(r), write_all=w,
-                read_all=r, mib=mib)
+        for direct in (False, True):
+            try:
+                w, r = disk_pass(path, n, direct)
+            except OSError as e:  # a file system without O_DIRECT
+                log(f"disk test with O_DIRECT={direct}: {e}")
+                continue
+            res[direct][0].append(w)
+            res[direct][1].append(r)
+    med = lambda v: statistics.median(v) if v else 0.0  # noqa: E731
+    out = dict(mib=mib, buffered_write_mb_s=med(res[False][0]), buffered_read_mb_s=med(res[False][1]),
+               direct_write_mb_s=med(res[True][0]), direct_read_mb_s=med(res[True][1]),
+               write_all=res[False][0] + res[True][0], read_all=res[False][1] + res[True][1])
+    out["write_mb_s"] = max(out["buffered_write_mb_s"], out["direct_write_mb_s"])
+    out["read_mb_s"] = max(out["buffered_read_mb_s"], out["direct_read_mb_s"])
+    return out
 
 
 def make_config(args, mode, steps):
     cfg = gt.zerotrain_config(args.config, args.dtype, steps)
     if mode != "none":
-        cfg["checkpoint"] = {"interval_steps": args.interval, "async": mode == "async"}
+        cfg["checkpoint"] = {"interval_steps": args.interval, "async": mode == "async",
+                             "direct_io": args.direct_io == "on"}
     return cfg
 
 
@@ -186,7 +214,7 @@ def train_run(args, ranks, mode, workdir):
 
 def read_runs(args, ranks, run, d):
     """Cold reads of the sync run's newest checkpoint: inspect and a zero-step resume."""
-    out = dict(inspect_s=[], resume_s=[], disturbed=False)
+    out = dict(inspect_s=[], inspect_read_s=[], resume_s=[], disturbed=False)
     ck = run["checkpoint_dir"]
     cfg_path = os.path.join(d, "resume.json")
     with open(cfg_path, "w") as f:
@@ -204,6 +232,9 @@ def read_runs(args, ranks, run, d):
             out["error"] = gt.tail(r["stderr"], 2000)
             return out
         out["inspect_s"].append(r["wall_s"])
+        m = re.search(r"verified .* in ([0-9.]+) s", r["stdout"])
+        if m:  # the reads alone, timed by inspect itself (start-up and manifest left out)
+            out["inspect_read_s"].append(float(m.group(1)))
 
         def resume():
             evict(ck)
@@ -247,8 +278,9 @@ def summarize(report):
                 row["write_pct_disk"] = 100 * row["write_mb_s"] / disk["write_mb_s"]
                 rd = report["reads"].get(str(ranks))
                 if rd and rd["inspect_s"]:
-                    t = statistics.median(rd["inspect_s"])
-                    row["inspect_s"] = t
+                    row["inspect_s"] = statistics.median(rd["inspect_s"])
+                    row["inspect_wall_mb_s"] = b / row["inspect_s"] / 1e6
+                    t = statistics.median(rd["inspect_read_s"] or rd["inspect_s"])
                     row["read_mb_s"] = b / t / 1e6
                     row["read_pct_disk"] = 100 * row["read_mb_s"] / disk["read_mb_s"]
                     row["resume_s"] = statistics.median(rd["resume_s"])
@@ -270,18 +302,23 @@ def markdown(report):
            f"cores; load average {report['machine'].get('loadavg_start')} at the start, "
            f"{report['machine'].get('loadavg_end')} at the end. zerotrain "
            f"{report['zerotrain']['git']}. Work directory {report['workdir_fs']}.", "",
-           f"Disk, sequential ({disk['mib']} MiB, median of {len(disk['write_all'])}): write + "
-           f"fsync {disk['write_mb_s']:.0f} MB/s, cold read {disk['read_mb_s']:.0f} MB/s.", "",
+           f"Disk, sequential ({disk['mib']} MiB, median of {len(disk['write_all']) // 2} each): "
+           f"write + fsync {disk.get('buffered_write_mb_s', 0):.0f} MB/s through the page cache, "
+           f"{disk.get('direct_write_mb_s', 0):.0f} MB/s with O_DIRECT; cold read "
+           f"{disk.get('buffered_read_mb_s', 0):.0f} / {disk.get('direct_read_mb_s', 0):.0f} MB/s. "
+           f"The disk's figure is the higher of each pair: write {disk['write_mb_s']:.0f}, read "
+           f"{disk['read_mb_s']:.0f} MB/s.", "",
            "| ranks | mode | checkpoint | stall per checkpoint | stall / step | write MB/s | "
-           "write / disk | read (inspect) MB/s | read / disk | resume s | cost per ckpt "
-           "(wall) / step | disturbed |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "write / disk | read (inspect) MB/s | read / disk | inspect wall MB/s | resume s | "
+           "cost per ckpt (wall) / step | disturbed |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in report["summary"]:
         out.append(
             f"| {r['ranks']} | {r['mode']} | {r['bytes'] / 1e6:.0f} MB | {r['stall_s']:.2f} s | "
             f"{fmt(r['stall_pct_step'], '.1f')}% | {fmt(r.get('write_mb_s'), '.0f')} | "
             f"{fmt(r.get('write_pct_disk'), '.0f')}% | {fmt(r.get('read_mb_s'), '.0f')} | "
-            f"{fmt(r.get('read_pct_disk'), '.0f')}% | {fmt(r.get('resume_s'), '.1f')} | "
+            f"{fmt(r.get('read_pct_disk'), '.0f')}% | {fmt(r.get('inspect_wall_mb_s'), '.0f')} | "
+            f"{fmt(r.get('resume_s'), '.1f')} | "
             f"{fmt(r.get('cost_pct_step'), '.0f')}% | "
             f"{'yes' if r['disturbed'] or r.get('read_disturbed') else 'no'} |")
     out += ["", "Per run: median step time of steady steps / of the steps right after a "
@@ -295,6 +332,7 @@ def markdown(report):
                    f"{fmt(r['after_ckpt_step_s'], '.2f')} s; stalls [{st}] s; wall "
                    f"{r['wall_s']:.1f} s; other {r['other_cores']:.2f} cores"
                    f"{' (disturbed)' if r['disturbed'] else ''}")
+    out.append(f"\ncheckpoint.direct_io: {report.get('direct_io', 'on')}")
     return "\n".join(out) + "\n"
 
 
@@ -310,6 +348,8 @@ def main():
     ap.add_argument("--ranks", default="1", help="comma-separated rank counts, e.g. 1,2")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--threads", type=int, default=2, help="threads of a one-rank run")
+    ap.add_argument("--direct-io", default="on", choices=("on", "off"),
+                    help="checkpoint.direct_io of the runs (off: through the page cache)")
     ap.add_argument("--disk-mib", type=int, default=1024)
     ap.add_argument("--disk-reps", type=int, default=3)
     ap.add_argument("--read-reps", type=int, default=2)
@@ -334,7 +374,7 @@ def main():
                   steps=args.steps, interval=args.interval, ranks=ranks_list,
                   zerotrain=dict(path=args.zerotrain, git=gt.git_describe()),
                   workdir_fs=f"{workdir} ({st.f_bavail * st.f_frsize / 2**30:.0f} GiB free)",
-                  runs=[], reads={})
+                  runs=[], reads={}, direct_io=args.direct_io)
     try:
         if args.quiet_wait > 0:
             gt.wait_quiet(args.quiet_wait, 0.5)

@@ -4,7 +4,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config
       libdnnl-dev libopenblas-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
+      libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin liburing-dev
       python3 python3-numpy python3-torch python3-pip
       chromium python3-pil  # the report test: headless screenshot, PNG pixels (docs/report.md)
       prometheus  # promtool: checks our Prometheus endpoint's output (docs/monitoring.md)

@@ -67,6 +67,7 @@ Var checkpoint(Tape& tape, const std::vector<Var>& inputs, CheckpointFn fn) {
         out.reset();  // the recompute makes its own copy; nothing newer than the region uses out
         if (!dy.defined()) return;
         Tape inner(*pool);
+        inner.set_recomputing(true);  // Note [Recompute early stop] (ops.h)
         std::vector<Var> args = detach(inputs);
         for (size_t i = 0; i < args.size(); ++i)  // Note [Exact recompute]
             if (!inputs[i]->is_param) args[i]->grad = std::move(inputs[i]->grad);

@@ -12,14 +12,27 @@
 
 namespace zt::ops {
 
+// Note [Recompute early stop]
+// In a recompute region's backward (Tape::recomputing()) the region's output value is never
+// read: only its gradient enters, and the ops that made it need their inputs, not their outputs,
+// for their backward. So the last ops of a region may skip their forward kernel: with
+// OutputUse::kGradOnly on a recording tape, linear and add record their backward as always and
+// return a Var with no value (undefined; reading it is a bug). A GPT block recomputed this way
+// skips its final mlp.c_proj GEMM and residual add, a third of its GEMM FLOPs (PyTorch's
+// non-reentrant checkpoint stops early for the same reason). Gradients are unchanged bit for
+// bit: backward reads the same saved inputs. On a tape that is not recording the value is always
+// computed (a region's first forward needs it).
+enum class OutputUse { kRead, kGradOnly };
+
 // x: (N, in), w: (out, in) like nn.Linear, b: (out) or null -> (N, out)
-Var linear(Tape& tape, const Var& x, const Var& w, const Var* b);
+Var linear(Tape& tape, const Var& x, const Var& w, const Var* b,
+           OutputUse use = OutputUse::kRead);
 // x: (N, C), gamma, beta: (C) -> (N, C)
 Var layernorm(Tape& tape, const Var& x, const Var& gamma, const Var& beta, float eps);
 // elementwise GELU (tanh approximation)
 Var gelu(Tape& tape, const Var& x);
 // a + b, same shape and dtype
-Var add(Tape& tape, const Var& a, const Var& b);
+Var add(Tape& tape, const Var& a, const Var& b, OutputUse use = OutputUse::kRead);
 // ids: (N) -> table rows (N, C)
 Var embedding(Tape& tape, const Var& table, std::span<const int32_t> ids);
 // qkv: (B, T, 3C) -> (B, T, C), causal, H heads

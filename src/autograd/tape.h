@@ -25,6 +25,10 @@ public:
     MemoryPool& pool() const { return *pool_; }
     bool recording() const { return recording_; }
     void set_recording(bool on) { recording_ = on; }
+    // True on the inner tape of a recompute region's backward (checkpoint.h): the region's output
+    // value is never read there, only its gradient flows in (Note [Recompute early stop]).
+    bool recomputing() const { return recomputing_; }
+    void set_recomputing(bool on) { recomputing_ = on; }
 
     // Records a backward step. Only call when recording() and some input requires grad.
     void push(const char* op, std::function<void()> backward);
@@ -70,6 +74,7 @@ private:
     };
     MemoryPool* pool_;
     bool recording_ = true;
+    bool recomputing_ = false;
     bool check_finite_ = false;
     std::string first_nonfinite_;
     std::vector<Entry> entries_;

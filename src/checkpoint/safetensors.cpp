@@ -186,17 +186,39 @@ SafetensorsFile::SafetensorsFile(std::span<const std::byte> bytes, std::string l
     parse();
 }
 
-void SafetensorsFile::parse() {
-    const std::string& file = path_;
-    ZT_CHECK(file_.size() >= 8, "safetensors file ", file, ": ", file_.size(),
+uint64_t safetensors_header_end(std::span<const std::byte> head, uint64_t file_size,
+                                const std::string& label) {
+    ZT_CHECK(file_size >= 8 && head.size() >= 8, "safetensors file ", label, ": ", file_size,
              " bytes, shorter than the 8-byte header length");
-    const uint64_t n = read_u64_le(file_.data());
-    ZT_CHECK(n <= kMaxHeaderBytes, "safetensors file ", file, ": header length ", n,
+    const uint64_t n = read_u64_le(head.data());
+    ZT_CHECK(n <= kMaxHeaderBytes, "safetensors file ", label, ": header length ", n,
              " exceeds the limit of ", kMaxHeaderBytes, " bytes; not a safetensors file?");
-    ZT_CHECK(n <= file_.size() - 8, "safetensors file ", file, ": header length ", n,
-             " is larger than the ", file_.size() - 8, " bytes after the length field");
+    ZT_CHECK(n <= file_size - 8, "safetensors file ", label, ": header length ", n,
+             " is larger than the ", file_size - 8, " bytes after the length field");
+    return 8 + n;
+}
+
+SafetensorsFile SafetensorsFile::header_only(std::span<const std::byte> head, uint64_t file_size,
+                                             std::string label) {
+    SafetensorsFile f;
+    f.path_ = std::move(label);
+    f.file_ = head;
+    f.header_only_ = true;
+    f.parse(file_size);
+    f.file_ = {};  // borrowed only while parsing
+    return f;
+}
+
+void SafetensorsFile::parse() { parse(file_.size()); }
+
+void SafetensorsFile::parse(uint64_t file_size) {
+    const std::string& file = path_;
+    const uint64_t end = safetensors_header_end(file_, file_size, file);
+    ZT_ASSERT(file_.size() >= end, "safetensors: parse needs the whole header");
+    const uint64_t n = end - 8;
     const char* text = reinterpret_cast<const char*>(file_.data() + 8);
-    buffer_ = file_.subspan(8 + n);
+    const uint64_t buffer_bytes = file_size - end;
+    if (!header_only_) buffer_ = file_.subspan(end);
 
     std::set<std::string> keys;
     auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -229,10 +251,11 @@ void SafetensorsFile::parse() {
             }
             continue;
         }
-        tensors_.push_back(parse_entry(file, name, value, buffer_.size()));
+        tensors_.push_back(parse_entry(file, name, value, buffer_bytes));
     }
     // nlohmann's object is a std::map: items() come sorted by name already.
-    check_tiling(file, tensors_, buffer_.size());
+    check_tiling(file, tensors_, buffer_bytes);
+    data_begin_ = end;
 }
 
 const SafetensorsTensor* SafetensorsFile::find(std::string_view name) const {
@@ -250,6 +273,7 @@ const SafetensorsTensor& SafetensorsFile::tensor(std::string_view name) const {
 }
 
 std::span<const std::byte> SafetensorsFile::data(std::string_view name) const {
+    ZT_ASSERT(!header_only_, "safetensors: ", path_, " was parsed from its header only");
     const SafetensorsTensor& t = tensor(name);
     return buffer_.subspan(t.begin, t.end - t.begin);
 }
@@ -378,30 +402,18 @@ std::vector<std::byte> SafetensorsWriter::serialize() const {
     return out;
 }
 
-WrittenFile SafetensorsWriter::write(const std::string& path) const {
+WrittenFile SafetensorsWriter::write(const std::string& path, const DirectIoOptions& io) const {
     const auto order = data_order();
     const std::string head = header(order);
     const std::string tmp = path + ".tmp";
-    SysFd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    ZT_CHECK(f.fd >= 0, "safetensors writer: cannot create ", tmp, ": ", std::strerror(errno));
     try {
+        DirectFileWriter w(tmp, io);
         unsigned char len[8];
         for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(head.size() >> (8 * i));
-        WrittenFile out;
-        auto put = [&](const void* data, size_t bytes) {
-            write_all(f.fd, data, bytes, tmp);
-            out.crc32c = crc32c_extend(out.crc32c, data, bytes);
-            out.bytes += bytes;
-        };
-        put(len, 8);
-        put(head.data(), head.size());
-        for (const Entry* e : order) put(e->data, e->bytes);
-        ZT_CHECK(::fsync(f.fd) == 0, "safetensors writer: cannot fsync ", tmp, ": ",
-                 std::strerror(errno));
-        const int fd = f.fd;
-        f.fd = -1;
-        ZT_CHECK(::close(fd) == 0, "safetensors writer: cannot close ", tmp, ": ",
-                 std::strerror(errno));
+        w.append(len, 8);
+        w.append(head.data(), head.size());
+        for (const Entry* e : order) w.append(e->data, e->bytes);
+        const WrittenFile out = w.finish();
         ZT_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "safetensors writer: cannot rename ",
                  tmp, " to ", path, ": ", std::strerror(errno));
         fsync_parent_dir(path);

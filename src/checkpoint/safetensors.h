@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "checkpoint/direct_io.h"
+
 namespace zt {
 
 // Bytes per element of a safetensors dtype ("F32", "BF16", "U8", ...); 0 when unknown.
@@ -41,6 +43,11 @@ class SafetensorsFile {
     explicit SafetensorsFile(const std::string& path);
     // `label` names the bytes in error messages, as the path does for a file.
     SafetensorsFile(std::span<const std::byte> bytes, std::string label);
+    // The header of a file of `file_size` bytes, validated exactly as the whole file's would be,
+    // from `head`: at least its first safetensors_header_end() bytes (the caller streams the rest).
+    // data() and read_f32() are refused on such a view; tensors() and data_begin() work.
+    static SafetensorsFile header_only(std::span<const std::byte> head, uint64_t file_size,
+                                       std::string label);
     SafetensorsFile(SafetensorsFile&&) noexcept = default;
     SafetensorsFile& operator=(SafetensorsFile&&) noexcept = default;
     SafetensorsFile(const SafetensorsFile&) = delete;
@@ -51,6 +58,9 @@ class SafetensorsFile {
     // Sorted by name.
     const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
+    // File offset of the data buffer (8 + the header length): a tensor's bytes lie at
+    // [data_begin() + begin, data_begin() + end) in the file.
+    uint64_t data_begin() const { return data_begin_; }
 
     const SafetensorsTensor* find(std::string_view name) const;    // nullptr when absent
     const SafetensorsTensor& tensor(std::string_view name) const;  // error naming it when absent
@@ -70,7 +80,9 @@ class SafetensorsFile {
         void operator()(void* p) const;
     };
 
+    SafetensorsFile() = default;
     void parse();
+    void parse(uint64_t file_size);  // file_ holds at least the header
 
     std::string path_;
     std::unique_ptr<void, Unmap> mapping_;  // null when parsing borrowed bytes
@@ -78,13 +90,14 @@ class SafetensorsFile {
     std::span<const std::byte> buffer_;     // the data buffer after the header
     std::vector<SafetensorsTensor> tensors_;
     std::map<std::string, std::string> metadata_;
+    uint64_t data_begin_ = 0;
+    bool header_only_ = false;
 };
 
-// What SafetensorsWriter::write wrote: the file's size and CRC-32C (util/crc32c.h).
-struct WrittenFile {
-    uint64_t bytes = 0;
-    uint32_t crc32c = 0;
-};
+// The end of the header of a file of `file_size` bytes (8 + its header length), from the file's
+// first 8 bytes (`head`), checked against the limit and the file size; zt::Error otherwise.
+uint64_t safetensors_header_end(std::span<const std::byte> head, uint64_t file_size,
+                                const std::string& label);
 
 // Collects tensors and writes one safetensors file. Data order follows the reference
 // implementation: by element size, largest first (so every tensor is aligned to its element
@@ -98,8 +111,9 @@ class SafetensorsWriter {
              size_t bytes);
     void add_metadata(std::string key, std::string value);
 
-    // Writes atomically: path.tmp, fsync, rename over path, fsync of the directory.
-    WrittenFile write(const std::string& path) const;
+    // Writes atomically: path.tmp (through direct_io.h's writer), fsync, rename over path,
+    // fsync of the directory.
+    WrittenFile write(const std::string& path, const DirectIoOptions& io = {}) const;
     // The whole file in memory (small files, tests).
     std::vector<std::byte> serialize() const;
 

@@ -46,8 +46,9 @@ Mlp::Mlp(int64_t C, float proj_std)
     : c_fc(register_module<Linear>("c_fc", LinearOptions{C, 4 * C})),
       c_proj(register_module<Linear>("c_proj", LinearOptions{4 * C, C, proj_std})) {}
 
-Var Mlp::forward(Tape& tape, const Var& x) {
-    return call(tape, [&] { return c_proj.forward(tape, ops::gelu(tape, c_fc.forward(tape, x))); });
+Var Mlp::forward(Tape& tape, const Var& x, ops::OutputUse use) {
+    return call(tape,
+                [&] { return c_proj.forward(tape, ops::gelu(tape, c_fc.forward(tape, x)), use); });
 }
 
 Block::Block(int64_t C, int64_t H, float proj_std)
@@ -56,10 +57,10 @@ Block::Block(int64_t C, int64_t H, float proj_std)
       ln_2(register_module<LayerNorm>("ln_2", C)),
       mlp(register_module<Mlp>("mlp", C, proj_std)) {}
 
-Var Block::forward(Tape& tape, const Var& x, int64_t B, int64_t T) {
+Var Block::forward(Tape& tape, const Var& x, int64_t B, int64_t T, ops::OutputUse use) {
     return call(tape, [&] {
         Var h = ops::add(tape, x, attn.forward(tape, ln_1.forward(tape, x), B, T));
-        return ops::add(tape, h, mlp.forward(tape, ln_2.forward(tape, h)));
+        return ops::add(tape, h, mlp.forward(tape, ln_2.forward(tape, h), use), use);
     });
 }
 
@@ -112,8 +113,10 @@ bool checkpoints_block(const GptOptions& o, int64_t l) {
 Var Gpt::forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T) {
     Block* block = transformer.h[static_cast<size_t>(l)];
     if (!checkpoints_block(options_, l)) return block->forward(tape, x, B, T);
+    // The block is the whole region: in its recompute, its output is not read.
     return checkpoint(tape, {x}, [block, B, T](Tape& t, const std::vector<Var>& in) {
-        return block->forward(t, in[0], B, T);
+        return block->forward(t, in[0], B, T,
+                              t.recomputing() ? ops::OutputUse::kGradOnly : ops::OutputUse::kRead);
     });
 }
 

@@ -50,7 +50,8 @@ public:
 class Mlp : public Module {
 public:
     Mlp(int64_t C, float proj_std);
-    Var forward(Tape& tape, const Var& x);
+    // use: of the output (c_proj's), ops.h Note [Recompute early stop]
+    Var forward(Tape& tape, const Var& x, ops::OutputUse use = ops::OutputUse::kRead);
     Linear& c_fc;    // (4C, C)
     Linear& c_proj;  // (C, 4C)
 };
@@ -58,7 +59,10 @@ public:
 class Block : public Module {
 public:
     Block(int64_t C, int64_t H, float proj_std);
-    Var forward(Tape& tape, const Var& x, int64_t B, int64_t T);
+    // x: (B T, C) -> (B T, C). kGradOnly, where the output is a recompute region's (ops.h Note
+    // [Recompute early stop]), skips mlp.c_proj and the second residual add.
+    Var forward(Tape& tape, const Var& x, int64_t B, int64_t T,
+                ops::OutputUse use = ops::OutputUse::kRead);
     LayerNorm& ln_1;
     CausalSelfAttention& attn;
     LayerNorm& ln_2;

@@ -8,8 +8,9 @@ Linear::Linear(LinearOptions o)
     if (o.bias) bias = &register_parameter("bias", {o.out}, ParamInit::zeros(), false);
 }
 
-Var Linear::forward(Tape& tape, const Var& x) {
-    return call(tape, [&] { return ops::linear(tape, x, weight.var, bias ? &bias->var : nullptr); });
+Var Linear::forward(Tape& tape, const Var& x, ops::OutputUse use) {
+    return call(tape,
+                [&] { return ops::linear(tape, x, weight.var, bias ? &bias->var : nullptr, use); });
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, float init_std)

@@ -18,8 +18,8 @@ struct LinearOptions {
 class Linear : public Module {
 public:
     explicit Linear(LinearOptions o);
-    // x: (N, in) -> (N, out)
-    Var forward(Tape& tape, const Var& x);
+    // x: (N, in) -> (N, out); use: ops.h Note [Recompute early stop]
+    Var forward(Tape& tape, const Var& x, ops::OutputUse use = ops::OutputUse::kRead);
     Parameter& weight;
     Parameter* bias;  // null without bias
 };

@@ -208,11 +208,12 @@ void Checkpointer::save() {
     p->range = shard_range(engine_);
     shard_tensors(engine_, &p->names, &p->data);
     const int rank = comm_ ? comm_->rank() : 0;
-    auto write = [pp = p.get(), rank] {
+    auto write = [pp = p.get(), rank, io = options_.io] {
         try {
             fault_in_checkpoint_write(rank, pp->manifest.step,
                                       pp->partial + "/" + shard_file_name(rank));  // ZT_FAULT
-            pp->file = write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names, pp->data);
+            pp->file = write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names, pp->data,
+                                   io);
         } catch (const std::exception& e) {
             pp->error = e.what();
         }
@@ -304,7 +305,7 @@ void Checkpointer::complete(bool wait) {
 }
 
 std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const std::string& dir,
-                                      std::vector<std::string>* skipped) {
+                                      std::vector<std::string>* skipped, const DirectIoOptions& io) {
     const bool root = !comm || comm->rank() == 0;
     // Rank 0's list, so that every rank tries the same checkpoints in the same order.
     std::string list;
@@ -327,13 +328,15 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
         try {
             m = read_manifest(cand);
             check_same_model(*m, engine, cand);
-            ShardReader reader(cand, *m);
+            ShardReader reader(cand, *m, io);  // one pass over each shard for all tensors
             master.resize(static_cast<size_t>(held.size()));
-            reader.read("master", held.lo, held.hi, master.data());
+            reader.add("master", held.lo, held.hi, master.data());
+            state.reserve(engine.optimizer().state().size());
             for (auto& [name, t] : engine.optimizer().state()) {
                 state.emplace_back(static_cast<size_t>(upd.size()));
-                reader.read(name, upd.lo, upd.hi, state.back().data());
+                reader.add(name, upd.lo, upd.hi, state.back().data());
             }
+            reader.run();
         } catch (const std::exception& e) {
             error = e.what();
         }

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/direct_io.h"
 #include "checkpoint/manifest.h"
 #include "runtime/engine.h"
 
@@ -27,6 +28,7 @@ struct CheckpointOptions {
     int64_t keep_last = 0;       // keep this many newest checkpoints; 0: all
     bool async = false;          // write on a background thread
     bool stop_on_error = true;   // a failed write stops training ("on_error": "stop"); else a warning
+    DirectIoOptions io;          // how shards are written and read (checkpoint/direct_io.h)
 };
 
 // "step_00000012"
@@ -72,6 +74,7 @@ private:
 // fail are skipped, each with a warning on rank 0 naming the reason (`skipped` gets the messages).
 // Returns the manifest of the one loaded, or nothing when none could be.
 std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const std::string& dir,
-                                      std::vector<std::string>* skipped = nullptr);
+                                      std::vector<std::string>* skipped = nullptr,
+                                      const DirectIoOptions& io = {});
 
 }  // namespace zt

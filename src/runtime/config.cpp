@@ -542,6 +542,7 @@ void parse_checkpoint(Section& root, CheckpointConfig& c) {
     c.async = s.get_bool("async", false);
     c.on_error = s.get_choice("on_error", "stop", {"stop", "continue"});
     c.preempt_grace_s = s.get_number("preempt_grace_s", 0.0, 0.0);
+    c.direct_io = s.get_bool("direct_io", true);
     s.finish();
 }
 

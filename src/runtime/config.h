@@ -106,6 +106,7 @@ struct CheckpointConfig {
     bool async = false;          // written by a background thread while training goes on
     std::string on_error = "stop";  // a failed write: "stop" training or "continue" without it
     double preempt_grace_s = 0;     // after SIGTERM, exit without a checkpoint past this; 0: wait
+    bool direct_io = true;          // shards move by O_DIRECT + io_uring (checkpoint/direct_io.h)
 };
 
 // DeepSpeed's "flops_profiler" section (runtime/profiler/flops_profiler.h).

@@ -432,6 +432,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     co.keep_last = cfg.checkpoint.keep_last;
     co.async = cfg.checkpoint.async;
     co.stop_on_error = cfg.checkpoint.on_error == "stop";
+    co.io.direct = cfg.checkpoint.direct_io;
     if (opts.resume == TrainOptions::Resume::kNo && opts.overwrite && root) {
         std::error_code ec;
         for (const std::string& c : checkpoint_candidates(co.dir)) std::filesystem::remove_all(c, ec);
@@ -441,7 +442,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     int64_t start_step = 0;
     if (opts.resume != TrainOptions::Resume::kNo) {
         std::vector<std::string> skipped;
-        std::optional<Manifest> m = resume_latest(engine, comm, co.dir, &skipped);
+        std::optional<Manifest> m = resume_latest(engine, comm, co.dir, &skipped, co.io);
         if (m) {
             start_step = m->step;
             result.resumed_from = m->step;

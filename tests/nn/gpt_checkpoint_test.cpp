@@ -5,12 +5,15 @@
 // Letters as in nn/gpt.h: B batch, T sequence, C d_model, V vocabulary, L layers, H heads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -128,6 +131,51 @@ TEST(GptCheckpoint, EveryPolicyTrainsBitForBitLikeNone) {
             EXPECT_TRUE(tr.weights == ref.weights) << p.label() << " " << dtype_name(dt);
         }
         EXPECT_NE(ref.micro_losses.front(), ref.micro_losses.back());  // the weights moved
+    }
+}
+
+// Activation allocations made during backward, by module name: what a recompute rebuilds.
+class BackwardAllocs : public MemoryEventSink {
+public:
+    void on_event(const MemoryEvent& e) noexcept override {
+        if (e.op == MemoryEvent::Op::kAlloc && e.phase == MemPhase::kBackward &&
+            e.category == MemCategory::kActivations && e.module_name)
+            by_module[*e.module_name].push_back(e.bytes);
+    }
+    std::map<std::string, std::vector<int64_t>> by_module;
+};
+
+TEST(GptCheckpoint, RecomputeStopsBeforeTheBlocksLastProjection) {
+    // Note [Recompute early stop]: a recomputed block rebuilds everything its backward reads
+    // (c_fc's output among them) but not mlp.c_proj's output nor the block's output, which only
+    // its gradient reaches; the selective region ends in the attention, which keeps its output.
+    const GptOptions o{.vocab_size = 37, .seq_len = 11, .d_model = 16, .n_layers = 2,
+                       .n_heads = 2};
+    const int64_t B = 3, N = B * o.seq_len;
+    const int64_t a = (N * o.d_model * 4 + 63) / 64 * 64;  // one (N, C) f32 activation, pooled
+    const int64_t f = (N * 4 * o.d_model * 4 + 63) / 64 * 64;  // one (N, 4C)
+    for (const Policy& p : {Policy{"none"}, Policy{"every"}}) {
+        MemoryPool pool;
+        auto engine = make_engine(pool, with_policy(o, p), DType::kF32, 1);
+        const auto in = tokens(N, o.vocab_size, 1), tg = tokens(N, o.vocab_size, 2);
+        BackwardAllocs allocs;
+        pool.set_event_sink(&allocs);
+        engine->backward(engine->forward(Batch{in, tg, B, o.seq_len}));
+        pool.set_event_sink(nullptr);
+        for (int l = 0; l < o.n_layers; ++l) {
+            const std::string blk = "transformer.h." + std::to_string(l);
+            auto count = [&](const std::string& m, int64_t bytes) {
+                const auto& v = allocs.by_module[m];
+                return std::count(v.begin(), v.end(), bytes);
+            };
+            // c_fc's output is rebuilt when recomputing (the recompute ran), never otherwise.
+            EXPECT_EQ(count(blk + ".mlp.c_fc", f), p.name == "every" ? 1 : 0) << p.name << blk;
+            // c_proj allocates only its input gradient (N, 4C) in backward, never its output.
+            EXPECT_EQ(count(blk + ".mlp.c_proj", a), 0) << p.name << " " << blk;
+            // attn.c_proj's output is read (by the first residual add): rebuilt, besides the
+            // input gradient (N, C) that its backward allocates either way.
+            EXPECT_EQ(count(blk + ".attn.c_proj", a), p.name == "every" ? 2 : 1) << p.name << blk;
+        }
     }
 }
 

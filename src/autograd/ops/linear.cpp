@@ -7,7 +7,7 @@
 
 namespace zt::ops {
 
-Var linear(Tape& tape, const Var& x, const Var& w, const Var* b) {
+Var linear(Tape& tape, const Var& x, const Var& w, const Var* b, OutputUse use) {
     const Tensor& xv = x->value;
     const Tensor& wv = w->value;
     ZT_ASSERT(wv.dim() == 2 && xv.size(-1) == wv.size(1), "linear: x ", shape_str(xv.shape()),
@@ -17,10 +17,14 @@ Var linear(Tape& tape, const Var& x, const Var& w, const Var* b) {
     const DType dt = xv.dtype();
     Shape yshape = xv.shape();
     yshape.back() = out;
-    Tensor y = Tensor::empty(tape.pool(), yshape, dt, MemCategory::kActivations);
-    gemm(N, out, in, 1.0f, {xv.raw(), in, false}, {wv.raw(), in, true}, dt, 0.0f, y.raw(), out, dt);
-    if (b) ZT_DISPATCH_FLOAT(dt, kernels::bias_add(y.data<scalar_t>(),
-                                                   (*b)->value.data<scalar_t>(), N, out));
+    Tensor y;
+    if (use == OutputUse::kRead || !tape.recording()) {  // Note [Recompute early stop]
+        y = Tensor::empty(tape.pool(), yshape, dt, MemCategory::kActivations);
+        gemm(N, out, in, 1.0f, {xv.raw(), in, false}, {wv.raw(), in, true}, dt, 0.0f, y.raw(),
+             out, dt);
+        if (b) ZT_DISPATCH_FLOAT(dt, kernels::bias_add(y.data<scalar_t>(),
+                                                       (*b)->value.data<scalar_t>(), N, out));
+    }
     Var yv = make_var(y, needs_grad(tape, {&x, &w, b}));
     if (!yv->requires_grad) return yv;
     Var bias = b ? *b : Var();

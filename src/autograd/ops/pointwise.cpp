@@ -1,4 +1,5 @@
-// Pointwise ops. gelu: x -> y, saves x. add: (a, b) -> a + b, saves nothing.
+// Pointwise ops. gelu: x -> y, saves x. add: (a, b) -> a + b, saves nothing (so its value may be
+// elided: Note [Recompute early stop]).
 #include "autograd/ops.h"
 #include "autograd/ops/grad_util.h"
 #include "tensor/kernels/gelu.h"
@@ -25,12 +26,15 @@ Var gelu(Tape& tape, const Var& x) {
     return yv;
 }
 
-Var add(Tape& tape, const Var& a, const Var& b) {
-    ZT_ASSERT(a->value.shape() == b->value.shape(), "add: ", shape_str(a->value.shape()), " + ",
-              shape_str(b->value.shape()));
-    Tensor y = Tensor::empty(tape.pool(), a->value.shape(), a->value.dtype(),
-                             MemCategory::kActivations);
-    kernels::add(a->value, b->value, y);
+Var add(Tape& tape, const Var& a, const Var& b, OutputUse use) {
+    Tensor y;
+    if (use == OutputUse::kRead || !tape.recording()) {  // Note [Recompute early stop]
+        ZT_ASSERT(a->value.shape() == b->value.shape(), "add: ", shape_str(a->value.shape()),
+                  " + ", shape_str(b->value.shape()));
+        y = Tensor::empty(tape.pool(), a->value.shape(), a->value.dtype(),
+                          MemCategory::kActivations);
+        kernels::add(a->value, b->value, y);
+    }
     Var yv = make_var(y, needs_grad(tape, {&a, &b}));
     if (!yv->requires_grad) return yv;
     tape.push("add", [a, b, yv] {
