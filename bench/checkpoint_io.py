@@ -10,7 +10,10 @@ bandwidth it measures):
 
 1. disk: a Python writer writes --disk-mib MiB in 8 MiB chunks and fsyncs (write bandwidth), then,
    after evicting the file from the page cache (posix_fadvise DONTNEED: clean pages only, so after
-   the fsync all of them), reads it back (read bandwidth); --disk-reps times, median.
+   the fsync all of them), reads it back (read bandwidth), once through the page cache and once
+   with O_DIRECT; and fio (`apt-get install fio`; skipped without it) writes and reads the same
+   size with O_DIRECT, 8 MiB requests, 4 and 16 in flight; --disk-reps times, median. The disk's
+   figure is the highest of them, the bar the engine is measured against.
 2. for each --ranks R and each mode (none, sync, async), GPT config --config (gpt_train.py CONFIGS,
    default M) in --dtype for --steps steps with checkpoint.interval_steps = --interval; R > 1 runs
    under `mpirun -np R --oversubscribe`, one thread per rank. From metrics.jsonl: step_time_s of
@@ -21,7 +24,9 @@ bandwidth it measures):
 3. read, after the sync run: with the checkpoint evicted from the page cache, `zerotrain checkpoint
    inspect` (reads every shard in full to verify its CRC-32C) and `zerotrain train --resume` with
    steps = the checkpoint's step (no step to do: model construction, the resume read, the final
-   weights write), each --read-reps times.
+   weights write), each --read-reps times. Right before each inspect, Python reads the same shards
+   cold (page cache and O_DIRECT, the higher counts): the paired disk reference for that read,
+   since this virtual disk's speed drifts by 2x within minutes.
 
 Throughput = checkpoint bytes (shards + manifest) / seconds: write from sync checkpoint_s (the
 whole checkpoint: shards, fsyncs, manifest, renames), read from the time `inspect` reports for
@@ -41,12 +46,14 @@ Python 3 standard library only.
 """
 import argparse
 import datetime
+import ctypes
 import json
 import mmap
 import re
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_train as gt  # noqa: E402  (configs, child runner, quiet wait, machine info)
 
 MODES = ("none", "sync", "async")
+FIO_DEPTHS = (4, 16)  # fio's requests in flight for the disk's O_DIRECT figures
 CHUNK = 8 << 20
 
 
@@ -75,12 +83,47 @@ def evict(path):
                 os.close(fd)
 
 
+HUGE = 2 << 20
+
+
+def io_buffer():
+    """A CHUNK-byte buffer, 2 MiB-aligned and asked to be huge pages (as the engine's are: the
+    block layer then takes 4 MiB requests instead of ~1 MiB ones), filled with random bytes."""
+    m = mmap.mmap(-1, CHUNK + HUGE)
+    if hasattr(m, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
+        m.madvise(mmap.MADV_HUGEPAGE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    off = (-addr) % HUGE
+    buf = memoryview(m)[off:off + CHUNK]
+    buf[:] = os.urandom(CHUNK)
+    return m, buf
+
+
+def cold_read(paths, direct, buf):
+    """Bytes/s of reading the files front to back, evicted from the page cache first."""
+    flag = os.O_DIRECT if direct else 0
+    got = 0
+    for p in paths:
+        evict(p)
+    t0 = time.monotonic()
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY | flag)
+        try:
+            while True:
+                k = os.readv(fd, [buf])
+                if k <= 0:
+                    break
+                got += k
+        finally:
+            os.close(fd)
+    return got / (time.monotonic() - t0)
+
+
 def disk_pass(path, n, direct):
     """One sequential write (+ fsync) and one cold read of n chunks; MB/s of each. direct: O_DIRECT
-    from a page-aligned buffer (an anonymous mmap), one request at a time, no page cache."""
+    from an aligned buffer, one request at a time, no page cache."""
     flag = os.O_DIRECT if direct else 0
-    buf = mmap.mmap(-1, CHUNK)
-    buf.write(os.urandom(CHUNK))
+    _keep, buf = io_buffer()
     t0 = time.monotonic()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flag, 0o644)
     for _ in range(n):
@@ -88,19 +131,28 @@ def disk_pass(path, n, direct):
     os.fsync(fd)
     os.close(fd)
     w = n * CHUNK / (time.monotonic() - t0) / 1e6
-    evict(path)
-    t0 = time.monotonic()
-    fd = os.open(path, os.O_RDONLY | flag)
-    got = 0
-    while True:
-        k = os.readv(fd, [buf])
-        if k <= 0:
-            break
-        got += k
-    os.close(fd)
-    r = got / (time.monotonic() - t0) / 1e6
+    r = cold_read([path], direct, buf) / 1e6
     os.unlink(path)
     return w, r
+
+
+def fio_pass(path, mib, depth):
+    """fio (Debian's fio) sequential O_DIRECT write (+ fsync at the end) then read of mib MiB in
+    8 MiB requests, `depth` in flight through io_uring; MB/s of each, or None without fio."""
+    if not shutil.which("fio"):
+        return None
+    out = {}
+    for rw in ("write", "read"):
+        cmd = ["fio", "--name=zt", f"--filename={path}", f"--rw={rw}", "--bs=8M", f"--size={mib}M",
+               "--direct=1", "--ioengine=io_uring", f"--iodepth={depth}", "--end_fsync=1",
+               "--output-format=json"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            log(f"fio {rw}: {r.stderr.strip()[:200]}")
+            return None
+        out[rw] = json.loads(r.stdout)["jobs"][0][rw]["bw_bytes"] / 1e6
+    os.unlink(path)
+    return out["write"], out["read"]
 
 
 def disk_bandwidth(workdir, mib, reps):
@@ -109,6 +161,7 @@ def disk_bandwidth(workdir, mib, reps):
     path = os.path.join(workdir, "disk_test.bin")
     n = max(1, (mib << 20) // CHUNK)
     res = {False: ([], []), True: ([], [])}
+    fio = {d: ([], []) for d in FIO_DEPTHS}
     for _ in range(reps):
         for direct in (False, True):
             try:
@@ -118,12 +171,20 @@ def disk_bandwidth(workdir, mib, reps):
                 continue
             res[direct][0].append(w)
             res[direct][1].append(r)
+        for depth in FIO_DEPTHS:
+            f = fio_pass(path, mib, depth)
+            if f:
+                fio[depth][0].append(f[0])
+                fio[depth][1].append(f[1])
     med = lambda v: statistics.median(v) if v else 0.0  # noqa: E731
     out = dict(mib=mib, buffered_write_mb_s=med(res[False][0]), buffered_read_mb_s=med(res[False][1]),
                direct_write_mb_s=med(res[True][0]), direct_read_mb_s=med(res[True][1]),
-               write_all=res[False][0] + res[True][0], read_all=res[False][1] + res[True][1])
-    out["write_mb_s"] = max(out["buffered_write_mb_s"], out["direct_write_mb_s"])
-    out["read_mb_s"] = max(out["buffered_read_mb_s"], out["direct_read_mb_s"])
+               write_all=res[False][0] + res[True][0], read_all=res[False][1] + res[True][1],
+               fio={str(d): dict(write_mb_s=med(w), read_mb_s=med(r)) for d, (w, r) in fio.items()})
+    out["write_mb_s"] = max([out["buffered_write_mb_s"], out["direct_write_mb_s"]] +
+                            [f["write_mb_s"] for f in out["fio"].values()])
+    out["read_mb_s"] = max([out["buffered_read_mb_s"], out["direct_read_mb_s"]] +
+                           [f["read_mb_s"] for f in out["fio"].values()])
     return out
 
 
@@ -214,13 +275,19 @@ def train_run(args, ranks, mode, workdir):
 
 def read_runs(args, ranks, run, d):
     """Cold reads of the sync run's newest checkpoint: inspect and a zero-step resume."""
-    out = dict(inspect_s=[], inspect_read_s=[], resume_s=[], disturbed=False)
+    out = dict(inspect_s=[], inspect_read_s=[], resume_s=[], disk_read_mb_s=[], disturbed=False)
     ck = run["checkpoint_dir"]
+    shards = [os.path.join(ck, f) for f in sorted(os.listdir(ck)) if f.endswith(".safetensors")]
+    _keep, buf = io_buffer()
     cfg_path = os.path.join(d, "resume.json")
     with open(cfg_path, "w") as f:
         json.dump(make_config(args, "sync", run["checkpoint_step"]), f, indent=1)
     run_dir = os.path.join(d, "run")
     for _ in range(args.read_reps):
+        # The disk's cold read of the same shards, right before inspect reads them: this disk's
+        # speed drifts by 2x within minutes (a virtual disk), so each read gets its own reference.
+        out["disk_read_mb_s"].append(max(cold_read(shards, d, buf) for d in (False, True)) / 1e6)
+
         def inspect():
             evict(ck)
             return gt.run_child([args.zerotrain, "checkpoint", "inspect", ck], child_env(), d,
@@ -280,9 +347,13 @@ def summarize(report):
                 if rd and rd["inspect_s"]:
                     row["inspect_s"] = statistics.median(rd["inspect_s"])
                     row["inspect_wall_mb_s"] = b / row["inspect_s"] / 1e6
-                    t = statistics.median(rd["inspect_read_s"] or rd["inspect_s"])
-                    row["read_mb_s"] = b / t / 1e6
-                    row["read_pct_disk"] = 100 * row["read_mb_s"] / disk["read_mb_s"]
+                    times = rd["inspect_read_s"] or rd["inspect_s"]
+                    row["read_mb_s"] = b / statistics.median(times) / 1e6
+                    refs = rd.get("disk_read_mb_s") or [disk["read_mb_s"]] * len(times)
+                    row["disk_read_paired_mb_s"] = statistics.median(refs)
+                    # per repetition: inspect's rate against the disk's read just before it
+                    row["read_pct_disk"] = statistics.median(
+                        100 * b / t / 1e6 / ref for t, ref in zip(times, refs))
                     row["resume_s"] = statistics.median(rd["resume_s"])
                     row["read_disturbed"] = rd["disturbed"]
             rows.append(row)
@@ -305,18 +376,21 @@ def markdown(report):
            f"Disk, sequential ({disk['mib']} MiB, median of {len(disk['write_all']) // 2} each): "
            f"write + fsync {disk.get('buffered_write_mb_s', 0):.0f} MB/s through the page cache, "
            f"{disk.get('direct_write_mb_s', 0):.0f} MB/s with O_DIRECT; cold read "
-           f"{disk.get('buffered_read_mb_s', 0):.0f} / {disk.get('direct_read_mb_s', 0):.0f} MB/s. "
-           f"The disk's figure is the higher of each pair: write {disk['write_mb_s']:.0f}, read "
+           f"{disk.get('buffered_read_mb_s', 0):.0f} / {disk.get('direct_read_mb_s', 0):.0f} MB/s"
+           + "".join(f"; fio O_DIRECT io_uring depth {d}: write {f['write_mb_s']:.0f}, read "
+                     f"{f['read_mb_s']:.0f} MB/s" for d, f in disk.get("fio", {}).items()) +
+           f". The disk's figure is the highest of these: write {disk['write_mb_s']:.0f}, read "
            f"{disk['read_mb_s']:.0f} MB/s.", "",
            "| ranks | mode | checkpoint | stall per checkpoint | stall / step | write MB/s | "
-           "write / disk | read (inspect) MB/s | read / disk | inspect wall MB/s | resume s | "
-           "cost per ckpt (wall) / step | disturbed |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "write / disk | read (inspect) MB/s | disk read, paired MB/s | read / disk | "
+           "inspect wall MB/s | resume s | cost per ckpt (wall) / step | disturbed |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in report["summary"]:
         out.append(
             f"| {r['ranks']} | {r['mode']} | {r['bytes'] / 1e6:.0f} MB | {r['stall_s']:.2f} s | "
             f"{fmt(r['stall_pct_step'], '.1f')}% | {fmt(r.get('write_mb_s'), '.0f')} | "
             f"{fmt(r.get('write_pct_disk'), '.0f')}% | {fmt(r.get('read_mb_s'), '.0f')} | "
+            f"{fmt(r.get('disk_read_paired_mb_s'), '.0f')} | "
             f"{fmt(r.get('read_pct_disk'), '.0f')}% | {fmt(r.get('inspect_wall_mb_s'), '.0f')} | "
             f"{fmt(r.get('resume_s'), '.1f')} | "
             f"{fmt(r.get('cost_pct_step'), '.0f')}% | "

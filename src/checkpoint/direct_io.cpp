@@ -10,13 +10,20 @@
 // while the kernel writes the previous ones, and reads stream the same way, the caller consuming
 // chunk k while chunks k+1..k+depth-1 are read. O_DIRECT wants buffer, offset and length aligned:
 // the last chunk of a write is padded with zeros to kDirectIoAlign and the file truncated back to
-// its size before the fsync (which still makes the size and the device's cache durable). Where
-// the file system refuses O_DIRECT (EINVAL at open or at the first transfer) the file continues
-// through the page cache, with writeback started after each chunk (Note [Chunked writes]).
+// its size before the fsync (which still makes the size and the device's cache durable). The
+// chunk buffers are 2 MiB-aligned and asked to be transparent huge pages: a block-layer request
+// carries at most max_segments (254 on this virtio disk) discontiguous pieces of memory, so 4 KiB
+// pages cap it near 1 MiB and an 8 MiB transfer is split into eight, while huge pages let it go
+// out in the device's largest requests (max_sectors_kb, 4 MiB here). Cold O_DIRECT reads of a
+// 744 MB shard, four 8 MiB requests in flight: 1.0-1.2 GB/s from 4 KiB pages, 2.6-3.1 GB/s from
+// huge pages. Where the file system refuses O_DIRECT (EINVAL at open or at the first transfer)
+// the file continues through the page cache, with writeback started after each chunk (Note
+// [Chunked writes]).
 #include "checkpoint/direct_io.h"
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +39,8 @@
 namespace zt {
 
 namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;  // bytes: x86-64's transparent huge page
 
 size_t align_up(size_t n) { return (n + kDirectIoAlign - 1) / kDirectIoAlign * kDirectIoAlign; }
 
@@ -84,9 +93,12 @@ public:
     std::byte* buffer(size_t s) {
         Slot& sl = slots_[s];
         if (!sl.buf) {
+            // Huge pages where the chunk holds one: Note [Direct I/O], segments.
+            const size_t align = chunk_ >= kHugePage ? kHugePage : kDirectIoAlign;
             void* p = nullptr;
-            ZT_CHECK(::posix_memalign(&p, kDirectIoAlign, chunk_) == 0, "cannot allocate a ",
-                     chunk_, "-byte I/O buffer for ", path_);
+            ZT_CHECK(::posix_memalign(&p, align, chunk_) == 0, "cannot allocate a ", chunk_,
+                     "-byte I/O buffer for ", path_);
+            if (align == kHugePage) ::madvise(p, chunk_, MADV_HUGEPAGE);  // a hint; may fail
             sl.buf.reset(static_cast<std::byte*>(p));
         }
         return sl.buf.get();
