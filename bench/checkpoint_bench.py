@@ -31,6 +31,8 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import gpt_train  # noqa: E402  (the peers' best settings: peer_allocator_env)
 HZ = os.sysconf("SC_CLK_TCK")
 M = dict(vocab=50257, d_model=768, n_layers=12, n_heads=12, seq=512, batch=4)  # GPT-2 small
 PEER_POLICIES = ("none", "every")
@@ -183,9 +185,10 @@ def run_torch(args, workdir, dtype, policy):
            "--dtype", dtype, "--policy", policy, "--threads", str(args.threads),
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--lr", str(args.lr)]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
-               ZT_PEERS_DIR=args.peers_dir)
+               ZT_PEERS_DIR=args.peers_dir, **gpt_train.peer_allocator_env())
     r = run_child(cmd, env, workdir, args.timeout)
     res = dict(engine="torch", dtype=dtype, policy=policy, cmd=" ".join(cmd),
+               allocator=env.get("LD_PRELOAD", "glibc malloc"),
                **{k: v for k, v in r.items() if k not in ("stdout", "stderr")})
     try:
         if r["timed_out"]:
@@ -278,6 +281,29 @@ def markdown(results, estimates):
         if cells != ["-", "-"]:
             L.append(f"| {dtype} | {cells[0]} | {cells[1]} |")
     L.append("")
+    L.append("Per round (each engine's none and every runs of that round), and the seconds per step")
+    L.append("recompute adds (step time of every - step time of none, from the medians above):")
+    L.append("")
+    L.append("| dtype | engine | overhead per round | median of rounds | s per step added |")
+    L.append("|---|---|---|---:|---:|")
+    for dtype in ("fp32", "bf16", "fp16"):
+        for eng in ("zerotrain", "torch"):
+            per = []
+            for rnd in sorted({r["round"] for r in ok}):
+                a = [r for r in ok if (r["dtype"], r["policy"], r["engine"], r["round"]) ==
+                     (dtype, "none", eng, rnd)]
+                b = [r for r in ok if (r["dtype"], r["policy"], r["engine"], r["round"]) ==
+                     (dtype, "every", eng, rnd)]
+                if a and b:
+                    per.append(a[0]["tokens_per_s"] / b[0]["tokens_per_s"] - 1)
+            x, y = summary.get((dtype, "none", eng)), summary.get((dtype, "every", eng))
+            if not per or not x or not y:
+                continue
+            tokens = M["batch"] * M["seq"]
+            added = tokens / y["tps"] - tokens / x["tps"]
+            L.append(f"| {dtype} | {eng} | {', '.join(f'{v * 100:+.1f}%' for v in per)} | "
+                     f"{med(per) * 100:+.1f}% | {added:.2f} |")
+    L.append("")
     L.append("Per run, in order:")
     L.append("")
     L.append("| # | dtype | policy | engine | tokens/s | step s | peak RSS MiB | tracked MiB | "
@@ -313,6 +339,7 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--markdown", default="")
     args = ap.parse_args()
+    args.zerotrain = os.path.abspath(args.zerotrain)
     args.dtypes = [d for d in args.dtypes.split(",") if d]
     if not os.path.exists(args.zerotrain):
         sys.exit(f"no zerotrain binary at {args.zerotrain}")
