@@ -42,7 +42,7 @@ std::vector<std::byte> file_bytes(const fs::path& p) {
     std::ifstream f(p, std::ios::binary);
     std::vector<char> c((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     std::vector<std::byte> out(c.size());
-    std::memcpy(out.data(), c.data(), c.size());
+    if (!c.empty()) std::memcpy(out.data(), c.data(), c.size());  // never memcpy from null
     return out;
 }
 
