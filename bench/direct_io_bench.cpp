@@ -43,14 +43,21 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-        if (a == "--dir") dir = next();
-        else if (a == "--mib") mib = std::stoul(next());
-        else if (a == "--depths") depths = next();
-        else if (a == "--reps") reps = std::stoi(next());
-        else if (a == "--buffered") direct = false;
+        if (a == "--dir")
+            dir = next();
+        else if (a == "--mib")
+            mib = std::stoul(next());
+        else if (a == "--depths")
+            depths = next();
+        else if (a == "--reps")
+            reps = std::stoi(next());
+        else if (a == "--buffered")
+            direct = false;
         else {
-            std::fprintf(stderr, "usage: %s [--dir D] [--mib N] [--depths 1,2,4] [--reps R] "
-                                 "[--buffered]\n", argv[0]);
+            std::fprintf(stderr,
+                         "usage: %s [--dir D] [--mib N] [--depths 1,2,4] [--reps R] "
+                         "[--buffered]\n",
+                         argv[0]);
             return 2;
         }
     }
@@ -96,7 +103,9 @@ int main(int argc, char** argv) {
             zt::Stopwatch b;
             zt::read_file_sequential(
                 path, bytes,
-                [&](uint64_t, std::span<const std::byte> s) { c = zt::crc32c_extend(c, s.data(), s.size()); },
+                [&](uint64_t, std::span<const std::byte> s) {
+                    c = zt::crc32c_extend(c, s.data(), s.size());
+                },
                 o);
             rd.push_back(b.elapsed_s());
             ::unlink(path.c_str());

@@ -66,12 +66,16 @@ int open_maybe_direct(const std::string& path, int flags, bool direct, bool* got
 // A fixed set of chunk buffers, each with at most one read or write in flight, on an io_uring
 // queue or, without one, done at submit time with a blocking call.
 class ChunkQueue {
-public:
+  public:
     ChunkQueue(int fd, const std::string& path, const DirectIoOptions& o, bool writing, bool direct)
-        : fd_(fd), path_(path), writing_(writing), direct_(direct),
+        : fd_(fd),
+          path_(path),
+          writing_(writing),
+          direct_(direct),
           chunk_(align_up(std::max<size_t>(o.chunk_bytes, 1))),
           slots_(static_cast<size_t>(std::max(o.queue_depth, 1))) {
-        uring_ = o.uring && io_uring_queue_init(static_cast<unsigned>(slots_.size()), &ring_, 0) == 0;
+        uring_ =
+            o.uring && io_uring_queue_init(static_cast<unsigned>(slots_.size()), &ring_, 0) == 0;
     }
     ~ChunkQueue() {
         for (size_t s = 0; s < slots_.size(); ++s)
@@ -160,7 +164,7 @@ public:
         return static_cast<size_t>(res);
     }
 
-private:
+  private:
     static constexpr int64_t kPending = INT64_MIN;
     struct Slot {
         AlignedBuffer buf;
@@ -177,7 +181,8 @@ private:
         while (done < n) {
             std::byte* p = buffer(s) + done;
             const off_t at = static_cast<off_t>(offset + done);
-            const ssize_t r = writing_ ? ::pwrite(fd_, p, n - done, at) : ::pread(fd_, p, n - done, at);
+            const ssize_t r =
+                writing_ ? ::pwrite(fd_, p, n - done, at) : ::pread(fd_, p, n - done, at);
             if (r < 0 && errno == EINTR) continue;
             if (r < 0) return done > 0 ? static_cast<int64_t>(done) : -errno;
             if (r == 0) break;  // end of file (read); no progress (write): the caller reports
@@ -217,9 +222,9 @@ struct DirectFileWriter::Impl {
     std::string path;
     SysFd fd;
     std::unique_ptr<ChunkQueue> queue;
-    size_t slot = 0;       // the buffer being filled
-    size_t fill = 0;       // bytes in it
-    uint64_t offset = 0;   // file offset of its first byte
+    size_t slot = 0;      // the buffer being filled
+    size_t fill = 0;      // bytes in it
+    uint64_t offset = 0;  // file offset of its first byte
     WrittenFile out;
     bool finished = false;
     bool started_direct = false;
@@ -239,8 +244,8 @@ DirectFileWriter::DirectFileWriter(const std::string& path, DirectIoOptions opti
     Impl& m = *impl_;
     m.path = path;
     bool direct = false;
-    m.fd.fd = open_maybe_direct(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, options.direct,
-                                &direct);
+    m.fd.fd =
+        open_maybe_direct(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, options.direct, &direct);
     ZT_CHECK(m.fd.fd >= 0, "cannot create ", path, ": ", std::strerror(errno));
     m.queue = std::make_unique<ChunkQueue>(m.fd.fd, m.path, options, true, direct);
     m.started_direct = direct;
@@ -278,8 +283,8 @@ WrittenFile DirectFileWriter::finish() {
         if (q.busy(s)) q.wait(s);
     m.started_direct = m.started_direct && q.direct();
     // The padding of the last O_DIRECT chunk goes; a no-op when nothing was padded.
-    ZT_CHECK(::ftruncate(m.fd.fd, static_cast<off_t>(m.out.bytes)) == 0, "cannot truncate ",
-             m.path, ": ", std::strerror(errno));
+    ZT_CHECK(::ftruncate(m.fd.fd, static_cast<off_t>(m.out.bytes)) == 0, "cannot truncate ", m.path,
+             ": ", std::strerror(errno));
     ZT_CHECK(::fsync(m.fd.fd) == 0, "cannot fsync ", m.path, ": ", std::strerror(errno));
     m.queue.reset();
     const int fd = m.fd.fd;
@@ -302,7 +307,9 @@ DirectIoReport read_file_sequential(const std::string& path, uint64_t bytes, con
     ChunkQueue q(fd.fd, path, options, false, direct);
     const DirectIoReport started{direct, q.uring()};
     const uint64_t chunks = (bytes + q.chunk() - 1) / q.chunk();
-    auto length = [&](uint64_t c) { return static_cast<size_t>(std::min<uint64_t>(q.chunk(), bytes - c * q.chunk())); };
+    auto length = [&](uint64_t c) {
+        return static_cast<size_t>(std::min<uint64_t>(q.chunk(), bytes - c * q.chunk()));
+    };
     for (uint64_t c = 0; c < std::min<uint64_t>(chunks, q.slots()); ++c)
         q.submit(static_cast<size_t>(c), c * q.chunk(), length(c));
     for (uint64_t c = 0; c < chunks; ++c) {

@@ -39,7 +39,7 @@ struct DirectIoReport {
 
 // Writes a new file (created or truncated) from consecutive appends. Not thread-safe; one file.
 class DirectFileWriter {
-public:
+  public:
     explicit DirectFileWriter(const std::string& path, DirectIoOptions options = {});
     ~DirectFileWriter();  // waits for requests in flight and closes; never removes the file
     DirectFileWriter(const DirectFileWriter&) = delete;
@@ -52,7 +52,7 @@ public:
     WrittenFile finish();
     DirectIoReport report() const;
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

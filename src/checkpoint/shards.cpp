@@ -70,10 +70,10 @@ void verify_shard(const std::string& dir, const CheckpointFile& f, const DirectI
     const std::string path = dir + "/" + f.file;
     check_shard_size(path, f);
     uint32_t crc = 0;
-    read_file_sequential(
-        path, f.bytes,
-        [&](uint64_t, std::span<const std::byte> c) { crc = crc32c_extend(crc, c.data(), c.size()); },
-        io);
+    auto extend = [&](uint64_t, std::span<const std::byte> c) {
+        crc = crc32c_extend(crc, c.data(), c.size());
+    };
+    read_file_sequential(path, f.bytes, extend, io);
     check_shard_crc(path, f, crc);
 }
 

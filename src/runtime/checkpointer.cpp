@@ -224,8 +224,8 @@ void Checkpointer::save() {
         try {
             fault_in_checkpoint_write(rank, pp->manifest.step,
                                       pp->partial + "/" + shard_file_name(rank));  // ZT_FAULT
-            pp->file = write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names, pp->data,
-                                   io);
+            pp->file = write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names,
+                                   pp->data, io);
         } catch (const std::exception& e) {
             pp->error = e.what();
         }
@@ -317,7 +317,8 @@ void Checkpointer::complete(bool wait) {
 }
 
 std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const std::string& dir,
-                                      std::vector<std::string>* skipped, const DirectIoOptions& io) {
+                                      std::vector<std::string>* skipped,
+                                      const DirectIoOptions& io) {
     const bool root = !comm || comm->rank() == 0;
     // Rank 0's list, so that every rank tries the same checkpoints in the same order.
     std::string list;

@@ -69,9 +69,17 @@ std::string error_of(const std::function<void()>& fn) {
 TEST(DirectIo, WritesAndStreamsBackExactlyInEveryMode) {
     const fs::path dir = test_dir();
     const bool can_direct = fs_takes_o_direct(dir);
-    const std::vector<size_t> sizes = {0,          1,          7,          kDirectIoAlign - 1,
-                                       kDirectIoAlign, kDirectIoAlign + 1, kChunk - 1, kChunk,
-                                       kChunk + 1, 3 * kChunk + 5, 7 * kChunk + kDirectIoAlign};
+    const std::vector<size_t> sizes = {0,
+                                       1,
+                                       7,
+                                       kDirectIoAlign - 1,
+                                       kDirectIoAlign,
+                                       kDirectIoAlign + 1,
+                                       kChunk - 1,
+                                       kChunk,
+                                       kChunk + 1,
+                                       3 * kChunk + 5,
+                                       7 * kChunk + kDirectIoAlign};
     for (bool direct : {true, false})
         for (bool uring : {true, false})
             for (int depth : {1, 2, 3})
@@ -166,8 +174,7 @@ TEST(DirectIo, ShardRangesAcrossChunksAndHeaderDamage) {
     reader.add("master", 0, 2 * n, a.data());
     reader.add("exp_avg", n - 700, n + 800, b.data());  // across the two shards
     reader.run();
-    for (int64_t i = 0; i < 2 * n; ++i)
-        ASSERT_EQ(a[i], i < m.numel ? master[i] : 0.0f) << i;
+    for (int64_t i = 0; i < 2 * n; ++i) ASSERT_EQ(a[i], i < m.numel ? master[i] : 0.0f) << i;
     for (int64_t i = 0; i < 1500; ++i) ASSERT_EQ(b[i], avg[n - 700 + i]) << i;
 
     // A byte of the JSON header changed: the CRC names the file as corrupted, before the header.

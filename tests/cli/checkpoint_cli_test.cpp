@@ -3,8 +3,12 @@
 // tolerance; a truncated or corrupted shard, a manifest of another model or a newer format is
 // detected and resume falls back to the previous checkpoint; SIGTERM writes a checkpoint and
 // stops cleanly; a fresh start never silently overwrites checkpoints.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -280,4 +284,39 @@ TEST_F(Checkpoints, UnwritableCheckpointStopsOrContinuesAsConfigured) {
     EXPECT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("training goes on"), std::string::npos) << r.output;
     EXPECT_TRUE(fs::exists(dir_ / "go_on" / "model.safetensors"));
+}
+
+// checkpoint.direct_io decides whether shards go around the page cache (docs/checkpoints.md,
+// "I/O"): a shard written with O_DIRECT leaves none of its pages cached, one written through the
+// page cache leaves them there (clean, after the fsync). Residency is read with mincore.
+TEST_F(Checkpoints, DirectIoKeyDecidesWhetherShardsBypassThePageCache) {
+    {  // a file system that refuses O_DIRECT (tmpfs before Linux 6.6) takes the page cache anyway
+        const int fd = ::open((dir_ / "probe").c_str(), O_WRONLY | O_CREAT | O_DIRECT, 0644);
+        if (fd < 0) GTEST_SKIP() << dir_ << " does not take O_DIRECT";
+        ::close(fd);
+    }
+    auto cached_share = [](const fs::path& p) {
+        const int fd = ::open(p.c_str(), O_RDONLY);
+        EXPECT_GE(fd, 0) << p;
+        const size_t bytes = fs::file_size(p), page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+        void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);  // maps, faults nothing
+        std::vector<unsigned char> in((bytes + page - 1) / page);
+        EXPECT_EQ(::mincore(m, bytes, in.data()), 0);
+        ::munmap(m, bytes);
+        ::close(fd);
+        return static_cast<double>(std::count_if(in.begin(), in.end(),
+                                                  [](unsigned char c) { return c & 1; })) /
+               static_cast<double>(in.size());
+    };
+    nlohmann::json j = config(4, 1, 0, "fp32");
+    for (bool direct : {true, false}) {
+        j["checkpoint"]["direct_io"] = direct;
+        const std::string run = direct ? "direct" : "buffered";
+        ASSERT_EQ(train(j, run, "").code, 0);
+        const double share = cached_share(ck(run, 4) / "rank_00000.safetensors");
+        if (direct)
+            EXPECT_EQ(share, 0.0);
+        else
+            EXPECT_GT(share, 0.5);
+    }
 }
