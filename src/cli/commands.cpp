@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 
 #include "checkpoint/gpt_weights.h"
@@ -32,12 +34,25 @@ TrainConfig parse(const nlohmann::json& j, int64_t world, bool warn) {
     return parsed.config;
 }
 
-TrainConfig load(const ConfigArgs& args) { return parse(load_json(args), 1, true); }
-
 void add_config_options(CLI::App* sub, ConfigArgs& args) {
     sub->add_option("config", args.path, "JSON config (DeepSpeed keys plus zerotrain's)")
         ->required();
     sub->add_option("--set", args.sets, "override a config key: --set a.b=v (v parsed as JSON)");
+}
+
+// An integer option of at least `lo`; CLI11 prefixes the option's name to the message
+// ("--ranks: expected an integer >= 1, got 0").
+CLI::Validator at_least(int64_t lo) {
+    return CLI::Validator(
+        [lo](std::string& s) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            const long long v = std::strtoll(s.c_str(), &end, 10);
+            if (end == s.c_str() || *end != '\0' || errno == ERANGE)
+                return str_cat("expected an integer >= ", lo, ", got \"", s, "\"");
+            return v >= lo ? std::string() : str_cat("expected an integer >= ", lo, ", got ", s);
+        },
+        str_cat("INT>=", lo));
 }
 
 std::string default_run_dir(const std::string& config_path) {
@@ -84,7 +99,7 @@ void Commands::add_train(CLI::App& app) {
     sub->add_option("--ranks", ranks_,
                      "run N data-parallel ranks as threads of this process (comm backend "
                      "\"local\"); under mpirun or srun the launcher's processes are the ranks")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     runners_.emplace_back(sub, [this] {
         nlohmann::json j = load_json(config_);
         if (ranks_ > 0) {
@@ -172,7 +187,12 @@ void Commands::add_export(CLI::App& app) {
                     "weights, from seed or init_from)");
     sub->add_option("--dtype", weight_dtype_, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
     runners_.emplace_back(sub, [this] {
-        TrainConfig cfg = load(config_);
+        // The weights of any layout come back whole (--from consolidates them), so the batch,
+        // which had to fit the rank count of the run that trained, is not checked against this
+        // one process: train_batch_size is left to be derived from the per-rank terms.
+        nlohmann::json j = load_json(config_);
+        j.erase("train_batch_size");
+        TrainConfig cfg = parse(j, 1, true);
         cfg.zero.stage = 0;  // one process holding the whole model, whatever the run used
         MemoryPool pool;
         Engine engine(pool, build_gpt(cfg), engine_options(cfg));
@@ -236,9 +256,9 @@ void Commands::add_launch(CLI::App& app) {
         "launch", "run `train` under mpirun or srun and restart it from its newest checkpoint "
                   "when a rank dies: zerotrain launch -n N [options] -- train CONFIG ...");
     LaunchArgs& a = launch_;
-    sub->add_option("-n,--np", a.ranks, "ranks to start")->required()->check(CLI::PositiveNumber);
+    sub->add_option("-n,--np", a.ranks, "ranks to start")->required()->check(at_least(1));
     sub->add_option("--max-restarts", a.max_restarts, "restarts before giving up (default 3)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     sub->add_option("--min-ranks", a.min_ranks,
                     "elastic: a restart that fails before its first step may go on with as few "
                     "as this many ranks, keeping train_batch_size by raising accumulation");

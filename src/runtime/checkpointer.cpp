@@ -118,7 +118,8 @@ void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
         const Parameter* p = params[i];
         ZT_CHECK(cp.name == p->name && cp.shape == p->shape && cp.offset == p->offset, where,
                  " is of another model: its parameter ", i, " is '", cp.name, "' ",
-                 shape_str(cp.shape), ", this model's is '", p->name, "' ", shape_str(p->shape));
+                 shape_str(cp.shape), " at offset ", cp.offset, ", this model's is '", p->name,
+                 "' ", shape_str(p->shape), " at offset ", p->offset);
     }
     ZT_CHECK(m.optimizer == e.optimizer().name(), where, " was written with optimizer ",
              m.optimizer, ", this run uses ", e.optimizer().name());

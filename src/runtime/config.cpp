@@ -5,6 +5,7 @@
 // is resolved from other keys where that is possible and refused by name where it is not.
 #include "runtime/config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -49,12 +50,16 @@ int64_t mul_checked(int64_t a, int64_t b, const char* what) {
 // ---- batch sizes ------------------------------------------------------------------------------
 
 // A batch term: nullopt when absent, null or "auto" (then derived from the others).
+// A wrong value is recorded (Note [Config errors]) and reads as absent.
 std::optional<int64_t> batch_term(Section& s, const char* k) {
     const json* v = s.take(k);
     if (!v || is_auto(*v)) return std::nullopt;
-    int64_t n = as_int(*v, s.key(k));
-    ZT_CHECK(n > 0, s.key(k), ": expected a positive integer, got ", show(*v));
-    return n;
+    int64_t n = 0;
+    const bool ok = s.guard([&] {
+        n = as_int(*v, s.key(k));
+        ZT_CHECK(n > 0, s.key(k), ": expected a positive integer, got ", show(*v));
+    });
+    return ok ? std::optional<int64_t>(n) : std::nullopt;
 }
 
 // The rank counts near the current one that fit a batch: with dp required to divide `quota`
@@ -142,27 +147,45 @@ void refuse_foreign(Section& p, std::initializer_list<const char*> keys, const s
         ZT_CHECK(!p.take(k), p.key(k), ": not a parameter of ", owner, "; remove it");
 }
 
-void parse_adam(Section& p, const std::string& type, OptimizerConfig& o) {
+// A key that is type-checked and changes nothing here: a warning that says why.
+void warn_no_effect(Section& s, const char* k, const char* why,
+                    std::vector<std::string>& warnings) {
+    if (!s.has(k)) {
+        s.take(k);  // null: absent
+        return;
+    }
+    s.get_bool(k, false);
+    warnings.push_back(str_cat(s.key(k), ": has no effect in zerotrain (", why, ")"));
+}
+
+void parse_adam(Section& p, const std::string& type, OptimizerConfig& o,
+                std::vector<std::string>& warnings) {
     if (const json* b = p.take("betas")) {
-        if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number())
-            fail_type(p.key("betas"), "two numbers [beta1, beta2]", *b);
-        o.beta1 = (*b)[0].get<double>();
-        o.beta2 = (*b)[1].get<double>();
-        ZT_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, p.key("betas"),
-                 ": expected values in [0, 1), got ", show(*b));
+        p.guard([&] {
+            if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number())
+                fail_type(p.key("betas"), "two numbers [beta1, beta2]", *b);
+            const double b1 = (*b)[0].get<double>(), b2 = (*b)[1].get<double>();
+            ZT_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, p.key("betas"),
+                     ": expected values in [0, 1), got ", show(*b));
+            o.beta1 = b1;
+            o.beta2 = b2;
+        });
     }
     o.eps = p.get_number("eps", o.eps, 0.0);
     o.bias_correction = p.get_bool("bias_correction", true);
     bool adam_w_mode = p.get_bool("adam_w_mode", true);
     ZT_CHECK(!p.get_bool("amsgrad", false), p.key("amsgrad"),
              ": AMSGrad is not supported yet; remove it or set it to false");
-    p.get_bool("torch_adam", false);  // which implementation: the update is the same
+    warn_no_effect(p, "torch_adam",
+                   "it picks DeepSpeed's or PyTorch's implementation; zerotrain's follows "
+                   "PyTorch's op order either way",
+                   warnings);
     ZT_CHECK(type == "adam" || adam_w_mode, p.key("adam_w_mode"),
              ": false contradicts \"type\": \"AdamW\"; use \"type\": \"Adam\" for Adam with L2");
     o.type = adam_w_mode ? "AdamW" : "Adam";
 }
 
-void parse_optimizer(Section& root, OptimizerConfig& o) {
+void parse_optimizer(Section& root, OptimizerConfig& o, std::vector<std::string>& warnings) {
     Section s = root.section("optimizer");
     if (s.empty()) return s.finish();
     const std::string given = s.get_string("type", "");
@@ -190,7 +213,7 @@ void parse_optimizer(Section& root, OptimizerConfig& o) {
                  ": only 0 is supported; remove it");
     } else {
         refuse_foreign(p, {"momentum", "nesterov", "dampening"}, given);
-        parse_adam(p, type, o);
+        parse_adam(p, type, o, warnings);
     }
     p.finish();
     s.finish();
@@ -347,7 +370,7 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
              ": false is not supported; gradients are always contiguous in zerotrain's flat arena "
              "(set it to true or remove it)");
     zc.stage3_prefetch_bucket_size =
-        zero_size(z, "stage3_prefetch_bucket_size", zc.stage3_prefetch_bucket_size);
+        zero_size(z, "stage3_prefetch_bucket_size", zc.stage3_prefetch_bucket_size, 0);  // 0: off
     zc.stage3_param_persistence_threshold = zero_size(
         z, "stage3_param_persistence_threshold", zc.stage3_param_persistence_threshold, 0);
     zc.stage3_max_live_parameters =
@@ -429,7 +452,7 @@ void parse_activation_checkpointing(Section& root, CheckpointingConfig& ck) {
 }
 
 // DeepSpeed features we do not have: each is accepted only when it asks for nothing.
-void refuse_features(Section& root) {
+void refuse_features(Section& root, std::vector<std::string>& warnings) {
     const char* later = "not supported yet";
     for (const char* k :
          {"amp", "wandb", "comet", "elasticity",
@@ -441,17 +464,30 @@ void refuse_features(Section& root) {
     root.refuse_if_nonempty("aio", "only NVMe offload uses it, and that is not supported yet");
     for (const char* k : {"sparse_attention", "compression_training", "weight_quantization"})
         root.refuse_if_nonempty(k, later);
-    for (const char* k : {"wall_clock_breakdown", "memory_breakdown", "prescale_gradients",
-                          "sparse_gradients", "dump_state", "load_universal_checkpoint",
-                          "use_node_local_storage", "disable_allgather", "dataloader_drop_last"})
-        ZT_CHECK(!root.get_bool(k, false), k, ": ", later, "; remove it or set it to false");
-    ZT_CHECK(root.get_number("gradient_predivide_factor", 1.0) == 1.0,
-             "gradient_predivide_factor: ", later,
-             " (the loss is already scaled by 1/(accumulation x dp)); use 1.0");
-    // These only relax DeepSpeed's own checks of ZeRO and offload, which do not apply here.
+    for (const char* k : {"prescale_gradients", "sparse_gradients", "dump_state",
+                          "load_universal_checkpoint", "use_node_local_storage",
+                          "disable_allgather", "dataloader_drop_last"})
+        root.guard([&] {
+            ZT_CHECK(!root.get_bool(k, false), k, ": ", later, "; remove it or set it to false");
+        });
+    root.guard([&] {
+        ZT_CHECK(root.get_number("gradient_predivide_factor", 1.0) == 1.0,
+                 "gradient_predivide_factor: ", later,
+                 " (the loss is already scaled by 1/(accumulation x dp)); use 1.0");
+    });
     for (const char* k : {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
                           "zero_allow_comm_data_type_fp32"})
-        root.get_bool(k, false);
+        warn_no_effect(root, k,
+                       "it relaxes DeepSpeed's own checks of ZeRO and offload, which do not "
+                       "apply here",
+                       warnings);
+}
+
+// DeepSpeed's wall_clock_breakdown and memory_breakdown: printed every steps_per_print steps
+// (runtime/wall_clock_breakdown.h).
+void parse_breakdowns(Section& root, TrainConfig& c) {
+    c.wall_clock_breakdown = root.get_bool("wall_clock_breakdown", false);
+    c.memory_breakdown = root.get_bool("memory_breakdown", false);
 }
 
 // ---- our sections -------------------------------------------------------------------------------
@@ -581,9 +617,19 @@ int64_t parse_memory_budget(Section& root) {
     return budget;
 }
 
-// ---- reading the file ---------------------------------------------------------------------------
+// Note [Config errors]: one error is thrown as it is; several as one error naming each, in the
+// order of the config's sections.
+void throw_config_errors(const std::vector<std::string>& errors) {
+    std::vector<std::string> unique;
+    for (const std::string& e : errors)
+        if (std::find(unique.begin(), unique.end(), e) == unique.end()) unique.push_back(e);
+    if (unique.empty()) return;
+    if (unique.size() == 1) ZT_FAIL(unique[0]);
+    std::string all = str_cat("config: ", unique.size(), " errors (fix them all, then run again):");
+    for (const std::string& e : unique) all += "\n  " + e;
+    ZT_FAIL(all);
+}
 
-// 1-based line and column of 1-based byte offset `byte` in `text`.
 }  // namespace
 
 ParsedConfig parse_config(const json& j, int64_t world_size) {
@@ -592,17 +638,20 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     ParsedConfig out;
     TrainConfig& c = out.config;
     c.raw = j;
-    Section root(j, "", out.warnings);
+    std::vector<std::string> errors;  // Note [Config errors]
+    Section root(j, "", out.warnings, errors);
 
     c.steps = root.get_int("steps", c.steps, 1);
     if (const json* v = root.take("seed")) {
-        if (v->is_number_unsigned()) {
-            c.seed = v->get<uint64_t>();
-        } else {
-            const int64_t seed = as_int(*v, "seed");
-            ZT_CHECK(seed >= 0, "seed: expected an integer >= 0, got ", show(*v));
-            c.seed = static_cast<uint64_t>(seed);
-        }
+        root.guard([&] {
+            if (v->is_number_unsigned()) {
+                c.seed = v->get<uint64_t>();
+            } else {
+                const int64_t seed = as_int(*v, "seed");
+                ZT_CHECK(seed >= 0, "seed: expected an integer >= 0, got ", show(*v));
+                c.seed = static_cast<uint64_t>(seed);
+            }
+        });
     }
     c.init_from = root.get_string("init_from", "");
     c.threads = static_cast<int>(root.get_int("threads", 0, 0, INT_MAX));
@@ -612,21 +661,27 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     c.gradient_clipping = root.get_number("gradient_clipping", 0.0, 0.0);
     c.nan_policy = root.get_choice("nan_policy", "skip", {"skip", "stop"});
 
-    const int64_t world = parse_comm(root, world_size, c.comm);
-    resolve_batch(root, parse_parallel(root, world), c);
-    parse_model(root, c.model);
-    parse_data(root, c.data);
-    c.memory_budget = parse_memory_budget(root);
-    parse_checkpoint(root, c.checkpoint);
-    parse_profilers(root, c.flops_profiler, c.comms_logger);
-    parse_optimizer(root, c.optimizer);
-    parse_scheduler(root, c, c.scheduler);
-    parse_precision(root, c);
-    parse_zero(root, c.zero, out.warnings);
-    parse_activation_checkpointing(root, c.activation_checkpointing);
-    config_detail::parse_monitor(root, c.precision, c.monitor);
-    refuse_features(root);
+    // Each part goes on after an error in another; the batch needs the mesh, which needs the world.
+    int64_t world = world_size;
+    root.guard([&] { world = parse_comm(root, world_size, c.comm); });
+    MeshShape mesh;
+    if (root.guard([&] { mesh = parse_parallel(root, world); }))
+        root.guard([&] { resolve_batch(root, mesh, c); });
+    root.guard([&] { parse_model(root, c.model); });
+    root.guard([&] { parse_data(root, c.data); });
+    root.guard([&] { c.memory_budget = parse_memory_budget(root); });
+    root.guard([&] { parse_checkpoint(root, c.checkpoint); });
+    root.guard([&] { parse_profilers(root, c.flops_profiler, c.comms_logger); });
+    root.guard([&] { parse_optimizer(root, c.optimizer, out.warnings); });
+    root.guard([&] { parse_scheduler(root, c, c.scheduler); });
+    root.guard([&] { parse_precision(root, c); });
+    root.guard([&] { parse_zero(root, c.zero, out.warnings); });
+    root.guard([&] { parse_activation_checkpointing(root, c.activation_checkpointing); });
+    root.guard([&] { config_detail::parse_monitor(root, c.precision, c.monitor); });
+    root.guard([&] { parse_breakdowns(root, c); });
+    root.guard([&] { refuse_features(root, out.warnings); });
     root.finish();
+    throw_config_errors(errors);
     return out;
 }
 

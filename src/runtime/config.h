@@ -81,9 +81,10 @@ struct ZeroConfig {
     // Reduce buckets while backward runs (DeepSpeed: default true for stage 3).
     bool overlap_comm = false;
     bool contiguous_gradients = true;                // always true: one flat gradient arena
-    int64_t stage3_prefetch_bucket_size = 50000000;  // stage 3: weights gathered ahead, elements
+    int64_t stage3_prefetch_bucket_size = 50000000;  // stage 3: weights gathered ahead, elements;
+                                                     // 0: no prefetch
     int64_t stage3_param_persistence_threshold = 100000;  // stage 3: smaller params stay whole
-    int64_t stage3_max_live_parameters = 1000000000;      // stage 3: gathered elements at once
+    int64_t stage3_max_live_parameters = 1000000000;      // stage 3: caps prefetch (elements)
 };
 
 // "comm": how ranks talk. The world is the MPI world under "mpi" (1 without mpirun/srun) and
@@ -182,6 +183,9 @@ struct TrainConfig {
     FlopsProfilerConfig flops_profiler;
     CommsLoggerConfig comms_logger;
     MonitorConfig monitor;
+    // DeepSpeed's: per-phase timings and a memory breakdown every steps_per_print steps.
+    bool wall_clock_breakdown = false;
+    bool memory_breakdown = false;
 
     int threads = 0;  // intra-op threads per rank; 0: all cores
     std::string init_from;  // safetensors file to load weights from

@@ -1,5 +1,6 @@
 // Reading one JSON object of a config: typed getters that name the dotted key in every error, and
 // bookkeeping of the keys consumed, so that what is left over is reported as unknown (config.cpp).
+// A getter's error is recorded, not thrown (Note [Config errors]), so one parse reports them all.
 #pragma once
 
 #include <cmath>
@@ -62,10 +63,31 @@ inline std::string as_string(const json& v, const std::string& key) {
 // Note [Config sections]: one JSON object of the config and its dotted path. Every read marks the
 // key as known; finish() reports the keys nobody read as unknown, by dotted path. A null value
 // reads as absent. Readers take a default (used when absent) and an inclusive range.
+//
+// Note [Config errors]: a user fixes a config in one round, so parse_config reports every error
+// at once. A reader whose value is wrong records the error (naming the key) in `errors` and
+// returns its default, so parsing goes on; guard() does the same for any check that throws
+// zt::Error (kInput). parse_config throws one zt::Error listing them all at the end.
 class Section {
   public:
-    Section(const json& obj, std::string path, std::vector<std::string>& warnings)
-        : obj_(obj), path_(std::move(path)), warnings_(warnings) {}
+    Section(const json& obj, std::string path, std::vector<std::string>& warnings,
+            std::vector<std::string>& errors)
+        : obj_(obj), path_(std::move(path)), warnings_(warnings), errors_(errors) {}
+
+    // Runs f(); a zt::Error of kind kInput it throws is recorded instead. False when it threw.
+    template <typename F>
+    bool guard(F&& f) {
+        try {
+            f();
+            return true;
+        } catch (const Error& e) {
+            if (e.kind() != ErrorKind::kInput) throw;
+            errors_.push_back(e.message());
+            return false;
+        }
+    }
+    // The errors recorded so far (of the whole config, not only this section).
+    size_t error_count() const { return errors_.size(); }
 
     std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
     bool empty() const { return obj_.empty(); }
@@ -86,66 +108,86 @@ class Section {
     void take_all() {
         for (auto it = obj_.begin(); it != obj_.end(); ++it) used_.insert(it.key());
     }
+    // A value that is not an object is recorded as an error; the section then reads as empty.
     Section section(const std::string& k) {
         const json* v = take(k);
-        if (v && !v->is_object()) fail_type(key(k), "an object", *v);
-        return Section(v ? *v : empty_object(), key(k), warnings_);
+        if (v && !v->is_object() && !guard([&] { fail_type(key(k), "an object", *v); }))
+            v = nullptr;
+        return Section(v ? *v : empty_object(), key(k), warnings_, errors_);
     }
 
+    // Each reader records a wrong value (Note [Config errors]) and returns def for it.
     int64_t get_int(const std::string& k, int64_t def, int64_t lo, int64_t hi = INT64_MAX) {
         const json* v = take(k);
+        int64_t n = def;
         if (!v) return def;
-        const int64_t n = as_int(*v, key(k));
-        if (n < lo || n > hi)
-            fail_type(key(k),
-                      hi == INT64_MAX ? str_cat("an integer >= ", lo)
-                                      : str_cat("an integer in [", lo, ", ", hi, "]"),
-                      *v);
-        return n;
+        guard([&] {
+            n = as_int(*v, key(k));
+            if (n < lo || n > hi)
+                fail_type(key(k),
+                          hi == INT64_MAX ? str_cat("an integer >= ", lo)
+                                          : str_cat("an integer in [", lo, ", ", hi, "]"),
+                          *v);
+        });
+        return n < lo || n > hi ? def : n;
     }
     double get_number(const std::string& k, double def, double lo = -HUGE_VAL,
                       double hi = HUGE_VAL) {
         const json* v = take(k);
+        double x = def;
         if (!v) return def;
-        const double x = as_number(*v, key(k));
-        if (x < lo || x > hi)
-            fail_type(key(k),
-                      hi == HUGE_VAL ? str_cat("a number >= ", lo)
-                                     : str_cat("a number in [", lo, ", ", hi, "]"),
-                      *v);
-        return x;
+        const bool ok = guard([&] {
+            x = as_number(*v, key(k));
+            if (x < lo || x > hi)
+                fail_type(key(k),
+                          hi == HUGE_VAL ? str_cat("a number >= ", lo)
+                                         : str_cat("a number in [", lo, ", ", hi, "]"),
+                          *v);
+        });
+        return ok ? x : def;
     }
     bool get_bool(const std::string& k, bool def) {
         const json* v = take(k);
-        return v ? as_bool(*v, key(k)) : def;
+        bool b = def;
+        if (v) guard([&] { b = as_bool(*v, key(k)); });
+        return b;
     }
     std::string get_string(const std::string& k, const std::string& def) {
         const json* v = take(k);
-        return v ? as_string(*v, key(k)) : def;
+        std::string s = def;
+        if (v) guard([&] { s = as_string(*v, key(k)); });
+        return s;
     }
     std::string get_choice(const std::string& k, const std::string& def,
                            std::initializer_list<const char*> choices) {
+        const size_t before = error_count();
         const std::string s = get_string(k, def);
+        if (error_count() != before) return def;
         std::string list;
         for (const char* c : choices) {
             if (s == c) return s;
             list += list.empty() ? "" : ", ";
             list += str_cat("\"", c, "\"");
         }
-        fail_type(key(k), choices.size() == 1 ? list : "one of " + list, obj_.at(k));
+        guard([&] {
+            fail_type(key(k), choices.size() == 1 ? list : "one of " + list, obj_.at(k));
+        });
+        return def;
     }
 
     // A DeepSpeed section with an "enabled" flag: accepted while it is off.
     void refuse_if_enabled(const std::string& k, const std::string& why) {
         Section s = section(k);
-        ZT_CHECK(!s.get_bool("enabled", false), s.key("enabled"), ": ", why,
-                 "; remove the section or set enabled to false");
+        guard([&] {
+            ZT_CHECK(!s.get_bool("enabled", false), s.key("enabled"), ": ", why,
+                     "; remove the section or set enabled to false");
+        });
         s.take_all();  // the rest of a disabled section does nothing
     }
     // A section we cannot honour yet: accepted only when empty.
     void refuse_if_nonempty(const std::string& k, const std::string& why) {
         Section s = section(k);
-        ZT_CHECK(s.empty(), key(k), ": ", why, "; remove the section");
+        guard([&] { ZT_CHECK(s.empty(), key(k), ": ", why, "; remove the section"); });
     }
 
     void finish() {
@@ -162,6 +204,7 @@ class Section {
     const json& obj_;
     std::string path_;
     std::vector<std::string>& warnings_;
+    std::vector<std::string>& errors_;
     std::set<std::string> used_;
 };
 

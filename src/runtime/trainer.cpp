@@ -23,6 +23,7 @@
 #include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
 #include "runtime/run_estimate.h"
+#include "runtime/wall_clock_breakdown.h"
 #include "tensor/threads.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -47,17 +48,17 @@ namespace {
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
     if (o.type == "SGD") {
-        SgdOptions so;
-        so.momentum = static_cast<float>(o.momentum);
+        SgdOptions so;  // as given, in double: the optimizer rounds where PyTorch does
+        so.momentum = o.momentum;
         so.nesterov = o.nesterov;
-        so.weight_decay = static_cast<float>(o.weight_decay);
+        so.weight_decay = o.weight_decay;
         return std::make_unique<Sgd>(so);
     }
     AdamWOptions ao;
-    ao.beta1 = static_cast<float>(o.beta1);
-    ao.beta2 = static_cast<float>(o.beta2);
-    ao.eps = static_cast<float>(o.eps);
-    ao.weight_decay = static_cast<float>(o.weight_decay);
+    ao.beta1 = o.beta1;
+    ao.beta2 = o.beta2;
+    ao.eps = o.eps;
+    ao.weight_decay = o.weight_decay;
     ao.adam_w_mode = o.type != "Adam";
     ao.bias_correction = o.bias_correction;
     return std::make_unique<AdamW>(ao);
@@ -91,10 +92,11 @@ RunData open_data(const TrainConfig& cfg) {
         d.train_source = std::make_unique<InMemoryTokens>(std::span<const uint16_t>(tokens),
                                                           "builtin corpus");
     } else {
-        d.train_source = std::make_unique<MappedTokenFile>(dc.path, parse_token_dtype(dc.dtype));
+        d.train_source = std::make_unique<MappedTokenFile>(dc.path, parse_token_dtype(dc.dtype),
+                                                           "data.path");
         if (!dc.eval_path.empty())
-            d.eval_source =
-                std::make_unique<MappedTokenFile>(dc.eval_path, parse_token_dtype(dc.dtype));
+            d.eval_source = std::make_unique<MappedTokenFile>(
+                dc.eval_path, parse_token_dtype(dc.dtype), "data.eval_path");
     }
     const int64_t S = token_sample_count(d.train_source->size(), to.seq_len);
     ZT_CHECK(S >= 1, "data: ", d.train_source->name(), " holds ", d.train_source->size(),
@@ -481,6 +483,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         auto say = [&](const std::string& s) {
             if (speak) progress.message(s);
         };
+        StepBreakdown breakdown(  // wall_clock_breakdown, memory_breakdown: rank 0 prints
+            {cfg.wall_clock_breakdown, cfg.memory_breakdown, cfg.steps_per_print, cfg.steps},
+            [&](const std::string& s) {
+                if (speak) progress.message(s);
+                else if (root) log_info(s);
+            });
         say(str_cat("zerotrain: GPT ", engine.arena().numel(), " parameters, ", cfg.precision, ", ",
                     num_threads(), " threads",
                     ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(), "), ZeRO stage ",
@@ -517,13 +525,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     Stopwatch io;
                     load_batch(*data.train, k0, cfg.micro_batch, in, tg);
                     io_s += io.elapsed_s();
-                    engine.forward_backward(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
+                    breakdown.forward_backward(engine,
+                                               Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
                 }
             }
             StepStats st;
             {
                 MemScope phase(pool, MemPhase::kOptimizer);
-                st = engine.step();
+                st = breakdown.step(engine);
             }
             fault_after_step(rank, ranks, step + 1);  // ZT_FAULT, for tests of the supervisor
             double dt = sw.elapsed_s();
@@ -532,6 +541,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 comm ? stats_delta(comm->stats(), comm_before) : CommStats{};
             // Every rank's figures, gathered after the step so this gather is not in them.
             const bool report = (step + 1) % cfg.steps_per_print == 0 || step + 1 == cfg.steps;
+            breakdown.after_step(step + 1, dp.exposed_comm_s(), pool.stats());
             const std::vector<RankFigures> figs = gather_rank_figures(
                 comm,
                 RankFigures{dt, dp.exposed_comm_s(), io_s, st.skipped, g_stop_requested != 0,

@@ -51,16 +51,21 @@ void TokenSource::read_checked(int64_t start, int64_t n, int64_t vocab_size, int
 
 // -------------------------------------------------------------------------------------------------
 
-MappedTokenFile::MappedTokenFile(const std::string& path, TokenDtype dtype)
+MappedTokenFile::MappedTokenFile(const std::string& path, TokenDtype dtype, const std::string& key)
     : path_(path), dtype_(dtype) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    ZT_CHECK(fd >= 0, "token data: cannot open ", path, ": ", errno_text(),
-             "; check data.path (make one with `zerotrain data tokenize IN OUT`)");
+    ZT_CHECK(fd >= 0, "token data: cannot open ", path, ": ", errno_text(), "; check ", key,
+             " (make one with `zerotrain data tokenize IN OUT`)");
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
         std::string err = errno_text();
         ::close(fd);
-        ZT_FAIL("token data: cannot stat ", path, ": ", err);
+        ZT_FAIL("token data: cannot stat ", path, ": ", err, "; check ", key);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        ZT_FAIL("token data: ", key, " ", path, " is a directory; expected a token file (make "
+                "one with `zerotrain data tokenize IN OUT`)");
     }
     const int64_t bytes = st.st_size;
     const int64_t width = token_dtype_bytes(dtype);

@@ -40,7 +40,9 @@ class TokenSource {
 // or unreadable file, an empty file, and a size that is not a multiple of the dtype's size.
 class MappedTokenFile final : public TokenSource {
   public:
-    MappedTokenFile(const std::string& path, TokenDtype dtype);
+    // key: the config key that named the file, for messages ("data.path", "data.eval_path").
+    MappedTokenFile(const std::string& path, TokenDtype dtype,
+                    const std::string& key = "data.path");
     ~MappedTokenFile() override;
     MappedTokenFile(const MappedTokenFile&) = delete;
     MappedTokenFile& operator=(const MappedTokenFile&) = delete;
