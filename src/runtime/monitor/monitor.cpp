@@ -45,7 +45,8 @@ Monitor::Monitor(const MonitorConfig& config, const MonitorOptions& options)
     if (options_.steps_per_print < 1) options_.steps_per_print = 1;
     if (config_.tensorboard.enabled)
         sinks_.push_back(
-            std::make_unique<TensorBoardSink>(sink_dir(config_.tensorboard, options_.run_dir)));
+            std::make_unique<TensorBoardSink>(sink_dir(config_.tensorboard, options_.run_dir),
+                                              options_.resumed_from));
     if (config_.csv.enabled)
         sinks_.push_back(std::make_unique<CsvSink>(sink_dir(config_.csv, options_.run_dir),
                                                    options_.resumed_from));

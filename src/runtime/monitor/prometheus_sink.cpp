@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -18,8 +19,9 @@ namespace zt {
 
 namespace {
 
-constexpr int kPollMs = 100;         // how soon the server thread sees a stop
-constexpr int kRequestTimeoutMs = 2000;  // a client that sends nothing is dropped after this
+constexpr int kPollMs = 100;              // how soon the server thread sees a stop
+constexpr size_t kMaxRequestBytes = 8192;  // a longer request head is answered as it is
+constexpr size_t kMaxClients = 64;         // connections served at once; more wait in the backlog
 
 // What each known figure means, for the HELP line.
 const char* figure_help(const std::string& name) {
@@ -79,7 +81,9 @@ std::string prometheus_metric_name(const std::string& figure, bool per_rank) {
     return (per_rank ? "zerotrain_rank_" : "zerotrain_") + n;
 }
 
-PrometheusSink::PrometheusSink(const std::string& address, int port) {
+PrometheusSink::PrometheusSink(const std::string& address, int port, double request_timeout_s)
+    : request_timeout_(std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(request_timeout_s))) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ZT_CHECK(listen_fd_ >= 0, "monitor.prometheus: socket() failed: ", std::strerror(errno));
     const int one = 1;
@@ -143,29 +147,62 @@ std::string PrometheusSink::render() const {
     return out;
 }
 
+// Note [Serving scrapes]: one thread polls the listening socket and every open connection
+// together, so a client that connects and sends nothing (or sends slowly) holds only its own
+// connection: the others are read and answered as their requests arrive. A connection whose
+// request head is not complete within request_timeout_s of its accept is closed unanswered.
 void PrometheusSink::serve() {
+    struct Client {
+        int fd;
+        std::string request;
+        Clock::time_point deadline;
+    };
+    std::vector<Client> clients;
+    char buf[1024];
     while (!stop_) {
-        pollfd p{listen_fd_, POLLIN, 0};
-        if (::poll(&p, 1, kPollMs) <= 0) continue;
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) continue;
-        answer(fd);
-        ::close(fd);
+        std::vector<pollfd> fds;
+        const short accepting = clients.size() < kMaxClients ? POLLIN : 0;
+        fds.push_back({listen_fd_, accepting, 0});
+        for (const Client& c : clients) fds.push_back({c.fd, POLLIN, 0});
+        if (::poll(fds.data(), fds.size(), kPollMs) < 0 && errno != EINTR) break;
+        const Clock::time_point now = Clock::now();
+        std::vector<Client> open;
+        for (size_t i = 0; i < clients.size(); ++i) {
+            Client& c = clients[i];
+            bool done = false, answer_now = false;
+            if (fds[i + 1].revents != 0) {
+                const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+                if (n > 0) c.request.append(buf, static_cast<size_t>(n));
+                if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                    answer_now = !c.request.empty();  // a head cut short by a half-close
+                    done = true;
+                }
+            }
+            if (c.request.find("\r\n\r\n") != std::string::npos ||
+                c.request.find("\n\n") != std::string::npos || c.request.size() >= kMaxRequestBytes)
+                answer_now = done = true;
+            if (now >= c.deadline) done = true;  // dropped unanswered
+            if (answer_now) answer(c.fd, c.request);
+            if (done)
+                ::close(c.fd);
+            else
+                open.push_back(std::move(c));
+        }
+        clients = std::move(open);
+        if ((fds[0].revents & POLLIN) != 0) {
+            const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                timeval send_timeout{2, 0};  // a client that does not read is not waited for
+                ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+                clients.push_back({fd, std::string(), now + request_timeout_});
+            }
+        }
     }
+    for (const Client& c : clients) ::close(c.fd);
 }
 
-// Reads the request head (up to the blank line) and answers it; HTTP/1.0, one request.
-void PrometheusSink::answer(int fd) const {
-    std::string req;
-    char buf[1024];
-    while (req.find("\r\n\r\n") == std::string::npos && req.find("\n\n") == std::string::npos &&
-           req.size() < 8192) {
-        pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, kRequestTimeoutMs) <= 0) return;
-        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        req.append(buf, static_cast<size_t>(n));
-    }
+// Answers one request head; HTTP/1.0, one request per connection.
+void PrometheusSink::answer(int fd, const std::string& req) const {
     const bool get = req.rfind("GET ", 0) == 0, head = req.rfind("HEAD ", 0) == 0;
     const size_t path_at = req.find(' ') + 1;
     const std::string path = req.substr(path_at, req.find_first_of(" ?\r\n", path_at) - path_at);

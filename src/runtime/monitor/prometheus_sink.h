@@ -1,11 +1,13 @@
 // A Prometheus text endpoint: a small HTTP/1.0 server thread that answers GET /metrics with the
 // latest figures in the text exposition format (version 0.0.4), each metric with HELP and TYPE
 // lines; per-rank figures carry a rank="R" label. Every metric is a gauge (the values are the
-// latest step's, not running totals). One request per connection; the thread stops with the
-// sink. Bound to 127.0.0.1 unless another address is configured.
+// latest step's, not running totals). One request per connection; connections are served side by
+// side, so an idle one delays no other (Note [Serving scrapes]); the thread stops with the sink.
+// Bound to 127.0.0.1 unless another address is configured.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,9 +20,13 @@ namespace zt {
 
 class PrometheusSink : public MonitorSink {
 public:
+    static constexpr double kDefaultRequestTimeoutS = 10;  // seconds
+
     // port 0: any free port (port() tells which). Throws (kInput) when the address cannot be
-    // bound, naming it.
-    PrometheusSink(const std::string& address, int port);
+    // bound, naming it. A connection that has not sent its request within request_timeout_s
+    // seconds of its accept is closed.
+    PrometheusSink(const std::string& address, int port,
+                   double request_timeout_s = kDefaultRequestTimeoutS);
     ~PrometheusSink() override;
     PrometheusSink(const PrometheusSink&) = delete;
     PrometheusSink& operator=(const PrometheusSink&) = delete;
@@ -30,9 +36,11 @@ public:
     std::string render() const;  // the body of GET /metrics
 
 private:
+    using Clock = std::chrono::steady_clock;
     void serve();
-    void answer(int fd) const;
+    void answer(int fd, const std::string& request) const;
 
+    Clock::duration request_timeout_;
     int listen_fd_ = -1;
     int port_ = 0;
     std::atomic<bool> stop_{false};

@@ -6,6 +6,9 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 
 #include "util/crc32c.h"
 #include "util/error.h"
@@ -44,7 +47,82 @@ std::string event_header(double wall_time, int64_t step) {
     return e;
 }
 
+// The step of an Event (field 2, varint), 0 when absent; nullopt when the bytes are not an Event.
+std::optional<int64_t> event_step(const std::string& e) {
+    size_t at = 0;
+    auto varint = [&](uint64_t& v) {
+        v = 0;
+        for (int shift = 0; shift < 64 && at < e.size(); shift += 7) {
+            const auto b = static_cast<unsigned char>(e[at++]);
+            v |= static_cast<uint64_t>(b & 0x7f) << shift;
+            if ((b & 0x80) == 0) return true;
+        }
+        return false;
+    };
+    int64_t step = 0;
+    while (at < e.size()) {
+        uint64_t key = 0, v = 0;
+        if (!varint(key)) return std::nullopt;
+        switch (key & 7) {
+            case 0:
+                if (!varint(v)) return std::nullopt;
+                if (key >> 3 == 2) step = static_cast<int64_t>(v);
+                break;
+            case 1: at += 8; break;
+            case 5: at += 4; break;
+            case 2:
+                if (!varint(v) || v > e.size() - at) return std::nullopt;
+                at += v;
+                break;
+            default: return std::nullopt;
+        }
+        if (at > e.size()) return std::nullopt;
+    }
+    return step;
+}
+
 }  // namespace
+
+// Note [TensorBoard on resume]: a run that failed at step 56 and resumed from its checkpoint at
+// step 50 logs steps 51-56 again. Each run writes its own event file, and readers merge a
+// directory's files, so the first run's events past the resumed step are dropped from its file
+// when the second starts (TensorBoard's own answer, a SessionLog.START event that purges later
+// steps, is honoured by its EventAccumulator only; other readers would show both).
+int64_t truncate_event_file(const std::string& path, int64_t last_step) {
+    std::string kept, data;
+    {
+        std::ifstream in(path, std::ios::binary);
+        if (!in) return 0;
+        data.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    int64_t dropped = 0;
+    size_t at = 0;
+    while (data.size() - at >= 12) {
+        uint64_t len = 0;
+        std::memcpy(&len, data.data() + at, 8);
+        uint32_t len_crc = 0;
+        std::memcpy(&len_crc, data.data() + at + 8, 4);
+        if (len_crc != tfrecord_masked_crc(&len, 8)) return 0;  // not TFRecord: left alone
+        if (len > data.size() - at - 16) break;                  // torn record at the end
+        const std::string e = data.substr(at + 12, len);
+        const std::optional<int64_t> step = event_step(e);
+        if (step && *step <= last_step)
+            kept += data.substr(at, 16 + len);
+        else
+            ++dropped;
+        at += 16 + len;
+    }
+    if (at != data.size()) ++dropped;
+    if (dropped == 0) return 0;
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        out.write(kept.data(), static_cast<std::streamsize>(kept.size()));
+        ZT_CHECK(out.good(), "tensorboard: cannot rewrite ", path, " (writing ", tmp, ")");
+    }
+    std::filesystem::rename(tmp, path);
+    return dropped;
+}
 
 uint32_t tfrecord_masked_crc(const void* data, size_t n) {
     const uint32_t crc = crc32c(data, n);
@@ -77,13 +155,22 @@ std::string tensorboard_scalar_event(double wall_time, int64_t step, const std::
     return e;
 }
 
-TensorBoardSink::TensorBoardSink(const std::string& dir) {
+TensorBoardSink::TensorBoardSink(const std::string& dir, int64_t resumed_from) {
     std::filesystem::create_directories(dir);
+    if (resumed_from >= 0)  // Note [TensorBoard on resume]
+        for (const auto& f : std::filesystem::directory_iterator(dir))
+            if (f.is_regular_file() &&
+                f.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+                truncate_event_file(f.path().string(), resumed_from);
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
     const double now = static_cast<double>(std::time(nullptr));
     path_ = str_cat(dir, "/events.out.tfevents.", static_cast<int64_t>(now), ".", host, ".",
                     static_cast<int64_t>(getpid()));
+    // The same second and pid (a resume inside one process): a new file all the same, named after.
+    for (int k = 1; std::filesystem::exists(path_); ++k)
+        path_ = str_cat(dir, "/events.out.tfevents.", static_cast<int64_t>(now), ".", host, ".",
+                        static_cast<int64_t>(getpid()), ".", k);
     file_ = std::fopen(path_.c_str(), "wb");
     ZT_CHECK(file_ != nullptr, "tensorboard: cannot create ", path_, ": ", std::strerror(errno),
              "; check tensorboard.output_path");

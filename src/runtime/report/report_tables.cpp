@@ -162,8 +162,10 @@ std::string restarts_section(const std::optional<std::vector<RestartRecord>>& re
         return s + "<p class=\"note\">no restarts.jsonl: the run was not supervised</p>\n";
     if (restarts->empty()) return s + "<p class=\"note\">none</p>\n";
     std::vector<std::vector<std::string>> rows;
-    for (const RestartRecord& r : *restarts) rows.push_back({r.time, r.attempt, r.cause});
-    return s + html_table({"time", "attempt", "cause"}, rows, "table-restarts");
+    for (const RestartRecord& r : *restarts)
+        rows.push_back({r.time, r.attempt, r.cause, r.resumed_from, r.recovery_s});
+    return s + html_table({"time", "attempt", "cause", "resumed from step", "recovery (s)"}, rows,
+                          "table-restarts");
 }
 
 std::string config_section(const std::optional<nlohmann::json>& config) {

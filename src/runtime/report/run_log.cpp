@@ -126,7 +126,9 @@ std::vector<RestartRecord> parse_restarts(std::istream& in, std::vector<LogProbl
             if (problems) problems->push_back({file_name, n, "not a JSON object"});
             continue;
         }
-        out.push_back({text(j, "time"), text(j, "attempt"), text(j, "cause")});
+        auto or_dash = [](std::string s) { return s.empty() ? std::string("-") : s; };
+        out.push_back({text(j, "time"), text(j, "attempt"), text(j, "cause"),
+                       or_dash(text(j, "resumed_from")), or_dash(text(j, "recovery_s"))});
     }
     return out;
 }

@@ -54,6 +54,8 @@ struct RestartRecord {
     std::string time;     // as written (a number is shown as its JSON text)
     std::string attempt;  // as written
     std::string cause;
+    std::string resumed_from;  // the step it continued from; "-" when unknown
+    std::string recovery_s;    // seconds to the restart's first step; "-" when it took none
 };
 
 struct LogProblem {

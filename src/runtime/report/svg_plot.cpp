@@ -165,8 +165,9 @@ std::string tick_label(double v, bool bytes) {
     char buf[32];
     if (!bytes && i == 0 && std::fabs(v) < 0.01 && v != 0)
         std::snprintf(buf, sizeof buf, "%.2g", v);
-    else
-        std::snprintf(buf, sizeof buf, "%.3g%s", a, bytes ? kBin[i] : kSi[i]);
+    else  // 3 significant digits, and all of them past 100 (1000 KiB, never "1e+03 KiB")
+        std::snprintf(buf, sizeof buf, std::fabs(a) >= 100 ? "%.0f%s" : "%.3g%s", a,
+                      bytes ? kBin[i] : kSi[i]);
     return buf;
 }
 
