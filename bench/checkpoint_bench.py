@@ -32,7 +32,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
-import gpt_train  # noqa: E402  (the peers' best settings: peer_allocator_env)
+import peer_env  # noqa: E402  (the peers: where, what they need installed, how they ran)
 HZ = os.sysconf("SC_CLK_TCK")
 M = dict(vocab=50257, d_model=768, n_layers=12, n_heads=12, seq=512, batch=4)  # GPT-2 small
 PEER_POLICIES = ("none", "every")
@@ -184,11 +184,12 @@ def run_torch(args, workdir, dtype, policy):
     cmd = [args.python, os.path.join(REPO, "bench", "torch_checkpoint_peer.py"), "--config", "M",
            "--dtype", dtype, "--policy", policy, "--threads", str(args.threads),
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--lr", str(args.lr)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
-               ZT_PEERS_DIR=args.peers_dir, **gpt_train.peer_allocator_env())
-    r = run_child(cmd, env, workdir, args.timeout)
-    res = dict(engine="torch", dtype=dtype, policy=policy, cmd=" ".join(cmd),
-               allocator=env.get("LD_PRELOAD", "glibc malloc"),
+    r = run_child(cmd, peer_env.peer_env(args.peer_spec, dict(ZT_PEERS_DIR=args.peers_dir)),
+                  workdir, args.timeout)
+    res = dict(engine="torch", dtype=dtype, policy=policy,
+               cmd=peer_env.env_text(args.peer_spec["env"]) + " " + " ".join(cmd),
+               allocator=peer_env.malloc_name(args.peer_spec["env"]),
+               **peer_env.run_settings(args.peer_spec),
                **{k: v for k, v in r.items() if k not in ("stdout", "stderr")})
     try:
         if r["timed_out"]:
@@ -324,7 +325,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--zerotrain", default=os.path.join(REPO, "build", "zerotrain"))
     ap.add_argument("--python", default=sys.executable, help="Python with the newest torch")
-    ap.add_argument("--peers-dir", default=os.environ.get("ZT_PEERS_DIR", "/work/shared/peers"))
+    peer_env.add_peers_dir_option(ap)
     ap.add_argument("--dtypes", default="fp32,bf16,fp16")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=4, help="steps per run, warm-up included")
@@ -343,6 +344,18 @@ def main():
     args.dtypes = [d for d in args.dtypes.split(",") if d]
     if not os.path.exists(args.zerotrain):
         sys.exit(f"no zerotrain binary at {args.zerotrain}")
+    args.peers_dir = os.path.abspath(args.peers_dir)
+    args.peer_spec = None
+    if not args.no_peer:
+        peer_env.check_peers_dir(ap, args.peers_dir, ["gpt_model.py"])
+        try:
+            # The newest PyTorch (eager: torch.utils.checkpoint is the point) on tcmalloc.
+            spec = dict(peer_env.peer_specs(args.threads, peer_env.peer_malloc())["torch-new"],
+                        python=args.python)
+            peer = peer_env.peer_record("torch", spec, peer_env.probe_peer(spec))
+        except peer_env.SetupError as e:
+            sys.exit(f"{os.path.basename(sys.argv[0])}: error: {e}")
+        args.peer_spec = spec
     stop_at = None
     if args.stop_at:
         hh, mm = (int(x) for x in args.stop_at.split(":"))
@@ -352,7 +365,8 @@ def main():
     workdir = tempfile.mkdtemp(prefix="ckpt_bench_")
     results = dict(started=datetime.datetime.utcnow().isoformat() + "Z", loadavg_start=loadavg(),
                    config=M, steps=args.steps, warmup=args.warmup, threads=args.threads, runs=[],
-                   estimates={})
+                   estimates={}, peers_dir=args.peers_dir,
+                   peer=peer if args.peer_spec else None)
 
     def save():
         if args.out:
@@ -398,6 +412,8 @@ def main():
     results["stopped_early"] = stopped
     save()
     md = markdown(results, results["estimates"])
+    if results["peer"]:
+        md = "\n".join(peer_env.peers_markdown([results["peer"]])) + "\n\n" + md
     print(md)
     if args.markdown:
         with open(args.markdown, "w") as f:

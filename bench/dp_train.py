@@ -2,7 +2,7 @@
 """Data-parallel GPT training: zerotrain ZeRO stages 0-3 against PyTorch over gloo, same run.
 
 GPT config S, 2 ranks x 1 thread. For each dtype and round, runs for every ZeRO stage the PyTorch
-peer (/work/shared/peers/dist_train.py, launched by the `run` function of run_dist.sh; both called,
+peer (../shared/peers/dist_train.py, launched by the `run` function of run_dist.sh; both called,
 never copied: DDP for stage 0, ZeroRedundancyOptimizer for 1, FSDP FULL_SHARD for 3) and
 `mpirun -np 2 zerotrain train` with zero_optimization.stage=S, plus one zerotrain run of 1 rank x 2
 threads at the same global batch; the order of the runs is reversed every round (A B ..., ... B A).
@@ -28,13 +28,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_train  # noqa: E402  (the single-process harness: configs, child runner, noise logic)
-from gpt_train import (CONFIGS, REPO, child_figures, git_describe, log, machine_info,  # noqa: E402
-                       median_or_none, n_params, other_cores, other_cores_last, run_child, tail,
-                       wait_quiet, zerotrain_config, fmt)
+import peer_env  # noqa: E402  (the peers: where, what they need installed, how they ran)
+from gpt_train import (CONFIGS, REPO, Ceilings, ceiling_gflops, ceilings_markdown,  # noqa: E402
+                       child_figures, flops_per_token, fmt, git_describe, log, machine_info,
+                       median_or_none, mfu, n_params, other_cores, other_cores_last, run_child,
+                       tail, wait_quiet, zerotrain_config)
 
 CONFIG = "S"
 WORLD = 2  # ranks, 1 thread each
@@ -234,10 +235,42 @@ def run_zerotrain(args, dtype, stage, world, threads, steps, workdir):
 # so that it runs none of its own matrix), under the peer's Python and best settings.
 
 
-def peer_specs():
-    # gpt_train's settings at 1 thread; run_dist.sh itself sets OPENBLAS_CORETYPE=SkylakeX,
-    # OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1 for both.
-    return gpt_train.peer_specs(1)
+# dist_train.py has no torch.compile: the eager peers only.
+PEERS = ("torch-new", "torch-debian")
+TARGET_SPEED = 1.5  # issue 11: at least 1.5x the strongest peer at every stage, fp32 and bf16
+
+
+def peer_specs(malloc):
+    """peer_env's peers at 1 thread per rank (run_dist.sh exports its own thread settings on top:
+    run_dist_exports())."""
+    specs = peer_env.peer_specs(1, malloc)
+    return {k: specs[k] for k in PEERS}
+
+
+def run_dist_exports(peers_dir):
+    """The variables run_dist.sh exports (they override ours in the ranks), from its `export`
+    lines."""
+    out = {}
+    try:
+        with open(os.path.join(peers_dir, "run_dist.sh")) as f:
+            for line in f:
+                if line.startswith("export "):
+                    for kv in shlex.split(line[len("export "):], comments=True):
+                        k, sep, v = kv.partition("=")
+                        if sep and "$" not in v:
+                            out[k] = v
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def peer_extra_env(args, stage, mode):
+    """What a peer run sets besides its spec: the FSDP strategy, then run_dist.sh's exports."""
+    extra = {}
+    if "--mode fsdp" in mode and stage in FSDP_STRATEGY:
+        extra["ZT_FSDP_STRATEGY"] = FSDP_STRATEGY[stage]
+    extra.update(run_dist_exports(args.peers_dir))
+    return extra
 
 
 def run_peer(args, name, spec, dtype, stage, steps, workdir):
@@ -250,14 +283,15 @@ def run_peer(args, name, spec, dtype, stage, steps, workdir):
                                       "--warmup", str(args.warmup),
                                       "--steps", str(steps - args.warmup)])
     cmd = ["bash", "-c", launcher, script, str(free_port() - 1)] + peer_args
-    env = dict(os.environ, **spec["env"], OUTDIR=out_dir, MATRIX="none", PY=spec["python"])
-    if "--mode fsdp" in mode and stage in FSDP_STRATEGY:  # run_dist.sh runs `$PY dist_train.py`
-        env.update(PY=f"{spec['python']} {FSDP_SHIM}", ZT_FSDP_STRATEGY=FSDP_STRATEGY[stage])
+    env = peer_env.peer_env(spec, dict(OUTDIR=out_dir, MATRIX="none", PY=spec["python"]))
+    extra = peer_extra_env(args, stage, mode)
+    if "ZT_FSDP_STRATEGY" in extra:  # run_dist.sh runs `$PY dist_train.py`
+        env.update(PY=f"{spec['python']} {FSDP_SHIM}", ZT_FSDP_STRATEGY=extra["ZT_FSDP_STRATEGY"])
     r = run_child(cmd, env, out_dir, args.timeout)
-    env_text = " ".join(f"{k}={v}" for k, v in spec["env"].items())
-    res = dict(engine=name, stage=stage, world=WORLD, threads=1, peer_mode=mode,
-               cmd=f"OUTDIR=... PY={spec['python']} {env_text} (source run_dist.sh; run peer "
-                   + " ".join(peer_args) + ")", **child_figures(r))
+    res = dict(engine=name, stage=stage, world=WORLD, peer_mode=mode,
+               cmd=f"OUTDIR=... PY={env['PY']} {peer_env.env_text(spec['env'])} (source "
+                   "run_dist.sh; run peer " + " ".join(peer_args) + ")",
+               **peer_env.run_settings(spec, extra), **child_figures(r))
     try:
         if r["timed_out"]:
             raise RuntimeError(f"timed out after {args.timeout:.0f} s")
@@ -282,7 +316,8 @@ def run_peer(args, name, spec, dtype, stage, steps, workdir):
         ranks = pr["ranks"]
         step_s = max(x["step_s_median"] for x in ranks)  # the slowest rank sets the pace
         res.update(
-            ok=True, torch=pr["torch"], steps=steps, timed_steps=pr["timed_steps"],
+            ok=True, torch=pr["torch"], peer_env_seen=pr.get("env"), steps=steps,
+            timed_steps=pr["timed_steps"],
             step_s_median=step_s,
             # global tokens per median step: the same statistic as zerotrain's
             tokens_per_s=pr["global_tokens_per_step"] / step_s,
@@ -323,6 +358,8 @@ def ratios(a, b, field):
 def summarize(report):
     runs = report["runs"]
     rows = []
+    fpt = flops_per_token(CONFIGS[CONFIG])
+    gflops = ceiling_gflops(report["ceilings"])
     for dtype in report["dtypes"]:
         single = pick_rounds(runs, dtype=dtype, engine="zerotrain-1x2")
         for stage in report["stages"]:
@@ -332,8 +369,10 @@ def summarize(report):
                 if not mine:
                     continue
                 ok = [r for r in mine.values() if r.get("ok")]
+                tps = median_or_none([r["tokens_per_s"] for r in ok])
                 row = dict(dtype=dtype, stage=stage, engine=eng, runs=len(mine), runs_ok=len(ok),
-                           tokens_per_s=median_or_none([r["tokens_per_s"] for r in ok]),
+                           tokens_per_s=tps, mfu_gemm=mfu(fpt, tps, gflops["gemm"], dtype),
+                           mfu_peak=mfu(fpt, tps, gflops["peak"], dtype),
                            rank_peak_rss_mib=median_or_none([r["rank_peak_rss_mib"] for r in ok]),
                            disturbed=sum(1 for r in mine.values() if r.get("disturbed")),
                            errors=[r["error"] for r in mine.values() if not r.get("ok")])
@@ -353,9 +392,11 @@ def summarize(report):
                 rows.append(row)
         ok1 = [r for r in single.values() if r.get("ok")]
         if single:
+            tps = median_or_none([r["tokens_per_s"] for r in ok1])
             rows.append(dict(dtype=dtype, stage=0, engine="zerotrain-1x2", runs=len(single),
-                             runs_ok=len(ok1),
-                             tokens_per_s=median_or_none([r["tokens_per_s"] for r in ok1]),
+                             runs_ok=len(ok1), tokens_per_s=tps,
+                             mfu_gemm=mfu(fpt, tps, gflops["gemm"], dtype),
+                             mfu_peak=mfu(fpt, tps, gflops["peak"], dtype),
                              rank_peak_rss_mib=median_or_none([r["rank_peak_rss_mib"]
                                                                for r in ok1]),
                              disturbed=sum(1 for r in single.values() if r.get("disturbed")),
@@ -366,6 +407,24 @@ def summarize(report):
 def cell_error(text, n=160):
     text = " ".join((text or "").split()).replace("|", "/")
     return "failed: " + (text if len(text) <= n else text[:n] + "...")
+
+
+def target_lines(report):
+    """Issue 11's target per (dtype, stage): at least TARGET_SPEED x the strongest peer (the one
+    zerotrain's per-round ratio is smallest against) at no more peak RSS per rank."""
+    L = []
+    for dtype in report["dtypes"]:
+        for stage in report["stages"]:
+            rows = [r for r in report["summary"] if r["dtype"] == dtype and r["stage"] == stage]
+            best = gpt_train.strongest([r for r in rows if r["engine"] != "zerotrain-1x2"])
+            if not best:
+                continue
+            rss_ok = best.get("rss_ratio") is not None and best["rss_ratio"] <= 1.0
+            L.append(f"- {dtype} stage {stage}: against {best['engine']} (the strongest peer), "
+                     f"{best['speed_ratio']:.2f}x tokens/s, {fmt(best.get('rss_ratio'), '.2f')}x "
+                     f"peak RSS per rank: >= {TARGET_SPEED}x at <= 1.0x "
+                     f"{gpt_train.met(best['speed_ratio'] >= TARGET_SPEED and rss_ok)}.")
+    return L
 
 
 def markdown(report):
@@ -386,18 +445,23 @@ def markdown(report):
              f"{c['vocab']}, d_model {c['d_model']}, {c['n_layers']} layers, {c['n_heads']} heads, "
              f"seq {c['seq']}), micro-batch {c['batch']} per rank, global batch "
              f"{WORLD * c['batch']}; {report['rounds']} rounds of {report['steps']} steps, the first "
-             f"{report['warmup']} left out. Peers: "
-             + ("; ".join(f"{p} = torch {i.get('torch', '?')} under {i['python']}"
-                         + (f" (unavailable: {i['error']})" if i.get("error") else "")
-                         for p, i in report["peers_info"].items()) or "none") + ".")
+             f"{report['warmup']} left out.")
     if report.get("interrupted"):
         L.append("")
         L.append(f"**Interrupted** ({report['interrupted']}): the tables hold the runs finished "
                  "before.")
     L.append("")
+    L += ceilings_markdown(report["ceilings"], WORLD)
+    if report["peers_info"]:
+        L.append(f"Peers (`dist_train.py` through `run_dist.sh` in {report['peers_dir']}; the "
+                 "variables set include run_dist.sh's exports, which override the harness's):")
+        L.append("")
+        L += peer_env.peers_markdown(report["peers_info"].values())
+        L.append("")
     L.append("| dtype | ZeRO stage | engine (peer mode) | tokens/s | zerotrain / engine, tokens/s "
-             "| peak RSS per rank MiB | zerotrain / engine, peak RSS | runs ok (disturbed) |")
-    L.append("|---|---:|---|---:|---:|---:|---:|---:|")
+             "| peak RSS per rank MiB | zerotrain / engine, peak RSS | MFU (GEMM ceiling) | "
+             "MFU (hardware peak) | runs ok (disturbed) |")
+    L.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for dtype in report["dtypes"]:
         for stage in report["stages"]:
@@ -408,7 +472,7 @@ def markdown(report):
     for r in rows:
         if r["engine"] is None:
             L.append(f"| {r['dtype']} | {r['stage']} | no peer (dist_train.py has no FSDP "
-                     "SHARD_GRAD_OP mode; see --peer-mode) | - | - | - | - | - |")
+                     "SHARD_GRAD_OP mode; see --peer-mode) | - | - | - | - | - | - | - |")
             continue
         if r["engine"] == "zerotrain":
             name = "zerotrain"
@@ -426,8 +490,12 @@ def markdown(report):
             rss = "-"
         sr = (fmt(r.get("speed_ratio"), ".2f") + "x") if r.get("speed_ratio") else "-"
         rr = fmt(r.get("rss_ratio"), ".2f") if r.get("rss_ratio") else "-"
+        mfus = [fmt(r[k] * 100, ".1f") + "%" if r.get(k) else "-"
+                for k in ("mfu_gemm", "mfu_peak")]
         L.append(f"| {r['dtype']} | {r['stage']} | {name} | {tps} | {sr} | {rss} | {rr} | "
-                 f"{r['runs_ok']}/{r['runs']} ({r['disturbed']}) |")
+                 f"{mfus[0]} | {mfus[1]} | {r['runs_ok']}/{r['runs']} ({r['disturbed']}) |")
+    L.append("")
+    L += target_lines(report)
     L.append("")
     L.append("zerotrain alone: 2 ranks x 1 thread against 1 rank x 2 threads at the same global "
              "batch (micro-batch 8, accumulation 2), and the communication hidden behind compute "
@@ -494,13 +562,17 @@ def markdown(report):
 
 
 class Benchmark:
-    def __init__(self, args, stages, dtypes, peers):
+    def __init__(self, args, stages, dtypes, peers, malloc):
         self.args, self.stages, self.dtypes, self.peers = args, stages, dtypes, peers
-        self.specs = peer_specs()
+        self.specs = peer_specs(malloc)
         self.usable = []
         self.unsupported = set()  # (peer, dtype, stage) the peer cannot run: not tried again
         self.retries_left = args.retry_disturbed
         self.workdir = tempfile.mkdtemp(prefix="zt_dp_bench_", dir=args.workdir or None)
+        # 2 ranks x 1 thread keep both cores busy: the ceilings at WORLD threads.
+        self.ceilings = Ceilings(args, WORLD, self.workdir,
+                                 lambda: wait_quiet(args.quiet_wait, 0.5)
+                                 if args.quiet_wait > 0 else None)
         try:
             version = subprocess.run([args.zerotrain, "--version"], capture_output=True,
                                      text=True, timeout=60).stdout.strip()
@@ -511,12 +583,12 @@ class Benchmark:
             started=datetime.datetime.now().isoformat(timespec="seconds"),
             machine=machine_info(), config=CONFIG, model=dict(CONFIGS[CONFIG]), world=WORLD,
             stages=stages, dtypes=dtypes, peers=peers, rounds=args.rounds, steps=args.steps,
-            warmup=args.warmup, disturbed_cores=args.disturbed_cores,
+            warmup=args.warmup, disturbed_cores=args.disturbed_cores, peers_dir=args.peers_dir,
             peer_modes={str(k): v for k, v in args.peer_modes.items()},
             zerotrain=dict(path=args.zerotrain, git=git_describe(), version=version,
                            binary_mtime=datetime.datetime.fromtimestamp(
                                os.path.getmtime(args.zerotrain)).isoformat(timespec="seconds")),
-            peers_info={}, runs=[], summary=[])
+            peers_info={}, ceilings=self.ceilings.report(), runs=[], summary=[])
 
     def save(self):
         r = self.report
@@ -530,16 +602,14 @@ class Benchmark:
             os.replace(tmp, self.args.json)
 
     def probe_peers(self):
-        for p in self.peers:
-            spec = self.specs[p]
-            info = dict(python=spec["python"], env=spec["env"])
-            try:
-                info["torch"] = gpt_train.probe_peer(spec, 300)
-                self.usable.append(p)
-            except RuntimeError as e:
-                info["error"] = str(e)
-                log(f"peer {p} unavailable: {e}")
-            self.report["peers_info"][p] = info
+        self.usable, self.report["peers_info"] = peer_env.probe_peers(
+            self.peers, self.specs, run_dist_exports(self.args.peers_dir))
+        self.save()
+
+    def measure_ceilings(self, when):
+        self.ceilings.measure(when)
+        self.report["ceilings"] = self.ceilings.report()
+        self.save()
 
     def run_one(self, item, dtype, rnd, attempt):
         a = self.args
@@ -605,9 +675,11 @@ class Benchmark:
         signal.signal(signal.SIGHUP, on_signal)
         try:
             self.probe_peers()
+            self.measure_ceilings("before")
             for dtype in self.dtypes:
                 for rnd in range(self.args.rounds):
                     self.measure_round(dtype, rnd)
+            self.measure_ceilings("after")
         except KeyboardInterrupt as e:
             self.report["interrupted"] = str(e) or "interrupted"
             log(f"interrupted ({self.report['interrupted']}): reporting the runs so far")
@@ -659,8 +731,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10,
                     help="optimizer steps per run, warm-up included (default 10)")
     ap.add_argument("--warmup", type=int, default=3, help="first steps left out (default 3)")
-    ap.add_argument("--peers", default="torch-new,torch-debian",
-                    help="comma list of torch-new, torch-debian; empty for none")
+    ap.add_argument("--peers", default=",".join(PEERS),
+                    help=f"comma list of {', '.join(PEERS)} (the default); empty for none")
     ap.add_argument("--peer-mode", action="append", default=[], metavar="STAGE=ARGS",
                     help="dist_train.py arguments for a stage, e.g. '0=--mode ddp --bucket-view' "
                          "or '2=...' once the peer offers SHARD_GRAD_OP; 'STAGE=' for no peer")
@@ -669,9 +741,13 @@ def main():
     ap.add_argument("--mpirun-arg", action="append", default=[], metavar="ARG",
                     help="extra mpirun argument (repeatable), e.g. --mpirun-arg=--bind-to "
                          "--mpirun-arg=none")
-    ap.add_argument("--peers-dir", default=os.environ.get("ZT_PEERS_DIR", "/work/shared/peers"))
+    peer_env.add_peers_dir_option(ap)
     ap.add_argument("--zt-set", action="append", default=[], metavar="A.B=V",
                     help="extra --set for zerotrain (repeatable)")
+    ap.add_argument("--gemm-json", default="",
+                    help="use this `bench gemm --json` file instead of measuring the ceiling")
+    ap.add_argument("--peak-json", default="",
+                    help="use this `bench peak --json` file instead of measuring the peak")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run (default 900)")
     ap.add_argument("--quiet-wait", type=float, default=60,
                     help="before each run, wait up to this many seconds until other processes have "
@@ -691,7 +767,7 @@ def main():
 
     stages = parse_list(args.stages, STAGES, "--stages", ap, int)
     dtypes = parse_list(args.dtypes, DTYPES, "--dtypes", ap)
-    peers = parse_list(args.peers, tuple(peer_specs()), "--peers", ap)
+    peers = parse_list(args.peers, PEERS, "--peers", ap)
     args.peer_modes = dict(PEER_MODES)
     for pm in args.peer_mode:
         k, sep, v = pm.partition("=")
@@ -710,12 +786,15 @@ def main():
     if not os.access(args.zerotrain, os.X_OK):
         ap.error(f"--zerotrain: {args.zerotrain} is not an executable; build it first "
                  "(bash scripts/build.sh) or pass --zerotrain PATH")
-    for f in ("dist_train.py", "run_dist.sh"):
-        if peers and not os.path.isfile(os.path.join(args.peers_dir, f)):
-            ap.error(f"--peers-dir: no {f} in {args.peers_dir}")
+    if peers:
+        peer_env.check_peers_dir(ap, args.peers_dir, ["dist_train.py", "run_dist.sh"])
     if WORLD > 1 and not os.access("/usr/bin/time", os.X_OK):
         ap.error("/usr/bin/time (GNU time) is needed for the peak RSS per rank")
-    return Benchmark(args, stages, dtypes, peers).run()
+    try:
+        malloc = peer_env.peer_malloc() if peers else None
+    except peer_env.SetupError as e:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: error: {e}")
+    return Benchmark(args, stages, dtypes, peers, malloc).run()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ construction and, when ZT_FSDP_STRATEGY names a ShardingStrategy (SHARD_GRAD_OP 
 counterpart), uses that strategy instead of the script's FULL_SHARD. Then it runs the script as
 __main__ with the remaining arguments.
 
-  python3 fsdp_cpu_shim.py /work/shared/peers/dist_train.py --mode fsdp --fsdp-wrap block ...
+  python3 fsdp_cpu_shim.py ../shared/peers/dist_train.py --mode fsdp --fsdp-wrap block ...
 """
 import os
 import runpy

@@ -2,11 +2,15 @@
 """GPT training throughput and memory: zerotrain against PyTorch, measured in the same run.
 
 For each (config, dtype) and for R rounds, runs zerotrain (`zerotrain train`) and each PyTorch
-peer (/work/shared/peers/train_gpt.py, called, never copied) one after the other, alternating the
-order (A B C, then C B A, ...) so that slow drifts of the machine hit both engines alike. Reports
-the median tokens/s per engine, the median over rounds of the per-round ratio zerotrain / peer, the
-peak resident memory (ru_maxrss of each child, from os.wait4) and the MFU against the GEMM ceiling
-that `zerotrain bench gemm` measures before and after the rounds. Python 3 standard library only.
+peer (../shared/peers/train_gpt.py, called, never copied: the newest PyTorch eager and under
+torch.compile, Debian's 1.13 eager, all on tcmalloc; peer_env.py installs what they need) one after
+the other, alternating the order (A B C, then C B A, ...) so that slow drifts of the machine hit
+every engine alike. Reports the median tokens/s per engine, the median over rounds of the
+per-round ratio zerotrain / peer, the peak resident memory (ru_maxrss of each child, from
+os.wait4), the MFU against the GEMM ceiling (`zerotrain bench gemm`) and the hardware peak
+(`zerotrain bench peak`, where the binary has it), both measured before and after the rounds, and
+how each peer ran (torch version, torch.compile, threads, malloc, variables). Python 3 standard
+library only.
 
   python3 bench/gpt_train.py --configs S,M --dtypes fp32,bf16 --rounds 3 \
       --out results.json --markdown results.md
@@ -17,6 +21,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -25,7 +30,9 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import peer_env  # bench/: the PyTorch peers, what they need installed and how they ran
+
+REPO = peer_env.REPO
 
 # The same models as the peers' gpt_model.CONFIGS (vocab, d_model, layers, heads, seq, micro-batch).
 CONFIGS = {
@@ -35,7 +42,8 @@ CONFIGS = {
 # Optimizer steps per run, warm-up included (config M in fp32 takes many seconds per step).
 DEFAULT_STEPS = {"S": 10, "M": 6}
 DTYPES = ("fp32", "bf16")
-GEMM_CEILING_KEY = {"fp32": "f32", "bf16": "bf16"}  # keys of `bench gemm --json`'s ceiling_gflops
+CEILING_KEY = {"fp32": "f32", "bf16": "bf16"}  # keys of `bench gemm/peak --json`'s GFLOP/s
+DTYPE_NAME = {"f32": "fp32", "bf16": "bf16"}
 
 
 def n_params(c):
@@ -51,53 +59,41 @@ def flops_per_token(c):
 
 
 # ----------------------------------------------------------------------------------------------
-# Peers: PyTorch with its best settings on this machine (shared/DESIGN.md 'Performance').
+# Peers: PyTorch with its best settings on this machine (shared/DESIGN.md 'Performance'); what they
+# are, what they need installed and what the results record of them: peer_env.py.
+
+# Warm-up steps of a torch.compile peer: the first step compiles the forward and backward graphs
+# (about 30-60 s for config S on two cores; less where inductor's cache in /tmp has the kernels),
+# the next one or two still run slower; the timed steps come after. Each run checks it from the
+# peer's per-step times (compile_warmup_s, warmup_short).
+COMPILE_WARMUP = 4
+STEP_LINE = re.compile(r"^step (\d+) loss \S+ fwd ([\d.]+)s bwd ([\d.]+)s opt ([\d.]+)s")
 
 
-TCMALLOC_PATHS = ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-                  "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4")
+def peer_step_times(stderr):
+    """[seconds of step 0, 1, ...] (forward + backward + optimizer) from train_gpt.py's lines."""
+    out = {}
+    for line in (stderr or "").splitlines():
+        m = STEP_LINE.match(line)
+        if m:
+            out[int(m.group(1))] = sum(float(m.group(k)) for k in (2, 3, 4))
+    return [out[i] for i in sorted(out)]
 
 
-def peer_allocator_env():
-    """LD_PRELOAD of tcmalloc (Debian's libtcmalloc-minimal4) for the PyTorch peers, or {} where it
-    is not installed (or ZT_PEER_MALLOC=default). PyTorch's CPU tensors come from malloc, and
-    glibc's hands large blocks back to the kernel on free, so every step faults its activations in
-    again; on this project's virtual machines, where page faults are slow, that cost PyTorch 40%:
-    config M fp32 128 tokens/s with glibc's malloc, 210 with tcmalloc (2026-12-01). tcmalloc is
-    what PyTorch's own CPU performance guide recommends."""
-    if os.environ.get("ZT_PEER_MALLOC", "tcmalloc") == "default":
+def warmup_figures(all_steps, warmup):
+    """How the warm-up went, from every step's seconds (warm-up first): the warm-up's seconds, its
+    excess over as many timed steps (compile time, for torch.compile), and whether it was too
+    short: its last step, or a timed step, still over 1.5x the timed median."""
+    warm, timed = all_steps[:warmup], all_steps[warmup:]
+    if not timed:
         return {}
-    for p in TCMALLOC_PATHS:
-        if os.path.exists(p):
-            return {"LD_PRELOAD": p}
-    return {}
-
-
-def peer_specs(threads):
-    t = str(threads)
-    alloc = peer_allocator_env()
-    return {
-        # The newest PyTorch from PyPI (MKL + oneDNN, picks AVX-512 by itself): the stronger peer.
-        "torch-new": dict(python=shutil.which("python3") or "python3",
-                          env={"OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, **alloc}),
-        # Debian's python3-torch 1.13: its OpenBLAS needs SkylakeX kernels forced, ATen its AVX-512.
-        "torch-debian": dict(python="/usr/bin/python3",
-                             env={"OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": t,
-                                  "OMP_NUM_THREADS": t, "ATEN_CPU_CAPABILITY": "avx512", **alloc}),
-    }
-
-
-def probe_peer(spec, timeout):
-    """The peer's torch version, or raises RuntimeError saying why it cannot run."""
-    env = dict(os.environ, **spec["env"])
-    try:
-        p = subprocess.run([spec["python"], "-c", "import torch; print(torch.__version__)"],
-                           env=env, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"{spec['python']}: {e}") from e
-    if p.returncode != 0:
-        raise RuntimeError(f"{spec['python']} cannot import torch: {tail(p.stderr, 300)}")
-    return p.stdout.strip()
+    med = statistics.median(timed)
+    last = warm[-1] / med if warm else None
+    slow = sum(1 for x in timed if x > 1.5 * med)
+    return dict(warmup_steps_s=warm, warmup_s=sum(warm),
+                warmup_excess_s=max(0.0, sum(warm) - len(warm) * med),
+                last_warmup_over_median=last, slow_timed_steps=slow,
+                warmup_short=bool(slow or (last is not None and last > 1.5)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -295,6 +291,7 @@ def run_zerotrain(args, cname, dtype, steps, warmup, workdir):
         step_times = [m["step_time_s"] for m in timed]
         res.update(
             ok=True, steps=len(lines), timed_steps=len(timed), step_times_s=step_times,
+            warmup=warmup, **warmup_figures([m["step_time_s"] for m in lines], warmup),
             step_s_median=statistics.median(step_times),
             tokens_per_s=tokens_per_step / statistics.median(step_times),
             tracked_peak_mib=max(m["mem"]["peak"] for m in lines) / 2**20,
@@ -309,13 +306,17 @@ def run_zerotrain(args, cname, dtype, steps, warmup, workdir):
 
 
 def run_peer(args, name, spec, cname, dtype, steps, warmup, workdir):
+    """train_gpt.py under the peer's Python and settings; a torch.compile peer runs
+    --compile-warmup warm-up steps (compilation falls in them) and as many timed steps as the
+    others."""
     script = os.path.join(args.peers_dir, "train_gpt.py")
+    peer_warmup = max(warmup, args.compile_warmup) if spec["compile"] else warmup
     cmd = [spec["python"], script, "--config", cname, "--dtype", dtype,
-           "--threads", str(args.threads), "--warmup", str(warmup), "--steps", str(steps - warmup)]
-    env = dict(os.environ, **spec["env"])
-    r = run_child(cmd, env, workdir, args.timeout)
-    env_text = " ".join(f"{k}={v}" for k, v in spec["env"].items())
-    res = dict(engine=name, cmd=env_text + " " + " ".join(cmd), **child_figures(r))
+           "--threads", str(spec["threads"]), "--warmup", str(peer_warmup),
+           "--steps", str(steps - warmup)] + (["--compile"] if spec["compile"] else [])
+    r = run_child(cmd, peer_env.peer_env(spec), workdir, args.timeout)
+    res = dict(engine=name, cmd=peer_env.env_text(spec["env"]) + " " + " ".join(cmd),
+               warmup=peer_warmup, **peer_env.run_settings(spec), **child_figures(r))
     try:
         if r["timed_out"]:
             raise RuntimeError(f"timed out after {args.timeout} s")
@@ -328,8 +329,13 @@ def run_peer(args, name, spec, cname, dtype, steps, warmup, workdir):
         if pr.get("n_params") != n_params(CONFIGS[cname]):
             raise RuntimeError(f"peer model has {pr.get('n_params')} parameters, "
                                f"expected {n_params(CONFIGS[cname])}: configs differ")
+        if bool(pr.get("compiled")) != spec["compile"]:
+            raise RuntimeError(f"the peer says compiled={pr.get('compiled')}, expected "
+                               f"{spec['compile']}")
+        all_steps = peer_step_times(r["stderr"])
         res.update(
-            ok=True, steps=steps, timed_steps=pr["timed_steps"], step_s_median=pr["step_s_median"],
+            ok=True, steps=peer_warmup + pr["timed_steps"], timed_steps=pr["timed_steps"],
+            step_s_median=pr["step_s_median"], step_times_s=all_steps[peer_warmup:],
             # tokens per median step, the same statistic as zerotrain's
             tokens_per_s=pr["tokens_per_s_median_step"], tokens_per_s_mean_step=pr["tokens_per_s"],
             fwd_s_median=pr["fwd_s_median"], bwd_s_median=pr["bwd_s_median"],
@@ -337,7 +343,10 @@ def run_peer(args, name, spec, cname, dtype, steps, warmup, workdir):
             other_cores_steps=other_cores_last(r["samples"],
                                                pr["timed_steps"] * pr["step_s_mean"]),
             peer_cpu_util=pr["cpu_util_mean"], peer_steal=pr["steal_mean"], torch=pr["torch"],
-            loss_first=pr["loss_first"], loss_last=pr["loss_last"])
+            adamw=pr.get("adamw"), peer_env_seen=pr.get("env"),
+            peer_cpu_capability=pr.get("cpu_capability"),
+            loss_first=pr["loss_first"], loss_last=pr["loss_last"],
+            **warmup_figures(all_steps, peer_warmup))
     except (ValueError, KeyError, RuntimeError) as e:
         res.update(ok=False, error=str(e))
     return res
@@ -352,17 +361,22 @@ def median_or_none(xs):
     return statistics.median(xs) if xs else None
 
 
-def summarize(runs, engines, ceilings):
-    """One row per (config, dtype, engine): medians over rounds, and the median per-round ratio
-    zerotrain / engine of tokens/s and of peak RSS."""
-    rows = []
+def config_dtypes(rows):
+    """The (config, dtype) pairs of runs or summary rows, in their first order."""
     keys = []
-    for r in runs:
+    for r in rows:
         if (r["config"], r["dtype"]) not in keys:
             keys.append((r["config"], r["dtype"]))
-    for cname, dtype in keys:
+    return keys
+
+
+def summarize(runs, engines, gflops):
+    """One row per (config, dtype, engine): medians over rounds, the median per-round ratio
+    zerotrain / engine of tokens/s and of peak RSS, and the MFU against the GEMM ceiling and the
+    hardware peak (gflops: ceiling_gflops())."""
+    rows = []
+    for cname, dtype in config_dtypes(runs):
         fpt = flops_per_token(CONFIGS[cname])
-        ceil = ceilings.get(GEMM_CEILING_KEY[dtype])
         sel = [r for r in runs
                if r["config"] == cname and r["dtype"] == dtype and not r.get("discarded")]
         zt = {r["round"]: r for r in sel if r["engine"] == "zerotrain" and r.get("ok")}
@@ -373,9 +387,11 @@ def summarize(runs, engines, ceilings):
             rss = median_or_none([r["peak_rss_mib"] for r in ok])
             row = dict(config=cname, dtype=dtype, engine=eng, runs=len(mine), runs_ok=len(ok),
                        tokens_per_s=tps, peak_rss_mib=rss,
-                       mfu=(fpt * tps / (ceil * 1e9)) if tps and ceil else None,
+                       mfu_gemm=mfu(fpt, tps, gflops.get("gemm"), dtype),
+                       mfu_peak=mfu(fpt, tps, gflops.get("peak"), dtype),
                        tflops=fpt * tps / 1e12 if tps else None,
                        disturbed=sum(1 for r in mine if r.get("disturbed")),
+                       warmup_short=sum(1 for r in ok if r.get("warmup_short")),
                        errors=[r["error"] for r in mine if not r.get("ok")])
             if eng != "zerotrain":
                 pairs = [(zt[r["round"]], r) for r in ok if r["round"] in zt]
@@ -385,12 +401,63 @@ def summarize(runs, engines, ceilings):
                     [a["peak_rss_mib"] / b["peak_rss_mib"] for a, b in pairs])
                 row["speed_ratios"] = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in pairs]
                 row["torch"] = ok[0]["torch"] if ok else None
+                row["compile_warmup_s"] = median_or_none([r.get("warmup_excess_s") for r in ok])
             rows.append(row)
     return rows
 
 
 def fmt(x, spec, none="-"):
     return none if x is None else format(x, spec)
+
+
+def strongest(rows):
+    """The strongest of the peer rows: the one zerotrain's per-round ratio is smallest against."""
+    rows = [r for r in rows if r["engine"] != "zerotrain" and r.get("speed_ratio")]
+    return min(rows, key=lambda r: r["speed_ratio"]) if rows else None
+
+
+# Issue 11's targets: tokens/s against the strongest peer (at no more peak memory), MFU against the
+# GEMM ceiling of the dtype, and bf16 against zerotrain's own fp32.
+TARGET_SPEED = {"fp32": 2.0, "bf16": 1.4}
+TARGET_MFU_GEMM = {("S", "fp32"): 0.85, ("M", "fp32"): 0.85, ("S", "bf16"): 0.85,
+                   ("M", "bf16"): 0.80}
+TARGET_BF16_OVER_FP32 = {"S": 1.8}
+
+
+def met(ok):
+    return "met" if ok else "not met"
+
+
+def target_lines(summary):
+    L = []
+    for cname, dtype in config_dtypes(summary):
+        rows = [r for r in summary if r["config"] == cname and r["dtype"] == dtype]
+        zt = next((r for r in rows if r["engine"] == "zerotrain"), None)
+        parts = []
+        best = strongest(rows)
+        if best:
+            want = TARGET_SPEED[dtype]
+            per_round = ", ".join(f"{x:.2f}" for x in best["speed_ratios"])
+            rss_ok = best["rss_ratio"] is not None and best["rss_ratio"] <= 1.0
+            parts.append(f"against {best['engine']} (the strongest peer), "
+                         f"{best['speed_ratio']:.2f}x tokens/s (rounds: {per_round}) and "
+                         f"{fmt(best['rss_ratio'], '.2f')}x peak RSS: >= {want}x at <= 1.0x "
+                         f"{met(best['speed_ratio'] >= want and rss_ok)}")
+        else:
+            parts.append("no ratio (no round in which zerotrain and a peer both ran)")
+        want = TARGET_MFU_GEMM.get((cname, dtype))
+        if zt and zt.get("mfu_gemm") is not None and want:
+            parts.append(f"MFU {zt['mfu_gemm'] * 100:.1f}% of the GEMM ceiling: >= "
+                         f"{want * 100:.0f}% {met(zt['mfu_gemm'] >= want)}")
+        fp32 = next((r for r in summary if r["config"] == cname and r["dtype"] == "fp32"
+                     and r["engine"] == "zerotrain"), None)
+        want = TARGET_BF16_OVER_FP32.get(cname)
+        if dtype == "bf16" and want and zt and fp32 and zt["tokens_per_s"] and \
+                fp32["tokens_per_s"]:
+            x = zt["tokens_per_s"] / fp32["tokens_per_s"]
+            parts.append(f"bf16 / fp32 tokens/s {x:.2f}x: >= {want}x {met(x >= want)}")
+        L.append(f"- {cname} {dtype}: " + "; ".join(parts) + ".")
+    return L
 
 
 def markdown(report):
@@ -406,50 +473,36 @@ def markdown(report):
         L.append(f"**Interrupted** ({report['interrupted']}): the tables hold the runs finished "
                  "before.")
     L.append("")
-    g = report["gemm"]
-    if g.get("ceiling_gflops"):
-        c = g["ceiling_gflops"]
-        each = "; ".join(
-            f"{x.get('when', '?')}: fp32 {x['ceiling_gflops']['f32']:.1f}, bf16 "
-            f"{x['ceiling_gflops']['bf16']:.1f}" for x in g["measurements"]
-            if x.get("ceiling_gflops"))
-        L.append(f"GEMM ceiling (`zerotrain bench gemm --threads {report['threads']}`, the best of "
-                 f"{each}): fp32 {c['f32']:.1f} GFLOP/s, bf16 {c['bf16']:.1f} GFLOP/s.")
-    else:
-        L.append(f"GEMM ceiling: not measured ({g.get('error')}); MFU left out.")
+    L += ceilings_markdown(report["ceilings"], report["threads"])
+    L.append(f"Peers (`train_gpt.py` in {report['peers_dir']}; {report['warmup']} warm-up steps, "
+             f"{report['compile_warmup']} under torch.compile, left out of the step times):")
+    L.append("")
+    L += peer_env.peers_markdown(report["peers"].values())
     L.append("")
     L.append("| config | dtype | engine | tokens/s (median) | zerotrain / engine, tokens/s "
-             "(median ratio) | peak RSS MiB (median) | zerotrain / engine, peak RSS | MFU | "
-             "runs ok (disturbed) |")
-    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|")
+             "(median ratio) | peak RSS MiB (median) | zerotrain / engine, peak RSS | "
+             "MFU (GEMM ceiling) | MFU (hardware peak) | runs ok (disturbed) |")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in report["summary"]:
         name = r["engine"] + (f" {r['torch']}" if r.get("torch") else "")
         ratio = fmt(r.get("speed_ratio"), ".2f") + "x" if r.get("speed_ratio") else "-"
         rss_ratio = fmt(r.get("rss_ratio"), ".2f") if r.get("rss_ratio") else "-"
-        mfu = fmt(r["mfu"] * 100, ".1f") + "%" if r["mfu"] else "-"
+        mfus = [fmt(r[k] * 100, ".1f") + "%" if r[k] else "-" for k in ("mfu_gemm", "mfu_peak")]
         L.append(f"| {r['config']} | {r['dtype']} | {name} | {fmt(r['tokens_per_s'], '.0f')} | "
-                 f"{ratio} | {fmt(r['peak_rss_mib'], '.0f')} | {rss_ratio} | {mfu} | "
-                 f"{r['runs_ok']}/{r['runs']} ({r['disturbed']}) |")
+                 f"{ratio} | {fmt(r['peak_rss_mib'], '.0f')} | {rss_ratio} | {mfus[0]} | "
+                 f"{mfus[1]} | {r['runs_ok']}/{r['runs']} ({r['disturbed']}) |")
     L.append("")
-    # The issue's target, against the strongest peer: >= 1.5x its tokens/s, no more peak memory.
-    keys = []
+    L += target_lines(report["summary"])
     for r in report["summary"]:
-        if (r["config"], r["dtype"]) not in keys:
-            keys.append((r["config"], r["dtype"]))
-    for cname, dtype in keys:
-        peers = [r for r in report["summary"] if r["config"] == cname and r["dtype"] == dtype
-                 and r["engine"] != "zerotrain" and r.get("speed_ratio")]
-        if not peers:
-            L.append(f"- {cname} {dtype}: no peer measured, no ratio.")
-            continue
-        best = min(peers, key=lambda r: r["speed_ratio"])  # the fastest peer, relative to us
-        met = best["speed_ratio"] >= 1.5 and best["rss_ratio"] <= 1.0
-        per_round = ", ".join(f"{x:.2f}" for x in best["speed_ratios"])
-        L.append(f"- {cname} {dtype}: against {best['engine']} (strongest), "
-                 f"{best['speed_ratio']:.2f}x tokens/s (rounds: {per_round}), "
-                 f"{best['rss_ratio']:.2f}x peak RSS: target (>= 1.5x, <= 1.0x) "
-                 f"{'met' if met else 'not met'}.")
-    for r in report["summary"]:
+        if r.get("compile_warmup_s") is not None and report["peers"].get(r["engine"], {}).get(
+                "compile"):
+            L.append(f"- {r['config']} {r['dtype']} {r['engine']}: the warm-up took "
+                     f"{r['compile_warmup_s']:.0f} s more than as many timed steps (compilation; "
+                     "median over runs), left out of the step times.")
+        if r.get("warmup_short"):
+            L.append(f"- {r['config']} {r['dtype']} {r['engine']}: in {r['warmup_short']} run(s) "
+                     "the last warm-up step or a timed step was over 1.5x the timed median: the "
+                     "warm-up may be too short (--warmup, --compile-warmup).")
         if r["errors"]:
             L.append(f"- {r['config']} {r['dtype']} {r['engine']} failed "
                      f"{len(r['errors'])} time(s): {r['errors'][0]}")
@@ -457,16 +510,20 @@ def markdown(report):
     L.append("Per run, in the order run. `cpu`: cores the engine kept busy over its whole run (of "
              f"{report['threads']}, start-up included); `other`: cores that other processes used "
              "during its timed steps (disturbed above "
-             f"{report['disturbed_cores']}); discarded runs were measured again.")
+             f"{report['disturbed_cores']}); `warm-up s`: the seconds of its warm-up steps; "
+             "discarded runs were measured again.")
     L.append("")
-    L.append("| config | dtype | round | engine | tokens/s | median step s | peak RSS MiB | "
-             "cpu | other | wall s | note |")
-    L.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    L.append("| config | dtype | round | engine | tokens/s | median step s | warm-up s | "
+             "peak RSS MiB | cpu | other | wall s | note |")
+    L.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in report["runs"]:
         tps = fmt(r.get("tokens_per_s"), ".0f") if r.get("ok") else "failed"
         note = "discarded" if r.get("discarded") else ("disturbed" if r.get("disturbed") else "")
+        if r.get("warmup_short"):
+            note = (note + ", " if note else "") + "warm-up short?"
         L.append(f"| {r['config']} | {r['dtype']} | {r['round']} | {r['engine']} | {tps} | "
-                 f"{fmt(r.get('step_s_median'), '.3f')} | {fmt(r.get('peak_rss_mib'), '.0f')} | "
+                 f"{fmt(r.get('step_s_median'), '.3f')} | {fmt(r.get('warmup_s'), '.1f')} | "
+                 f"{fmt(r.get('peak_rss_mib'), '.0f')} | "
                  f"{r['cpu_util']:.2f} | {other_cores(r):.2f} | {r['wall_s']:.0f} | {note} |")
     return "\n".join(L) + "\n"
 
@@ -498,37 +555,148 @@ def git_describe():
         return "unknown"
 
 
-def measure_gemm(args, workdir):
-    if args.gemm_json:
-        with open(args.gemm_json) as f:
+# ----------------------------------------------------------------------------------------------
+# Ceilings measured in the same run: `zerotrain bench gemm` (the GEMM ceiling: the best GEMM of the
+# training shapes per dtype) and, where the binary has it, `zerotrain bench peak` (the hardware
+# peak: register-only FMA and bf16 dot-product loops, and the memory bus).
+
+BENCH_FIGURES = {"gemm": "ceiling_gflops", "peak": "peak_gflops"}  # the GFLOP/s per dtype of each
+
+
+def has_bench_peak(zerotrain):
+    """Whether this binary has `bench peak`. CLI11 answers `--help` after a subcommand it does not
+    know with its parent's help and exit code 0: look for the usage line of `bench peak` itself."""
+    try:
+        p = subprocess.run([zerotrain, "bench", "peak", "--help"], capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0 and "bench peak" in p.stdout
+
+
+def measure_bench(zerotrain, kind, threads, workdir, timeout, reuse=""):
+    """One `zerotrain bench KIND --threads N --json FILE` (or the file `reuse`), its JSON with the
+    run's wall time and the other processes' cores, or {"error": ...}."""
+    if reuse:
+        with open(reuse) as f:
             g = json.load(f)
-        g["source"] = args.gemm_json
+        g["source"] = reuse
         return g
-    path = os.path.join(workdir, "gemm.json")
-    r = run_child([args.zerotrain, "bench", "gemm", "--threads", str(args.threads), "--json", path],
-                  dict(os.environ), workdir, args.timeout)
+    path = os.path.join(workdir, f"{kind}.json")
+    cmd = [zerotrain, "bench", kind, "--threads", str(threads), "--json", path]
+    r = run_child(cmd, dict(os.environ), workdir, timeout)
     if r["rc"] != 0:
-        return {"error": f"bench gemm exit code {r['rc']}: {tail(r['stderr'], 300)}"}
-    with open(path) as f:
-        g = json.load(f)
-    g["other_cores"] = r["other_cores"]
-    g["wall_s"] = r["wall_s"]
+        return {"error": f"bench {kind} exit code {r['rc']}: {tail(r['stderr'], 300)}"}
+    try:
+        with open(path) as f:
+            g = json.load(f)
+    except (OSError, ValueError) as e:
+        return {"error": f"bench {kind} wrote no JSON ({e})"}
+    g.update(cmd=" ".join(cmd), other_cores=r["other_cores"], wall_s=r["wall_s"])
     return g
 
 
-def combine_gemm(gemm_runs):
-    """The ceiling per dtype is the best figure of the measurements (before and after the rounds):
-    a ceiling measured while the machine was busy would flatter every MFU."""
-    best = {}
-    for g in gemm_runs:
-        for k, v in g.get("ceiling_gflops", {}).items():
-            best[k] = max(best.get(k, 0.0), v)
-    out = {"measurements": gemm_runs}
+def combine_bench(runs, kind):
+    """The figure per dtype (and the memory bus) is the best of the measurements (before and after
+    the rounds): one measured while the machine was busy would flatter every MFU."""
+    key = BENCH_FIGURES[kind]
+    best, mem = {}, None
+    for g in runs:
+        for k, v in (g.get(key) or {}).items():
+            if isinstance(v, (int, float)):
+                best[k] = max(best.get(k, 0.0), v)
+        if isinstance(g.get("mem_read_gbps"), (int, float)):
+            mem = max(mem or 0.0, g["mem_read_gbps"])
+    out = {"measurements": runs}
     if best:
-        out["ceiling_gflops"] = best
+        out[key] = best
     else:
-        out["error"] = "; ".join(g.get("error", "?") for g in gemm_runs)
+        errors = []
+        for g in runs:
+            if g.get("error", "?") not in errors:
+                errors.append(g.get("error", "?"))
+        out["error"] = "; ".join(errors) or "not measured"
+    if mem is not None:
+        out["mem_read_gbps"] = mem
     return out
+
+
+class Ceilings:
+    """bench gemm and bench peak beside it, at `threads` threads, measured each time measure() is
+    called (before and after the rounds) or read from --gemm-json / --peak-json."""
+
+    def __init__(self, args, threads, workdir, quiet):
+        self.args, self.threads, self.workdir, self.quiet = args, threads, workdir, quiet
+        self.runs = {"gemm": [], "peak": []}
+        self.peak_note = None
+        if not args.peak_json and not has_bench_peak(args.zerotrain):
+            self.peak_note = (f"{args.zerotrain} has no `bench peak`: `bench peak --help` does not "
+                              "show it")
+            log(f"hardware peak: skipped: {self.peak_note}")
+
+    def measure(self, when):
+        a = self.args
+        for kind, reuse in (("gemm", a.gemm_json), ("peak", a.peak_json)):
+            if kind == "peak" and self.peak_note:
+                continue
+            if reuse and self.runs[kind]:
+                continue  # a file is read once
+            log(f"{kind} ({when}): " + (f"from {reuse}" if reuse else
+                                        f"{a.zerotrain} bench {kind} --threads {self.threads}"))
+            quiet = None if reuse else self.quiet()
+            g = measure_bench(a.zerotrain, kind, self.threads, self.workdir, a.timeout, reuse)
+            g.update(other_cores_before=quiet, when=when)
+            self.runs[kind].append(g)
+            log(f"  GFLOP/s: {g.get(BENCH_FIGURES[kind]) or g.get('error')}")
+
+    def report(self):
+        """{"gemm": {...}, "peak": {...}} for the results."""
+        out = {k: combine_bench(v, k) for k, v in self.runs.items()}
+        if self.peak_note:
+            out["peak"]["error"] = self.peak_note
+        return out
+
+
+def ceiling_gflops(ceilings):
+    """{"gemm": {dtype key: GFLOP/s}, "peak": {...}} from Ceilings.report()."""
+    return {k: (ceilings.get(k) or {}).get(BENCH_FIGURES[k], {}) for k in BENCH_FIGURES}
+
+
+def mfu(flops_per_tok, tokens_per_s, gflops, dtype):
+    """Model FLOPs per second over a ceiling of the dtype (GFLOP/s), or None."""
+    c = (gflops or {}).get(CEILING_KEY[dtype])
+    return flops_per_tok * tokens_per_s / (c * 1e9) if tokens_per_s and c else None
+
+
+def ceilings_markdown(ceilings, threads):
+    """The lines that say what the MFU columns are against."""
+    L = []
+    names = {"gemm": "GEMM ceiling", "peak": "Hardware peak"}
+    for kind in ("gemm", "peak"):
+        g = ceilings.get(kind) or {}
+        best = g.get(BENCH_FIGURES[kind])
+        if not best:
+            L.append(f"{names[kind]}: not measured ({g.get('error', 'not run')}); its MFU column "
+                     "left out.")
+            L.append("")
+            continue
+        def figures(d):  # fp32 first
+            return ", ".join(f"{DTYPE_NAME.get(k, k)} {d[k]:.1f}"
+                             for k in sorted(d, key=lambda k: (k != "f32", k)))
+
+        each = "; ".join(f"{x.get('when', '?')}: {figures(x[BENCH_FIGURES[kind]])}"
+                         for x in g["measurements"] if x.get(BENCH_FIGURES[kind]))
+        extra = []
+        last = [x for x in g["measurements"] if x.get(BENCH_FIGURES[kind])][-1]
+        if g.get("mem_read_gbps"):
+            extra.append(f"memory read {g['mem_read_gbps']:.1f} GB/s")
+        if kind == "peak" and last.get("isa"):
+            extra.append(f"ISA {last['isa']}")
+        L.append(f"{names[kind]} (`zerotrain bench {kind} --threads {threads}`, the best of "
+                 f"{each}): {figures(best)} GFLOP/s" + (f"; {', '.join(extra)}" if extra else "")
+                 + ".")
+        L.append("")
+    return L
 
 
 def parse_steps(text):
@@ -549,18 +717,24 @@ def main():
     ap.add_argument("--configs", default="S,M", help="comma list of S, M (default S,M)")
     ap.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    ap.add_argument("--peers", default="torch-new,torch-debian",
-                    help="comma list of torch-new, torch-debian; empty for none")
+    ap.add_argument("--peers", default=",".join(peer_env.PEER_NAMES),
+                    help="comma list of " + ", ".join(peer_env.PEER_NAMES) + " (the default); "
+                         "empty for none")
     ap.add_argument("--steps", default="",
                     help="optimizer steps per run, warm-up included: N, or S=10,M=6 (the default)")
     ap.add_argument("--warmup", type=int, default=2, help="first steps left out (default 2)")
+    ap.add_argument("--compile-warmup", type=int, default=COMPILE_WARMUP,
+                    help="warm-up steps of the torch.compile peer, where compilation falls "
+                         f"(default {COMPILE_WARMUP}); its timed steps are as many as the others'")
     ap.add_argument("--threads", type=int, default=2, help="threads per engine (default 2)")
     ap.add_argument("--zerotrain", default=os.path.join(REPO, "build", "zerotrain"))
-    ap.add_argument("--peers-dir", default=os.environ.get("ZT_PEERS_DIR", "/work/shared/peers"))
+    peer_env.add_peers_dir_option(ap)
     ap.add_argument("--zt-set", action="append", default=[], metavar="A.B=V",
                     help="extra --set for zerotrain (repeatable)")
     ap.add_argument("--gemm-json", default="",
                     help="use this `bench gemm --json` file instead of measuring the ceiling")
+    ap.add_argument("--peak-json", default="",
+                    help="use this `bench peak --json` file instead of measuring the peak")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (default 1800)")
     ap.add_argument("--quiet-wait", type=float, default=60,
                     help="before each run, wait up to this many seconds until other processes have "
@@ -582,7 +756,6 @@ def main():
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     steps = parse_steps(args.steps)
-    specs = peer_specs(args.threads)
     for c in configs:
         if c not in CONFIGS:
             ap.error(f"--configs: unknown config {c!r}; expected some of {', '.join(CONFIGS)}")
@@ -590,8 +763,9 @@ def main():
         if d not in DTYPES:
             ap.error(f"--dtypes: unknown dtype {d!r}; expected some of {', '.join(DTYPES)}")
     for p in peers:
-        if p not in specs:
-            ap.error(f"--peers: unknown peer {p!r}; expected some of {', '.join(specs)}")
+        if p not in peer_env.PEER_NAMES:
+            ap.error(f"--peers: unknown peer {p!r}; expected some of "
+                     f"{', '.join(peer_env.PEER_NAMES)}")
     for c in configs:
         if steps[c] <= args.warmup:
             ap.error(f"--steps: config {c} runs {steps[c]} steps, not more than --warmup "
@@ -603,10 +777,13 @@ def main():
     if not os.access(args.zerotrain, os.X_OK):
         ap.error(f"--zerotrain: {args.zerotrain} is not an executable; build it first "
                  f"(bash scripts/build.sh) or pass --zerotrain PATH")
-    if peers and not os.path.isfile(os.path.join(args.peers_dir, "train_gpt.py")):
-        ap.error(f"--peers-dir: no train_gpt.py in {args.peers_dir}")
-
-    return Benchmark(args, configs, dtypes, peers, steps).run()
+    if peers:
+        peer_env.check_peers_dir(ap, args.peers_dir, ["train_gpt.py"])
+    try:
+        malloc = peer_env.peer_malloc() if peers else None
+    except peer_env.SetupError as e:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: error: {e}")
+    return Benchmark(args, configs, dtypes, peers, steps, malloc).run()
 
 
 def log(*a):
@@ -616,22 +793,22 @@ def log(*a):
 class Benchmark:
     """One benchmark: the options and the report it builds, saved after every run."""
 
-    def __init__(self, args, configs, dtypes, peers, steps):
+    def __init__(self, args, configs, dtypes, peers, steps, malloc):
         self.args = args
         self.configs, self.dtypes, self.peers, self.steps = configs, dtypes, peers, steps
-        self.specs = peer_specs(args.threads)
+        self.specs = peer_env.peer_specs(args.threads, malloc)
         self.engines = ["zerotrain"] + peers
         self.usable = []  # peers whose Python imports torch
-        self.gemm_runs = []
-        self.ceilings = {}
         self.retries_left = args.retry_disturbed
         self.workdir = tempfile.mkdtemp(prefix="zt_bench_", dir=args.workdir or None)
+        self.ceilings = Ceilings(args, args.threads, self.workdir, self.quiet)
         version = subprocess.run([args.zerotrain, "--version"], capture_output=True, text=True)
         self.report = dict(
             command=" ".join([os.path.basename(sys.executable)] + sys.argv),
             started=datetime.datetime.now().isoformat(timespec="seconds"),
             machine=machine_info(), threads=args.threads, rounds=args.rounds,
-            warmup=args.warmup, disturbed_cores=args.disturbed_cores,
+            warmup=args.warmup, compile_warmup=args.compile_warmup,
+            disturbed_cores=args.disturbed_cores, peers_dir=args.peers_dir,
             steps={c: steps[c] for c in configs},
             # git: the checkout this script runs from; the binary may be built from another
             # state of it, hence its modification time.
@@ -641,11 +818,11 @@ class Benchmark:
                                os.path.getmtime(args.zerotrain)).isoformat(timespec="seconds")),
             models={c: dict(CONFIGS[c], params=n_params(CONFIGS[c]),
                             flops_per_token=flops_per_token(CONFIGS[c])) for c in configs},
-            peers={}, gemm={}, runs=[], summary=[])
+            peers={}, ceilings=self.ceilings.report(), runs=[], summary=[])
 
     def save(self):
         r = self.report
-        r["summary"] = summarize(r["runs"], self.engines, self.ceilings)
+        r["summary"] = summarize(r["runs"], self.engines, ceiling_gflops(r["ceilings"]))
         r["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
         r["machine"]["loadavg_end"] = "%.2f %.2f %.2f" % os.getloadavg()
         if self.args.out:
@@ -658,27 +835,12 @@ class Benchmark:
         return wait_quiet(self.args.quiet_wait, 0.5) if self.args.quiet_wait > 0 else None
 
     def probe_peers(self):
-        for p in self.peers:
-            spec = self.specs[p]
-            info = dict(python=spec["python"], env=spec["env"])
-            try:
-                info["torch"] = probe_peer(spec, 300)
-                self.usable.append(p)
-            except RuntimeError as e:
-                info["error"] = str(e)
-                log(f"peer {p} unavailable: {e}")
-            self.report["peers"][p] = info
+        self.usable, self.report["peers"] = peer_env.probe_peers(self.peers, self.specs)
+        self.save()
 
-    def gemm(self, when):
-        a = self.args
-        log(f"GEMM ceilings ({when}): {a.zerotrain} bench gemm --threads {a.threads}")
-        quiet = None if a.gemm_json else self.quiet()
-        g = measure_gemm(a, self.workdir)
-        g.update(other_cores_before=quiet, when=when)
-        self.gemm_runs.append(g)
-        self.report["gemm"] = combine_gemm(self.gemm_runs)
-        self.ceilings = self.report["gemm"].get("ceiling_gflops", {})
-        log(f"  GFLOP/s: {g.get('ceiling_gflops') or g.get('error')}")
+    def measure_ceilings(self, when):
+        self.ceilings.measure(when)
+        self.report["ceilings"] = self.ceilings.report()
         self.save()
 
     def run_one(self, eng, cname, dtype, rnd, attempt):
@@ -747,10 +909,9 @@ class Benchmark:
         signal.signal(signal.SIGHUP, on_signal)
         try:
             self.probe_peers()
-            self.gemm("before")
+            self.measure_ceilings("before")
             self.measure_all()
-            if not self.args.gemm_json:
-                self.gemm("after")
+            self.measure_ceilings("after")
         except KeyboardInterrupt as e:
             self.report["interrupted"] = str(e) or "interrupted"
             log(f"interrupted ({self.report['interrupted']}): reporting the runs so far")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch peer for bench/checkpoint_bench.py: GPT training with torch.utils.checkpoint per block.
 
-Imports the shared peer model (/work/shared/peers/gpt_model.py, or $ZT_PEERS_DIR), never copies it.
+Imports the shared peer model (gpt_model.py in $ZT_PEERS_DIR, else ../shared/peers beside the
+repository), never copies it.
 Builds one of its CONFIGS (default M, GPT-2 small), and trains a few steps on random tokens with
 torch.optim.AdamW, each transformer block's forward wrapped in torch.utils.checkpoint.checkpoint
 (policy "every"; policy "none" runs the model as it is). bf16 is torch.autocast("cpu", bfloat16)
@@ -23,7 +24,10 @@ import statistics
 import sys
 import time
 
-PEERS_DIR = os.environ.get("ZT_PEERS_DIR", "/work/shared/peers")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_env  # noqa: E402  (bench/: where the peers are)
+
+PEERS_DIR = peer_env.default_peers_dir()
 sys.path.insert(0, PEERS_DIR)
 
 import torch  # noqa: E402
