@@ -1,10 +1,13 @@
 #include "checkpoint/manifest.h"
 
+#include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
 #include "checkpoint/durable_file.h"
+#include "checkpoint/sealed_text.h"
 #include "util/error.h"
 
 namespace zt {
@@ -186,13 +189,21 @@ Manifest read_manifest(const std::string& dir) {
     ZT_CHECK(f.good(), "checkpoint ", dir, ": no manifest.json (an incomplete checkpoint?)");
     std::stringstream ss;
     ss << f.rdbuf();
-    json j = json::parse(ss.str(), nullptr, false);
-    ZT_CHECK(!j.is_discarded(), path, ": not valid JSON (a truncated or corrupted manifest?)");
-    return parse_manifest(j, path);
+    Manifest m = parse_manifest(open_manifest_text(ss.str(), path), path);
+    // The directory's name is part of what a checkpoint says: a manifest of another step under
+    // this name (a renamed or damaged checkpoint) would resume at a step it does not hold.
+    static const std::regex kStepDir("step_([0-9]{8,})");
+    std::smatch sm;
+    const std::string name = std::filesystem::path(dir).filename().string();
+    if (std::regex_match(name, sm, kStepDir))
+        ZT_CHECK(std::stoll(sm[1].str()) == m.step, path, ": the manifest says step ", m.step,
+                 ", its directory name says step ", std::stoll(sm[1].str()),
+                 " (a renamed or damaged checkpoint)");
+    return m;
 }
 
 void write_manifest(const std::string& dir, const Manifest& m) {
-    write_file_atomic(dir + "/manifest.json", manifest_to_json(m).dump(1) + "\n");
+    write_file_atomic(dir + "/manifest.json", seal_manifest_text(manifest_to_json(m)));
 }
 
 }  // namespace zt

@@ -15,7 +15,7 @@
 
 namespace zt {
 
-constexpr int kCheckpointFormatVersion = 1;
+constexpr int kCheckpointFormatVersion = 2;  // 2: manifest.json carries its own checksum
 constexpr const char* kCheckpointFormat = "zerotrain-checkpoint";
 
 struct CheckpointParam {
@@ -52,9 +52,12 @@ nlohmann::json manifest_to_json(const Manifest& m);
 // version, wrong types, ranges that do not tile [0, numel), file names with a path, parameters
 // outside the arena.
 Manifest parse_manifest(const nlohmann::json& j, const std::string& where);
-// DIR/manifest.json, parsed and validated.
+// DIR/manifest.json: its checksum verified before anything else is read from it (Note [Sealed
+// manifest], checkpoint/sealed_text.h), then parsed and validated; when DIR is named step_N, the
+// manifest's step must be N.
 Manifest read_manifest(const std::string& dir);
-// Writes DIR/manifest.json atomically (temporary name, fsync, rename, fsync of DIR).
+// Writes DIR/manifest.json, sealed with its checksum, atomically (temporary name, fsync, rename,
+// fsync of DIR).
 void write_manifest(const std::string& dir, const Manifest& m);
 
 }  // namespace zt

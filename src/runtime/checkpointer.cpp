@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "checkpoint/durable_file.h"
+#include "checkpoint/sealed_text.h"
 #include "checkpoint/shards.h"
 #include "runtime/fault_injection.h"
 #include "util/log.h"
@@ -150,10 +151,21 @@ std::vector<std::string> checkpoint_candidates(const std::string& dir) {
             found.emplace_back(std::stoll(sm[1].str()), name);
     }
     std::sort(found.begin(), found.end(), std::greater<>());
-    std::ifstream latest(dir + "/latest");
+    // `latest` is trusted only when its checksum holds (checkpoint/sealed_text.h); otherwise the
+    // newest checkpoint by its step comes first, and each is verified in full before use.
+    std::ifstream latest(dir + "/latest", std::ios::binary);
     std::string named;
-    if (latest >> named && std::regex_match(named, kStepDir) && fs::is_directory(dir + "/" + named))
-        out.push_back(dir + "/" + named);
+    if (latest) {
+        const std::string text((std::istreambuf_iterator<char>(latest)),
+                               std::istreambuf_iterator<char>());
+        std::string why;
+        if (std::optional<std::string> n = open_latest_text(text, &why))
+            named = *n;
+        else
+            log_warn("checkpoints: ignoring ", dir, "/latest: ", why,
+                     "; taking the newest checkpoint by its step");
+    }
+    if (!named.empty() && fs::is_directory(dir + "/" + named)) out.push_back(dir + "/" + named);
     for (const auto& [step, name] : found)
         if (name != named) out.push_back(dir + "/" + name);
     return out;
@@ -288,7 +300,7 @@ void Checkpointer::complete(bool wait) {
                 write_manifest(p.partial, p.manifest);
                 fs::remove_all(p.final);  // an older checkpoint of the same step (a rerun)
                 rename_durable(p.partial, p.final);
-                write_file_atomic(options_.dir + "/latest", checkpoint_name(step) + "\n");
+                write_file_atomic(options_.dir + "/latest", seal_latest_text(checkpoint_name(step)));
                 if (options_.keep_last > 0) {  // prune the oldest complete ones
                     std::vector<std::string> all = checkpoint_candidates(options_.dir);
                     std::sort(all.begin(), all.end(), std::greater<>());

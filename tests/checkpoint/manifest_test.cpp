@@ -60,7 +60,8 @@ TEST(Manifest, HostileOrDamagedManifestsAreRefusedByName) {
     };
     const std::vector<Case> cases = {
         {[](json& j) { j["format"] = "other"; }, "format \"other\""},
-        {[](json& j) { j["format_version"] = 2; }, "newer zerotrain (format version 2)"},
+        {[](json& j) { j["format_version"] = kCheckpointFormatVersion + 1; },
+         "newer zerotrain (format version " + std::to_string(kCheckpointFormatVersion + 1)},
         {[](json& j) { j.erase("files"); }, "missing \"files\""},
         {[](json& j) { j["files"][1]["range"] = {6, 10}; }, "next range starts at 5"},
         {[](json& j) { j["files"][1]["range"] = {5, 11}; }, "the arena has 10 elements"},

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/sealed_text.h"
 #include "cli/cli_fixture.h"
 
 using zt::testing::Cli;
@@ -21,6 +22,11 @@ using zt::testing::CommandResult;
 namespace fs = std::filesystem;
 
 namespace {
+
+std::string read_text(const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
 
 struct RunLog {
     std::vector<double> loss;  // by step, 1-based steps at index step - 1 (NaN where absent)
@@ -171,6 +177,30 @@ TEST_F(Checkpoints, DamagedCheckpointsAreDetectedAndSkipped) {
     EXPECT_EQ(name, "step_00000016") << "the run went on from step 4 and checkpointed again";
 }
 
+// The edit: "step": 8 made "step": 9 (one bit) in the newest manifest. Before manifests
+// were sealed, inspect showed step 9 and resume continued from a step_00000009 that does not
+// exist. Every other byte: tests/runtime/checkpoint_tamper_test.cpp.
+TEST_F(Checkpoints, EditedManifestIsRefusedByInspectAndResumeFallsBack) {
+    nlohmann::json j = config(8, 1, 0, "fp32");
+    ASSERT_EQ(train(j, "run", "").code, 0);
+    const fs::path m = ck("run", 8) / "manifest.json";
+    std::ifstream in(m, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    const size_t at = text.find("\"step\": 8");
+    ASSERT_NE(at, std::string::npos) << text;
+    text[at + 8] = '9';
+    std::ofstream(m, std::ios::binary | std::ios::trunc) << text;
+    CommandResult r = zt::testing::run_zerotrain("checkpoint inspect " + ck("run", 8).string());
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("checksum mismatch"), std::string::npos) << r.output;
+    j["steps"] = 10;
+    r = train(j, "run", "--resume");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("skipping checkpoint"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("step_00000004 at step 4"), std::string::npos) << r.output;
+}
+
 TEST_F(Checkpoints, ManifestOfAnotherModelOrANewerFormatIsRefused) {
     nlohmann::json j = config(4, 1, 0, "fp32");
     ASSERT_EQ(train(j, "run", "").code, 0);
@@ -182,11 +212,9 @@ TEST_F(Checkpoints, ManifestOfAnotherModelOrANewerFormatIsRefused) {
     EXPECT_NE(r.output.find("is of another model"), std::string::npos) << r.output;
     // A newer format version.
     const fs::path m = ck("run", 4) / "manifest.json";
-    std::ifstream in(m);
-    nlohmann::json man = nlohmann::json::parse(in);
-    in.close();
-    man["format_version"] = 99;
-    std::ofstream(m) << man.dump();
+    nlohmann::json man = zt::open_manifest_text(read_text(m), m.string());
+    man["format_version"] = 99;  // sealed, as a newer zerotrain writes it
+    std::ofstream(m, std::ios::trunc) << zt::seal_manifest_text(man);
     r = train(j, "run", "--resume");
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("written by a newer zerotrain (format version 99)"), std::string::npos)
