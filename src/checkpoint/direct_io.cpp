@@ -157,8 +157,10 @@ class ChunkQueue {
             res = -EAGAIN;
         }
         if (res == -EAGAIN) res = blocking(s, sl.offset, direct_ ? align_up(sl.len) : sl.len);
-        ZT_CHECK(res >= 0, "cannot ", writing_ ? "write " : "read ", path_, ": ",
-                 std::strerror(static_cast<int>(-res)));
+        if (writing_)
+            ZT_IO_CHECK(res >= 0, "cannot write ", path_, ": ",
+                        std::strerror(static_cast<int>(-res)));
+        ZT_CHECK(res >= 0, "cannot read ", path_, ": ", std::strerror(static_cast<int>(-res)));
         if (writing_ && static_cast<size_t>(res) < sl.len)  // a short write: finish it
             res = static_cast<int64_t>(res + complete_write(s, static_cast<size_t>(res)));
         return static_cast<size_t>(res);
@@ -201,7 +203,7 @@ class ChunkQueue {
         ZT_CHECK(!direct_, "cannot turn off O_DIRECT on ", path_, ": ", std::strerror(errno));
         std::memmove(buffer(s), buffer(s) + done, sl.len - done);
         const int64_t r = blocking(s, sl.offset + done, sl.len - done);
-        ZT_CHECK(r > 0 && static_cast<size_t>(r) == sl.len - done, "cannot write ", path_, ": ",
+        ZT_IO_CHECK(r > 0 && static_cast<size_t>(r) == sl.len - done, "cannot write ", path_, ": ",
                  std::strerror(r < 0 ? static_cast<int>(-r) : ENOSPC));
         return static_cast<size_t>(r);
     }
@@ -283,13 +285,13 @@ WrittenFile DirectFileWriter::finish() {
         if (q.busy(s)) q.wait(s);
     m.started_direct = m.started_direct && q.direct();
     // The padding of the last O_DIRECT chunk goes; a no-op when nothing was padded.
-    ZT_CHECK(::ftruncate(m.fd.fd, static_cast<off_t>(m.out.bytes)) == 0, "cannot truncate ", m.path,
-             ": ", std::strerror(errno));
-    ZT_CHECK(::fsync(m.fd.fd) == 0, "cannot fsync ", m.path, ": ", std::strerror(errno));
+    ZT_IO_CHECK(::ftruncate(m.fd.fd, static_cast<off_t>(m.out.bytes)) == 0, "cannot truncate ",
+                m.path, ": ", std::strerror(errno));
+    ZT_IO_CHECK(::fsync(m.fd.fd) == 0, "cannot fsync ", m.path, ": ", std::strerror(errno));
     m.queue.reset();
     const int fd = m.fd.fd;
     m.fd.fd = -1;
-    ZT_CHECK(::close(fd) == 0, "cannot close ", m.path, ": ", std::strerror(errno));
+    ZT_IO_CHECK(::close(fd) == 0, "cannot close ", m.path, ": ", std::strerror(errno));
     m.finished = true;
     return m.out;
 }

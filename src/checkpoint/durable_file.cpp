@@ -30,7 +30,7 @@ void write_all(int fd, const void* data, size_t bytes, const std::string& path) 
         const ssize_t w = ::write(fd, p, std::min(bytes, kWriteChunk));
         if (w > 0 && at >= 0) ::sync_file_range(fd, at, w, SYNC_FILE_RANGE_WRITE);
         if (w < 0 && errno == EINTR) continue;
-        ZT_CHECK(w > 0, "cannot write ", path, ": ", std::strerror(w < 0 ? errno : ENOSPC));
+        ZT_IO_CHECK(w > 0, "cannot write ", path, ": ", std::strerror(w < 0 ? errno : ENOSPC));
         p += w;
         bytes -= static_cast<size_t>(w);
     }
@@ -40,7 +40,7 @@ void fsync_dir(const std::string& dir) {
     SysFd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
     ZT_CHECK(d.fd >= 0, "cannot open directory ", dir, ": ", std::strerror(errno));
     // Some file systems cannot sync a directory (EINVAL); the rename is then as durable as it gets.
-    ZT_CHECK(::fsync(d.fd) == 0 || errno == EINVAL, "cannot fsync ", dir, ": ",
+    ZT_IO_CHECK(::fsync(d.fd) == 0 || errno == EINVAL, "cannot fsync ", dir, ": ",
              std::strerror(errno));
 }
 
@@ -55,10 +55,10 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     ZT_CHECK(f.fd >= 0, "cannot create ", tmp, ": ", std::strerror(errno));
     try {
         write_all(f.fd, bytes.data(), bytes.size(), tmp);
-        ZT_CHECK(::fsync(f.fd) == 0, "cannot fsync ", tmp, ": ", std::strerror(errno));
+        ZT_IO_CHECK(::fsync(f.fd) == 0, "cannot fsync ", tmp, ": ", std::strerror(errno));
         const int fd = f.fd;
         f.fd = -1;
-        ZT_CHECK(::close(fd) == 0, "cannot close ", tmp, ": ", std::strerror(errno));
+        ZT_IO_CHECK(::close(fd) == 0, "cannot close ", tmp, ": ", std::strerror(errno));
         rename_durable(tmp, path);
     } catch (...) {
         ::unlink(tmp.c_str());

@@ -7,6 +7,18 @@
 #include <string>
 #include <string_view>
 
+#include "util/error.h"
+
+// A write, fsync or close that fails (a full disk, a quota, an I/O error) is the environment's
+// failure, not bad input: zt::Error of kind kInternal (exit code 1), so that a supervisor may
+// retry. Opening a path the user named stays an input error (ZT_CHECK).
+#define ZT_IO_CHECK(cond, ...)                                                           \
+    do {                                                                                 \
+        if (!(cond))                                                                     \
+            throw ::zt::Error(::zt::ErrorKind::kInternal, __FILE__, __LINE__,            \
+                              ::zt::str_cat(__VA_ARGS__));                               \
+    } while (0)
+
 namespace zt {
 
 // A file descriptor closed on destruction.

@@ -11,6 +11,8 @@
 #include "runtime/data/tokenize.h"
 #include "comm/local/local_comm.h"
 #include "comm/mpi/mpi_comm.h"
+#include "runtime/start_agreement.h"
+#include "runtime/supervisor_watch.h"
 #include "runtime/trainer.h"
 #include "util/random.h"
 #include "tensor/threads.h"
@@ -119,6 +121,7 @@ void Commands::add_train(CLI::App& app) {
         }
         opts.overwrite = overwrite_;
         install_preemption_handler();
+        end_with_supervisor();  // under `zerotrain launch`: end when it dies
         train_on_ranks(j, opts);
         return 0;
     });
@@ -170,9 +173,13 @@ void Commands::train_on_ranks(const nlohmann::json& j, const TrainOptions& opts)
     try {
         train_rank(world.get());
     } catch (const std::exception& e) {
-        if (!started || world->size() == 1) throw;
+        // An error every rank throws alike ends each rank on its own (Note [Start agreement]).
+        if (!started || world->size() == 1 || dynamic_cast<const AgreedError*>(&e)) throw;
         const auto* ze = dynamic_cast<const Error*>(&e);
-        mpi_abort(1, str_cat("rank ", world->rank(), ": ", ze ? ze->message() : e.what()));
+        // Bad input found by one rank mid-run (a token id past the vocabulary) stays exit code 2,
+        // so that `zerotrain launch` does not restart it.
+        mpi_abort(ze && ze->kind() == ErrorKind::kInput ? 2 : 1,
+                  str_cat("rank ", world->rank(), ": ", ze ? ze->message() : e.what()));
     }
 }
 

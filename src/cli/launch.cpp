@@ -5,7 +5,9 @@
 // logged with its cause to stderr and RUN_DIR/restarts.jsonl. It never restarts after a clean
 // exit, after a stop signal it passed on to the ranks, or after bad input (exit code 2).
 #include <sys/prctl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -16,8 +18,10 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "checkpoint/sealed_text.h"
 #include "cli/launch_process.h"
 #include "runtime/config.h"
+#include "runtime/supervisor_watch.h"
 #include "util/error.h"
 
 namespace zt::cli {
@@ -70,19 +74,23 @@ Job parse_job(const std::vector<std::string>& a) {
     return job;
 }
 
-// The job's arguments for a restart: the user's, without --overwrite (which would delete the
-// checkpoints to resume from) and --resume, then `--resume auto`.
-std::vector<std::string> restart_args(const std::vector<std::string>& a) {
+bool asks_to_resume(const std::vector<std::string>& a) {
+    return std::any_of(a.begin(), a.end(), [](const std::string& s) {
+        return s == "--resume" || s.rfind("--resume=", 0) == 0;
+    });
+}
+
+// Note [Restart arguments]: the supervisor never changes what the user asked for. A job given
+// --resume (or --resume auto) restarts with the user's arguments as they are. A fresh job restarts
+// fresh, as given, until the supervisor has itself seen a checkpoint written by this job (`latest`
+// changed); then it drops --overwrite (which would delete that checkpoint) and adds `--resume`,
+// strict: a checkpoint it saw written that cannot be read is an error, not a fresh start.
+std::vector<std::string> restart_args(const std::vector<std::string>& a, bool seen_checkpoint) {
+    if (asks_to_resume(a) || !seen_checkpoint) return a;
     std::vector<std::string> out;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (a[i] == "--overwrite" || a[i].rfind("--resume=", 0) == 0) continue;
-        if (a[i] == "--resume") {
-            if (i + 1 < a.size() && is_resume_value(a[i + 1])) ++i;
-            continue;
-        }
-        out.push_back(a[i]);
-    }
-    out.insert(out.end(), {"--resume", "auto"});
+    for (const std::string& s : a)
+        if (s != "--overwrite") out.push_back(s);
+    out.push_back("--resume");
     return out;
 }
 
@@ -138,12 +146,20 @@ std::string status_text(int status) {
     return str_cat("exit code ", exit_code_of(status));
 }
 
-// The newest complete checkpoint's step, as `latest` names it; -1 when unknown.
+// The newest complete checkpoint's step, as `latest` names it (its checksum verified); -1 when
+// unknown.
 int64_t latest_step(const std::string& checkpoint_dir) {
-    std::ifstream f(checkpoint_dir + "/latest");
-    std::string name;
-    if (!(f >> name) || name.rfind("step_", 0) != 0) return -1;
-    return std::atoll(name.c_str() + 5);
+    std::ifstream f(checkpoint_dir + "/latest", std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::optional<std::string> name = open_latest_text(text);
+    if (!name) return -1;
+    return std::atoll(name->c_str() + 5);
+}
+
+// The text of `latest`, "" when absent.
+std::string latest_text(const std::string& checkpoint_dir) {
+    std::ifstream f(checkpoint_dir + "/latest", std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 void append_line(const std::string& path, const nlohmann::json& j) {
@@ -195,6 +211,15 @@ int run_launch(const LaunchArgs& args) {
     install_supervisor_signals();
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned ranks come back to us, to be ended
     const std::string restarts_path = job.run_dir + "/restarts.jsonl";
+    // The ranks on this host end when the supervisor dies (runtime/supervisor_watch.h).
+    ::setenv(kSupervisorPidEnv, std::to_string(::getpid()).c_str(), 1);
+    {
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) == 0) ::setenv(kSupervisorHostEnv, host, 1);
+    }
+    // What `latest` names before the job runs: a restart resumes only from a checkpoint this job
+    // wrote (Note [Restart arguments]).
+    const std::string latest_before = latest_text(cfg.checkpoint_dir);
 
     MetricsWatch metrics(job.run_dir + "/metrics.jsonl");
     Layout layout{args.ranks, 0};
@@ -217,7 +242,10 @@ int run_launch(const LaunchArgs& args) {
         record.reset();
     };
     for (int attempt = 0;; ++attempt) {
-        std::vector<std::string> train = attempt == 0 ? job.args : restart_args(job.args);
+        const bool seen_checkpoint = latest_step(cfg.checkpoint_dir) >= 0 &&
+                                     latest_text(cfg.checkpoint_dir) != latest_before;
+        std::vector<std::string> train =
+            attempt == 0 ? job.args : restart_args(job.args, seen_checkpoint);
         if (layout.grad_accum > 0)
             train.insert(train.end(), {"--set", str_cat("gradient_accumulation_steps=",
                                                         layout.grad_accum)});
@@ -269,8 +297,13 @@ int run_launch(const LaunchArgs& args) {
         if (o.failed_rank >= 0) (*record)["rank"] = o.failed_rank;
         if (layout.grad_accum > 0) (*record)["gradient_accumulation_steps"] = layout.grad_accum;
         failed_at = o.failure_seen.value_or(o.ended);
+        const bool resumes = asks_to_resume(job.args) ||
+                             (latest_step(cfg.checkpoint_dir) >= 0 &&
+                              latest_text(cfg.checkpoint_dir) != latest_before);
         log_line("restart ", attempt + 1, " of at most ", args.max_restarts, " on ",
-                 layout.ranks, " ranks, from the newest checkpoint (--resume auto)");
+                 layout.ranks, " ranks, ",
+                 resumes ? "from the newest checkpoint"
+                         : "from the start (this job wrote no checkpoint yet)");
     }
 }
 

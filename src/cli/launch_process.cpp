@@ -1,6 +1,7 @@
 #include "cli/launch_process.h"
 
 #include <dirent.h>
+#include <sys/prctl.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -116,7 +117,8 @@ std::vector<std::string> launcher_command(const LauncherSpec& spec,
         cmd = {"mpirun", "-np", std::to_string(spec.ranks)};
         if (spec.ranks > static_cast<int>(std::thread::hardware_concurrency()))
             cmd.push_back("--oversubscribe");
-        for (const char* var : {"ZT_LAUNCH_ATTEMPT", "ZT_FAULT"})
+        for (const char* var :
+             {"ZT_LAUNCH_ATTEMPT", "ZT_FAULT", "ZT_SUPERVISOR_PID", "ZT_SUPERVISOR_HOST"})
             if (std::getenv(var)) cmd.insert(cmd.end(), {"-x", var});
     }
     cmd.insert(cmd.end(), spec.extra.begin(), spec.extra.end());
@@ -133,9 +135,13 @@ pid_t spawn(const std::vector<std::string>& cmd, int* stderr_fd) {
     std::vector<char*> argv;
     for (const std::string& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     ZT_CHECK(pid >= 0, "launch: fork: ", std::strerror(errno));
     if (pid == 0) {
+        // The launcher dies with the supervisor (its ranks watch the supervisor themselves).
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) std::_Exit(127);
         ::setpgid(0, 0);
         const int null = ::open("/dev/null", O_RDONLY);
         if (null >= 0) ::dup2(null, STDIN_FILENO);

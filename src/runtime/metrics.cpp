@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "checkpoint/durable_file.h"
 #include "util/error.h"
 
 namespace zt {
@@ -32,7 +33,7 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::write(const nlohmann::json& line) {
     std::string s = line.dump() + "\n";
-    ZT_CHECK(std::fwrite(s.data(), 1, s.size(), file_) == s.size() && std::fflush(file_) == 0,
+    ZT_IO_CHECK(std::fwrite(s.data(), 1, s.size(), file_) == s.size() && std::fflush(file_) == 0,
              "metrics: write to ", path_, " failed: ", std::strerror(errno));
 }
 

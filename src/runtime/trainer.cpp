@@ -10,6 +10,7 @@
 #include <thread>
 #include <cstdlib>
 
+#include "checkpoint/durable_file.h"
 #include "checkpoint/gpt_weights.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
@@ -22,7 +23,9 @@
 #include "runtime/monitor/monitor.h"
 #include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
+#include "runtime/run_dir_lock.h"
 #include "runtime/run_estimate.h"
+#include "runtime/start_agreement.h"
 #include "runtime/wall_clock_breakdown.h"
 #include "tensor/threads.h"
 #include "util/log.h"
@@ -160,13 +163,15 @@ void save_weights(Engine& engine, const std::string& path, bool root) {
     export_gpt_weights(path, named, "F32");
 }
 
-void load_weights(Engine& engine, const std::string& path) {
+// The whole arena from init_from's file; Engine::load_master takes it once every rank has read
+// its copy (Note [Start agreement]).
+std::vector<float> import_weights(Engine& engine, const std::string& path) {
     std::vector<float> whole(static_cast<size_t>(engine.arena().padded_numel()), 0.0f);
     std::vector<NamedTensorF32> named;
     for (Parameter* p : engine.arena().params())
         named.push_back({p->name, p->shape, whole.data() + p->offset});
     import_gpt_weights(path, named);
-    engine.load_master(whole.data());
+    return whole;
 }
 
 // Threads per rank when the config leaves it open: the cores shared by the ranks on this machine.
@@ -254,13 +259,15 @@ CommStats stats_delta(const CommStats& now, const CommStats& before) {
 // After a failure metrics.jsonl keeps its lines (a log) and ends with {"error": message, "step":
 // steps completed}; a failure before the first step removes the directory instead when this run
 // created it (metrics.jsonl and config.json are then its only files; a memory timeline written
-// inside stays).
+// inside stays). Either way a file this run created that is still empty (a disk full from the
+// start: every write to it failed) is removed.
 class RunDirectory {
 public:
-    explicit RunDirectory(const std::string& path)
-        : path_(path), created_(!std::filesystem::exists(path)) {
+    // `created`: this run made the directory (its lock did, run_dir_lock.h).
+    RunDirectory(const std::string& path, bool created) : path_(path), created_(created) {
         std::filesystem::create_directories(path);
         std::filesystem::remove(path + "/model.safetensors");
+        for (const char* f : kRunFiles) fresh_.push_back(!std::filesystem::exists(path + "/" + f));
     }
     // Never throws: the error being handled is the one to report.
     void fail(MetricsWriter* metrics, int64_t steps, const std::string& message) noexcept {
@@ -275,11 +282,19 @@ public:
             if (metrics) metrics->write({{"error", message}, {"step", steps}});
         } catch (...) {
         }
+        std::error_code ec;
+        for (size_t i = 0; i < fresh_.size(); ++i) {
+            const std::string p = path_ + "/" + kRunFiles[i];
+            if (fresh_[i] && std::filesystem::file_size(p, ec) == 0 && !ec)
+                std::filesystem::remove(p, ec);
+        }
     }
 
 private:
+    static constexpr const char* kRunFiles[] = {"metrics.jsonl", "config.json"};
     std::string path_;
     bool created_;
+    std::vector<bool> fresh_;  // per kRunFiles: absent before this run
 };
 
 // One file per rank: FILE for one process, FILE.rankR for each rank of several.
@@ -384,6 +399,7 @@ std::string checkpoint_dir(const TrainConfig& cfg, const std::string& run_dir) {
 }
 
 void check_fresh_start(const TrainConfig& cfg, const TrainOptions& opts) {
+    check_run_dir(opts.run_dir);  // a directory, not held by another job
     if (opts.resume != TrainOptions::Resume::kNo || opts.overwrite) return;
     const std::string dir = checkpoint_dir(cfg, opts.run_dir);
     const std::vector<std::string> found = checkpoint_candidates(dir);
@@ -405,6 +421,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     const int ranks = comm ? comm->size() : 1;
     const bool root = rank == 0;
     ZT_ASSERT(ranks == cfg.dp, "run_training: ", ranks, " ranks for a config with dp = ", cfg.dp);
+    std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
     fault_at_start(rank, ranks);  // ZT_FAULT, for tests of the supervisor
     if (cfg.threads > 0)
         set_num_threads(cfg.threads);
@@ -414,9 +431,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     MemoryPool pool;
     pool.set_budget(cfg.memory_budget);
     pool.set_oom_advisor(oom_advisor(cfg));
-    check_budget_before_start(cfg);
-    RunData data = open_data(cfg);
-    std::unique_ptr<Gpt> model = build_gpt(cfg);
+    RunData data;
+    std::unique_ptr<Gpt> model;
+    agree_on_start(comm, "taking the run directory and opening the data", [&] {
+        if (root) lock.emplace(opts.run_dir);
+        check_budget_before_start(cfg);
+        data = open_data(cfg);
+        model = build_gpt(cfg);
+    });
     const double flops_per_token = model->flops_per_token();
     EngineOptions eo = engine_options(cfg);
     eo.comm = comm;
@@ -425,7 +447,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         pool.set_event_sink(timeline.get());
     }
     Engine engine(pool, std::move(model), std::move(eo));
-    if (!cfg.init_from.empty()) load_weights(engine, cfg.init_from);
+    std::vector<float> init;
+    agree_on_start(comm, "reading init_from", [&] {
+        if (!cfg.init_from.empty()) init = import_weights(engine, cfg.init_from);
+    });
+    if (!init.empty()) engine.load_master(init.data());
+    std::vector<float>().swap(init);
     ZeroDataParallel& dp = engine.data_parallel();
 
     CheckpointOptions co;
@@ -442,7 +469,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     }
     TrainResult result;
     int64_t start_step = 0;
-    if (opts.resume != TrainOptions::Resume::kNo) {
+    // resume_latest's outcome is the same on every rank; agreeing makes its input errors end
+    // every rank alike (exit code 2, no abort).
+    if (opts.resume != TrainOptions::Resume::kNo) agree_on_start(comm, "resuming", [&] {
         std::vector<std::string> skipped;
         std::optional<Manifest> m = resume_latest(engine, comm, co.dir, &skipped, co.io);
         if (m) {
@@ -459,20 +488,20 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         }
         ZT_CHECK(start_step <= cfg.steps, "--resume: the checkpoint is at step ", start_step,
                  ", past this run's steps = ", cfg.steps);
-    }
+    });
     Checkpointer checkpointer(engine, comm, co);
     GraceTimer grace(cfg.checkpoint.preempt_grace_s);
     RunProfilers profilers(cfg, engine, comm);
 
     std::optional<RunDirectory> run_dir;
-    if (root) run_dir.emplace(opts.run_dir);
+    if (root) run_dir.emplace(opts.run_dir, lock->created_dir());
     std::optional<MetricsWriter> metrics;
     try {
         if (root)
             metrics.emplace(opts.run_dir + "/metrics.jsonl",
                             result.resumed_from >= 0 ? result.resumed_from : -1);
         if (root)  // the resolved config, for `zerotrain report`
-            std::ofstream(opts.run_dir + "/config.json") << cfg.raw.dump(2) << "\n";
+            write_file_atomic(opts.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
         std::optional<Monitor> monitor;  // rank 0's sinks: TensorBoard, CSV, Prometheus
         if (root)
             monitor.emplace(cfg.monitor, MonitorOptions{opts.run_dir, cfg.steps,

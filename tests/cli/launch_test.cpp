@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -57,13 +58,15 @@ protected:
         return j;
     }
     // `zerotrain launch ARGS -- train CONFIG --quiet --run-dir DIR` with ZT_FAULT = fault.
+    // `train_args` go after the run directory.
     CommandResult launch(const std::string& args, const nlohmann::json& cfg,
-                         const std::string& name, const std::string& fault = "") {
+                         const std::string& name, const std::string& fault = "",
+                         const std::string& train_args = "") {
         const std::string path = write_config(cfg, name + ".json");
         return zt::testing::run_command(
             std::string(kMpiEnv) + (fault.empty() ? "" : "ZT_FAULT='" + fault + "' ") +
             "timeout 120 " + ZT_BINARY + " launch " + args + " -- train " + path +
-            " --quiet --run-dir " + run(name));
+            " --quiet --run-dir " + run(name) + " " + train_args);
     }
     // An uninterrupted run under plain mpirun.
     void reference(int ranks, const std::string& name) {
@@ -205,4 +208,142 @@ TEST_F(Launch, ElasticRestartOnFewerRanksKeepsTheGlobalBatch) {
     for (int i = 0; i < kSteps; ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / want[i]);
     std::printf("[ equiv ] elastic 4 -> 2 ranks: max relative loss difference %.3g\n", worst);
     EXPECT_LE(worst, 1e-4);
+}
+
+// Bad input that shows only once the ranks open their inputs (after the config agreement): a
+// missing data file, token ids past the vocabulary, a truncated init_from. Every launcher ends
+// with exit code 2 (threads, plain mpirun without an MPI abort where every rank sees it at
+// start, launch without a restart).
+TEST_F(Launch, BadInputFoundByTheRanksExitsTwoAndIsNotRestarted) {
+    // A token file of ids 0..199 for a vocabulary of 64.
+    std::vector<uint16_t> ids(4096);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint16_t>(i % 200);
+    const std::string tokens = (dir_ / "wide.bin").string();
+    std::ofstream(tokens, std::ios::binary)
+        .write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 2));
+    // Initial weights cut in half.
+    const std::string weights = (dir_ / "w.safetensors").string();
+    ASSERT_EQ(zt::testing::run_zerotrain("export " + write_config(config(1), "e.json") +
+                                         " --out " + weights).code, 0);
+    fs::resize_file(weights, fs::file_size(weights) / 2);
+    struct Case {
+        std::string name, mentions;
+        bool at_start;  // every rank finds it before training
+        std::function<void(nlohmann::json&)> edit;
+    };
+    const std::vector<Case> cases = {
+        {"nodata", "missing.bin", true,
+         [&](nlohmann::json& j) {
+             j["data"] = {{"type", "tokens"}, {"path", (dir_ / "missing.bin").string()}};
+         }},
+        {"vocab", "outside the vocabulary", false,
+         [&](nlohmann::json& j) { j["data"] = {{"type", "tokens"}, {"path", tokens}}; }},
+        {"init", "w.safetensors", true, [&](nlohmann::json& j) { j["init_from"] = weights; }},
+    };
+    for (const Case& c : cases) {
+        nlohmann::json j = config(2);
+        c.edit(j);
+        const std::string path = write_config(j, c.name + ".json");
+        CommandResult r = zt::testing::run_command(
+            std::string(kMpiEnv) + "timeout 120 " + ZT_BINARY + " train " + path +
+            " --quiet --ranks 2 --run-dir " + run(c.name + "_threads"));
+        EXPECT_EQ(r.code, 2) << c.name << " under --ranks 2\n" << r.output;
+        EXPECT_NE(r.output.find(c.mentions), std::string::npos) << r.output;
+        r = zt::testing::run_command(std::string(kMpiEnv) +
+                                     "timeout 120 mpirun --oversubscribe -np 2 " + ZT_BINARY +
+                                     " train " + path + " --quiet --run-dir " +
+                                     run(c.name + "_mpi"));
+        EXPECT_EQ(r.code, 2) << c.name << " under mpirun\n" << r.output;
+        EXPECT_NE(r.output.find(c.mentions), std::string::npos) << r.output;
+        if (c.at_start) {
+            EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos)
+                << c.name << ": every rank exits 2 by itself\n" << r.output;
+        }
+        r = launch("-n 2", j, c.name);
+        EXPECT_EQ(r.code, 2) << c.name << " under launch\n" << r.output;
+        EXPECT_NE(r.output.find(c.mentions), std::string::npos) << r.output;
+        EXPECT_NE(r.output.find("not restarting"), std::string::npos) << r.output;
+        EXPECT_EQ(r.output.find("restart 1"), std::string::npos) << r.output;
+        EXPECT_FALSE(fs::exists(run(c.name) + "/restarts.jsonl"));
+    }
+}
+
+// The supervisor never changes what the user asked for: --resume with nothing to resume from is
+// bad input, not a fresh run; a fresh job that fails before its first checkpoint starts fresh
+// again, and only one that has written a checkpoint resumes.
+TEST_F(Launch, RestartsKeepWhatTheUserAskedFor) {
+    CommandResult r = launch("-n 2", config(2), "empty", "", "--resume");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("no checkpoint to resume from"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("--resume auto"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(run("empty") + "/model.safetensors"));
+    // Killed at step 2, before the first checkpoint (step 3): the restart is the same fresh run.
+    r = launch("-n 2", config(2), "early", "kill:rank=1:step=2");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const size_t at = r.output.find("attempt 1: ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string restart = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_EQ(restart.find("--resume"), std::string::npos) << restart;
+    // Killed at step 4, after the checkpoint of step 3: the restart resumes.
+    r = launch("-n 2", config(2), "later", "kill:rank=1:step=4");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const size_t at2 = r.output.find("attempt 1: ");
+    ASSERT_NE(at2, std::string::npos) << r.output;
+    const std::string restart2 = r.output.substr(at2, r.output.find('\n', at2) - at2);
+    EXPECT_NE(restart2.find("--resume"), std::string::npos) << restart2;
+    EXPECT_EQ(restart2.find("--resume auto"), std::string::npos) << restart2;
+}
+
+namespace {
+
+// Pids of the processes whose command line mentions `needle`.
+std::vector<pid_t> processes_mentioning(const std::string& needle) {
+    std::vector<pid_t> out;
+    for (const auto& e : fs::directory_iterator("/proc")) {
+        const std::string name = e.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::string cmd = read_file(e.path().string() + "/cmdline");
+        for (char& c : cmd)
+            if (c == '\0') c = ' ';
+        if (cmd.find(needle) != std::string::npos) out.push_back(std::stoi(name));
+    }
+    return out;
+}
+
+}  // namespace
+
+// kill -9 of the supervisor alone: mpirun and the ranks end too, instead of training unsupervised.
+TEST_F(Launch, RanksEndWhenTheSupervisorDies) {
+    nlohmann::json j = config(2);
+    j["steps"] = 1000000;
+    j.erase("eval_interval");
+    const std::string path = write_config(j, "orphan.json");
+    const std::string cmd = std::string("exec env ") + kMpiEnv + ZT_BINARY +
+                            " launch -n 2 -- train " + path + " --quiet --run-dir " +
+                            run("orphan") + " > " + run("log") + " 2>&1";
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    using namespace std::chrono;
+    auto deadline = steady_clock::now() + seconds(60);
+    while (train_losses(run("orphan")).size() < 2 && steady_clock::now() < deadline)
+        std::this_thread::sleep_for(milliseconds(50));
+    ASSERT_GE(train_losses(run("orphan")).size(), 2u) << read_file(run("log"));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    // Ended by events (the ranks watch the supervisor's pid; mpirun has PR_SET_PDEATHSIG): they go
+    // within milliseconds. Unwatched, they trained on for 5 s to minutes here (until mpirun wrote
+    // to its dead supervisor's pipe), so 3 s tells the two apart.
+    deadline = steady_clock::now() + seconds(3);
+    std::vector<pid_t> left = processes_mentioning(path);
+    while (!left.empty() && steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(milliseconds(100));
+        left = processes_mentioning(path);
+    }
+    EXPECT_TRUE(left.empty()) << left.size() << " processes of the job outlived the supervisor";
+    for (pid_t p : left) kill(p, SIGKILL);  // ours: started by this test
 }
