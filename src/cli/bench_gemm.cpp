@@ -1,6 +1,7 @@
 // `zerotrain bench gemm`: GEMM throughput per library and dtype on the training shapes of GPT
 // configs S and M (forward, and both backward products), plus one square shape. The best figure per
-// dtype is the machine's GEMM ceiling that MFU is reported against (docs/benchmarks.md).
+// dtype is the machine's GEMM ceiling that MFU is reported against (docs/benchmarks.md). Then the
+// engine's own measured choice per shape class (gemm_select.h): which library gemm() uses here.
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "tensor/gemm.h"
+#include "tensor/gemm_machine.h"
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
 #include "util/timer.h"
@@ -48,9 +50,38 @@ double time_gemm(GemmLibrary lib, DType dt, const Shape3& s, MemoryPool& pool, d
     return sw.elapsed_s() / iters;
 }
 
+// The engine's own choice per shape class for this thread count (gemm_select.h), as gemm() uses it.
+nlohmann::json print_choice(bool remeasure) {
+    if (remeasure) remeasure_gemm_choice();
+    const GemmChoice& c = current_gemm_choice();
+    std::printf("\nthe engine's choice per shape class (%s):\n", c.source.c_str());
+    std::printf("%-16s %-9s %s\n", "class", "library", "GFLOP/s per candidate");
+    nlohmann::json rows = nlohmann::json::array();
+    for (DType dt : {DType::kF32, DType::kBF16})
+        for (int t = 0; t < kGemmTransCount; ++t)
+            for (int z = 0; z < kGemmSizeCount; ++z) {
+                const GemmClass cls{dt, static_cast<GemmTrans>(t), static_cast<GemmSize>(z)};
+                const GemmClassChoice& cc = c.at(cls);
+                std::string rates;
+                nlohmann::json jr = nlohmann::json::object();
+                for (const auto& [lib, r] : cc.rates) {
+                    rates += std::string(rates.empty() ? "" : ", ") + gemm_library_name(lib) +
+                             " " + std::to_string(static_cast<int>(r / 1e9 + 0.5));
+                    jr[gemm_library_name(lib)] = r / 1e9;
+                }
+                std::printf("%-16s %-9s %s\n", gemm_class_name(cls).c_str(),
+                            gemm_library_name(cc.lib), rates.c_str());
+                rows.push_back({{"class", gemm_class_name(cls)},
+                                {"library", gemm_library_name(cc.lib)},
+                                {"gflops", jr}});
+            }
+    std::printf("in use: %s\n", c.summary().c_str());
+    return {{"source", c.source}, {"summary", c.summary()}, {"key", c.key}, {"classes", rows}};
+}
+
 }  // namespace
 
-int run_bench_gemm(const std::string& json_path) {
+int run_bench_gemm(const std::string& json_path, bool remeasure) {
     const std::vector<Shape3> shapes = {
         {"S qkv fwd", 2048, 1536, 512, false, true},   {"S qkv dX", 2048, 512, 1536, false, false},
         {"S qkv dW", 1536, 512, 2048, true, false},    {"S fc fwd", 2048, 2048, 512, false, true},
@@ -92,9 +123,8 @@ int run_bench_gemm(const std::string& json_path) {
         out["shapes"].push_back(row);
     }
     out["ceiling_gflops"] = {{"f32", best[0]}, {"bf16", best[1]}};
-    std::printf("ceiling: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (library in use: f32 %s, bf16 %s)\n",
-                best[0], best[1], gemm_library_name(gemm_library_for(DType::kF32)),
-                gemm_library_name(gemm_library_for(DType::kBF16)));
+    std::printf("ceiling: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", best[0], best[1]);
+    out["choice"] = print_choice(remeasure);
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;
 }

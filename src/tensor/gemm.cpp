@@ -13,16 +13,17 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 
+#include "tensor/gemm_machine.h"
 #include "tensor/kernels/vec16.h"
 #include "util/error.h"
 
 // Note [GEMM library choice]
-// bf16 goes to oneDNN (f32 accumulation, AVX512-BF16 or AMX where present). f32 goes to OpenBLAS
-// with AVX-512 kernels: measured by `zerotrain bench gemm` on the training shapes of configs S and M
-// (docs/benchmarks.md), OpenBLAS (SkylakeX kernels) beat oneDNN's f32 matmul on most of them.
-// Debian's OpenBLAS picks generic kernels on some AVX-512 CPUs unless OPENBLAS_CORETYPE is set
-// before it loads, so we load it with dlopen after setting that variable (a user's own setting wins).
-// ZT_GEMM_F32=onednn switches f32 to oneDNN for experiments.
+// Each call goes to the library measured fastest for its shape class on this machine
+// (Note [GEMM choice by measurement], gemm_select.cpp): oneDNN (f32, and bf16 with f32
+// accumulation on AVX512-BF16 or AMX) or OpenBLAS (f32). Debian's OpenBLAS picks generic kernels
+// on some AVX-512 CPUs unless OPENBLAS_CORETYPE is set before it loads, so we load it with dlopen
+// after asking for SkylakeX where the CPU has AVX-512 and the user set nothing; a user's own
+// setting is kept as it is (and its kernels are measured like any other).
 //
 // Note [f16 GEMM]
 // oneDNN 2.6 has no f16 matmul on CPUs without AVX512-FP16, so f16 operands are widened to f32
@@ -47,9 +48,13 @@ struct OpenBlas {
     SgemmFn sgemm = nullptr;
     SetThreadsFn set_threads = nullptr;
     CoreNameFn core_name = nullptr;
+    CoreNameFn config = nullptr;
+    std::string user_coretype;  // OPENBLAS_CORETYPE as the user left it ("" when unset)
 
     OpenBlas() {
-        if (__builtin_cpu_supports("avx512f")) setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+        if (const char* e = std::getenv("OPENBLAS_CORETYPE")) user_coretype = e;
+        if (user_coretype.empty() && __builtin_cpu_supports("avx512f"))
+            setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
         void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
         if (h == nullptr) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_LOCAL);
         ZT_CHECK(h != nullptr, "gemm: cannot load OpenBLAS (libopenblas.so.0): ", dlerror(),
@@ -57,6 +62,7 @@ struct OpenBlas {
         sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
         set_threads = reinterpret_cast<SetThreadsFn>(dlsym(h, "openblas_set_num_threads"));
         core_name = reinterpret_cast<CoreNameFn>(dlsym(h, "openblas_get_corename"));
+        config = reinterpret_cast<CoreNameFn>(dlsym(h, "openblas_get_config"));
         ZT_CHECK(sgemm != nullptr, "gemm: OpenBLAS has no cblas_sgemm");
         if (set_threads) set_threads(1);  // Note [One thread pool]
     }
@@ -298,20 +304,11 @@ void f16_gemm(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, Gem
     }
 }
 
-bool f32_uses_onednn() {
-    static const bool v = [] {
-        const char* e = std::getenv("ZT_GEMM_F32");
-        return e != nullptr && std::string(e) == "onednn";
-    }();
-    return v;
-}
-
 }  // namespace
 
-GemmLibrary gemm_library_for(DType ab_dtype) {
-    // f16 runs as f32 (Note [f16 GEMM]), so it takes f32's library.
-    if (ab_dtype != DType::kBF16 && !f32_uses_onednn()) return GemmLibrary::kOpenBlas;
-    return GemmLibrary::kOneDnn;
+GemmLibrary gemm_library_for(DType ab_dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+    // f16 runs as f32 (Note [f16 GEMM]), so it takes f32's class.
+    return current_gemm_choice().library_for(gemm_class_of(ab_dtype, ta, tb, m, n, k));
 }
 
 const char* gemm_library_name(GemmLibrary lib) {
@@ -321,6 +318,16 @@ const char* gemm_library_name(GemmLibrary lib) {
 std::string openblas_core_name() {
     OpenBlas& lib = openblas();
     return lib.core_name ? lib.core_name() : "unknown";
+}
+
+std::string openblas_user_coretype() { return openblas().user_coretype; }
+
+std::string gemm_libraries_identity() {
+    OpenBlas& ob = openblas();
+    const dnnl_version_t* v = dnnl_version();
+    return str_cat("openblas ", ob.config ? ob.config() : "unknown", " kernels ",
+                   openblas_core_name(), "; onednn ", v->major, ".", v->minor, ".", v->patch, " ",
+                   v->hash ? v->hash : "");
 }
 
 void gemm_set_num_threads(int) {
@@ -349,7 +356,8 @@ void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, Ge
 
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b, DType ab_dtype,
           float beta, void* c, int64_t ldc, DType c_dtype) {
-    gemm_with(gemm_library_for(ab_dtype), m, n, k, alpha, a, b, ab_dtype, beta, c, ldc, c_dtype);
+    gemm_with(gemm_library_for(ab_dtype, a.trans, b.trans, m, n, k), m, n, k, alpha, a, b, ab_dtype,
+              beta, c, ldc, c_dtype);
 }
 
 }  // namespace zt

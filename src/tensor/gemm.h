@@ -1,8 +1,8 @@
 // GEMM entry point, row-major: C(M, N) = alpha * op(A)(M, K) * op(B)(K, N) + beta * C.
 // op(X) is X or X^T (lda/ldb are the row strides of A and B as stored). A and B share a dtype:
-// f32 (C f32) or bf16 (C f32 or bf16, accumulation in f32). The library is fixed per dtype
-// (Note [GEMM library choice] in gemm.cpp), never picked at run time by timing, so that a
-// repeated run gives the same bits.
+// f32 (C f32) or bf16 (C f32 or bf16, accumulation in f32). The library per shape class is the
+// one measured fastest on this machine and cached (gemm_select.h), never re-picked within a run
+// nor between runs with the same machine key, so that a repeated run gives the same bits.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +27,15 @@ void gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOpera
 void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
                GemmOperand b, DType ab_dtype, float beta, void* c, int64_t ldc, DType c_dtype);
 
-GemmLibrary gemm_library_for(DType ab_dtype);
+// The library gemm() uses for such a call (the process's measured choice, gemm_machine.h).
+GemmLibrary gemm_library_for(DType ab_dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k);
 const char* gemm_library_name(GemmLibrary lib);
-// OpenBLAS's kernel name ("SkylakeX", "Zen", ...).
+// OpenBLAS's kernel name ("SkylakeX", "Haswell", ...).
 std::string openblas_core_name();
+// OPENBLAS_CORETYPE as the user set it before OpenBLAS loaded ("" when unset).
+std::string openblas_user_coretype();
+// Both libraries' builds and versions, and OpenBLAS's kernels, in one line.
+std::string gemm_libraries_identity();
 void gemm_set_num_threads(int n);
 
 }  // namespace zt

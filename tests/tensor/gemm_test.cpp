@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "tensor/gemm.h"
@@ -90,11 +92,17 @@ TEST(Gemm, ZeroInnerDimensionScalesC) {
     EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
 }
 
-TEST(Gemm, OpenBlasUsesAvx512KernelsWhereAvailable) {
-    if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
-    // Without OPENBLAS_CORETYPE, Debian's OpenBLAS falls back to generic kernels on some AVX-512
-    // CPUs (DESIGN.md, Performance); gemm.cpp sets it before loading the library.
-    EXPECT_NE(openblas_core_name().find("SkylakeX"), std::string::npos) << openblas_core_name();
+TEST(Gemm, OpenBlasKeepsTheUsersCoreType) {
+    // Whatever the environment says (Haswell, SkylakeX or nothing), gemm.cpp never overwrites a
+    // user's OPENBLAS_CORETYPE; it only asks for AVX-512 kernels when none was set.
+    const std::string user = openblas_user_coretype();
+    if (!user.empty()) {
+        const char* now = std::getenv("OPENBLAS_CORETYPE");
+        ASSERT_NE(now, nullptr);
+        EXPECT_EQ(user, now);
+    }
+    EXPECT_FALSE(openblas_core_name().empty());
+    EXPECT_NE(gemm_libraries_identity().find("onednn"), std::string::npos);
 }
 
 }  // namespace zt

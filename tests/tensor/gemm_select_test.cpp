@@ -1,0 +1,140 @@
+// GEMM selection with injected measurements: no verdict here depends on this machine's CPU, its
+// libraries' speed or its environment.
+#include "tensor/gemm_select.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "util/error.h"
+
+namespace zt {
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/zt_gemm_select_XXXXXX";
+        path = ::mkdtemp(tmpl);
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// A measurement that makes OpenBLAS faster on NN and oneDNN faster elsewhere, and counts calls.
+struct FakeMeasure {
+    int calls = 0;
+    double operator()(GemmLibrary lib, const GemmClass& c) {
+        ++calls;
+        const bool blas_wins = c.trans == GemmTrans::kNN;
+        if (lib == GemmLibrary::kOpenBlas) return blas_wins ? 300e9 : 100e9;
+        return c.dtype == DType::kBF16 ? 900e9 : (blas_wins ? 200e9 : 250e9);
+    }
+};
+
+GemmClass cls(DType d, GemmTrans t, GemmSize s = GemmSize::kLarge) { return {d, t, s}; }
+
+}  // namespace
+
+TEST(GemmSelect, PicksTheFasterPerClass) {
+    FakeMeasure m;
+    GemmChoice c = select_gemm({"k1", "", ""}, std::ref(m));
+    EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
+    EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNT)), GemmLibrary::kOneDnn);
+    EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kTN, GemmSize::kSmall)),
+              GemmLibrary::kOneDnn);
+    EXPECT_EQ(c.library_for(cls(DType::kBF16, GemmTrans::kNN)), GemmLibrary::kOneDnn);
+    // f32: 4 transposes x 2 sizes x 2 candidates; bf16: 8 classes x 1 candidate.
+    EXPECT_EQ(m.calls, 4 * 2 * 2 + 4 * 2);
+    // The ceiling is the best rate of a chosen library on a large class.
+    EXPECT_DOUBLE_EQ(c.ceiling_flops(DType::kF32), 300e9);
+    EXPECT_DOUBLE_EQ(c.ceiling_flops(DType::kBF16), 900e9);
+    EXPECT_NE(c.summary().find("f32 onednn (NN-small openblas NN-large openblas)"),
+              std::string::npos)
+        << c.summary();
+}
+
+TEST(GemmSelect, OverrideDecidesF32Only) {
+    FakeMeasure m;
+    GemmChoice c = select_gemm({"k1", "", "openblas"}, std::ref(m));
+    for (int t = 0; t < kGemmTransCount; ++t)
+        EXPECT_EQ(c.library_for(cls(DType::kF32, static_cast<GemmTrans>(t))),
+                  GemmLibrary::kOpenBlas);
+    EXPECT_EQ(c.library_for(cls(DType::kBF16, GemmTrans::kNT)), GemmLibrary::kOneDnn);
+    EXPECT_NE(c.summary().find("[ZT_GEMM_F32]"), std::string::npos);
+    EXPECT_THROW(select_gemm({"k1", "", "mkl"}, std::ref(m)), Error);
+}
+
+TEST(GemmSelect, CachedPerKeyAndMeasuredAgainWhenTheKeyChanges) {
+    TempDir dir;
+    FakeMeasure m;
+    GemmChoice a = select_gemm({"key A", dir.path, ""}, std::ref(m));
+    const int first = m.calls;
+    EXPECT_GT(first, 0);
+    EXPECT_NE(a.source.find("measured"), std::string::npos);
+    GemmChoice b = select_gemm({"key A", dir.path, ""}, std::ref(m));
+    EXPECT_EQ(m.calls, first) << "the second selection must come from the cache";
+    EXPECT_NE(b.source.find("cache"), std::string::npos);
+    EXPECT_EQ(b.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
+    EXPECT_DOUBLE_EQ(b.ceiling_flops(DType::kF32), a.ceiling_flops(DType::kF32));
+    // Another key (another CPU, library, thread count or variable) measures anew.
+    select_gemm({"key A; OPENBLAS_CORETYPE=Haswell", dir.path, ""}, std::ref(m));
+    EXPECT_EQ(m.calls, 2 * first);
+    // The cache must hold the measured rates, not just the verdicts: a different fake now
+    // would not change a cached answer.
+    struct Always {
+        double operator()(GemmLibrary lib, const GemmClass&) {
+            return lib == GemmLibrary::kOneDnn ? 1e12 : 1e9;
+        }
+    };
+    GemmChoice c = select_gemm({"key A", dir.path, ""}, Always{});
+    EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
+}
+
+TEST(GemmSelect, SurvivesACorruptOrForeignCacheFile) {
+    TempDir dir;
+    FakeMeasure m;
+    const std::string path = gemm_cache_path(dir.path, "k");
+    for (const std::string& bad : {std::string("{not json"), std::string(""),
+                                  std::string("{\"schema\":1,\"key\":\"other\",\"classes\":[]}"),
+                                  std::string("{\"schema\":1,\"key\":\"k\",\"classes\":[]}"),
+                                  std::string("{\"schema\":1,\"key\":\"k\",\"classes\":[{\"dtype\":"
+                                              "\"f32\",\"trans\":\"XY\"}]}")}) {
+        std::ofstream(path) << bad;
+        const int before = m.calls;
+        GemmChoice c = select_gemm({"k", dir.path, ""}, std::ref(m));
+        EXPECT_GT(m.calls, before) << bad;
+        EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
+        // The damaged file was replaced by a good one.
+        const int after = m.calls;
+        select_gemm({"k", dir.path, ""}, std::ref(m));
+        EXPECT_EQ(m.calls, after) << bad;
+    }
+}
+
+TEST(GemmSelect, UnwritableCacheStillMeasures) {
+    FakeMeasure m;
+    GemmChoice c = select_gemm({"k", "/proc/zt_no_such_dir", ""}, std::ref(m));
+    EXPECT_GT(m.calls, 0);
+    EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
+}
+
+TEST(GemmSelect, ClassesOfTrainingCalls) {
+    // forward x W^T, dX = dY W, dW = dY^T X
+    EXPECT_EQ(gemm_class_of(DType::kF32, false, true, 2048, 1536, 512).trans, GemmTrans::kNT);
+    EXPECT_EQ(gemm_class_of(DType::kF32, false, false, 2048, 512, 1536).trans, GemmTrans::kNN);
+    EXPECT_EQ(gemm_class_of(DType::kF32, true, false, 1536, 512, 2048).trans, GemmTrans::kTN);
+    EXPECT_EQ(gemm_class_of(DType::kF32, true, true, 8, 8, 8).trans, GemmTrans::kTT);
+    EXPECT_EQ(gemm_class_of(DType::kF16, false, false, 64, 64, 64).dtype, DType::kF32);
+    // The size bucket splits at kGemmSmallFlops = 2 m n k.
+    EXPECT_EQ(gemm_class_of(DType::kBF16, false, false, 64, 64, 64).size, GemmSize::kSmall);
+    EXPECT_EQ(gemm_class_of(DType::kBF16, false, false, 256, 256, 256).size, GemmSize::kLarge);
+    EXPECT_EQ(gemm_class_name(gemm_class_of(DType::kBF16, true, false, 512, 512, 512)),
+              "bf16 TN large");
+}
+
+}  // namespace zt
