@@ -252,10 +252,20 @@ void Commands::add_bench(CLI::App& app) {
     CLI::App* g = bench->add_subcommand("gemm", "GEMM ceilings per library and dtype");
     g->add_option("--threads", threads_, "threads (default all cores)");
     g->add_option("--json", bench_out_, "also write the results as JSON to this file");
+    g->add_flag("--remeasure", bench_remeasure_,
+                "measure the engine's GEMM choice again instead of reading its cache");
     runners_.emplace_back(g, [this] {
         if (threads_ > 0) set_num_threads(threads_);
-        return run_bench_gemm(bench_out_);
+        return run_bench_gemm(bench_out_, bench_remeasure_);
     });
+    CLI::App* pk = bench->add_subcommand(
+        "peak", "the hardware's limits: fp32 FMA, bf16 dot and AMX loops, memory read bandwidth");
+    pk->add_option("--threads", threads_, "measure at 1..N threads (default all cores)")
+        ->check(CLI::PositiveNumber);
+    pk->add_option("--seconds", bench_seconds_, "seconds per kernel (default 0.2)")
+        ->check(CLI::PositiveNumber);
+    pk->add_option("--json", bench_out_, "also write the results as JSON to this file");
+    runners_.emplace_back(pk, [this] { return run_bench_peak(threads_, bench_seconds_, bench_out_); });
 }
 
 void Commands::add_launch(CLI::App& app) {

@@ -83,6 +83,8 @@ private:
     std::string token_dtype_ = "uint16";
     std::string weight_dtype_ = "f32";
     std::string bench_out_;
+    bool bench_remeasure_ = false;  // `bench gemm --remeasure`
+    double bench_seconds_ = 0.2;  // `bench peak`: seconds per kernel
 };
 
 }  // namespace zt::cli
@@ -98,6 +100,10 @@ void load_checkpoint_weights(const std::string& dir, Engine& engine);
 // checkpoint when a rank dies; returns the job's final exit code.
 int run_launch(const LaunchArgs& args);
 
-// `zerotrain bench gemm`; writes JSON to json_path when not empty.
-int run_bench_gemm(const std::string& json_path);
+// `zerotrain bench gemm`; writes JSON to json_path when not empty; remeasure: the engine's choice
+// is measured again (its cache file replaced).
+int run_bench_gemm(const std::string& json_path, bool remeasure);
+// `zerotrain bench peak` (cli/bench_peak.cpp): the hardware peak at 1..max_threads threads
+// (0: num_threads()), about `seconds` per kernel; writes JSON to json_path when not empty.
+int run_bench_peak(int max_threads, double seconds, const std::string& json_path);
 }  // namespace zt::cli

@@ -144,8 +144,12 @@ struct MonitorConfig {
     double straggler_factor = 1.5;
     // FLOP/s that MFU is measured against (the GEMM ceiling of all the run's hardware, from
     // monitor.gemm_ceiling_flops or the `zerotrain bench gemm --json` file monitor.gemm_ceiling_file,
-    // read at parse time); 0: unknown, no mfu field.
+    // read at parse time); 0: unknown, no mfu field. When neither key is given, train fills it in
+    // from the engine's own measured GEMM choice (docs/monitoring.md, "MFU").
     double gemm_ceiling_flops = 0;
+    // FLOP/s of the hardware's peak (register FMA / bf16 dot / AMX loops, tensor/peak.h) over all
+    // the run's ranks, measured by train at start; 0: unknown, no mfu_peak field.
+    double peak_flops = 0;
     MonitorSinkConfig tensorboard;
     MonitorSinkConfig csv;
     int prometheus_port = -1;  // -1: no endpoint; 0: any free port (logged)

@@ -20,6 +20,7 @@
 #include "runtime/fault_injection.h"
 #include "runtime/memory_timeline.h"
 #include "runtime/metrics.h"
+#include "runtime/monitor/mfu_ceilings.h"
 #include "runtime/monitor/monitor.h"
 #include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
@@ -27,6 +28,8 @@
 #include "runtime/run_estimate.h"
 #include "runtime/start_agreement.h"
 #include "runtime/wall_clock_breakdown.h"
+#include "tensor/gemm.h"
+#include "tensor/gemm_machine.h"
 #include "tensor/threads.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -504,7 +507,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             write_file_atomic(opts.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
         std::optional<Monitor> monitor;  // rank 0's sinks: TensorBoard, CSV, Prometheus
         if (root)
-            monitor.emplace(cfg.monitor, MonitorOptions{opts.run_dir, cfg.steps,
+            monitor.emplace(measured_ceilings(cfg, ranks), MonitorOptions{opts.run_dir, cfg.steps,
                                                         cfg.steps_per_print, result.resumed_from});
         const double slow_s = slow_rank_delay_s(rank);  // ZT_FAULT_SLOW_RANK, for tests
         Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
@@ -518,6 +521,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (speak) progress.message(s);
                 else if (root) log_info(s);
             });
+        say(str_cat("gemm: ", current_gemm_choice().summary(), "; OpenBLAS kernels ",
+                    openblas_core_name()));
         say(str_cat("zerotrain: GPT ", engine.arena().numel(), " parameters, ", cfg.precision, ", ",
                     num_threads(), " threads",
                     ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(), "), ZeRO stage ",
@@ -609,6 +614,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (comm) line["comm"] = comm_json(step_comm);
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
+                if (step == start_step)  // the run's first line names its GEMM libraries
+                    line["gemm"] = {{"choice", current_gemm_choice().summary()},
+                                    {"openblas_kernels", openblas_core_name()}};
                 monitor->on_step(line, figs);  // adds per-rank figures, stragglers, mfu
                 metrics->write(line);
             }

@@ -1,5 +1,5 @@
 // Safetensors reader/writer and GPT weight import/export: round trips, interchange with the
-// Python safetensors library (skipped when the python3 on PATH lacks it), hostile files (each an
+// Python safetensors library (skipped when no python3 has it), hostile files (each an
 // error naming file and tensor, never a crash; run under ASan in the sanitizer build), and the
 // nanoGPT / Hugging Face GPT-2 layouts.
 #include "checkpoint/safetensors.h"
@@ -93,17 +93,27 @@ std::vector<T> iota_values(size_t n, float scale, float offset) {
 
 // ---- Python interop helpers ----
 
-bool have_python_safetensors() {
-    static const bool ok =
-        std::system("python3 -c 'import safetensors.torch, torch' >/dev/null 2>&1") == 0;
-    return ok;
+// The interpreter that has both safetensors and torch: the python3 on PATH, else Debian's
+// /usr/bin/python3 (python3-torch, and safetensors installed by scripts/setup.sh); empty if neither.
+const std::string& python_with_safetensors() {
+    static const std::string chosen = [] {
+        for (const char* py : {"python3", "/usr/bin/python3"}) {
+            const std::string probe =
+                str_cat(py, " -c 'import safetensors.torch, torch' >/dev/null 2>&1");
+            if (std::system(probe.c_str()) == 0) return std::string(py);
+        }
+        return std::string();
+    }();
+    return chosen;
 }
+
+bool have_python_safetensors() { return !python_with_safetensors().empty(); }
 
 #define ZT_REQUIRE_PYTHON()                                                      \
     do {                                                                         \
         if (!have_python_safetensors())                                          \
-            GTEST_SKIP() << "python3 on PATH lacks safetensors/torch "           \
-                            "(pip install safetensors torch); CI installs them"; \
+            GTEST_SKIP() << "neither python3 nor /usr/bin/python3 has safetensors " \
+                            "and torch (scripts/setup.sh installs them)";          \
     } while (0)
 
 // Runs `script` with python3 and the directory as argv[1]; returns its exit status and prints
@@ -112,7 +122,7 @@ int run_python(const TempDir& dir, const std::string& script) {
     const std::string py = dir.file("script.py"), log = dir.file("python.log");
     std::ofstream(py) << script;
     const int rc =
-        std::system(str_cat("python3 ", py, " ", dir.path().string(), " >", log, " 2>&1").c_str());
+        std::system(str_cat(python_with_safetensors(), " ", py, " ", dir.path().string(), " >", log, " 2>&1").c_str());
     if (rc != 0) {
         std::ifstream in(log);
         std::stringstream ss;

@@ -65,6 +65,8 @@ Monitor::~Monitor() = default;
 void Monitor::on_step(nlohmann::json& line, std::span<const RankFigures> ranks) {
     if (config_.gemm_ceiling_flops > 0 && line.contains("mfu_flops_per_s"))
         line["mfu"] = line["mfu_flops_per_s"].get<double>() / config_.gemm_ceiling_flops;
+    if (config_.peak_flops > 0 && line.contains("mfu_flops_per_s"))
+        line["mfu_peak"] = line["mfu_flops_per_s"].get<double>() / config_.peak_flops;
     const int64_t step = line.value("step", int64_t{0});
     if (!report_step(step)) return to_sinks(line, {}, {});
     std::vector<int> stragglers = find_stragglers(ranks, config_.straggler_factor);
