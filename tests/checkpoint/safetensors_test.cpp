@@ -21,6 +21,7 @@
 #include "checkpoint/gpt_weights.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
+#include "reader_required.h"
 
 namespace zt {
 namespace {
@@ -112,8 +113,8 @@ bool have_python_safetensors() { return !python_with_safetensors().empty(); }
 #define ZT_REQUIRE_PYTHON()                                                      \
     do {                                                                         \
         if (!have_python_safetensors())                                          \
-            GTEST_SKIP() << "neither python3 nor /usr/bin/python3 has safetensors " \
-                            "and torch (scripts/setup.sh installs them)";          \
+            ZT_READER_MISSING("neither python3 nor /usr/bin/python3 has safetensors "    \
+                          "and torch (scripts/setup.sh installs them)");           \
     } while (0)
 
 // Runs `script` with python3 and the directory as argv[1]; returns its exit status and prints

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli/cli_fixture.h"
+#include "reader_required.h"
 
 using zt::testing::Cli;
 using zt::testing::CommandResult;
@@ -78,7 +79,7 @@ TEST_F(MonitorCli, SinksHoldWhatMetricsJsonlHolds) {
 
     // TensorBoard: read back by TensorBoard itself, every scalar at its step (as a float).
     if (zt::testing::run_command("python3 -c 'import tensorboard' >/dev/null 2>&1").code != 0)
-        GTEST_SKIP() << "python3 has no tensorboard (pip install tensorboard)";
+        ZT_READER_MISSING("python3 has no tensorboard (pip install tensorboard)");
     std::ofstream(dir_ / "read.py") << R"(import sys
 from tensorboard.backend.event_processing import event_accumulator as ea
 acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.SCALARS: 0})

@@ -9,6 +9,7 @@
 
 #include "cli/cli_fixture.h"
 #include "runtime/report/html_report.h"
+#include "reader_required.h"
 
 namespace zt::testing {
 namespace {
@@ -74,8 +75,8 @@ TEST_F(Report, OpensInChromiumWithEveryPlotDrawn) {
     EXPECT_NE(run_zerotrain("report").code, 0);  // neither a run nor a timeline
     EXPECT_EQ(run_zerotrain("report " + (dir_ / "none").string()).code, 2);
 
-    if (!have("chromium --version")) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh)";
-    if (!have("/usr/bin/python3 -c 'import PIL'")) GTEST_SKIP() << "python3-pil is not installed";
+    if (!have("chromium --version")) ZT_READER_MISSING("chromium is not installed (scripts/setup.sh)");
+    if (!have("/usr/bin/python3 -c 'import PIL'")) ZT_READER_MISSING("python3-pil is not installed");
     const std::string checker = std::string(ZT_SOURCE_DIR) + "/tests/python/check_report_png.py";
     for (const auto& [html, ids] : std::vector<std::pair<fs::path, std::vector<std::string>>>{
              {page, report::run_report_plot_ids()}, {dir_ / "tl.html", {"plot-timeline"}}}) {

@@ -23,6 +23,7 @@
 #include "optim/sgd.h"
 #include "runtime/engine.h"
 #include "util/random.h"
+#include "reader_required.h"
 
 namespace zt {
 namespace {
@@ -80,7 +81,7 @@ bool reference_unavailable(const CommandResult& r) { return r.status == 77 || r.
 #define ZT_SKIP_IF_UNAVAILABLE(r)                                            \
     do {                                                                     \
         if (reference_unavailable(r))                                        \
-            GTEST_SKIP() << "PyTorch reference unavailable: " << (r).output; \
+            ZT_READER_MISSING("PyTorch reference unavailable: " << (r).output);   \
     } while (0)
 
 class TempDir {

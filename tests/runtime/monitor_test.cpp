@@ -24,6 +24,7 @@
 #include "runtime/monitor/tensorboard_sink.h"
 #include "util/crc32c.h"
 #include "util/error.h"
+#include "reader_required.h"
 
 namespace zt {
 namespace {
@@ -117,7 +118,7 @@ TEST(Monitor, TfRecordFraming) {
 }
 
 TEST(Monitor, TensorBoardFilesReadBackByTensorBoard) {
-    if (!have_tensorboard()) GTEST_SKIP() << "python3 has no tensorboard (pip install tensorboard)";
+    if (!have_tensorboard()) ZT_READER_MISSING("python3 has no tensorboard (pip install tensorboard)");
     const fs::path dir = fresh_dir("tb");
     const std::vector<MonitorRecord> recs = sample_records(6);
     {
@@ -207,7 +208,7 @@ TEST(Monitor, PrometheusEndpointPassesPromtool) {
     EXPECT_NE(body.find("# HELP zerotrain_learning_rate"), std::string::npos) << body;
     EXPECT_EQ(http_get(sink.port(), "/other").rfind("HTTP/1.0 404", 0), 0u);
     if (testing::run_command("command -v promtool >/dev/null").code != 0)
-        GTEST_SKIP() << "no promtool (Debian's prometheus package)";
+        ZT_READER_MISSING("no promtool (Debian's prometheus package)");
     const fs::path dir = fresh_dir("prom");
     std::ofstream(dir / "metrics.txt") << body;
     testing::CommandResult r =

@@ -12,6 +12,7 @@
 
 #include "run_command.h"
 #include "runtime/monitor/tensorboard_sink.h"
+#include "reader_required.h"
 
 namespace zt {
 namespace {
@@ -65,7 +66,7 @@ for name in sorted(os.listdir(d)):
 
 TEST(TensorBoardResume, EachStepOnceAfterAResume) {
     if (testing::run_command("python3 -c 'import tensorboard' >/dev/null 2>&1").code != 0)
-        GTEST_SKIP() << "python3 has no tensorboard (pip install tensorboard)";
+        ZT_READER_MISSING("python3 has no tensorboard (pip install tensorboard)");
     const fs::path root =
         fs::temp_directory_path() / ("zt_tb_resume_" + std::to_string(::getpid()));
     fs::remove_all(root);
