@@ -55,7 +55,7 @@ nlohmann::json print_choice(bool remeasure) {
     if (remeasure) remeasure_gemm_choice();
     const GemmChoice& c = current_gemm_choice();
     std::printf("\nthe engine's choice per shape class (%s):\n", c.source.c_str());
-    std::printf("%-16s %-9s %s\n", "class", "library", "GFLOP/s per candidate");
+    std::printf("%-16s %-11s %s\n", "class", "library", "GFLOP/s per candidate");
     nlohmann::json rows = nlohmann::json::array();
     for (DType dt : {DType::kF32, DType::kBF16})
         for (int t = 0; t < kGemmTransCount; ++t)
@@ -69,7 +69,7 @@ nlohmann::json print_choice(bool remeasure) {
                              " " + std::to_string(static_cast<int>(r / 1e9 + 0.5));
                     jr[gemm_library_name(lib)] = r / 1e9;
                 }
-                std::printf("%-16s %-9s %s\n", gemm_class_name(cls).c_str(),
+                std::printf("%-16s %-11s %s\n", gemm_class_name(cls).c_str(),
                             gemm_library_name(cc.lib), rates.c_str());
                 rows.push_back({{"class", gemm_class_name(cls)},
                                 {"library", gemm_library_name(cc.lib)},
@@ -95,7 +95,9 @@ int run_bench_gemm(const std::string& json_path, bool remeasure) {
     };
     const std::vector<Variant> variants = {{GemmLibrary::kOpenBlas, DType::kF32},
                                            {GemmLibrary::kOneDnn, DType::kF32},
-                                           {GemmLibrary::kOneDnn, DType::kBF16}};
+                                           {GemmLibrary::kOneDnn, DType::kBF16},
+                                           {GemmLibrary::kOneDnnF32, DType::kBF16},
+                                           {GemmLibrary::kOpenBlas, DType::kBF16}};
     MemoryPool pool;
     nlohmann::json out;
     out["threads"] = num_threads();
@@ -103,8 +105,10 @@ int run_bench_gemm(const std::string& json_path, bool remeasure) {
     double best[2] = {0, 0};
     std::printf("threads %d, OpenBLAS kernels %s; GFLOP/s:\n", num_threads(),
                 openblas_core_name().c_str());
-    std::printf("%-12s %6s %6s %6s %12s %12s %12s\n", "shape", "M", "N", "K", "openblas-f32",
-                "onednn-f32", "onednn-bf16");
+    // bf16 columns: oneDNN's native product, then the operands widened to f32 for oneDNN or
+    // OpenBLAS (Note [Widened GEMM]).
+    std::printf("%-12s %6s %6s %6s %12s %12s %12s %12s %12s\n", "shape", "M", "N", "K",
+                "openblas-f32", "onednn-f32", "onednn-bf16", "bf16>onednn", "bf16>openblas");
     for (const Shape3& s : shapes) {
         std::printf("%-12s %6ld %6ld %6ld", s.what, static_cast<long>(s.m), static_cast<long>(s.n),
                     static_cast<long>(s.k));

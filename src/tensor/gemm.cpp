@@ -25,13 +25,17 @@
 // after asking for SkylakeX where the CPU has AVX-512 and the user set nothing; a user's own
 // setting is kept as it is (and its kernels are measured like any other).
 //
-// Note [f16 GEMM]
-// oneDNN 2.6 has no f16 matmul on CPUs without AVX512-FP16, so f16 operands are widened to f32
-// (exactly) and multiplied by the f32 library; C is f32 (added to with beta directly) or f16 (an
-// f32 tile, rounded once on store). To bound the scratch, C is done in tiles of at most
-// kF16TileRows x kF16TileCols with a panel of op(A) rows and one of op(B) columns, each at most
-// about kF16PanelFloats: op(B)'s panel is widened once per tile column, op(A)'s once per tile.
-// The scratch is transient heap memory of the call (gemm takes no pool), at most a few MiB.
+// Note [Widened GEMM]
+// 16-bit operands can be widened to f32 (exactly) and multiplied by an f32 library. f16 always
+// runs so (oneDNN 2.6 has no f16 matmul on CPUs without AVX512-FP16). bf16 runs so when that was
+// measured faster than oneDNN's native bf16 product: on CPUs whose bf16 dot product is slower
+// than two f32 FMA pipes (Sapphire Rapids without AMX measured 0.45x) the f32 product of the
+// widened operands beats it; on Zen 5 the native one runs at twice f32 and wins. C is f32 (added
+// to with beta directly) or the operands' type (an f32 tile, rounded once on store). To bound the
+// scratch, C is done in tiles of at most kWideTileRows x kWideTileCols with a panel of op(A) rows
+// and one of op(B) columns, each at most about kWidePanelFloats: op(B)'s panel is widened once per
+// tile column, op(A)'s once per tile. The scratch is per calling thread and kept (gemm takes no
+// pool), at most about 12 MiB, so a step's calls reuse warm pages.
 
 namespace zt {
 
@@ -216,20 +220,21 @@ void scale_c(int64_t m, int64_t n, float beta, void* c, int64_t ldc, DType cd) {
     }
 }
 
-// ---- f16 operands (Note [f16 GEMM]) ----
+// ---- 16-bit operands widened to f32 (Note [Widened GEMM]) ----
 
-constexpr int64_t kF16TileRows = 256;          // rows of C per tile, at most
-constexpr int64_t kF16TileCols = 256;          // columns of C per tile, at most
-constexpr int64_t kF16PanelFloats = 1 << 18;   // 1 MiB of f32 per operand panel, about
-constexpr int64_t kF16ConvertParallelMin = 1 << 15;  // elements; below this, one thread
+constexpr int64_t kWideTileRows = 512;         // rows of C per tile, at most
+constexpr int64_t kWideTileCols = 512;         // columns of C per tile, at most
+constexpr int64_t kWidePanelFloats = 1 << 20;  // 4 MiB of f32 per operand panel, about
+constexpr int64_t kWideConvertParallelMin = 1 << 15;  // elements; below this, one thread
 
-// dst (rows, cols) dense f32 <- the block of a stored f16 matrix at (r0, c0), rows ld apart.
-void widen_block(const f16* src, int64_t ld, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+// dst (rows, cols) dense f32 <- the block of a stored 16-bit matrix at (r0, c0), rows ld apart.
+template <typename T>
+void widen_block(const T* src, int64_t ld, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
                  float* dst) {
-#pragma omp parallel for schedule(static) if (rows * cols >= kF16ConvertParallelMin && \
+#pragma omp parallel for schedule(static) if (rows * cols >= kWideConvertParallelMin && \
                                               !omp_in_parallel())
     for (int64_t r = 0; r < rows; ++r) {
-        const f16* s = src + (r0 + r) * ld + c0;
+        const T* s = src + (r0 + r) * ld + c0;
         float* d = dst + r * cols;
         kernels::vec::for_each_vec(cols, [&](int64_t j, int64_t n) {
             kernels::vec::store_part(d + j, kernels::vec::load_part(s + j, n), n);
@@ -237,15 +242,16 @@ void widen_block(const f16* src, int64_t ld, int64_t r0, int64_t c0, int64_t row
     }
 }
 
-// c (rows, cols) f16, ldc apart <- tile (rows, cols) f32 + beta c (c unread when beta is 0).
-void store_f16_tile(const float* tile, int64_t rows, int64_t cols, float beta, f16* c,
-                    int64_t ldc) {
+// c (rows, cols) of T, ldc apart <- tile (rows, cols) f32 + beta c (c unread when beta is 0),
+// rounded once.
+template <typename T>
+void store_tile(const float* tile, int64_t rows, int64_t cols, float beta, T* c, int64_t ldc) {
     using namespace kernels::vec;
-#pragma omp parallel for schedule(static) if (rows * cols >= kF16ConvertParallelMin && \
+#pragma omp parallel for schedule(static) if (rows * cols >= kWideConvertParallelMin && \
                                               !omp_in_parallel())
     for (int64_t r = 0; r < rows; ++r) {
         const float* t = tile + r * cols;
-        f16* d = c + r * ldc;
+        T* d = c + r * ldc;
         for_each_vec(cols, [&](int64_t j, int64_t n) {
             V16 v = load_part(t + j, n);
             if (beta != 0.0f) v = fma(splat(beta), load_part(d + j, n), v);
@@ -254,9 +260,16 @@ void store_f16_tile(const float* tile, int64_t rows, int64_t cols, float beta, f
     }
 }
 
-int64_t f16_tile_extent(int64_t total, int64_t k, int64_t cap) {
-    const int64_t by_panel = std::max<int64_t>(16, kF16PanelFloats / std::max<int64_t>(k, 1));
+int64_t wide_tile_extent(int64_t total, int64_t k, int64_t cap) {
+    const int64_t by_panel = std::max<int64_t>(16, kWidePanelFloats / std::max<int64_t>(k, 1));
     return std::min({total, cap, by_panel / 16 * 16});
+}
+
+// A buffer of at least n floats that lives as long as the calling thread, so that the calls of a
+// training step reuse warm pages instead of faulting fresh ones in.
+float* thread_scratch(std::vector<float>& buf, int64_t n) {
+    if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+    return buf.data();
 }
 
 void f32_gemm(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
@@ -267,38 +280,40 @@ void f32_gemm(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, Gem
         onednn_gemm(m, n, k, alpha, a, b, DType::kF32, beta, c, ldc, DType::kF32);
 }
 
-void f16_gemm(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
-              GemmOperand b, float beta, void* c, int64_t ldc, DType cd) {
-    const f16* ap = static_cast<const f16*>(a.data);
-    const f16* bp = static_cast<const f16*>(b.data);
-    const int64_t mb = f16_tile_extent(m, k, kF16TileRows);
-    const int64_t nb = f16_tile_extent(n, k, kF16TileCols);
-    std::unique_ptr<float[]> a_panel(new float[mb * k]);
-    std::unique_ptr<float[]> b_panel(new float[k * nb]);
-    std::unique_ptr<float[]> tile(cd == DType::kF16 ? new float[mb * nb] : nullptr);
+// T: f16 or bf16 operands; C f32 or T; f32_lib: OpenBLAS or oneDNN's f32 product.
+template <typename T>
+void widened_gemm(GemmLibrary f32_lib, int64_t m, int64_t n, int64_t k, float alpha,
+                  GemmOperand a, GemmOperand b, float beta, void* c, int64_t ldc, DType cd) {
+    const T* ap = static_cast<const T*>(a.data);
+    const T* bp = static_cast<const T*>(b.data);
+    const int64_t mb = wide_tile_extent(m, k, kWideTileRows);
+    const int64_t nb = wide_tile_extent(n, k, kWideTileCols);
+    thread_local std::vector<float> a_buf, b_buf, tile_buf;
+    float* a_panel = thread_scratch(a_buf, mb * k);
+    float* b_panel = thread_scratch(b_buf, k * nb);
+    float* tile = cd == DType::kF32 ? nullptr : thread_scratch(tile_buf, mb * nb);
     for (int64_t j0 = 0; j0 < n; j0 += nb) {
         const int64_t nj = std::min(nb, n - j0);
         // op(B)[:, j0:j0+nj]: rows j0.. of the stored (n, k) matrix when transposed.
-        GemmOperand bw{b_panel.get(), b.trans ? k : nj, b.trans};
+        GemmOperand bw{b_panel, b.trans ? k : nj, b.trans};
         if (b.trans)
-            widen_block(bp, b.ld, j0, 0, nj, k, b_panel.get());
+            widen_block(bp, b.ld, j0, 0, nj, k, b_panel);
         else
-            widen_block(bp, b.ld, 0, j0, k, nj, b_panel.get());
+            widen_block(bp, b.ld, 0, j0, k, nj, b_panel);
         for (int64_t i0 = 0; i0 < m; i0 += mb) {
             const int64_t mi = std::min(mb, m - i0);
             // op(A)[i0:i0+mi, :]: columns i0.. of the stored (k, m) matrix when transposed.
-            GemmOperand aw{a_panel.get(), a.trans ? mi : k, a.trans};
+            GemmOperand aw{a_panel, a.trans ? mi : k, a.trans};
             if (a.trans)
-                widen_block(ap, a.ld, 0, i0, k, mi, a_panel.get());
+                widen_block(ap, a.ld, 0, i0, k, mi, a_panel);
             else
-                widen_block(ap, a.ld, i0, 0, mi, k, a_panel.get());
+                widen_block(ap, a.ld, i0, 0, mi, k, a_panel);
             if (cd == DType::kF32) {
-                f32_gemm(lib, mi, nj, k, alpha, aw, bw, beta,
+                f32_gemm(f32_lib, mi, nj, k, alpha, aw, bw, beta,
                          static_cast<float*>(c) + i0 * ldc + j0, ldc);
             } else {
-                f32_gemm(lib, mi, nj, k, alpha, aw, bw, 0.0f, tile.get(), nj);
-                store_f16_tile(tile.get(), mi, nj, beta, static_cast<f16*>(c) + i0 * ldc + j0,
-                               ldc);
+                f32_gemm(f32_lib, mi, nj, k, alpha, aw, bw, 0.0f, tile, nj);
+                store_tile(tile, mi, nj, beta, static_cast<T*>(c) + i0 * ldc + j0, ldc);
             }
         }
     }
@@ -307,12 +322,17 @@ void f16_gemm(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, Gem
 }  // namespace
 
 GemmLibrary gemm_library_for(DType ab_dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
-    // f16 runs as f32 (Note [f16 GEMM]), so it takes f32's class.
+    // f16 runs as f32 (Note [Widened GEMM]), so it takes f32's class.
     return current_gemm_choice().library_for(gemm_class_of(ab_dtype, ta, tb, m, n, k));
 }
 
 const char* gemm_library_name(GemmLibrary lib) {
-    return lib == GemmLibrary::kOpenBlas ? "openblas" : "onednn";
+    switch (lib) {
+        case GemmLibrary::kOpenBlas: return "openblas";
+        case GemmLibrary::kOneDnn: return "onednn";
+        case GemmLibrary::kOneDnnF32: return "onednn-f32";
+    }
+    return "?";
 }
 
 std::string openblas_core_name() {
@@ -345,8 +365,12 @@ void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, Ge
         scale_c(m, n, beta, c, ldc, c_dtype);
         return;
     }
+    // kOneDnnF32 is oneDNN's f32 product (for f32 operands, the same as kOneDnn).
+    const GemmLibrary f32_lib = lib == GemmLibrary::kOpenBlas ? lib : GemmLibrary::kOneDnn;
     if (ab_dtype == DType::kF16) {
-        f16_gemm(lib, m, n, k, alpha, a, b, beta, c, ldc, c_dtype);
+        widened_gemm<f16>(f32_lib, m, n, k, alpha, a, b, beta, c, ldc, c_dtype);
+    } else if (ab_dtype == DType::kBF16 && lib != GemmLibrary::kOneDnn) {
+        widened_gemm<bf16>(f32_lib, m, n, k, alpha, a, b, beta, c, ldc, c_dtype);
     } else if (lib == GemmLibrary::kOpenBlas && ab_dtype == DType::kF32) {
         openblas_gemm(m, n, k, alpha, a, b, beta, static_cast<float*>(c), ldc);
     } else {

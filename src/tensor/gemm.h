@@ -12,7 +12,10 @@
 
 namespace zt {
 
-enum class GemmLibrary { kOpenBlas, kOneDnn };
+// For bf16 operands: kOneDnn is oneDNN's native bf16 product; kOneDnnF32 and kOpenBlas widen the
+// operands to f32 and run that library's f32 product (Note [Widened GEMM] in gemm.cpp). For f32
+// operands kOneDnnF32 is kOneDnn; f16 operands are always widened.
+enum class GemmLibrary { kOpenBlas, kOneDnn, kOneDnnF32 };
 
 struct GemmOperand {
     const void* data;

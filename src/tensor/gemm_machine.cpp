@@ -112,7 +112,7 @@ std::string env_or_empty(const char* name) {
 }  // namespace
 
 std::string gemm_machine_key(int threads) {
-    std::string key = str_cat("zt-gemm-1; cpu ", cpuinfo_field("model name"), "; flags ",
+    std::string key = str_cat("zt-gemm-2; cpu ", cpuinfo_field("model name"), "; flags ",
                               cpuinfo_field("flags"), "; ", gemm_libraries_identity(),
                               "; threads ", threads, "; OPENBLAS_CORETYPE=",
                               openblas_user_coretype());
@@ -143,7 +143,7 @@ const GemmChoice& current_gemm_choice() {
     std::unique_ptr<GemmChoice>& slot = p.by_threads[threads];
     if (!slot) {
         GemmSelectOptions o{gemm_machine_key(threads), default_gemm_cache_dir(),
-                            env_or_empty("ZT_GEMM_F32")};
+                            env_or_empty("ZT_GEMM_F32"), env_or_empty("ZT_GEMM_BF16")};
         Stopwatch sw;
         slot = std::make_unique<GemmChoice>(select_gemm(o, measure_gemm_class));
         log_debug("gemm: ", threads, " threads: ", slot->summary(), " (", sw.elapsed_s(), " s)");

@@ -21,7 +21,8 @@ double measure_gemm_class(GemmLibrary lib, const GemmClass& c);
 std::string default_gemm_cache_dir();
 
 // The choice for omp_get_max_threads() threads: made on first use (cache or measurement), then
-// kept for the life of the process. ZT_GEMM_F32=onednn|openblas overrides the f32 choice.
+// kept for the life of the process. ZT_GEMM_F32=onednn|openblas overrides the f32 choice,
+// ZT_GEMM_BF16=onednn|onednn-f32|openblas the bf16 one.
 const GemmChoice& current_gemm_choice();
 
 // Forgets the process's choices and deletes the cached file for the current key, so that the next

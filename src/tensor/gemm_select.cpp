@@ -34,7 +34,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kCacheSchema = 1;
+constexpr int kCacheSchema = 2;  // 2: bf16 also measured widened to f32
 constexpr const char* kTransNames[kGemmTransCount] = {"NN", "NT", "TN", "TT"};
 constexpr const char* kSizeNames[kGemmSizeCount] = {"small", "large"};
 
@@ -168,11 +168,12 @@ bool write_cache(const std::string& path, const GemmChoice& c, std::string& why)
     return true;
 }
 
-void apply_override(GemmChoice& c, const std::string& f32_override) {
-    c.f32_override = f32_override;
-    if (f32_override.empty()) return;
-    const GemmLibrary lib = parse_gemm_library(f32_override, "ZT_GEMM_F32");
-    for (auto& by_trans : c.classes[0])
+// dtype slot 0 (f32) or 1 (bf16) served by `name` in every class, when it is not empty.
+void apply_override(GemmChoice& c, int slot, const std::string& name, const char* variable) {
+    if (name.empty()) return;
+    GemmLibrary lib = parse_gemm_library(name, variable);
+    if (slot == 0 && lib == GemmLibrary::kOneDnnF32) lib = GemmLibrary::kOneDnn;  // the same
+    for (auto& by_trans : c.classes[slot])
         for (GemmClassChoice& cc : by_trans) cc.lib = lib;
 }
 
@@ -192,15 +193,19 @@ std::string gemm_class_name(const GemmClass& c) {
 }
 
 std::vector<GemmLibrary> gemm_candidates(DType ab_dtype) {
-    // OpenBLAS 0.3.21 has no bf16 product with bf16 output; oneDNN is bf16's only library.
-    if (ab_dtype == DType::kBF16) return {GemmLibrary::kOneDnn};
+    // bf16: oneDNN's native product, or the operands widened to f32 for oneDNN's or OpenBLAS's f32
+    // product (Note [Widened GEMM] in gemm.cpp); which wins depends on the CPU's bf16 rate.
+    if (ab_dtype == DType::kBF16)
+        return {GemmLibrary::kOneDnn, GemmLibrary::kOneDnnF32, GemmLibrary::kOpenBlas};
     return {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas};
 }
 
 GemmLibrary parse_gemm_library(const std::string& name, const std::string& what) {
     if (name == "onednn") return GemmLibrary::kOneDnn;
     if (name == "openblas") return GemmLibrary::kOpenBlas;
-    ZT_CHECK(false, what, ": expected \"onednn\" or \"openblas\", got \"", name, "\"");
+    if (name == "onednn-f32") return GemmLibrary::kOneDnnF32;
+    ZT_CHECK(false, what, ": expected \"onednn\", \"onednn-f32\" or \"openblas\", got \"", name,
+             "\"");
     return GemmLibrary::kOneDnn;
 }
 
@@ -234,6 +239,7 @@ std::string GemmChoice::summary() const {
                                      " ", gemm_library_name(classes[d][t][z].lib));
         if (!other.empty()) s << " (" << other << ")";
         if (d == 0 && !f32_override.empty()) s << " [ZT_GEMM_F32]";
+        if (d == 1 && !bf16_override.empty()) s << " [ZT_GEMM_BF16]";
     }
     s << "; " << source;
     return s.str();
@@ -266,7 +272,10 @@ GemmChoice select_gemm(const GemmSelectOptions& options, const GemmMeasureFn& me
                                                  : "measured (not cached: " + why + ")";
         }
     }
-    apply_override(c, options.f32_override);
+    c.f32_override = options.f32_override;
+    c.bf16_override = options.bf16_override;
+    apply_override(c, 0, options.f32_override, "ZT_GEMM_F32");
+    apply_override(c, 1, options.bf16_override, "ZT_GEMM_BF16");
     return c;
 }
 

@@ -28,7 +28,7 @@ constexpr int kGemmSizeCount = 2;
 constexpr double kGemmSmallFlops = 3.2e7;  // FLOPs per call, 2 m n k; about 250^3 x 2
 
 struct GemmClass {
-    DType dtype;  // of A and B; f16 runs as f32 (Note [f16 GEMM]) and takes f32's class
+    DType dtype;  // of A and B; f16 runs as f32 (Note [Widened GEMM]) and takes f32's class
     GemmTrans trans;
     GemmSize size;
 };
@@ -51,7 +51,8 @@ struct GemmClassChoice {
 struct GemmChoice {
     std::string key;     // what it was measured for (gemm_machine_key)
     std::string source;  // "measured", "cache", or "measured (cache not writable: why)"
-    std::string f32_override;  // ZT_GEMM_F32's value when it decides f32, else ""
+    std::string f32_override;   // ZT_GEMM_F32's value when it decides f32, else ""
+    std::string bf16_override;  // ZT_GEMM_BF16's value when it decides bf16, else ""
     // [dtype: 0 f32, 1 bf16][trans][size]
     std::array<std::array<std::array<GemmClassChoice, kGemmSizeCount>, kGemmTransCount>, 2> classes;
 
@@ -67,13 +68,14 @@ struct GemmChoice {
 struct GemmSelectOptions {
     std::string key;          // the machine key; a different key means a fresh measurement
     std::string cache_dir;    // "" keeps the choice in memory only
-    std::string f32_override; // "", "openblas" or "onednn" (ZT_GEMM_F32)
+    std::string f32_override;   // "", "openblas" or "onednn" (ZT_GEMM_F32)
+    std::string bf16_override;  // "", "onednn", "onednn-f32" or "openblas" (ZT_GEMM_BF16)
 };
 
 // Reads the cached choice for options.key from options.cache_dir, or measures every class and
 // writes it there (under an exclusive lock, so that processes on one host measure once and the
 // others wait and read). A cache file that does not parse or names another key is measured anew
-// and replaced. The override decides f32 without measuring it.
+// and replaced. The overrides decide their dtype whatever was measured.
 GemmChoice select_gemm(const GemmSelectOptions& options, const GemmMeasureFn& measure);
 
 // The cache file select_gemm uses for a key: DIR/gemm-<16 hex digits of the key's hash>.json.

@@ -25,14 +25,21 @@ struct TempDir {
     ~TempDir() { std::filesystem::remove_all(path); }
 };
 
-// A measurement that makes OpenBLAS faster on NN and oneDNN faster elsewhere, and counts calls.
+// A measurement that makes OpenBLAS faster on NN and oneDNN faster elsewhere for f32; for bf16,
+// oneDNN's native product wins except on NN, where the operands widened for oneDNN's f32 product
+// win (as on a CPU with a slow bf16 dot product). Counts calls.
 struct FakeMeasure {
     int calls = 0;
     double operator()(GemmLibrary lib, const GemmClass& c) {
         ++calls;
-        const bool blas_wins = c.trans == GemmTrans::kNN;
-        if (lib == GemmLibrary::kOpenBlas) return blas_wins ? 300e9 : 100e9;
-        return c.dtype == DType::kBF16 ? 900e9 : (blas_wins ? 200e9 : 250e9);
+        const bool nn = c.trans == GemmTrans::kNN;
+        if (c.dtype == DType::kBF16) {
+            if (lib == GemmLibrary::kOneDnn) return 900e9;
+            if (lib == GemmLibrary::kOneDnnF32) return nn ? 950e9 : 240e9;
+            return 200e9;
+        }
+        if (lib == GemmLibrary::kOpenBlas) return nn ? 300e9 : 100e9;
+        return nn ? 200e9 : 250e9;
     }
 };
 
@@ -42,17 +49,19 @@ GemmClass cls(DType d, GemmTrans t, GemmSize s = GemmSize::kLarge) { return {d, 
 
 TEST(GemmSelect, PicksTheFasterPerClass) {
     FakeMeasure m;
-    GemmChoice c = select_gemm({"k1", "", ""}, std::ref(m));
+    GemmChoice c = select_gemm({"k1", "", "", ""}, std::ref(m));
     EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
     EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNT)), GemmLibrary::kOneDnn);
     EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kTN, GemmSize::kSmall)),
               GemmLibrary::kOneDnn);
-    EXPECT_EQ(c.library_for(cls(DType::kBF16, GemmTrans::kNN)), GemmLibrary::kOneDnn);
-    // f32: 4 transposes x 2 sizes x 2 candidates; bf16: 8 classes x 1 candidate.
-    EXPECT_EQ(m.calls, 4 * 2 * 2 + 4 * 2);
+    EXPECT_EQ(c.library_for(cls(DType::kBF16, GemmTrans::kNT)), GemmLibrary::kOneDnn);
+    EXPECT_EQ(c.library_for(cls(DType::kBF16, GemmTrans::kNN)), GemmLibrary::kOneDnnF32);
+    // f32: 4 transposes x 2 sizes x 2 candidates; bf16: 8 classes x 3 candidates (native, widened
+    // for oneDNN, widened for OpenBLAS).
+    EXPECT_EQ(m.calls, 4 * 2 * 2 + 4 * 2 * 3);
     // The ceiling is the best rate of a chosen library on a large class.
     EXPECT_DOUBLE_EQ(c.ceiling_flops(DType::kF32), 300e9);
-    EXPECT_DOUBLE_EQ(c.ceiling_flops(DType::kBF16), 900e9);
+    EXPECT_DOUBLE_EQ(c.ceiling_flops(DType::kBF16), 950e9);
     EXPECT_NE(c.summary().find("f32 onednn (NN-small openblas NN-large openblas)"),
               std::string::npos)
         << c.summary();
@@ -60,29 +69,42 @@ TEST(GemmSelect, PicksTheFasterPerClass) {
 
 TEST(GemmSelect, OverrideDecidesF32Only) {
     FakeMeasure m;
-    GemmChoice c = select_gemm({"k1", "", "openblas"}, std::ref(m));
+    GemmChoice c = select_gemm({"k1", "", "openblas", ""}, std::ref(m));
     for (int t = 0; t < kGemmTransCount; ++t)
         EXPECT_EQ(c.library_for(cls(DType::kF32, static_cast<GemmTrans>(t))),
                   GemmLibrary::kOpenBlas);
     EXPECT_EQ(c.library_for(cls(DType::kBF16, GemmTrans::kNT)), GemmLibrary::kOneDnn);
     EXPECT_NE(c.summary().find("[ZT_GEMM_F32]"), std::string::npos);
-    EXPECT_THROW(select_gemm({"k1", "", "mkl"}, std::ref(m)), Error);
+    EXPECT_THROW(select_gemm({"k1", "", "mkl", ""}, std::ref(m)), Error);
+}
+
+TEST(GemmSelect, Bf16OverrideDecidesBf16Only) {
+    FakeMeasure m;
+    GemmChoice c = select_gemm({"k1", "", "", "openblas"}, std::ref(m));
+    for (int t = 0; t < kGemmTransCount; ++t)
+        EXPECT_EQ(c.library_for(cls(DType::kBF16, static_cast<GemmTrans>(t))),
+                  GemmLibrary::kOpenBlas);
+    EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNT)), GemmLibrary::kOneDnn);
+    EXPECT_NE(c.summary().find("[ZT_GEMM_BF16]"), std::string::npos);
+    c = select_gemm({"k1", "", "", "onednn-f32"}, std::ref(m));
+    EXPECT_EQ(c.library_for(cls(DType::kBF16, GemmTrans::kTN)), GemmLibrary::kOneDnnF32);
+    EXPECT_THROW(select_gemm({"k1", "", "", "mkl"}, std::ref(m)), Error);
 }
 
 TEST(GemmSelect, CachedPerKeyAndMeasuredAgainWhenTheKeyChanges) {
     TempDir dir;
     FakeMeasure m;
-    GemmChoice a = select_gemm({"key A", dir.path, ""}, std::ref(m));
+    GemmChoice a = select_gemm({"key A", dir.path, "", ""}, std::ref(m));
     const int first = m.calls;
     EXPECT_GT(first, 0);
     EXPECT_NE(a.source.find("measured"), std::string::npos);
-    GemmChoice b = select_gemm({"key A", dir.path, ""}, std::ref(m));
+    GemmChoice b = select_gemm({"key A", dir.path, "", ""}, std::ref(m));
     EXPECT_EQ(m.calls, first) << "the second selection must come from the cache";
     EXPECT_NE(b.source.find("cache"), std::string::npos);
     EXPECT_EQ(b.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
     EXPECT_DOUBLE_EQ(b.ceiling_flops(DType::kF32), a.ceiling_flops(DType::kF32));
     // Another key (another CPU, library, thread count or variable) measures anew.
-    select_gemm({"key A; OPENBLAS_CORETYPE=Haswell", dir.path, ""}, std::ref(m));
+    select_gemm({"key A; OPENBLAS_CORETYPE=Haswell", dir.path, "", ""}, std::ref(m));
     EXPECT_EQ(m.calls, 2 * first);
     // The cache must hold the measured rates, not just the verdicts: a different fake now
     // would not change a cached answer.
@@ -91,7 +113,7 @@ TEST(GemmSelect, CachedPerKeyAndMeasuredAgainWhenTheKeyChanges) {
             return lib == GemmLibrary::kOneDnn ? 1e12 : 1e9;
         }
     };
-    GemmChoice c = select_gemm({"key A", dir.path, ""}, Always{});
+    GemmChoice c = select_gemm({"key A", dir.path, "", ""}, Always{});
     EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
 }
 
@@ -106,19 +128,19 @@ TEST(GemmSelect, SurvivesACorruptOrForeignCacheFile) {
                                               "\"f32\",\"trans\":\"XY\"}]}")}) {
         std::ofstream(path) << bad;
         const int before = m.calls;
-        GemmChoice c = select_gemm({"k", dir.path, ""}, std::ref(m));
+        GemmChoice c = select_gemm({"k", dir.path, "", ""}, std::ref(m));
         EXPECT_GT(m.calls, before) << bad;
         EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
         // The damaged file was replaced by a good one.
         const int after = m.calls;
-        select_gemm({"k", dir.path, ""}, std::ref(m));
+        select_gemm({"k", dir.path, "", ""}, std::ref(m));
         EXPECT_EQ(m.calls, after) << bad;
     }
 }
 
 TEST(GemmSelect, UnwritableCacheStillMeasures) {
     FakeMeasure m;
-    GemmChoice c = select_gemm({"k", "/proc/zt_no_such_dir", ""}, std::ref(m));
+    GemmChoice c = select_gemm({"k", "/proc/zt_no_such_dir", "", ""}, std::ref(m));
     EXPECT_GT(m.calls, 0);
     EXPECT_EQ(c.library_for(cls(DType::kF32, GemmTrans::kNN)), GemmLibrary::kOpenBlas);
 }

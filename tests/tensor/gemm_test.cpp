@@ -76,13 +76,29 @@ TEST(Gemm, AllLibrariesTransposesAndOddSizes) {
     const Case cases[] = {{GemmLibrary::kOpenBlas, DType::kF32, DType::kF32},
                           {GemmLibrary::kOneDnn, DType::kF32, DType::kF32},
                           {GemmLibrary::kOneDnn, DType::kBF16, DType::kF32},
-                          {GemmLibrary::kOneDnn, DType::kBF16, DType::kBF16}};
+                          {GemmLibrary::kOneDnn, DType::kBF16, DType::kBF16},
+                          // bf16 widened to f32 (Note [Widened GEMM]), for each f32 library
+                          {GemmLibrary::kOneDnnF32, DType::kBF16, DType::kF32},
+                          {GemmLibrary::kOneDnnF32, DType::kBF16, DType::kBF16},
+                          {GemmLibrary::kOpenBlas, DType::kBF16, DType::kF32},
+                          {GemmLibrary::kOpenBlas, DType::kBF16, DType::kBF16}};
     for (const Case& cs : cases)
         for (bool ta : {false, true})
             for (bool tb : {false, true}) {
                 check(cs, 7, 19, 37, ta, tb, 1.0f, 0.0f);
                 check(cs, 33, 5, 17, ta, tb, 0.5f, 1.0f);  // accumulate into C
             }
+}
+
+// The widened path cuts C into tiles of at most 512 x 512 and panels of about 2^20 floats: these
+// shapes cross a tile edge in both directions, and a K so long that panels hold 16 rows.
+TEST(Gemm, WidenedBf16AcrossTilesAndPanels) {
+    for (GemmLibrary lib : {GemmLibrary::kOneDnnF32, GemmLibrary::kOpenBlas})
+        for (DType cd : {DType::kF32, DType::kBF16}) {
+            check({lib, DType::kBF16, cd}, 530, 517, 9, false, true, 1.0f, 0.0f);
+            check({lib, DType::kBF16, cd}, 517, 530, 9, true, false, 0.5f, 1.0f);
+            check({lib, DType::kBF16, cd}, 40, 3, 70000, false, false, 1.0f, 1.0f);
+        }
 }
 
 TEST(Gemm, ZeroInnerDimensionScalesC) {

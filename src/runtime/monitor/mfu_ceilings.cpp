@@ -14,7 +14,7 @@ constexpr double kPeakSecondsPerKernel = 0.02;  // register loops reach their ra
 
 MonitorConfig measured_ceilings(const TrainConfig& cfg, int ranks) {
     MonitorConfig m = cfg.monitor;
-    const bool bf16 = cfg.precision == "bf16";  // fp16 multiplies as f32 (Note [f16 GEMM])
+    const bool bf16 = cfg.precision == "bf16";  // fp16 multiplies as f32 (Note [Widened GEMM])
     if (m.gemm_ceiling_flops <= 0)
         m.gemm_ceiling_flops =
             ranks * current_gemm_choice().ceiling_flops(bf16 ? DType::kBF16 : DType::kF32);
