@@ -8,7 +8,7 @@ never copied: DDP for stage 0, ZeroRedundancyOptimizer for 1, FSDP FULL_SHARD fo
 threads at the same global batch; the order of the runs is reversed every round (A B ..., ... B A).
 Reports tokens/s and peak resident memory per rank (medians over rounds) and the median per-round
 ratios zerotrain / peer, zerotrain 2x1 / zerotrain 1x2, and the fraction of zerotrain's
-communication hidden behind compute (from metrics.jsonl's `comm_s` and `comm`). A zerotrain run that
+communication hidden behind compute (from metrics.jsonl's `comm_overlap`). A zerotrain run that
 fails has its error in the table. Python 3 standard library only; shares gpt_train.py's helpers.
 
   python3 bench/dp_train.py --stages 0,1,2,3 --dtypes fp32,bf16 --rounds 3 \
@@ -98,9 +98,11 @@ def global_tokens(world, accum):
 
 
 def comm_figures(timed):
-    """Exposed and total communication seconds over the timed steps, and the hidden fraction; the
-    keys are absent (None) where metrics.jsonl does not carry them yet."""
-    exposed = [m["comm_s"] for m in timed if isinstance(m.get("comm_s"), (int, float))]
+    """Rank 0's communication over the timed steps: busy seconds (some op in flight, each second
+    counted once: metrics.jsonl's comm_overlap.busy_s), exposed seconds (the time the compute
+    thread waited: comm_overlap.exposed_s) and hidden = 1 - exposed / busy, always within [0, 1].
+    The per-op issue-to-completion seconds (`comm`) are kept per kind, but they overlap each other
+    and are no total. None where metrics.jsonl does not carry a figure."""
     kinds = {}
     have_comm = False
     for m in timed:
@@ -115,11 +117,14 @@ def comm_figures(timed):
             for f in k:
                 if isinstance(v.get(f), (int, float)):
                     k[f] += v[f]
-    out = dict(comm_exposed_s=sum(exposed) if len(exposed) == len(timed) else None,
-               comm_total_s=sum(k["seconds"] for k in kinds.values()) if have_comm else None,
+    overlap = [m.get("comm_overlap") for m in timed]
+    have_overlap = timed and all(isinstance(o, dict) for o in overlap)
+    out = dict(comm_exposed_s=sum(o["exposed_s"] for o in overlap) if have_overlap else None,
+               comm_busy_s=sum(o["busy_s"] for o in overlap) if have_overlap else None,
+               comm_op_seconds_s=sum(k["seconds"] for k in kinds.values()) if have_comm else None,
                comm_kinds=kinds if have_comm else None, comm_hidden=None)
-    if out["comm_exposed_s"] is not None and out["comm_total_s"]:
-        out["comm_hidden"] = 1.0 - out["comm_exposed_s"] / out["comm_total_s"]
+    if out["comm_busy_s"]:
+        out["comm_hidden"] = 1.0 - out["comm_exposed_s"] / out["comm_busy_s"]
     return out
 
 
@@ -381,7 +386,7 @@ def summarize(report):
                     row["vs_1x2_median"] = median_or_none(row["vs_1x2"])
                     row["comm_hidden"] = median_or_none([r.get("comm_hidden") for r in ok])
                     row["comm_exposed_s"] = median_or_none([r.get("comm_exposed_s") for r in ok])
-                    row["comm_total_s"] = median_or_none([r.get("comm_total_s") for r in ok])
+                    row["comm_busy_s"] = median_or_none([r.get("comm_busy_s") for r in ok])
                     row["tracked_peak_mib"] = median_or_none([r["tracked_peak_mib"] for r in ok])
                 else:
                     row["peer_mode"] = report["peer_modes"].get(str(stage))
@@ -499,11 +504,12 @@ def markdown(report):
     L.append("")
     L.append("zerotrain alone: 2 ranks x 1 thread against 1 rank x 2 threads at the same global "
              "batch (micro-batch 8, accumulation 2), and the communication hidden behind compute "
-             "(1 - exposed `comm_s` / total `comm` seconds over the timed steps, from "
-             "metrics.jsonl).")
+             "(rank 0's 1 - exposed / busy seconds over the timed steps: exposed is the time its "
+             "compute thread waited for communication, busy the time it had an op in flight, each "
+             "second counted once; metrics.jsonl's comm_overlap).")
     L.append("")
     L.append("| dtype | ZeRO stage | 2x1 tokens/s | 1x2 tokens/s | 2x1 / 1x2 (median ratio) | "
-             "comm hidden | comm exposed / total s | tracked peak MiB |")
+             "comm hidden | comm exposed / busy s | tracked peak MiB |")
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in report["summary"]:
         if r["engine"] != "zerotrain":
@@ -522,7 +528,7 @@ def markdown(report):
         hidden = (fmt(r["comm_hidden"] * 100, ".0f") + "%") if r.get("comm_hidden") is not None \
             else "n/a"
         comm = (f"{fmt(r.get('comm_exposed_s'), '.3f', 'n/a')} / "
-                f"{fmt(r.get('comm_total_s'), '.3f', 'n/a')}")
+                f"{fmt(r.get('comm_busy_s'), '.3f', 'n/a')}")
         L.append(f"| {r['dtype']} | {r['stage']} | {tps} | {s_tps} | {ratio} | {hidden} | {comm} "
                  f"| {fmt(r.get('tracked_peak_mib'), '.0f')} |")
     L.append("")

@@ -2,8 +2,11 @@
 // (op handles, stats, count checks).
 #include "comm/communicator.h"
 
+#include <algorithm>
+
 #include "comm/detail.h"
 #include "util/error.h"
+#include "util/timer.h"
 
 namespace zt {
 
@@ -51,8 +54,16 @@ namespace comm_detail {
 
 void Work::wait() {
     std::unique_lock lock(mu_);
+    const bool blocks = !done_;
     cv_.wait(lock, [&] { return done_; });
+    if (blocks && stats_) stats_->waited(t_issue_, now_s());
     if (error_) std::rethrow_exception(error_);
+}
+
+void Work::count_waits_in(std::shared_ptr<StatsRecorder> stats, double t_issue) {
+    std::lock_guard lock(mu_);
+    stats_ = std::move(stats);
+    t_issue_ = t_issue;
 }
 
 bool Work::test() {
@@ -70,12 +81,43 @@ void Work::complete(std::exception_ptr error) {
     cv_.notify_all();
 }
 
-void StatsRecorder::record(CollectiveKind k, int64_t bytes_sent, double seconds) {
+void StatsRecorder::record(CollectiveKind k, int64_t bytes_sent, double t_issue, double t_done) {
     const auto i = static_cast<int>(k);
     std::lock_guard lock(mu_);
     stats_.count[i] += 1;
     stats_.bytes_sent[i] += bytes_sent;
-    stats_.seconds[i] += seconds;
+    stats_.seconds[i] += t_done - t_issue;
+    add_busy(t_issue, std::max(t_issue, t_done));
+}
+
+void StatsRecorder::waited(double t_issue, double t_seen) {
+    std::lock_guard lock(mu_);
+    add_busy(t_issue, std::max(t_issue, t_seen));
+}
+
+void StatsRecorder::add_busy(double a, double b) {
+    // The first interval that ends at or after a; those from it up to the first that starts
+    // after b overlap [a, b] and merge with it.
+    auto first = std::lower_bound(open_.begin(), open_.end(), a,
+                                  [](const std::pair<double, double>& iv, double x) {
+                                      return iv.second < x;
+                                  });
+    auto last = first;
+    double lo = a, hi = b;
+    while (last != open_.end() && last->first <= b) {
+        lo = std::min(lo, last->first);
+        hi = std::max(hi, last->second);
+        stats_.busy_s -= last->second - last->first;
+        ++last;
+    }
+    first = open_.erase(first, last);
+    open_.insert(first, {lo, hi});
+    stats_.busy_s += hi - lo;
+    // Fold what ended long before the latest completion (Note [Busy time]).
+    const double latest = open_.back().second;
+    auto keep = open_.begin();
+    while (keep != open_.end() && keep->second < latest - kBusyHorizonS) ++keep;
+    open_.erase(open_.begin(), keep);
 }
 
 CommStats StatsRecorder::get() const {
@@ -86,6 +128,7 @@ CommStats StatsRecorder::get() const {
 void StatsRecorder::reset() {
     std::lock_guard lock(mu_);
     stats_ = CommStats{};
+    open_.clear();
 }
 
 int64_t checked_total(std::span<const int64_t> counts, int size, const char* op) {

@@ -49,11 +49,15 @@ constexpr int kCollectiveKindCount = 8;
 const char* collective_kind_name(CollectiveKind k);  // "all_reduce", "reduce_scatter", ...
 
 // Per collective kind, since the communicator was made (or the last reset): how many ops, bytes
-// this rank sent, and seconds from issue to completion.
+// this rank sent, and seconds from issue to completion. Those seconds overlap when ops are in
+// flight together; busy_s counts each wall-clock second once: the time during which at least one
+// of this rank's ops was in flight (the union of their issue-to-completion intervals), the total
+// that the time a caller waited (exposed) is a part of.
 struct CommStats {
     int64_t count[kCollectiveKindCount] = {};
     int64_t bytes_sent[kCollectiveKindCount] = {};
     double seconds[kCollectiveKindCount] = {};
+    double busy_s = 0;
 };
 
 // A handle to an issued op. wait() may be called more than once; a destroyed handle does not

@@ -5,13 +5,17 @@
 
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
 
 namespace zt::comm_detail {
+
+class StatsRecorder;
 
 // The shared state of an issued op: done flag and error, completed once by a backend's worker.
 class Work final : public CommWork {
@@ -20,24 +24,44 @@ public:
     bool test() override;
     // Marks the op done (error empty on success) and wakes waiters. Called exactly once.
     void complete(std::exception_ptr error);
+    // A wait that blocks adds [t_issue, the moment the waiter woke] to stats' busy time, so that
+    // the time a caller waited always lies within it (Note [Busy time]). Set before returning the
+    // handle.
+    void count_waits_in(std::shared_ptr<StatsRecorder> stats, double t_issue);
 
 private:
     std::mutex mu_;
     std::condition_variable cv_;
     bool done_ = false;
     std::exception_ptr error_;
+    std::shared_ptr<StatsRecorder> stats_;
+    double t_issue_ = 0;
 };
 
 // Thread-safe CommStats: ops complete on worker threads while the caller reads stats.
+// Note [Busy time]: busy_s is the length of the union of the recorded ops' [issue, done]
+// intervals, each extended to the moment a caller blocked in wait() woke up (a waiter may wake a
+// little after the worker completed the op; that latency is waiting on communication too, so the
+// time callers waited is always a part of busy_s). They arrive as ops complete, out of order of issue, so the recorder keeps the union
+// as sorted disjoint intervals and folds into a plain sum those that ended more than
+// kBusyHorizonS before the latest completion (an op in flight that long is a hang the watchdog
+// reports; one that still completed would be counted in full, at worst a few overlapping seconds).
 class StatsRecorder {
 public:
-    void record(CollectiveKind k, int64_t bytes_sent, double seconds);
+    void record(CollectiveKind k, int64_t bytes_sent, double t_issue, double t_done);
+    // [t_issue, t_seen]: an op's caller waited until t_seen; busy time only, no op counted.
+    void waited(double t_issue, double t_seen);
     CommStats get() const;
     void reset();
 
+    static constexpr double kBusyHorizonS = 900;
+
 private:
+    void add_busy(double a, double b);  // under mu_
+
     mutable std::mutex mu_;
     CommStats stats_;
+    std::vector<std::pair<double, double>> open_;  // disjoint, sorted by start, within the horizon
 };
 
 // Checks a counts vector (one entry per rank, none negative) and returns its sum.

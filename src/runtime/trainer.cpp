@@ -253,6 +253,7 @@ CommStats stats_delta(const CommStats& now, const CommStats& before) {
         d.bytes_sent[k] = now.bytes_sent[k] - before.bytes_sent[k];
         d.seconds[k] = now.seconds[k] - before.seconds[k];
     }
+    d.busy_s = now.busy_s - before.busy_s;
     return d;
 }
 
@@ -611,7 +612,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                                        {"mem", mem},
                                        {"comm_s", comm_s},
                                        {"skipped", st.skipped}};
-                if (comm) line["comm"] = comm_json(step_comm);
+                if (comm) {
+                    line["comm"] = comm_json(step_comm);
+                    // Rank 0's overlap: time with an op in flight, the part of it this rank
+                    // waited, and the rest, hidden behind compute (Note [Busy time]).
+                    const double busy = step_comm.busy_s, exposed = figs[0].comm_s;
+                    line["comm_overlap"] = {{"busy_s", busy}, {"exposed_s", exposed}};
+                    if (busy > 0) line["comm_overlap"]["hidden"] = 1.0 - exposed / busy;
+                }
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 if (step == start_step)  // the run's first line names its GEMM libraries

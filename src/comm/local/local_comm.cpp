@@ -120,7 +120,9 @@ private:
                 }
                 coll->seq = ++issued_seq_;
             }
-            queue_.push_back(Task{std::move(body), kind, bytes_sent, record, now_s(), work, coll,
+            const double t_issue = now_s();
+            if (record) work->count_waits_in(stats_, t_issue);  // Note [Busy time]
+            queue_.push_back(Task{std::move(body), kind, bytes_sent, record, t_issue, work, coll,
                                   timeout_s_, check_sequence_});
         }
         q_cv_.notify_one();
@@ -156,7 +158,7 @@ private:
             }
             if (done) {
                 if (task.record)
-                    stats_->record(task.kind, error ? 0 : task.bytes, now_s() - task.t_issue);
+                    stats_->record(task.kind, error ? 0 : task.bytes, task.t_issue, now_s());
                 task.work->complete(error);
             }
             {
@@ -386,7 +388,7 @@ CommHandle LocalComm::send(const void* buf, int64_t count, CommType t, int peer,
             dom.throw_if_aborted_locked();
         }
         if (nbytes > 0) std::memcpy(pr.buf, buf, nbytes);
-        pr.stats->record(CollectiveKind::kRecv, 0, now_s() - pr.t_issue);
+        pr.stats->record(CollectiveKind::kRecv, 0, pr.t_issue, now_s());
         pr.work->complete(nullptr);
         return true;
     });
@@ -402,6 +404,7 @@ CommHandle LocalComm::recv(void* buf, int64_t count, CommType t, int peer, int t
     // The handle enqueue makes is not the one returned: a receive that waits for its message is
     // completed by the sender's thread through `work`.
     const double t_issue = now_s();
+    work->count_waits_in(stats_, t_issue);  // Note [Busy time]
     enqueue(
         CollectiveKind::kRecv, 0,
         [=, this] {
@@ -430,7 +433,7 @@ CommHandle LocalComm::recv(void* buf, int64_t count, CommType t, int peer, int t
                 work->complete(std::current_exception());
                 return true;
             }
-            stats_->record(CollectiveKind::kRecv, 0, now_s() - t_issue);
+            stats_->record(CollectiveKind::kRecv, 0, t_issue, now_s());
             work->complete(nullptr);
             return true;
         },

@@ -134,8 +134,8 @@ public:
     CommHandle recv(void* buf, int64_t count, CommType t, int peer, int tag) override;
     CommHandle barrier() override;
     std::unique_ptr<Communicator> split(int color, int key) override;
-    CommStats stats() const override { return stats_.get(); }
-    void reset_stats() override { stats_.reset(); }
+    CommStats stats() const override { return stats_->get(); }
+    void reset_stats() override { stats_->reset(); }
     void set_timeout(double seconds) override {
         ZT_CHECK(seconds >= 0, "comm set_timeout: ", seconds, " s; expected >= 0 (0: no limit)");
         timeout_s_ = seconds;
@@ -147,6 +147,7 @@ private:
     CommHandle enqueue(Op op) {
         op.work = std::make_shared<Work>();
         op.t_issue = now_s();
+        if (op.record) op.work->count_waits_in(stats_, op.t_issue);  // Note [Busy time]
         CommHandle h = op.work;
         {
             std::lock_guard lock(q_mu_);
@@ -213,7 +214,7 @@ private:
     MPI_Comm comm_, coll_;
     MpiOptions opt_;
     int rank_ = 0, size_ = 1, tag_ub_ = 32767;
-    StatsRecorder stats_;
+    std::shared_ptr<StatsRecorder> stats_ = std::make_shared<StatsRecorder>();
 
     // Hang detection (Note [Hang detection]). issued_seq_ and fault_ under q_mu_; cur_, coll_tag_
     // and last_serve_ touched by the worker only.
@@ -376,7 +377,7 @@ void MpiComm::add_check_phases(Op& op) {
 
 void MpiComm::finish(Op& op, std::exception_ptr error) {
     if (op.collective) cur_.active = false;
-    if (op.record) stats_.record(op.kind, error ? 0 : op.bytes, now_s() - op.t_issue);
+    if (op.record) stats_->record(op.kind, error ? 0 : op.bytes, op.t_issue, now_s());
     op.phases.clear();  // release captured buffers before waking the caller
     op.work->complete(std::move(error));
 }
