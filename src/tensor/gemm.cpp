@@ -12,6 +12,7 @@
 #include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <unordered_map>
 
 #include "tensor/gemm_machine.h"
 #include "tensor/kernels/vec16.h"
@@ -137,7 +138,11 @@ memory::data_type dnnl_type(DType t) {
 }
 
 using PrimKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int,
-                           int, float, float>;
+                           int, float, float, bool>;  // the last: a bias row (gemm_bias)
+
+memory::desc bias_desc(int64_t n, DType t) {
+    return memory::desc({1, n}, dnnl_type(t), memory::dims{n, 1});
+}
 
 struct OneDnn {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -152,7 +157,7 @@ struct OneDnn {
         std::lock_guard<std::mutex> lock(mu);
         auto it = cache.find(key);
         if (it != cache.end()) return it->second;
-        auto [m, n, k, lda, ldb, ldc, ta, tb, abi, cdi, alpha, beta] = key;
+        auto [m, n, k, lda, ldb, ldc, ta, tb, abi, cdi, alpha, beta, has_bias] = key;
         memory::desc a_md({m, k}, dnnl_type(ab), ta ? memory::dims{1, lda} : memory::dims{lda, 1});
         memory::desc b_md({k, n}, dnnl_type(ab), tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
         memory::desc c_md({m, n}, dnnl_type(cd), memory::dims{ldc, 1});
@@ -167,7 +172,9 @@ struct OneDnn {
             po.append_sum(beta);
             attr.set_post_ops(po);
         }
-        dnnl::matmul::desc desc(a_md, b_md, c_md);
+        // The bias row is added in the epilogue, before C is rounded to its type.
+        dnnl::matmul::desc desc = has_bias ? dnnl::matmul::desc(a_md, b_md, bias_desc(n, ab), c_md)
+                                           : dnnl::matmul::desc(a_md, b_md, c_md);
         dnnl::matmul::primitive_desc pd(desc, attr, engine);
         Entry e{dnnl::matmul(pd), pd.scratchpad_desc()};
         cache.emplace(key, e);
@@ -181,10 +188,11 @@ OneDnn& onednn() {
 }
 
 void onednn_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b,
-                 DType ab, float beta, void* c, int64_t ldc, DType cd) {
+                 DType ab, float beta, void* c, int64_t ldc, DType cd,
+                 const void* bias = nullptr) {
     OneDnn& lib = onednn();
     PrimKey key{m, n, k, a.ld, b.ld, ldc, a.trans, b.trans, static_cast<int>(ab),
-                static_cast<int>(cd), alpha, beta};
+                static_cast<int>(cd), alpha, beta, bias != nullptr};
     OneDnn::Entry prim = lib.get(key, ab, cd);
     memory::desc a_md({m, k}, dnnl_type(ab), a.trans ? memory::dims{1, a.ld} : memory::dims{a.ld, 1});
     memory::desc b_md({k, n}, dnnl_type(ab), b.trans ? memory::dims{1, b.ld} : memory::dims{b.ld, 1});
@@ -196,10 +204,13 @@ void onednn_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, Ge
     if (scratch.size() < prim.scratchpad.get_size()) scratch.resize(prim.scratchpad.get_size());
     memory sm(prim.scratchpad, lib.engine, scratch.data());
     dnnl::stream stream(lib.engine);
-    prim.prim.execute(stream, {{DNNL_ARG_SRC, am},
-                          {DNNL_ARG_WEIGHTS, bm},
-                          {DNNL_ARG_DST, cm},
-                          {DNNL_ARG_SCRATCHPAD, sm}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, am},
+                                         {DNNL_ARG_WEIGHTS, bm},
+                                         {DNNL_ARG_DST, cm},
+                                         {DNNL_ARG_SCRATCHPAD, sm}};
+    if (bias)
+        args.emplace(DNNL_ARG_BIAS, memory(bias_desc(n, ab), lib.engine, const_cast<void*>(bias)));
+    prim.prim.execute(stream, args);
     stream.wait();
 }
 
@@ -242,10 +253,11 @@ void widen_block(const T* src, int64_t ld, int64_t r0, int64_t c0, int64_t rows,
     }
 }
 
-// c (rows, cols) of T, ldc apart <- tile (rows, cols) f32 + beta c (c unread when beta is 0),
-// rounded once.
+// c (rows, cols) of T, ldc apart <- tile (rows, cols) f32 + bias (a row of cols, or null) +
+// beta c (c unread when beta is 0), rounded once.
 template <typename T>
-void store_tile(const float* tile, int64_t rows, int64_t cols, float beta, T* c, int64_t ldc) {
+void store_tile(const float* tile, int64_t rows, int64_t cols, float beta, T* c, int64_t ldc,
+                const T* bias) {
     using namespace kernels::vec;
 #pragma omp parallel for schedule(static) if (rows * cols >= kWideConvertParallelMin && \
                                               !omp_in_parallel())
@@ -254,8 +266,23 @@ void store_tile(const float* tile, int64_t rows, int64_t cols, float beta, T* c,
         T* d = c + r * ldc;
         for_each_vec(cols, [&](int64_t j, int64_t n) {
             V16 v = load_part(t + j, n);
+            if (bias) v = v + load_part(bias + j, n);
             if (beta != 0.0f) v = fma(splat(beta), load_part(d + j, n), v);
             store_part(d + j, v, n);
+        });
+    }
+}
+
+// c (rows, cols) of C, ldc apart, += bias (a row of cols of B), rounded once to C.
+template <typename C, typename B>
+void add_bias_rows(C* c, int64_t ldc, int64_t rows, int64_t cols, const B* bias) {
+    using namespace kernels::vec;
+#pragma omp parallel for schedule(static) if (rows * cols >= kWideConvertParallelMin && \
+                                              !omp_in_parallel())
+    for (int64_t r = 0; r < rows; ++r) {
+        C* d = c + r * ldc;
+        for_each_vec(cols, [&](int64_t j, int64_t n) {
+            store_part(d + j, load_part(d + j, n) + load_part(bias + j, n), n);
         });
     }
 }
@@ -280,10 +307,12 @@ void f32_gemm(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, Gem
         onednn_gemm(m, n, k, alpha, a, b, DType::kF32, beta, c, ldc, DType::kF32);
 }
 
-// T: f16 or bf16 operands; C f32 or T; f32_lib: OpenBLAS or oneDNN's f32 product.
+// T: f16 or bf16 operands; C f32 or T; f32_lib: OpenBLAS or oneDNN's f32 product; bias: null or
+// a row of n values of T added to every row of C (gemm_bias: alpha 1, beta 0).
 template <typename T>
 void widened_gemm(GemmLibrary f32_lib, int64_t m, int64_t n, int64_t k, float alpha,
-                  GemmOperand a, GemmOperand b, float beta, void* c, int64_t ldc, DType cd) {
+                  GemmOperand a, GemmOperand b, float beta, void* c, int64_t ldc, DType cd,
+                  const T* bias = nullptr) {
     const T* ap = static_cast<const T*>(a.data);
     const T* bp = static_cast<const T*>(b.data);
     const int64_t mb = wide_tile_extent(m, k, kWideTileRows);
@@ -309,11 +338,13 @@ void widened_gemm(GemmLibrary f32_lib, int64_t m, int64_t n, int64_t k, float al
             else
                 widen_block(ap, a.ld, i0, 0, mi, k, a_panel);
             if (cd == DType::kF32) {
-                f32_gemm(f32_lib, mi, nj, k, alpha, aw, bw, beta,
-                         static_cast<float*>(c) + i0 * ldc + j0, ldc);
+                float* ct = static_cast<float*>(c) + i0 * ldc + j0;
+                f32_gemm(f32_lib, mi, nj, k, alpha, aw, bw, beta, ct, ldc);
+                if (bias) add_bias_rows(ct, ldc, mi, nj, bias + j0);
             } else {
                 f32_gemm(f32_lib, mi, nj, k, alpha, aw, bw, 0.0f, tile, nj);
-                store_tile(tile, mi, nj, beta, static_cast<T*>(c) + i0 * ldc + j0, ldc);
+                store_tile(tile, mi, nj, beta, static_cast<T*>(c) + i0 * ldc + j0, ldc,
+                           bias ? bias + j0 : nullptr);
             }
         }
     }
@@ -376,6 +407,46 @@ void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, Ge
     } else {
         onednn_gemm(m, n, k, alpha, a, b, ab_dtype, beta, c, ldc, c_dtype);
     }
+}
+
+void gemm_bias_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, GemmOperand a,
+                    GemmOperand b, DType ab_dtype, const void* bias, void* c, int64_t ldc,
+                    DType c_dtype) {
+    ZT_ASSERT(ab_dtype == c_dtype || c_dtype == DType::kF32, "gemm_bias: ", dtype_name(ab_dtype),
+              " inputs with ", dtype_name(c_dtype), " output");
+    if (m == 0 || n == 0) return;
+    const GemmLibrary f32_lib = lib == GemmLibrary::kOpenBlas ? lib : GemmLibrary::kOneDnn;
+    if (k > 0 && ab_dtype == DType::kBF16 && lib != GemmLibrary::kOneDnn) {
+        widened_gemm<bf16>(f32_lib, m, n, k, 1.0f, a, b, 0.0f, c, ldc, c_dtype,
+                           static_cast<const bf16*>(bias));
+    } else if (k > 0 && ab_dtype == DType::kF16) {
+        widened_gemm<f16>(f32_lib, m, n, k, 1.0f, a, b, 0.0f, c, ldc, c_dtype,
+                          static_cast<const f16*>(bias));
+    } else if (k > 0 && lib != GemmLibrary::kOpenBlas) {
+        onednn_gemm(m, n, k, 1.0f, a, b, ab_dtype, 0.0f, c, ldc, c_dtype, bias);  // epilogue
+    } else {  // OpenBLAS f32, or K = 0: the product, then the bias row over C
+        gemm_with(lib, m, n, k, 1.0f, a, b, ab_dtype, 0.0f, c, ldc, c_dtype);
+        auto over = [&](auto* cp) {
+            if (ab_dtype == DType::kF32)
+                add_bias_rows(cp, ldc, m, n, static_cast<const float*>(bias));
+            else if (ab_dtype == DType::kBF16)
+                add_bias_rows(cp, ldc, m, n, static_cast<const bf16*>(bias));
+            else
+                add_bias_rows(cp, ldc, m, n, static_cast<const f16*>(bias));
+        };
+        if (c_dtype == DType::kF32)
+            over(static_cast<float*>(c));
+        else if (c_dtype == DType::kBF16)
+            over(static_cast<bf16*>(c));
+        else
+            over(static_cast<f16*>(c));
+    }
+}
+
+void gemm_bias(int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, DType ab_dtype,
+               const void* bias, void* c, int64_t ldc, DType c_dtype) {
+    gemm_bias_with(gemm_library_for(ab_dtype, a.trans, b.trans, m, n, k), m, n, k, a, b, ab_dtype,
+                   bias, c, ldc, c_dtype);
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b, DType ab_dtype,

@@ -26,6 +26,15 @@ struct GemmOperand {
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b, DType ab_dtype,
           float beta, void* c, int64_t ldc, DType c_dtype);
 
+// C(M, N) = op(A) op(B) + bias, bias a row of N values of ab_dtype added to every row of C before
+// C is rounded to c_dtype (f32, or ab_dtype): in the product's epilogue where the library has one
+// (oneDNN's matmul bias; the widened path's tile store), after the product for OpenBLAS f32.
+void gemm_bias(int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, DType ab_dtype,
+               const void* bias, void* c, int64_t ldc, DType c_dtype);
+void gemm_bias_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, GemmOperand a,
+                    GemmOperand b, DType ab_dtype, const void* bias, void* c, int64_t ldc,
+                    DType c_dtype);
+
 // Same, through a named library (for `zerotrain bench gemm` and tests).
 void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
                GemmOperand b, DType ab_dtype, float beta, void* c, int64_t ldc, DType c_dtype);

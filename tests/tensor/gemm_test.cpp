@@ -122,3 +122,50 @@ TEST(Gemm, OpenBlasKeepsTheUsersCoreType) {
 }
 
 }  // namespace zt
+
+namespace zt {
+
+// gemm_bias against the double reference plus the bias row, every library and output type, odd
+// sizes, every transpose, and K = 0 (C = the bias).
+TEST(GemmBias, EveryLibraryAddsTheBiasRow) {
+    const Case cases[] = {{GemmLibrary::kOpenBlas, DType::kF32, DType::kF32},
+                          {GemmLibrary::kOneDnn, DType::kF32, DType::kF32},
+                          {GemmLibrary::kOneDnn, DType::kBF16, DType::kF32},
+                          {GemmLibrary::kOneDnn, DType::kBF16, DType::kBF16},
+                          {GemmLibrary::kOneDnnF32, DType::kBF16, DType::kBF16},
+                          {GemmLibrary::kOpenBlas, DType::kBF16, DType::kBF16},
+                          {GemmLibrary::kOpenBlas, DType::kBF16, DType::kF32}};
+    struct Dims {
+        int64_t m, n, k;
+    };
+    for (const Case& cs : cases)
+        for (Dims d : {Dims{7, 19, 37}, Dims{530, 517, 9}, Dims{5, 3, 0}})
+            for (int t = 0; t < 4; ++t) {
+                const bool ta = t & 1, tb = t & 2, bf = cs.ab == DType::kBF16;
+                const int64_t m = d.m, n = d.n, k = d.k;
+                auto a = random_vec(m * k, 1, bf), b = random_vec(k * n, 2, bf);
+                auto bias = random_vec(n, 4, bf);
+                auto want = reference(m, n, k, 1.0f, a, ta, b, tb, 0.0f, std::vector<float>(m * n));
+                std::vector<uint16_t> a16(a.size()), b16(b.size()), bias16(n), c16(m * n, 0x7fc0);
+                for (size_t i = 0; i < a.size(); ++i) a16[i] = f32_to_bf16(a[i]).bits;
+                for (size_t i = 0; i < b.size(); ++i) b16[i] = f32_to_bf16(b[i]).bits;
+                for (int64_t j = 0; j < n; ++j) bias16[j] = f32_to_bf16(bias[j]).bits;
+                std::vector<float> c(m * n, std::nanf(""));  // every element must be written
+                gemm_bias_with(cs.lib, m, n, k, {bf ? (void*)a16.data() : a.data(), ta ? m : k, ta},
+                               {bf ? (void*)b16.data() : b.data(), tb ? k : n, tb}, cs.ab,
+                               bf ? (void*)bias16.data() : bias.data(),
+                               cs.c == DType::kBF16 ? (void*)c16.data() : c.data(), n, cs.c);
+                for (int64_t i = 0; i < m * n; ++i) {
+                    const double w = want[i] + bias[i % n];
+                    const double got = cs.c == DType::kBF16 ? bf16_to_f32(bf16{c16[i]}) : c[i];
+                    const double tol = cs.c == DType::kBF16 ? 1e-2 * (std::fabs(w) + 1)
+                                                            : 1e-4 * std::sqrt(k + 1.0);
+                    ASSERT_NEAR(got, w, tol) << gemm_library_name(cs.lib) << " "
+                                             << dtype_name(cs.ab) << "->" << dtype_name(cs.c)
+                                             << " m,n,k=" << m << "," << n << "," << k
+                                             << " ta=" << ta << " tb=" << tb << " i=" << i;
+                }
+            }
+}
+
+}  // namespace zt

@@ -1,4 +1,4 @@
-// linear: y = x W^T + b.  x: (N, in), W: (out, in), b: (out) -> y: (N, out); saves x, W (Vars).
+// linear: y = x W^T + b (b added in the GEMM epilogue).  x: (N, in), W: (out, in), b: (out) -> y: (N, out); saves x, W (Vars).
 // backward: dx = dy W (written); dW += dy^T x; db += colsum(dy).
 #include "autograd/ops.h"
 #include "autograd/ops/grad_util.h"
@@ -20,10 +20,13 @@ Var linear(Tape& tape, const Var& x, const Var& w, const Var* b, OutputUse use) 
     Tensor y;
     if (use == OutputUse::kRead || !tape.recording()) {  // Note [Recompute early stop]
         y = Tensor::empty(tape.pool(), yshape, dt, MemCategory::kActivations);
-        gemm(N, out, in, 1.0f, {xv.raw(), in, false}, {wv.raw(), in, true}, dt, 0.0f, y.raw(),
-             out, dt);
-        if (b) ZT_DISPATCH_FLOAT(dt, kernels::bias_add(y.data<scalar_t>(),
-                                                       (*b)->value.data<scalar_t>(), N, out));
+        // The bias joins in the product's epilogue, before y is rounded (gemm_bias).
+        if (b)
+            gemm_bias(N, out, in, {xv.raw(), in, false}, {wv.raw(), in, true}, dt,
+                      (*b)->value.raw(), y.raw(), out, dt);
+        else
+            gemm(N, out, in, 1.0f, {xv.raw(), in, false}, {wv.raw(), in, true}, dt, 0.0f,
+                 y.raw(), out, dt);
     }
     Var yv = make_var(y, needs_grad(tape, {&x, &w, b}));
     if (!yv->requires_grad) return yv;
