@@ -114,9 +114,17 @@ int64_t gemm_rows(const GemmArgs& g, int64_t m0, int64_t n0, int64_t nvec) {
 }
 
 // c (M, N) (+)= a (M, K) b (K, N), N a multiple of 16; a is read transposed when kTransA.
-// 6 x 4 vectors is 24 of the 32 vector registers for accumulators.
+// AVX-512: 6 x 4 vectors is 24 of the 32 vector registers for accumulators. AVX2 has 16
+// registers and a vector is two of them: 6 x 1 vectors (12 registers) keeps every accumulator
+// in a register, where 6 x 4 spilled.
 template <bool kTransA>
 void tile_gemm(const GemmArgs& g) {
+#ifdef ZT_VEC16_AVX2
+    for (int64_t n0 = 0; n0 < g.N; n0 += kLanes) {
+        const int64_t m0 = gemm_rows<6, kTransA>(g, 0, n0, 1);
+        gemm_rows<1, kTransA>(g, gemm_rows<4, kTransA>(g, m0, n0, 1), n0, 1);
+    }
+#else
     for (int64_t n0 = 0; n0 < g.N; n0 += 4 * kLanes) {
         const int64_t nvec = std::min<int64_t>(4, (g.N - n0) / kLanes);
         int64_t m0 = nvec >= 3 ? gemm_rows<6, kTransA>(g, 0, n0, nvec)
@@ -124,6 +132,7 @@ void tile_gemm(const GemmArgs& g) {
         m0 = gemm_rows<4, kTransA>(g, m0, n0, nvec);
         gemm_rows<1, kTransA>(g, m0, n0, nvec);
     }
+#endif
 }
 
 // Shapes of one head; `ld` is the row stride of qkv.
