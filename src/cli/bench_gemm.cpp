@@ -66,7 +66,9 @@ nlohmann::json print_choice(bool remeasure) {
                 nlohmann::json jr = nlohmann::json::object();
                 for (const auto& [lib, r] : cc.rates) {
                     rates += std::string(rates.empty() ? "" : ", ") + gemm_library_name(lib) +
-                             " " + std::to_string(static_cast<int>(r / 1e9 + 0.5));
+                             " " +
+                             (r > 0 ? std::to_string(static_cast<int>(r / 1e9 + 0.5))
+                                    : std::string("unsupported"));
                     jr[gemm_library_name(lib)] = r / 1e9;
                 }
                 std::printf("%-16s %-11s %s\n", gemm_class_name(cls).c_str(),
@@ -114,6 +116,11 @@ int run_bench_gemm(const std::string& json_path, bool remeasure) {
                     static_cast<long>(s.k));
         nlohmann::json row = {{"shape", s.what}, {"m", s.m}, {"n", s.n}, {"k", s.k}};
         for (const Variant& v : variants) {
+            if (!gemm_supported(v.lib, v.dt)) {  // Note [Unsupported GEMM]
+                std::printf(" %12s", "unsupported");
+                row[std::string(gemm_library_name(v.lib)) + "_" + dtype_name(v.dt)] = nullptr;
+                continue;
+            }
             double t = time_gemm(v.lib, v.dt, s, pool, 0.3);
             double gf = 2.0 * s.m * s.n * s.k / t / 1e9;
             std::printf(" %12.1f", gf);

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include "tensor/kernels/vec16.h"
 #include "util/error.h"
 
 namespace zt {
@@ -94,6 +95,8 @@ void f32_to_bf16_n(const float* src, bf16* dst, size_t n) {
                                                           _mm512_set1_epi32(0x40)));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
     }
+#elif defined(ZT_VEC16_AVX2)  // the same rounding on two AVX2 halves (vec16_avx2.h)
+    for (; i + 16 <= n; i += 16) kernels::vec::store(dst + i, kernels::vec::load(src + i));
 #endif
     for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
@@ -106,6 +109,8 @@ void bf16_to_f32_n(const bf16* src, float* dst, size_t n) {
         __m512i u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
         _mm512_storeu_si512(dst + i, u);
     }
+#elif defined(ZT_VEC16_AVX2)
+    for (; i + 16 <= n; i += 16) kernels::vec::store(dst + i, kernels::vec::load(src + i));
 #endif
     for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
@@ -118,6 +123,8 @@ void f32_to_f16_n(const float* src, f16* dst, size_t n) {
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
     }
+#elif defined(ZT_VEC16_AVX2)  // F16C, round to nearest even
+    for (; i + 16 <= n; i += 16) kernels::vec::store(dst + i, kernels::vec::load(src + i));
 #endif
     for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
 }
@@ -129,6 +136,8 @@ void f16_to_f32_n(const f16* src, float* dst, size_t n) {
         __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
     }
+#elif defined(ZT_VEC16_AVX2)
+    for (; i + 16 <= n; i += 16) kernels::vec::store(dst + i, kernels::vec::load(src + i));
 #endif
     for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
 }

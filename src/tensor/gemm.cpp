@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
@@ -175,8 +176,15 @@ struct OneDnn {
         // The bias row is added in the epilogue, before C is rounded to its type.
         dnnl::matmul::desc desc = has_bias ? dnnl::matmul::desc(a_md, b_md, bias_desc(n, ab), c_md)
                                            : dnnl::matmul::desc(a_md, b_md, c_md);
-        dnnl::matmul::primitive_desc pd(desc, attr, engine);
-        Entry e{dnnl::matmul(pd), pd.scratchpad_desc()};
+        std::optional<dnnl::matmul::primitive_desc> pd;
+        try {
+            pd.emplace(desc, attr, engine);
+        } catch (const dnnl::error& e) {  // Note [Unsupported GEMM]
+            ZT_CHECK(false, "gemm: oneDNN cannot compute a ", dtype_name(ab), " x ",
+                     dtype_name(ab), " -> ", dtype_name(cd), " product on this CPU (", e.what(),
+                     "); the measured choice never picks it: unset ZT_GEMM_BF16=onednn");
+        }
+        Entry e{dnnl::matmul(*pd), pd->scratchpad_desc()};
         cache.emplace(key, e);
         return e;
     }
@@ -355,6 +363,26 @@ void widened_gemm(GemmLibrary f32_lib, int64_t m, int64_t n, int64_t k, float al
 GemmLibrary gemm_library_for(DType ab_dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
     // f16 runs as f32 (Note [Widened GEMM]), so it takes f32's class.
     return current_gemm_choice().library_for(gemm_class_of(ab_dtype, ta, tb, m, n, k));
+}
+
+// Note [Unsupported GEMM]
+// oneDNN 2.6 implements its native bf16 matmul only for AVX512-BF16 (or emulated on AVX512-BW/
+// AVX512_CORE) and AMX; on AVX2-only CPUs such as AMD Zen 3 creating the primitive fails. So
+// support is probed once per process by creating a small primitive, the measurement reports an
+// unsupported candidate as rate 0, the selection never picks a zero rate, and an override naming
+// it is refused (gemm_select.cpp). The widened candidates run anywhere.
+bool gemm_supported(GemmLibrary lib, DType ab_dtype) {
+    if (lib != GemmLibrary::kOneDnn || ab_dtype != DType::kBF16) return true;
+    static const bool native_bf16 = [] {
+        const memory::desc a({4, 4}, memory::data_type::bf16, memory::dims{4, 1});
+        try {
+            dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, a), onednn().engine);
+            return true;
+        } catch (const dnnl::error&) {
+            return false;
+        }
+    }();
+    return native_bf16;
 }
 
 const char* gemm_library_name(GemmLibrary lib) {

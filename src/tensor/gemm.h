@@ -39,6 +39,11 @@ void gemm_bias_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, GemmOperan
 void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
                GemmOperand b, DType ab_dtype, float beta, void* c, int64_t ldc, DType c_dtype);
 
+// Whether this CPU and these libraries can compute products of `ab_dtype` operands with `lib`:
+// false only for oneDNN's native bf16 product on CPUs without AVX512-BF16 or AMX (oneDNN 2.6 has
+// none for AVX2), which the selection then never picks (Note [Unsupported GEMM] in gemm.cpp).
+bool gemm_supported(GemmLibrary lib, DType ab_dtype);
+
 // The library gemm() uses for such a call (the process's measured choice, gemm_machine.h).
 GemmLibrary gemm_library_for(DType ab_dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k);
 const char* gemm_library_name(GemmLibrary lib);

@@ -121,6 +121,7 @@ std::string gemm_machine_key(int threads) {
 }
 
 double measure_gemm_class(GemmLibrary lib, const GemmClass& c) {
+    if (!gemm_supported(lib, c.dtype)) return 0;  // Note [Unsupported GEMM]: never chosen
     double flops = 0, seconds = 0;
     for (const Dims& d : shapes_for(c.size)) {
         flops += 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * d.k;

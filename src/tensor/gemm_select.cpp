@@ -134,15 +134,17 @@ GemmChoice measure_all(const std::string& key, const GemmMeasureFn& measure) {
             for (int s = 0; s < kGemmSizeCount; ++s) {
                 const GemmClass cls{dt, static_cast<GemmTrans>(t), static_cast<GemmSize>(s)};
                 GemmClassChoice& cc = c.classes[dtype_slot(dt)][t][s];
-                double best = -1;
+                double best = 0;
                 for (GemmLibrary lib : gemm_candidates(dt)) {
-                    const double r = measure(lib, cls);
+                    const double r = measure(lib, cls);  // 0: cannot run here
                     cc.rates.emplace_back(lib, r);
                     if (r > best) {  // strictly faster: ties keep the earlier candidate
                         best = r;
                         cc.lib = lib;
                     }
                 }
+                ZT_CHECK(best > 0, "gemm: no library can compute ", gemm_class_name(cls),
+                         " products on this machine");
             }
     return c;
 }
@@ -174,7 +176,14 @@ void apply_override(GemmChoice& c, int slot, const std::string& name, const char
     GemmLibrary lib = parse_gemm_library(name, variable);
     if (slot == 0 && lib == GemmLibrary::kOneDnnF32) lib = GemmLibrary::kOneDnn;  // the same
     for (auto& by_trans : c.classes[slot])
-        for (GemmClassChoice& cc : by_trans) cc.lib = lib;
+        for (GemmClassChoice& cc : by_trans) {
+            for (const auto& [measured, rate] : cc.rates)
+                ZT_CHECK(measured != lib || rate > 0, variable, "=", name, ": ",
+                         gemm_library_name(lib), " cannot compute ", slot == 0 ? "f32" : "bf16",
+                         " products on this machine (measured as unsupported); unset ", variable,
+                         " or name another library");
+            cc.lib = lib;
+        }
 }
 
 }  // namespace

@@ -160,3 +160,48 @@ TEST(GemmSelect, ClassesOfTrainingCalls) {
 }
 
 }  // namespace zt
+
+namespace zt {
+
+// Note [Unsupported GEMM]: a candidate this CPU cannot run is measured as 0 FLOP/s (an AVX2 CPU
+// and oneDNN's native bf16 product): it is never chosen, even when listed first, the cache keeps
+// the zero, and an override naming it is refused with a message naming the variable.
+TEST(GemmSelect, UnsupportedCandidateIsNeverChosenNorForced) {
+    auto no_native_bf16 = [](GemmLibrary lib, const GemmClass& c) {
+        if (c.dtype == DType::kBF16 && lib == GemmLibrary::kOneDnn) return 0.0;
+        return lib == GemmLibrary::kOpenBlas ? 100e9 : 150e9;
+    };
+    TempDir dir;
+    const GemmChoice c = select_gemm({"k-avx2", dir.path, "", ""}, no_native_bf16);
+    for (int t = 0; t < kGemmTransCount; ++t)
+        for (int z = 0; z < kGemmSizeCount; ++z) {
+            const GemmClass k{DType::kBF16, static_cast<GemmTrans>(t), static_cast<GemmSize>(z)};
+            EXPECT_EQ(c.library_for(k), GemmLibrary::kOneDnnF32) << gemm_class_name(k);
+        }
+    // The same from the cache file, and the override refused there too.
+    const GemmChoice cached = select_gemm({"k-avx2", dir.path, "", ""}, no_native_bf16);
+    EXPECT_NE(cached.source.find("cache"), std::string::npos);
+    EXPECT_EQ(cached.library_for(cls(DType::kBF16, GemmTrans::kNT)), GemmLibrary::kOneDnnF32);
+    try {
+        select_gemm({"k-avx2", dir.path, "", "onednn"}, no_native_bf16);
+        ADD_FAILURE() << "ZT_GEMM_BF16=onednn was accepted on a machine that cannot run it";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("ZT_GEMM_BF16=onednn"), std::string::npos)
+            << e.what();
+    }
+    // The widened bf16 override and the f32 ones stay valid.
+    EXPECT_EQ(select_gemm({"k-avx2", dir.path, "", "openblas"}, no_native_bf16)
+                  .library_for(cls(DType::kBF16, GemmTrans::kNN)),
+              GemmLibrary::kOpenBlas);
+    EXPECT_EQ(select_gemm({"k-avx2", dir.path, "onednn", ""}, no_native_bf16)
+                  .library_for(cls(DType::kF32, GemmTrans::kNN)),
+              GemmLibrary::kOneDnn);
+}
+
+// A class no candidate can compute is an error, not a silent pick of a zero rate.
+TEST(GemmSelect, NoSupportedCandidateIsAnError) {
+    EXPECT_THROW(select_gemm({"k-none", "", "", ""}, [](GemmLibrary, const GemmClass&) { return 0.0; }),
+                 Error);
+}
+
+}  // namespace zt

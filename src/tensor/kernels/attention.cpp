@@ -220,6 +220,29 @@ void store_rows(const float* src, int64_t n, const Dims& d, T* dst, int64_t ld) 
             vec::store_part(dst + t * ld + e, vec::load(src + t * d.Dp + e), d.D - e);
 }
 
+#ifdef ZT_VEC16_AVX2
+// dst (8, 8; rows ldd apart) <- the transpose of src (8, 8; rows lds apart): interleave 32-bit,
+// then 64-bit elements of row pairs, then swap 128-bit halves.
+void transpose8(const float* src, int64_t lds, float* dst, int64_t ldd) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 8; g += 4) {  // rows g..g+3: columns 4 lanes x {0,1} | {2,3} per pair
+        r[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+        r[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+        r[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+        r[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+    }
+    for (int k = 0; k < 4; ++k) {
+        _mm256_storeu_ps(dst + k * ldd, _mm256_permute2f128_ps(r[k], r[4 + k], 0x20));
+        _mm256_storeu_ps(dst + (4 + k) * ldd, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
+    }
+}
+#endif
+
 // dst (16, 16; rows ldd apart) <- the transpose of src (16, 16; rows lds apart). With AVX-512:
 // interleave 32-bit then 64-bit elements of row pairs, then transpose the 4 x 4 grid of 128-bit
 // lanes; 4x faster than scalar copies, which were 8% of the forward.
@@ -250,6 +273,9 @@ void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
         _mm512_storeu_ps(dst + (8 + k) * ldd, _mm512_shuffle_f32x4(v1, v3, 0x88));
         _mm512_storeu_ps(dst + (12 + k) * ldd, _mm512_shuffle_f32x4(v1, v3, 0xdd));
     }
+#elif defined(ZT_VEC16_AVX2)
+    for (int bi = 0; bi < 16; bi += 8)
+        for (int bj = 0; bj < 16; bj += 8) transpose8(src + bi * lds + bj, lds, dst + bj * ldd + bi, ldd);
 #else
     for (int64_t e = 0; e < kLanes; ++e)
         for (int64_t c = 0; c < kLanes; ++c) dst[e * ldd + c] = src[c * lds + e];

@@ -1,5 +1,6 @@
 // Internal 16-lane f32 vector for the CPU kernels (not a public header: only kernels/*.cpp use it).
-// AVX-512 where the compiler targets it, a plain array elsewhere, so kernels are written once.
+// AVX-512 where the compiler targets it, two AVX2 halves where that is the widest (vec16_avx2.h),
+// a plain array elsewhere, so kernels are written once.
 // Loads and stores convert the storage type (float, bf16, f16); a bf16 store rounds to nearest even
 // like f32_to_bf16 (Note [bf16 store] for the one difference), an f16 store like f32_to_f16 (F16C,
 // round to nearest even, overflow to infinity; a NaN stays NaN but may keep payload bits). `n` arguments count valid lanes from the
@@ -21,6 +22,8 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #define ZT_VEC16_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define ZT_VEC16_AVX2 1  // two 256-bit halves (vec16_avx2.h)
 #endif
 
 namespace zt::kernels::vec {
@@ -140,6 +143,11 @@ inline V16 exp(V16 x) {
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return {_mm512_scalef_ps(p, k)};
 }
+
+#elif defined(ZT_VEC16_AVX2)
+}  // namespace zt::kernels::vec
+#include "tensor/kernels/vec16_avx2.h"
+namespace zt::kernels::vec {
 
 #else  // portable fallback: same interface, plain loops
 
