@@ -65,8 +65,7 @@ nlohmann::json print_choice(bool remeasure) {
                 std::string rates;
                 nlohmann::json jr = nlohmann::json::object();
                 for (const auto& [lib, r] : cc.rates) {
-                    rates += std::string(rates.empty() ? "" : ", ") + gemm_library_name(lib) +
-                             " " +
+                    rates += std::string(rates.empty() ? "" : ", ") + gemm_library_name(lib) + " " +
                              (r > 0 ? std::to_string(static_cast<int>(r / 1e9 + 0.5))
                                     : std::string("unsupported"));
                     jr[gemm_library_name(lib)] = r / 1e9;

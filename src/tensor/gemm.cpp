@@ -4,16 +4,15 @@
 #include <omp.h>
 
 #include <algorithm>
-
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "tensor/gemm_machine.h"
 #include "tensor/kernels/vec16.h"
@@ -180,8 +179,8 @@ struct OneDnn {
         try {
             pd.emplace(desc, attr, engine);
         } catch (const dnnl::error& e) {  // Note [Unsupported GEMM]
-            ZT_CHECK(false, "gemm: oneDNN cannot compute a ", dtype_name(ab), " x ",
-                     dtype_name(ab), " -> ", dtype_name(cd), " product on this CPU (", e.what(),
+            ZT_CHECK(false, "gemm: oneDNN cannot compute a ", dtype_name(ab), " x ", dtype_name(ab),
+                     " -> ", dtype_name(cd), " product on this CPU (", e.what(),
                      "); the measured choice never picks it: unset ZT_GEMM_BF16=onednn");
         }
         Entry e{dnnl::matmul(*pd), pd->scratchpad_desc()};

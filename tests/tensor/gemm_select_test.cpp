@@ -186,8 +186,7 @@ TEST(GemmSelect, UnsupportedCandidateIsNeverChosenNorForced) {
         select_gemm({"k-avx2", dir.path, "", "onednn"}, no_native_bf16);
         ADD_FAILURE() << "ZT_GEMM_BF16=onednn was accepted on a machine that cannot run it";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("ZT_GEMM_BF16=onednn"), std::string::npos)
-            << e.what();
+        EXPECT_NE(std::string(e.what()).find("ZT_GEMM_BF16=onednn"), std::string::npos) << e.what();
     }
     // The widened bf16 override and the f32 ones stay valid.
     EXPECT_EQ(select_gemm({"k-avx2", dir.path, "", "openblas"}, no_native_bf16)
@@ -200,8 +199,9 @@ TEST(GemmSelect, UnsupportedCandidateIsNeverChosenNorForced) {
 
 // A class no candidate can compute is an error, not a silent pick of a zero rate.
 TEST(GemmSelect, NoSupportedCandidateIsAnError) {
-    EXPECT_THROW(select_gemm({"k-none", "", "", ""}, [](GemmLibrary, const GemmClass&) { return 0.0; }),
-                 Error);
+    EXPECT_THROW(
+        select_gemm({"k-none", "", "", ""}, [](GemmLibrary, const GemmClass&) { return 0.0; }),
+        Error);
 }
 
 }  // namespace zt

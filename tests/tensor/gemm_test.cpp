@@ -1,3 +1,5 @@
+#include "tensor/gemm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -5,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "tensor/gemm.h"
 #include "util/error.h"
 #include "util/random.h"
 

@@ -275,7 +275,8 @@ void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
     }
 #elif defined(ZT_VEC16_AVX2)
     for (int bi = 0; bi < 16; bi += 8)
-        for (int bj = 0; bj < 16; bj += 8) transpose8(src + bi * lds + bj, lds, dst + bj * ldd + bi, ldd);
+        for (int bj = 0; bj < 16; bj += 8)
+            transpose8(src + bi * lds + bj, lds, dst + bj * ldd + bi, ldd);
 #else
     for (int64_t e = 0; e < kLanes; ++e)
         for (int64_t c = 0; c < kLanes; ++c) dst[e * ldd + c] = src[c * lds + e];

@@ -3,8 +3,9 @@
 // a plain array elsewhere, so kernels are written once.
 // Loads and stores convert the storage type (float, bf16, f16); a bf16 store rounds to nearest even
 // like f32_to_bf16 (Note [bf16 store] for the one difference), an f16 store like f32_to_f16 (F16C,
-// round to nearest even, overflow to infinity; a NaN stays NaN but may keep payload bits). `n` arguments count valid lanes from the
-// pointer: n >= 16 is a full vector, n <= 0 an empty one (masked, never touches memory).
+// round to nearest even, overflow to infinity; a NaN stays NaN but may keep payload bits). `n`
+// arguments count valid lanes from the pointer: n >= 16 is a full vector, n <= 0 an empty one
+// (masked, never touches memory).
 #pragma once
 
 #include <cmath>
