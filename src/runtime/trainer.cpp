@@ -32,6 +32,7 @@
 #include "tensor/gemm_machine.h"
 #include "tensor/threads.h"
 #include "util/log.h"
+#include "util/signal_handler.h"
 #include "util/timer.h"
 #include "util/units.h"
 
@@ -413,11 +414,8 @@ void check_fresh_start(const TrainConfig& cfg, const TrainOptions& opts) {
 }
 
 void install_preemption_handler() {
-    struct sigaction sa{};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    set_signal_handler(SIGTERM, on_stop_signal);
+    set_signal_handler(SIGINT, on_stop_signal);
 }
 
 TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Communicator* comm) {
