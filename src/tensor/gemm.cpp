@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "tensor/gemm_machine.h"
 #include "tensor/kernels/vec16.h"
 #include "util/error.h"
+#include "util/log.h"
 
 // Note [GEMM library choice]
 // Each call goes to the library measured fastest for its shape class on this machine
@@ -49,15 +51,47 @@ using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int,
 using SetThreadsFn = void (*)(int);
 using CoreNameFn = char* (*)();
 
+// Note [Foreign core type]
+// OPENBLAS_CORETYPE makes OpenBLAS run the named kernels without checking that the CPU has their
+// instructions: SkylakeX on an AVX2-only CPU (AMD Zen 3) dies of SIGILL in the first product. The
+// variable is still never overwritten; when it names kernels this CPU cannot execute, OpenBLAS is
+// not loaded at all, gemm_supported() says so, the measurement never picks it and oneDNN computes
+// every product, with one warning that names the variable.
+std::string lower(std::string s) {
+    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+
+// The instruction set OpenBLAS's kernels of that name need, if this CPU lacks it; "" otherwise
+// (also for names OpenBLAS does not know: it falls back to its own detection for those).
+std::string coretype_missing_isa(const std::string& coretype) {
+    const std::string c = lower(coretype);
+    if (c == "skylakex") return __builtin_cpu_supports("avx512f") ? "" : "AVX-512";
+    if (c == "cooperlake" || c == "sapphirerapids")
+        return __builtin_cpu_supports("avx512bf16") ? "" : "AVX-512 with AVX512_BF16";
+    if (c == "haswell" || c == "zen")
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "" : "AVX2 and FMA";
+    if (c == "sandybridge") return __builtin_cpu_supports("avx") ? "" : "AVX";
+    return "";
+}
+
 struct OpenBlas {
     SgemmFn sgemm = nullptr;
     SetThreadsFn set_threads = nullptr;
     CoreNameFn core_name = nullptr;
     CoreNameFn config = nullptr;
     std::string user_coretype;  // OPENBLAS_CORETYPE as the user left it ("" when unset)
+    std::string refused;        // why OpenBLAS is not used here ("" when it is)
 
     OpenBlas() {
         if (const char* e = std::getenv("OPENBLAS_CORETYPE")) user_coretype = e;
+        if (const std::string isa = coretype_missing_isa(user_coretype); !isa.empty()) {
+            refused = str_cat("OPENBLAS_CORETYPE=", user_coretype, " selects kernels that need ",
+                              isa, ", which this CPU lacks");
+            log_warn("gemm: ", refused, "; OpenBLAS is not used (oneDNN computes every product). "
+                     "Unset OPENBLAS_CORETYPE or set it to this CPU's kernels to measure OpenBLAS");
+            return;
+        }
         if (user_coretype.empty() && __builtin_cpu_supports("avx512f"))
             setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
         void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
@@ -371,6 +405,7 @@ GemmLibrary gemm_library_for(DType ab_dtype, bool ta, bool tb, int64_t m, int64_
 // unsupported candidate as rate 0, the selection never picks a zero rate, and an override naming
 // it is refused (gemm_select.cpp). The widened candidates run anywhere.
 bool gemm_supported(GemmLibrary lib, DType ab_dtype) {
+    if (lib == GemmLibrary::kOpenBlas) return openblas().refused.empty();  // [Foreign core type]
     if (lib != GemmLibrary::kOneDnn || ab_dtype != DType::kBF16) return true;
     static const bool native_bf16 = [] {
         const memory::desc a({4, 4}, memory::data_type::bf16, memory::dims{4, 1});
@@ -395,6 +430,7 @@ const char* gemm_library_name(GemmLibrary lib) {
 
 std::string openblas_core_name() {
     OpenBlas& lib = openblas();
+    if (!lib.refused.empty()) return "none (" + lib.refused + ")";
     return lib.core_name ? lib.core_name() : "unknown";
 }
 
@@ -413,11 +449,18 @@ void gemm_set_num_threads(int) {
     openblas();
 }
 
+static void check_supported(GemmLibrary lib, DType ab_dtype) {
+    ZT_CHECK(gemm_supported(lib, ab_dtype), "gemm: ", gemm_library_name(lib), " cannot compute ",
+             dtype_name(ab_dtype), " products on this machine",
+             lib == GemmLibrary::kOpenBlas ? str_cat(": ", openblas().refused) : std::string());
+}
+
 void gemm_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a,
                GemmOperand b, DType ab_dtype, float beta, void* c, int64_t ldc, DType c_dtype) {
     ZT_ASSERT(ab_dtype == DType::kBF16 || c_dtype == DType::kF32 ||
                   (ab_dtype == DType::kF16 && c_dtype == DType::kF16),
               "gemm: ", dtype_name(ab_dtype), " inputs with ", dtype_name(c_dtype), " output");
+    check_supported(lib, ab_dtype);
     if (m == 0 || n == 0) return;
     if (k == 0) {
         scale_c(m, n, beta, c, ldc, c_dtype);
@@ -441,6 +484,7 @@ void gemm_bias_with(GemmLibrary lib, int64_t m, int64_t n, int64_t k, GemmOperan
                     DType c_dtype) {
     ZT_ASSERT(ab_dtype == c_dtype || c_dtype == DType::kF32, "gemm_bias: ", dtype_name(ab_dtype),
               " inputs with ", dtype_name(c_dtype), " output");
+    check_supported(lib, ab_dtype);
     if (m == 0 || n == 0) return;
     const GemmLibrary f32_lib = lib == GemmLibrary::kOpenBlas ? lib : GemmLibrary::kOneDnn;
     if (k > 0 && ab_dtype == DType::kBF16 && lib != GemmLibrary::kOneDnn) {
