@@ -9,7 +9,7 @@
 namespace zt {
 
 void set_signal_handler(int sig, void (*handler)(int), int flags) {
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = flags;

@@ -38,8 +38,8 @@ double cached_share(const fs::path& p) {
 
 // A fresh directory beside the zerotrain binary, removed at the end.
 struct DiskDir {
-    fs::path path = fs::path(ZT_BINARY).parent_path() /
-                    ("zt_direct_io_test_" + std::to_string(::getpid()));
+    fs::path path =
+        fs::path(ZT_BINARY).parent_path() / ("zt_direct_io_test_" + std::to_string(::getpid()));
     DiskDir() {
         fs::remove_all(path);
         fs::create_directories(path);
@@ -51,7 +51,7 @@ struct DiskDir {
 
 TEST_F(Cli, DirectIoKeyDecidesWhetherShardsBypassThePageCache) {
     DiskDir disk;
-    struct statfs sf{};
+    struct statfs sf {};
     ASSERT_EQ(::statfs(disk.path.c_str(), &sf), 0) << std::strerror(errno);
     if (sf.f_type == TMPFS_MAGIC)
         GTEST_SKIP() << disk.path << " is on tmpfs, where every page stays in memory whatever "
@@ -70,8 +70,8 @@ TEST_F(Cli, DirectIoKeyDecidesWhetherShardsBypassThePageCache) {
     for (bool direct : {true, false}) {
         j["checkpoint"]["direct_io"] = direct;
         const fs::path run = disk.path / (direct ? "direct" : "buffered");
-        const auto r = zt::testing::run_zerotrain("train " + write_config(j) + " --quiet --run-dir " +
-                                                  run.string());
+        const auto r = zt::testing::run_zerotrain("train " + write_config(j) +
+                                                  " --quiet --run-dir " + run.string());
         ASSERT_EQ(r.code, 0) << r.output;
         const double share =
             cached_share(run / "checkpoints" / "step_00000004" / "rank_00000.safetensors");

@@ -19,15 +19,16 @@ namespace {
 
 struct Event {
     enum Kind { kIssue, kWait, kHook, kMicroStart, kMicroEnd } kind;
-    int id = -1;                                  // kIssue, kWait: the op's number
+    int id = -1;                                   // kIssue, kWait: the op's number
     CollectiveKind op = CollectiveKind::kBarrier;  // kIssue
-    CommType type = CommType::kF32;               // kIssue
+    CommType type = CommType::kF32;                // kIssue
 };
 using Log = std::vector<Event>;
 
 class RecordedWork final : public CommWork {
-public:
-    RecordedWork(CommHandle inner, int id, Log* log) : inner_(std::move(inner)), id_(id), log_(log) {}
+  public:
+    RecordedWork(CommHandle inner, int id, Log* log)
+        : inner_(std::move(inner)), id_(id), log_(log) {}
     void wait() override {
         if (!waited_) log_->push_back({Event::kWait, id_});
         waited_ = true;
@@ -35,7 +36,7 @@ public:
     }
     bool test() override { return false; }  // "not yet": see the file comment
 
-private:
+  private:
     CommHandle inner_;
     int id_;
     Log* log_;
@@ -44,7 +45,7 @@ private:
 
 // Forwards every op to `inner`, logging its issue; the handles log their first wait.
 class RecordingComm final : public Communicator {
-public:
+  public:
     RecordingComm(Communicator& inner, Log* log) : inner_(inner), log_(log) {}
     int rank() const override { return inner_.rank(); }
     int size() const override { return inner_.size(); }
@@ -67,9 +68,9 @@ public:
     }
     CommHandle all_to_all(const void* send, std::vector<int64_t> send_counts, void* recv,
                           std::vector<int64_t> recv_counts, CommType t) override {
-        return record(CollectiveKind::kAllToAll, t,
-                      inner_.all_to_all(send, std::move(send_counts), recv,
-                                        std::move(recv_counts), t));
+        return record(
+            CollectiveKind::kAllToAll, t,
+            inner_.all_to_all(send, std::move(send_counts), recv, std::move(recv_counts), t));
     }
     CommHandle send(const void* buf, int64_t count, CommType t, int peer, int tag) override {
         return record(CollectiveKind::kSend, t, inner_.send(buf, count, t, peer, tag));
@@ -88,7 +89,7 @@ public:
     void set_timeout(double seconds) override { inner_.set_timeout(seconds); }
     void set_check_sequence(bool on) override { inner_.set_check_sequence(on); }
 
-private:
+  private:
     CommHandle record(CollectiveKind k, CommType t, CommHandle h) {
         const int id = next_id_++;
         log_->push_back({Event::kIssue, id, k, t});
@@ -231,9 +232,10 @@ TEST(ZeroSchedule, OverlapCommReducesBucketsDuringBackward) {
                 const std::string what = "stage " + std::to_string(stage) + ", overlap_comm " +
                                          (overlap ? "on" : "off") + ", micro-step " +
                                          std::to_string(micro + 1);
-                std::printf("[ sched ] %s: %d reductions, %d issued during backward, %d in "
-                            "flight across compute\n",
-                            what.c_str(), c.ops, c.issued_before_backward_end, c.across);
+                std::printf(
+                    "[ sched ] %s: %d reductions, %d issued during backward, %d in "
+                    "flight across compute\n",
+                    what.c_str(), c.ops, c.issued_before_backward_end, c.across);
                 EXPECT_GT(c.ops, 2) << what;
                 if (overlap) {
                     EXPECT_GE(c.issued_before_backward_end, c.ops - 1) << what;
