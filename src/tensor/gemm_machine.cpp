@@ -121,19 +121,11 @@ std::string gemm_machine_key(int threads) {
 }
 
 double measure_gemm_class(GemmLibrary lib, const GemmClass& c) {
+    if (!gemm_supported(lib, c.dtype)) return 0;  // Note [Unsupported GEMM]: never chosen
     double flops = 0, seconds = 0;
-    try {
-        for (const Dims& d : shapes_for(c.size)) {
-            flops += 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * d.k;
-            seconds += time_shape(lib, c, d);
-        }
-    } catch (const std::exception& e) {
-        // A library that cannot run the class here (oneDNN has no bf16 matmul on a CPU without
-        // AVX-512: "could not create a primitive descriptor") is a candidate never chosen, not a
-        // failure of every run.
-        log_debug("gemm: ", gemm_library_name(lib), " cannot run ", dtype_name(c.dtype),
-                  " GEMM here (", e.what(), "); rate 0");
-        return 0;
+    for (const Dims& d : shapes_for(c.size)) {
+        flops += 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * d.k;
+        seconds += time_shape(lib, c, d);
     }
     return flops / seconds;
 }

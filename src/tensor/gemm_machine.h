@@ -14,8 +14,7 @@ namespace zt {
 // every environment variable known to change either library's speed, in one string.
 std::string gemm_machine_key(int threads);
 
-// FLOP/s of lib on a few shapes of the class at the current OpenMP thread count (about 0.1 s); 0
-// when lib cannot run the class on this machine.
+// FLOP/s of lib on a few shapes of the class at the current OpenMP thread count (about 0.1 s).
 double measure_gemm_class(GemmLibrary lib, const GemmClass& c);
 
 // $ZT_CACHE_DIR, else $XDG_CACHE_HOME/zerotrain, else $HOME/.cache/zerotrain, else "" (no cache).
