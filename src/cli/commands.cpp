@@ -127,6 +127,22 @@ void Commands::add_train(CLI::App& app) {
     });
 }
 
+namespace {
+
+// comm.timeout_s as given, for a rank whose config did not parse (it still takes part in the
+// config agreement, which must not wait longer than the user asked): the default when absent or
+// not a number >= 0.
+double raw_comm_timeout_s(const nlohmann::json& j) {
+    if (!j.is_object() || !j.contains("comm") || !j["comm"].is_object())
+        return kDefaultCommTimeoutS;
+    const nlohmann::json& c = j["comm"];
+    if (!c.contains("timeout_s") || !c["timeout_s"].is_number()) return kDefaultCommTimeoutS;
+    const double t = c["timeout_s"].get<double>();
+    return t >= 0 ? t : kDefaultCommTimeoutS;
+}
+
+}  // namespace
+
 // Note [Starting ranks]: the ranks come from the config's comm section: "local" runs
 // comm.local_ranks threads here; "mpi" uses the launcher's processes when started by mpirun or
 // srun, and is one process without a communicator otherwise. Each rank parses the config for the
@@ -151,8 +167,9 @@ void Commands::train_on_ranks(const nlohmann::json& j, const TrainOptions& opts)
             if (world == 1 || e.kind() != ErrorKind::kInput) throw;
             error = e.message();
         }
+        // Note [Hang detection]: the limit guards the config agreement too, the first collective.
+        if (comm) comm->set_timeout(error.empty() ? cfg.comm.timeout_s : raw_comm_timeout_s(j));
         if (world > 1) agree_on_config(*comm, hash_string(j.dump()), error);
-        if (comm) comm->set_timeout(cfg.comm.timeout_s);  // Note [Hang detection]
         if (comm) comm->set_check_sequence(cfg.comm.check_sequence);
         started = true;
         run_training(cfg, opts, comm);

@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "util/signal_handler.h"
+
 namespace zt::cli {
 
 namespace {
@@ -249,12 +251,9 @@ std::string self_executable() {
 }
 
 void install_supervisor_signals() {
-    struct sigaction sa{};
-    sa.sa_handler = on_supervisor_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: the watcher's poll returns at once
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    // Flags 0, no SA_RESTART: the watcher's poll returns at once.
+    set_signal_handler(SIGTERM, on_supervisor_signal, 0);
+    set_signal_handler(SIGINT, on_supervisor_signal, 0);
 }
 
 std::optional<int64_t> MetricsWatch::scan() {

@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <chrono>
@@ -32,6 +33,7 @@
 #include "tensor/gemm_machine.h"
 #include "tensor/threads.h"
 #include "util/log.h"
+#include "util/signal_handler.h"
 #include "util/timer.h"
 #include "util/units.h"
 
@@ -379,11 +381,22 @@ void agree_on_config(Communicator& comm, uint64_t digest, const std::string& err
     // travels exactly as i64).
     int64_t mine[3] = {error.empty() ? 1 : 0, static_cast<int64_t>(digest >> 32),
                        static_cast<int64_t>(digest & 0xffffffffu)};
-    std::vector<int64_t> all(3 * static_cast<size_t>(n));
+    // Other ranks' entries start as "no answer" (status -1): a rank whose gather did not run (a
+    // collective skipped by fault injection, standing for ranks out of step) says so, instead of
+    // reading zeros as "every rank's config is invalid".
+    std::vector<int64_t> all(3 * static_cast<size_t>(n), -1);
+    std::copy(mine, mine + 3, all.data() + 3 * comm.rank());
     comm.all_gather(mine, all.data(), std::vector<int64_t>(static_cast<size_t>(n), 3),
                     CommType::kI64)
         ->wait();
     if (!error.empty()) throw Error(ErrorKind::kInput, __FILE__, __LINE__, error);
+    std::string silent;
+    for (int r = 0; r < n; ++r)
+        if (all[3 * r] == -1) silent += str_cat(silent.empty() ? "" : ", ", r);
+    if (!silent.empty())
+        throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
+                    str_cat("the config agreement (the ranks' first collective) got no answer "
+                            "from rank(s) ", silent, ": the ranks' collectives are out of step"));
     std::string failed;
     for (int r = 0; r < n; ++r)
         if (all[3 * r] == 0) failed += str_cat(failed.empty() ? "" : ", ", r);
@@ -413,11 +426,8 @@ void check_fresh_start(const TrainConfig& cfg, const TrainOptions& opts) {
 }
 
 void install_preemption_handler() {
-    struct sigaction sa{};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    set_signal_handler(SIGTERM, on_stop_signal);
+    set_signal_handler(SIGINT, on_stop_signal);
 }
 
 TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Communicator* comm) {

@@ -97,6 +97,19 @@ TEST_F(RunDir, DiskFullFromTheStartLeavesNothingBehind) {
     }
 }
 
+// The run's config.json is the first file past a few bytes (the lock and an empty metrics.jsonl
+// come before it): a 1 KiB limit and a config that dumps to more fail exactly that write, which
+// must end the run (exit 1) naming the file, leaving nothing behind.
+TEST_F(RunDir, FailedConfigJsonWriteIsAFailure) {
+    nlohmann::json j = tiny();
+    j["csv_monitor"] = {{"enabled", false}, {"job_name", std::string(1500, 'j')}};  // > 1 KiB
+    const std::string rd = (dir_ / "run").string();
+    CommandResult r = limited(train_cmd(write_config(j), rd), 1);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("config.json"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(rd)) << r.output;
+}
+
 TEST_F(RunDir, SecondJobOnAHeldRunDirExitsTwoNamingTheHolder) {
     nlohmann::json j = tiny();
     j["steps"] = 1000000;

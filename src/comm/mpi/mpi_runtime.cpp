@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "comm/mpi/mpi_comm.h"
 #include "util/error.h"
@@ -21,6 +22,27 @@ struct Runtime {
 Runtime& runtime() {
     static Runtime rt;
     return rt;
+}
+
+const char* thread_level_name(int level) {
+    if (level == MPI_THREAD_SINGLE) return "MPI_THREAD_SINGLE";
+    if (level == MPI_THREAD_FUNNELED) return "MPI_THREAD_FUNNELED";
+    if (level == MPI_THREAD_SERIALIZED) return "MPI_THREAD_SERIALIZED";
+    if (level == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
+    return "an unknown level";
+}
+
+// ZT_FAULT_MPI_THREAD_LEVEL=single|funneled|serialized|multiple (tests): the thread support the
+// library is taken to have given, so that a library short of it can be tried anywhere.
+int fault_thread_level(int provided) {
+    const char* v = std::getenv("ZT_FAULT_MPI_THREAD_LEVEL");
+    if (!v || !*v) return provided;
+    const std::string s = v;
+    if (s == "single") return MPI_THREAD_SINGLE;
+    if (s == "funneled") return MPI_THREAD_FUNNELED;
+    if (s == "serialized") return MPI_THREAD_SERIALIZED;
+    if (s == "multiple") return MPI_THREAD_MULTIPLE;
+    ZT_FAIL("ZT_FAULT_MPI_THREAD_LEVEL=", s, ": expected single, funneled, serialized or multiple");
 }
 
 bool mpi_running() {
@@ -42,9 +64,14 @@ void ensure_initialized() {
     if (init) return;
     int provided = 0;
     ZT_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
-    if (provided < MPI_THREAD_SERIALIZED) {
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    provided = fault_thread_level(provided);
+    if (provided < MPI_THREAD_SERIALIZED)  // each communicator calls MPI from its worker thread
+        mpi_abort(1, str_cat("mpi: the MPI library provides thread support ",
+                             thread_level_name(provided), "; the MPI backend needs at least "
+                             "MPI_THREAD_SERIALIZED (it asks for MPI_THREAD_MULTIPLE), since "
+                             "each communicator makes its MPI calls from a worker thread. Use an "
+                             "MPI built with thread support (OpenMPI: --enable-mpi-thread-multiple"
+                             "; MPICH: --enable-threads=multiple)"));
     rt.serialize = provided < MPI_THREAD_MULTIPLE;
     std::atexit([] { mpi_finalize(); });
 }

@@ -1,0 +1,255 @@
+// What ZeRO's schedule does, read from recorded events rather than from bits (the equivalence
+// tests show prefetch and overlap_comm change no bits; these show they act): a recording
+// communicator logs each collective's issue and first wait on rank 0, module hooks log compute in
+// between. A gather or reduction is "in flight across compute" when a module hook ran between its
+// issue and its wait. The recorder answers test() with "not done", as a slow network would, so
+// the schedule seen is the engine's own, not the threads' relative speed.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "comm/local/local_comm.h"
+#include "nn/gpt.h"
+#include "optim/sgd.h"
+#include "runtime/engine.h"
+#include "tensor/threads.h"
+
+namespace zt {
+namespace {
+
+struct Event {
+    enum Kind { kIssue, kWait, kHook, kMicroStart, kMicroEnd } kind;
+    int id = -1;                                   // kIssue, kWait: the op's number
+    CollectiveKind op = CollectiveKind::kBarrier;  // kIssue
+    CommType type = CommType::kF32;                // kIssue
+};
+using Log = std::vector<Event>;
+
+class RecordedWork final : public CommWork {
+  public:
+    RecordedWork(CommHandle inner, int id, Log* log)
+        : inner_(std::move(inner)), id_(id), log_(log) {}
+    void wait() override {
+        if (!waited_) log_->push_back({Event::kWait, id_});
+        waited_ = true;
+        inner_->wait();
+    }
+    bool test() override { return false; }  // "not yet": see the file comment
+
+  private:
+    CommHandle inner_;
+    int id_;
+    Log* log_;
+    bool waited_ = false;
+};
+
+// Forwards every op to `inner`, logging its issue; the handles log their first wait.
+class RecordingComm final : public Communicator {
+  public:
+    RecordingComm(Communicator& inner, Log* log) : inner_(inner), log_(log) {}
+    int rank() const override { return inner_.rank(); }
+    int size() const override { return inner_.size(); }
+    std::string backend() const override { return inner_.backend(); }
+    CommHandle all_reduce(void* buf, int64_t count, CommType t) override {
+        return record(CollectiveKind::kAllReduce, t, inner_.all_reduce(buf, count, t));
+    }
+    CommHandle reduce_scatter(const void* send, void* recv, std::vector<int64_t> counts,
+                              CommType t) override {
+        return record(CollectiveKind::kReduceScatter, t,
+                      inner_.reduce_scatter(send, recv, std::move(counts), t));
+    }
+    CommHandle all_gather(const void* send, void* recv, std::vector<int64_t> counts,
+                          CommType t) override {
+        return record(CollectiveKind::kAllGather, t,
+                      inner_.all_gather(send, recv, std::move(counts), t));
+    }
+    CommHandle broadcast(void* buf, int64_t count, CommType t, int root) override {
+        return record(CollectiveKind::kBroadcast, t, inner_.broadcast(buf, count, t, root));
+    }
+    CommHandle all_to_all(const void* send, std::vector<int64_t> send_counts, void* recv,
+                          std::vector<int64_t> recv_counts, CommType t) override {
+        return record(
+            CollectiveKind::kAllToAll, t,
+            inner_.all_to_all(send, std::move(send_counts), recv, std::move(recv_counts), t));
+    }
+    CommHandle send(const void* buf, int64_t count, CommType t, int peer, int tag) override {
+        return record(CollectiveKind::kSend, t, inner_.send(buf, count, t, peer, tag));
+    }
+    CommHandle recv(void* buf, int64_t count, CommType t, int peer, int tag) override {
+        return record(CollectiveKind::kRecv, t, inner_.recv(buf, count, t, peer, tag));
+    }
+    CommHandle barrier() override {
+        return record(CollectiveKind::kBarrier, CommType::kU8, inner_.barrier());
+    }
+    std::unique_ptr<Communicator> split(int color, int key) override {
+        return inner_.split(color, key);
+    }
+    CommStats stats() const override { return inner_.stats(); }
+    void reset_stats() override { inner_.reset_stats(); }
+    void set_timeout(double seconds) override { inner_.set_timeout(seconds); }
+    void set_check_sequence(bool on) override { inner_.set_check_sequence(on); }
+
+  private:
+    CommHandle record(CollectiveKind k, CommType t, CommHandle h) {
+        const int id = next_id_++;
+        log_->push_back({Event::kIssue, id, k, t});
+        return std::make_shared<RecordedWork>(std::move(h), id, log_);
+    }
+
+    Communicator& inner_;
+    Log* log_;
+    int next_id_ = 0;
+};
+
+void hook_every_module(Module& m, Log* log) {
+    for (HookPoint p : {HookPoint::kPreForward, HookPoint::kPostForward, HookPoint::kPreBackward,
+                        HookPoint::kPostBackward})
+        m.add_hook(p, [log](Module&) { log->push_back({Event::kHook}); });
+    for (Module* c : m.children()) hook_every_module(*c, log);
+}
+
+constexpr int64_t kV = 40, kT = 8, kMicro = 2, kSteps = 3;
+
+// Trains kSteps steps of a small GPT on 2 ranks (accumulation 1) and returns rank 0's events,
+// from the first micro-step's start to the last one's end.
+Log record_training(const ZeroOptions& zero) {
+    std::vector<Log> logs(2);
+    run_local_ranks(2, [&](Communicator& c) {
+        set_num_threads(1);
+        Log* log = &logs[static_cast<size_t>(c.rank())];
+        RecordingComm rc(c, log);
+        MemoryPool pool;
+        EngineOptions eo;
+        eo.optimizer = std::make_unique<Sgd>(SgdOptions{});
+        eo.lr = 0.1;
+        eo.comm = &rc;
+        eo.zero = zero;
+        Engine e(pool, std::make_unique<Gpt>(GptOptions{kV, kT, 16, 2, 2}), std::move(eo));
+        hook_every_module(e.model(), log);  // after ZeRO's hooks: they run first
+        log->clear();                       // the constructor's gathers are not a step's
+        std::vector<int32_t> tokens(static_cast<size_t>(kMicro * kT));
+        for (int64_t step = 0; step < kSteps; ++step) {
+            for (size_t i = 0; i < tokens.size(); ++i)
+                tokens[i] = static_cast<int32_t>((7 * i + 3 * static_cast<size_t>(step)) % kV);
+            log->push_back({Event::kMicroStart});
+            e.forward_backward(Batch{tokens, tokens, kMicro, kT});
+            log->push_back({Event::kMicroEnd});
+            e.step();
+        }
+    });
+    return logs[0];
+}
+
+bool is_reduction(const Event& e) {
+    return e.op == CollectiveKind::kAllReduce || e.op == CollectiveKind::kReduceScatter;
+}
+
+// Parameter gathers (all_gather of f32 compute weights; the step's norm and loss sums gather f64)
+// issued inside micro-step `micro` (0-based), and how many of them were in flight across compute.
+struct Count {
+    int ops = 0, across = 0, issued_before_backward_end = 0;
+};
+Count count_ops(const Log& log, int micro, bool (*want)(const Event&)) {
+    size_t begin = 0, end = 0;
+    int seen = -1;
+    for (size_t i = 0; i < log.size(); ++i) {
+        if (log[i].kind == Event::kMicroStart && ++seen == micro) begin = i;
+        if (log[i].kind == Event::kMicroEnd && seen == micro) end = i;
+    }
+    size_t last_hook = begin;  // the backward's end: the micro-step's last module hook
+    for (size_t i = begin; i < end; ++i)
+        if (log[i].kind == Event::kHook) last_hook = i;
+    Count c;
+    for (size_t i = begin; i < end; ++i) {
+        if (log[i].kind != Event::kIssue || !want(log[i])) continue;
+        ++c.ops;
+        if (i < last_hook) ++c.issued_before_backward_end;
+        bool hook = false;
+        for (size_t j = i + 1; j < log.size(); ++j) {
+            if (log[j].kind == Event::kWait && log[j].id == log[i].id) break;
+            hook = hook || log[j].kind == Event::kHook;
+        }
+        if (hook) ++c.across;
+    }
+    return c;
+}
+
+bool is_param_gather(const Event& e) {
+    return e.op == CollectiveKind::kAllGather && e.type == CommType::kF32;
+}
+
+ZeroOptions stage3(int64_t prefetch, int64_t max_live = 1000000000) {
+    ZeroOptions z;
+    z.stage = 3;
+    z.overlap_comm = false;
+    z.reduce_bucket_size = 1 << 30;
+    z.persistence_threshold = 0;  // every module gathered around each use
+    z.prefetch_bucket_size = prefetch;
+    z.max_live_parameters = max_live;
+    return z;
+}
+
+// Prefetch: the first micro-step records the gather order and prefetches nothing; later ones
+// issue gathers ahead of use, while earlier modules compute. Off (prefetch 0, or no room under
+// stage3_max_live_parameters), each gather is waited for as soon as it is issued.
+TEST(ZeroSchedule, Stage3PrefetchIssuesGathersAheadOfUse) {
+    const Log on = record_training(stage3(100000));
+    const Count first = count_ops(on, 0, is_param_gather);
+    EXPECT_GT(first.ops, 4);
+    EXPECT_EQ(first.across, 0) << "prefetch while the gather order is still being recorded";
+    for (int micro = 1; micro < kSteps; ++micro) {
+        const Count c = count_ops(on, micro, is_param_gather);
+        std::printf("[ sched ] prefetch on, micro-step %d: %d of %d gathers issued ahead\n",
+                    micro + 1, c.across, c.ops);
+        EXPECT_EQ(c.ops, first.ops) << "micro-step " << micro + 1;
+        // All but two: the forward's first module, which nothing runs before, and the backward's
+        // first, the forward's last module gathered again (prefetch skips the module in use).
+        EXPECT_GE(c.across, c.ops - 2) << "micro-step " << micro + 1;
+    }
+    for (const ZeroOptions& off : {stage3(0), stage3(100000, 1)}) {
+        const Log log = record_training(off);
+        for (int micro = 0; micro < kSteps; ++micro) {
+            const Count c = count_ops(log, micro, is_param_gather);
+            EXPECT_EQ(c.ops, first.ops);
+            EXPECT_EQ(c.across, 0) << "prefetch " << off.prefetch_bucket_size << ", max live "
+                                   << off.max_live_parameters << ", micro-step " << micro + 1;
+        }
+    }
+}
+
+// overlap_comm: gradient buckets are reduced as soon as backward has finished them, while it goes
+// on; without it, stage 0 reduces after backward and stage 2 waits for each reduction at once.
+TEST(ZeroSchedule, OverlapCommReducesBucketsDuringBackward) {
+    for (int stage : {0, 2}) {
+        for (bool overlap : {true, false}) {
+            ZeroOptions z;
+            z.stage = stage;
+            z.overlap_comm = overlap;
+            z.reduce_bucket_size = 300;  // elements: several buckets
+            const Log log = record_training(z);
+            for (int micro = 0; micro < kSteps; ++micro) {
+                const Count c = count_ops(log, micro, is_reduction);
+                const std::string what = "stage " + std::to_string(stage) + ", overlap_comm " +
+                                         (overlap ? "on" : "off") + ", micro-step " +
+                                         std::to_string(micro + 1);
+                std::printf(
+                    "[ sched ] %s: %d reductions, %d issued during backward, %d in "
+                    "flight across compute\n",
+                    what.c_str(), c.ops, c.issued_before_backward_end, c.across);
+                EXPECT_GT(c.ops, 2) << what;
+                if (overlap) {
+                    EXPECT_GE(c.issued_before_backward_end, c.ops - 1) << what;
+                    EXPECT_GE(c.across, c.ops - 1) << what;
+                } else {
+                    EXPECT_EQ(c.across, 0) << what;
+                    if (stage == 0) {
+                        EXPECT_EQ(c.issued_before_backward_end, 0) << what;
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace zt
