@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "runtime/config.h"
 #include "runtime/supervisor_watch.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace zt::cli {
 
@@ -209,7 +211,11 @@ int run_launch(const LaunchArgs& args) {
     spec.extra = split_words(args.launcher_args);
     spec.exe = self_executable();
     install_supervisor_signals();
-    ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned ranks come back to us, to be ended
+    // Orphaned ranks come back to us, to be ended; without it they are still ended through the
+    // supervisor watch (runtime/supervisor_watch.h), so a refusal is worth a warning only.
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        log_warn("launch: prctl(PR_SET_CHILD_SUBREAPER): ", std::strerror(errno),
+                 "; ranks orphaned by a dead launcher are left to the supervisor watch");
     const std::string restarts_path = job.run_dir + "/restarts.jsonl";
     // The ranks on this host end when the supervisor dies (runtime/supervisor_watch.h).
     ::setenv(kSupervisorPidEnv, std::to_string(::getpid()).c_str(), 1);
