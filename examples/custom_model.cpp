@@ -8,7 +8,7 @@
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "optim/adamw.h"
-#include "runtime/data/builtin_corpus.h"
+#include "data/tokens/builtin_corpus.h"
 #include "runtime/engine.h"
 
 // ids (B, T) -> embed current and previous token, concatenate through a sum of two projections,

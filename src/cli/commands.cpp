@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "checkpoint/gpt_weights.h"
+#include "models/gpt/gpt_weights.h"
 #include "runtime/config.h"
-#include "runtime/data/tokenize.h"
+#include "data/tokens/tokenize.h"
 #include "comm/local/local_comm.h"
 #include "comm/mpi/mpi_comm.h"
 #include "runtime/start_agreement.h"

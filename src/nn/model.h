@@ -1,21 +1,38 @@
-// Model: a Module that turns a batch into a scalar loss; what Engine trains. GPT (gpt.h) is one;
+// Model: a Module that turns a batch into a scalar loss; what Engine trains. GPT (models/gpt) is one;
 // a C++ program can define its own (examples/custom_model.cpp).
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "autograd/module.h"
 
 namespace zt {
 
-// A micro-batch of token sequences: inputs and targets are (B, T) row-major; a target < 0 is
-// ignored by the loss.
+// A micro-batch of click records (DLRM-style models; data/click/ fills it). B samples, F dense
+// features, K categorical features (one embedding table each). Feature k's bag of sample b is
+// ids[k][offsets[k][b] .. offsets[k][b + 1]) (offsets: B + 1 entries, offsets[k][0] = 0), row
+// indices into table k; weights[k], when not empty, holds one weight per id (per-sample weights).
+struct ClickBatch {
+    int64_t B = 0;
+    int64_t F = 0;
+    std::span<const float> dense;   // (B, F) row-major, already transformed (log(1 + x))
+    std::span<const float> labels;  // (B): 0 or 1
+    std::vector<std::span<const int32_t>> ids;      // K entries
+    std::vector<std::span<const int64_t>> offsets;  // K entries of B + 1
+    std::vector<std::span<const float>> weights;    // K entries, each empty or ids[k].size()
+    int64_t features() const { return static_cast<int64_t>(ids.size()); }
+};
+
+// A micro-batch, as a model family's data gives it to the model. Token models read inputs and
+// targets: (B, T) row-major, a target < 0 ignored by the loss. Click models read `click`.
 struct Batch {
     std::span<const int32_t> inputs;
     std::span<const int32_t> targets;
     int64_t B = 0;
     int64_t T = 0;
+    const ClickBatch* click = nullptr;
 };
 
 class Model : public Module {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "nn/gpt_memory.h"
+#include "models/gpt/gpt_memory.h"
 #include "tensor/kernels/attention.h"
 #include "util/error.h"
 

@@ -1,6 +1,6 @@
 // The memory estimate of a GPT training run (`zerotrain estimate`): per-rank bytes by category for
 // the precision, ZeRO stage, rank count and offload of the run: model state from state_bytes.h,
-// activations of one micro-batch for every checkpointing policy from nn/gpt_memory.h, and the
+// activations of one micro-batch for every checkpointing policy from models/gpt/gpt_memory.h, and the
 // scratch kernels take. Pure: the caller turns its config into an EstimateSpec;
 // estimate_report.h prints the result.
 #pragma once
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "planner/state_bytes.h"
 
 namespace zt {
@@ -31,7 +31,7 @@ struct EstimateSpec {
     int threads = 1;                  // intra-op threads (attention scratch is per thread)
 };
 
-// Activations of one micro-batch under one checkpointing policy (nn/gpt_memory.h).
+// Activations of one micro-batch under one checkpointing policy (models/gpt/gpt_memory.h).
 struct PolicyActivations {
     std::string policy;  // "none", "every", "every_k", "selective"
     int64_t saved = 0;   // live at the end of forward

@@ -12,12 +12,12 @@
 #include <cstdlib>
 
 #include "checkpoint/durable_file.h"
-#include "checkpoint/gpt_weights.h"
+#include "models/gpt/gpt_weights.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "runtime/checkpointer.h"
-#include "runtime/data/builtin_corpus.h"
-#include "runtime/data/token_dataset.h"
+#include "data/tokens/builtin_corpus.h"
+#include "data/tokens/token_dataset.h"
 #include "runtime/fault_injection.h"
 #include "runtime/memory_timeline.h"
 #include "runtime/metrics.h"

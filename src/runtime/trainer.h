@@ -9,7 +9,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
 

@@ -18,7 +18,7 @@
 #include <random>
 #include <sstream>
 
-#include "checkpoint/gpt_weights.h"
+#include "models/gpt/gpt_weights.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
 #include "reader_required.h"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/config.h"
-#include "runtime/data/builtin_corpus.h"
+#include "data/tokens/builtin_corpus.h"
 
 namespace fs = std::filesystem;
 

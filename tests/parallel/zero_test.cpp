@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "comm/local/local_comm.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "optim/sgd.h"
 #include "runtime/engine.h"
 #include "tensor/threads.h"

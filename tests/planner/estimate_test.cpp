@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "planner/estimate_report.h"
 #include "runtime/config.h"
 #include "runtime/trainer.h"

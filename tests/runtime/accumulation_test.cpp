@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "optim/sgd.h"
 #include "runtime/engine.h"
 #include "util/random.h"

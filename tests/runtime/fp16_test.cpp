@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "optim/sgd.h"
 #include "runtime/config.h"
-#include "runtime/data/builtin_corpus.h"
+#include "data/tokens/builtin_corpus.h"
 #include "runtime/engine.h"
 #include "runtime/trainer.h"
 #include "util/random.h"

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "autograd/param_arena.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "runtime/config.h"
 #include "runtime/profiler/comms_logger.h"
 #include "runtime/profiler/flops_profiler.h"

@@ -12,10 +12,10 @@
 #include <cmath>
 
 #include "comm/local/local_comm.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
-#include "runtime/data/token_dataset.h"
+#include "data/tokens/token_dataset.h"
 #include "runtime/engine.h"
 #include "tensor/threads.h"
 #include "util/random.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "comm/local/local_comm.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "optim/adamw.h"
 #include "runtime/engine.h"
 #include "tensor/threads.h"

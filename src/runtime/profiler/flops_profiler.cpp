@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <typeinfo>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "runtime/profiler/si_format.h"
 #include "util/error.h"
 #include "util/timer.h"

@@ -1,4 +1,4 @@
-#include "runtime/data/tokenize.h"
+#include "data/tokens/tokenize.h"
 
 #include <cerrno>
 #include <cstdio>

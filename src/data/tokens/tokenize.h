@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/data/token_file.h"
+#include "data/tokens/token_file.h"
 
 namespace zt {
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/gpt_weights.h"
+#include "models/gpt/gpt_weights.h"
 #include "checkpoint/safetensors.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "optim/sgd.h"
 #include "runtime/engine.h"
 #include "util/random.h"

@@ -1,8 +1,8 @@
 // Gpt against nanoGPT's definition: parameter names, shapes and count from the formulas, no
 // separate lm_head, init std per parameter group, weight decay on 2-D weights, FLOPs per token,
 // the loss at init, and whole-model gradients (tied head included) against finite differences.
-// Letters as in nn/gpt.h: B batch, T sequence, C d_model, V vocabulary, L layers, H heads.
-#include "nn/gpt.h"
+// Letters as in models/gpt/gpt.h: B batch, T sequence, C d_model, V vocabulary, L layers, H heads.
+#include "models/gpt/gpt.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 
 #include <cmath>
 #include <string>

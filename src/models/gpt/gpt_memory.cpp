@@ -1,6 +1,6 @@
 // The activation byte model of docs/checkpointing.md, term for term. Sizes in bytes; `a` is one
 // (N, C) activation, `d` the dtype's size.
-#include "nn/gpt_memory.h"
+#include "models/gpt/gpt_memory.h"
 
 #include <algorithm>
 

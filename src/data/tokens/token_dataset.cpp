@@ -1,4 +1,4 @@
-#include "runtime/data/token_dataset.h"
+#include "data/tokens/token_dataset.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "runtime/data/token_file.h"
+#include "data/tokens/token_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

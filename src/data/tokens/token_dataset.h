@@ -13,7 +13,7 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/data/token_file.h"
+#include "data/tokens/token_file.h"
 
 namespace zt {
 

@@ -1,6 +1,6 @@
 // GPT name and layout mapping between zerotrain (nanoGPT names) and safetensors files in
 // nanoGPT or Hugging Face GPT-2 layout. Import validates everything before writing any param.
-#include "checkpoint/gpt_weights.h"
+#include "models/gpt/gpt_weights.h"
 
 #include <cstring>
 #include <set>

@@ -2,7 +2,7 @@
 // norms and final weights over AdamW steps with accumulation, f32 and bf16, and through the CLI),
 // and the activation bytes measured in the pool match gpt_activation_bytes (docs/checkpointing.md)
 // within 10%, stored after the forward and at the peak of forward + backward.
-// Letters as in nn/gpt.h: B batch, T sequence, C d_model, V vocabulary, L layers, H heads.
+// Letters as in models/gpt/gpt.h: B batch, T sequence, C d_model, V vocabulary, L layers, H heads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "nn/gpt.h"
-#include "nn/gpt_memory.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_memory.h"
 #include "optim/adamw.h"
 #include "runtime/engine.h"
 #include "util/random.h"

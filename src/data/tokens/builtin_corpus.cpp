@@ -1,4 +1,4 @@
-#include "runtime/data/builtin_corpus.h"
+#include "data/tokens/builtin_corpus.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "tensor/dtype.h"
 
 namespace zt {

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/data/builtin_corpus.h"
-#include "runtime/data/token_dataset.h"
-#include "runtime/data/token_file.h"
-#include "runtime/data/tokenize.h"
+#include "data/tokens/builtin_corpus.h"
+#include "data/tokens/token_dataset.h"
+#include "data/tokens/token_file.h"
+#include "data/tokens/tokenize.h"
 #include "util/error.h"
 #include "util/random.h"
 
