@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "models/gpt/gpt_weights.h"
+#include "models/named_tensor.h"
 #include "runtime/config.h"
 #include "data/tokens/tokenize.h"
 #include "comm/local/local_comm.h"
@@ -219,7 +219,7 @@ void Commands::add_export(CLI::App& app) {
         TrainConfig cfg = parse(j, 1, true);
         cfg.zero.stage = 0;  // one process holding the whole model, whatever the run used
         MemoryPool pool;
-        Engine engine(pool, build_gpt(cfg), engine_options(cfg));
+        Engine engine(pool, build_model(cfg), engine_options(cfg));
         std::vector<NamedTensorF32> named;
         for (Parameter* p : engine.arena().params())
             named.push_back({p->name, p->shape, p->master.data<float>()});
@@ -227,9 +227,9 @@ void Commands::add_export(CLI::App& app) {
             load_checkpoint_weights(from_run_, engine);  // consolidates any layout
         } else {
             std::string src = !from_run_.empty() ? from_run_ + "/model.safetensors" : cfg.init_from;
-            if (!src.empty()) import_gpt_weights(src, named);
+            if (!src.empty()) cfg.model->import_weights(src, named);
         }
-        export_gpt_weights(out_path_, named, weight_dtype_ == "bf16" ? "BF16" : "F32");
+        cfg.model->export_weights(out_path_, named, weight_dtype_ == "bf16" ? "BF16" : "F32");
         std::fprintf(stderr, "wrote %s (%zu tensors)\n", out_path_.c_str(), named.size());
         return 0;
     });

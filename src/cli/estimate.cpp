@@ -47,7 +47,7 @@ int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
     const int stage = args.zero_stage >= 0 ? args.zero_stage : parsed.config.zero.stage;
     for (const std::string& w : parsed.warnings)
         log_warn("config: ", w);
-    const Estimate est = estimate_gpt(
+    const Estimate est = estimate_run(
         estimate_spec(parsed.config, stage, offload == "cpu", args.ranks));
     if (args.json)
         std::printf("%s\n", estimate_json(est, config.path).dump(2).c_str());

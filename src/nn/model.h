@@ -40,6 +40,13 @@ public:
     using Module::Module;
     // Mean loss over the batch's counted targets, as a scalar f32 Var.
     virtual Var loss(Tape& tape, const Batch& batch) = 0;
+    // Evaluation: the mean loss as loss() gives it, plus one output per sample appended to
+    // `outputs` and its label to `labels`, for families whose evaluation reads outputs
+    // (models/family.h; DLRM: the predicted click probability). The default appends nothing.
+    virtual Var eval(Tape& tape, const Batch& batch, std::vector<float>& /*outputs*/,
+                     std::vector<float>& /*labels*/) {
+        return loss(tape, batch);
+    }
     // Model FLOPs per token for MFU (0 if unknown).
     virtual double flops_per_token() const { return 0; }
 };

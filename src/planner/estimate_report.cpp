@@ -28,8 +28,7 @@ std::string bytes_text(int64_t bytes) {
 }
 
 std::string policy_label(const Estimate& est, const std::string& policy) {
-    if (policy != "every_k") return policy;
-    return str_cat(policy, " (k=", est.spec.model.checkpoint_every_k, ")");
+    return est.spec.model->checkpoint_policy_label(policy);
 }
 
 std::string stage_name(int stage) { return stage == 0 ? "DDP (ZeRO-0)" : str_cat("ZeRO-", stage); }
@@ -80,7 +79,7 @@ void write_buffers(std::ostringstream& os, const Estimate& est) {
 
 void write_categories(std::ostringstream& os, const Estimate& est) {
     os << "\nper-rank bytes by category (activations: policy "
-       << policy_label(est, est.spec.model.checkpoint_policy) << ", peak of one micro-batch):\n";
+       << policy_label(est, est.spec.model->checkpoint_policy()) << ", peak of one micro-batch):\n";
     char line[200];
     std::snprintf(line, sizeof line, "  %-13s %16s %12s   %16s %12s\n", "category", "device", "",
                   "host", "");
@@ -108,10 +107,9 @@ void write_categories(std::ostringstream& os, const Estimate& est) {
 }
 
 void write_activations(std::ostringstream& os, const Estimate& est) {
-    const GptOptions& m = est.spec.model;
-    os << "\nactivations per micro-batch (B = " << est.spec.micro_batch << ", T = " << m.seq_len
-       << ", C = " << m.d_model << ", L = " << m.n_layers << ", V = " << m.vocab_size
-       << ", H = " << m.n_heads << ", e = " << dtype_size(est.spec.state.compute_dtype)
+    os << "\nactivations per micro-batch (B = " << est.spec.micro_batch << ", "
+       << est.spec.model->activation_legend()
+       << ", e = " << dtype_size(est.spec.state.compute_dtype)
        << " bytes), by activation_checkpointing.policy:\n";
     char line[200];
     std::snprintf(line, sizeof line, "  %-16s %16s %12s %16s %12s\n", "policy", "kept", "", "peak",
@@ -119,7 +117,7 @@ void write_activations(std::ostringstream& os, const Estimate& est) {
     os << line;
     for (const PolicyActivations& p : est.policies) {
         std::string label = policy_label(est, p.policy);
-        if (p.policy == est.spec.model.checkpoint_policy) label += " *";
+        if (p.policy == est.spec.model->checkpoint_policy()) label += " *";
         std::snprintf(
             line, sizeof line, "  %-16s %16s %12s %16s %12s\n", label.c_str(),
             group_digits(p.saved).c_str(), format_bytes(static_cast<double>(p.saved)).c_str(),
@@ -145,12 +143,10 @@ std::string group_digits(int64_t n) {
 
 std::string estimate_text(const Estimate& est, const std::string& source) {
     const StateSpec& st = est.spec.state;
-    const GptOptions& m = est.spec.model;
     std::ostringstream os;
     os << "zerotrain estimate: " << source << "\n"
-       << "model: GPT, vocab " << m.vocab_size << ", seq_len " << m.seq_len << ", d_model "
-       << m.d_model << ", " << m.n_layers << " layers, " << m.n_heads
-       << " heads: Psi = " << group_digits(st.param_count) << " parameters\n"
+       << "model: " << est.spec.model->describe() << ": Psi = " << group_digits(st.param_count)
+       << " parameters\n"
        << "run: " << precision_name(st.compute_dtype) << ", gradients "
        << precision_name(st.grad_dtype) << ", " << est.spec.optimizer << ", "
        << stage_name(st.zero_stage) << ", N = " << st.ranks << " ranks, micro-batch "
@@ -169,7 +165,7 @@ std::string estimate_text(const Estimate& est, const std::string& source) {
 nlohmann::json estimate_json(const Estimate& est, const std::string& source) {
     using nlohmann::json;
     const StateSpec& st = est.spec.state;
-    const GptOptions& m = est.spec.model;
+    const ModelFamily& m = *est.spec.model;
     auto categories = [](const CategoryBytes& c) {
         json j = json::object();
         int64_t total = 0;
@@ -191,15 +187,14 @@ nlohmann::json estimate_json(const Estimate& est, const std::string& source) {
     json policies = json::object();
     for (const PolicyActivations& p : est.policies)
         policies[p.policy] = {{"saved", p.saved}, {"peak", p.peak}};
+    json activations = {{"micro_batch", est.spec.micro_batch},
+                        {"dtype", precision_name(st.compute_dtype)},
+                        {"policy", m.checkpoint_policy()},
+                        {"policies", policies}};
+    activations.update(m.activation_settings());
     return {
         {"source", source},
-        {"model",
-         {{"type", "gpt"},
-          {"vocab_size", m.vocab_size},
-          {"seq_len", m.seq_len},
-          {"d_model", m.d_model},
-          {"n_layers", m.n_layers},
-          {"n_heads", m.n_heads}}},
+        {"model", m.describe_json()},
         {"param_count", st.param_count},
         {"padded_numel", est.state.padded_numel},
         {"shard_numel", est.state.shard_numel},
@@ -224,13 +219,7 @@ nlohmann::json estimate_json(const Estimate& est, const std::string& source) {
          {{"held", est.state.device[static_cast<int>(MemCategory::kWorkspace)] +
                        est.state.host[static_cast<int>(MemCategory::kWorkspace)]},
           {"transient", est.workspace_transient}}},
-        {"activations",
-         {{"micro_batch", est.spec.micro_batch},
-          {"seq_len", m.seq_len},
-          {"dtype", precision_name(st.compute_dtype)},
-          {"policy", m.checkpoint_policy},
-          {"every_k", m.checkpoint_every_k},
-          {"policies", policies}}},
+        {"activations", activations},
     };
 }
 

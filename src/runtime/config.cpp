@@ -17,8 +17,9 @@
 #include <set>
 #include <sstream>
 
+#include "models/registry.h"
 #include "parallel/mesh.h"
-#include "runtime/config_section.h"
+#include "runtime/config_monitor.h"
 #include "util/error.h"
 #include "util/units.h"
 
@@ -492,45 +493,6 @@ void parse_breakdowns(Section& root, TrainConfig& c) {
 
 // ---- our sections -------------------------------------------------------------------------------
 
-void parse_model(Section& root, ModelConfig& m) {
-    Section s = root.section("model");
-    m.type = s.get_choice("type", "gpt", {"gpt"});
-    m.vocab_size = s.get_int("vocab_size", m.vocab_size, 1, int64_t{1} << 31);
-    m.seq_len = s.get_int("seq_len", m.seq_len, 1);
-    m.d_model = s.get_int("d_model", m.d_model, 1);
-    m.n_layers = s.get_int("n_layers", m.n_layers, 1);
-    m.n_heads = s.get_int("n_heads", m.n_heads, 1);
-    ZT_CHECK(m.d_model % m.n_heads == 0, s.key("n_heads"),
-             ": expected a divisor of model.d_model (", m.d_model, "), got ", m.n_heads);
-    m.dropout = s.get_number("dropout", 0.0, 0.0, 1.0);
-    ZT_CHECK(m.dropout == 0.0, s.key("dropout"), ": only 0 is supported for now, got ", m.dropout);
-    s.finish();
-}
-
-void parse_data(Section& root, DataConfig& d) {
-    Section s = root.section("data");
-    d.type = s.get_choice("type", "builtin", {"builtin", "tokens"});
-    const bool tokens = d.type == "tokens";
-    const std::vector<std::string> foreign =
-        tokens ? std::vector<std::string>{"builtin_tokens", "builtin_seed"}
-               : std::vector<std::string>{"path", "dtype", "eval_path"};
-    for (const std::string& k : foreign)
-        ZT_CHECK(!s.has(k), s.key(k), ": not used with data.type \"", d.type, "\"; remove it");
-    d.path = s.get_string("path", "");
-    ZT_CHECK(!tokens || !d.path.empty(), s.key("path"),
-             ": expected a token file for data.type \"tokens\", got nothing");
-    d.dtype = s.get_choice("dtype", "uint16", {"uint16", "uint32"});
-    d.shuffle = s.get_bool("shuffle", false);
-    d.eval_path = s.get_string("eval_path", "");
-    d.eval_fraction = s.get_number("eval_fraction", 0.0, 0.0, 1.0);
-    ZT_CHECK(d.eval_fraction < 1.0, s.key("eval_fraction"), ": expected a number in [0, 1), got 1");
-    ZT_CHECK(d.eval_path.empty() || d.eval_fraction == 0.0, s.key("eval_fraction"),
-             ": give either data.eval_path or data.eval_fraction, not both");
-    d.builtin_tokens = s.get_int("builtin_tokens", d.builtin_tokens, 2);
-    d.builtin_seed = s.get_int("builtin_seed", d.builtin_seed, 0);
-    s.finish();
-}
-
 // The world: the caller's (the MPI world, 1 for one process) under "mpi", local_ranks under
 // "local", where the ranks are threads of this one process.
 int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
@@ -667,8 +629,12 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     MeshShape mesh;
     if (root.guard([&] { mesh = parse_parallel(root, world); }))
         root.guard([&] { resolve_batch(root, mesh, c); });
-    root.guard([&] { parse_model(root, c.model); });
-    root.guard([&] { parse_data(root, c.data); });
+    // The model family reads the activation checkpointing policy (GPT's recompute regions).
+    root.guard([&] { parse_activation_checkpointing(root, c.activation_checkpointing); });
+    root.guard([&] {
+        c.model = parse_model_family(root, FamilyContext{c.activation_checkpointing.policy,
+                                                         c.activation_checkpointing.every_k});
+    });
     root.guard([&] { c.memory_budget = parse_memory_budget(root); });
     root.guard([&] { parse_checkpoint(root, c.checkpoint); });
     root.guard([&] { parse_profilers(root, c.flops_profiler, c.comms_logger); });
@@ -676,7 +642,6 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] { parse_scheduler(root, c, c.scheduler); });
     root.guard([&] { parse_precision(root, c); });
     root.guard([&] { parse_zero(root, c.zero, out.warnings); });
-    root.guard([&] { parse_activation_checkpointing(root, c.activation_checkpointing); });
     root.guard([&] { config_detail::parse_monitor(root, c.precision, c.monitor); });
     root.guard([&] { parse_breakdowns(root, c); });
     root.guard([&] { refuse_features(root, out.warnings); });

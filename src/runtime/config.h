@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,19 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
+#include "models/family.h"
 #include "optim/lr_schedule.h"
 
 namespace zt {
-
-struct ModelConfig {
-    std::string type = "gpt";
-    int64_t vocab_size = 256;
-    int64_t seq_len = 64;
-    int64_t d_model = 64;
-    int64_t n_layers = 2;
-    int64_t n_heads = 4;
-    double dropout = 0.0;  // only 0 is supported for now; other values are refused
-};
 
 struct OptimizerConfig {
     std::string type = "AdamW";  // "AdamW" or "SGD" (DeepSpeed's "Adam" becomes "AdamW" unless
@@ -40,18 +32,6 @@ struct OptimizerConfig {
 
 // The "scheduler" section: the optim layer's options, field for field.
 using SchedulerConfig = LrScheduleOptions;
-
-struct DataConfig {
-    std::string type = "builtin";  // "builtin" (generated corpus) or "tokens"
-    std::string path;              // tokens: file of little-endian token ids
-    std::string dtype = "uint16";  // "uint16" or "uint32"
-    bool shuffle = false;
-    std::string eval_path;         // empty: hold out the tail of `path` (eval_fraction)
-    double eval_fraction = 0.0;    // share of samples held out when there is no eval_path
-    // builtin corpus
-    int64_t builtin_tokens = 1 << 20;
-    int64_t builtin_seed = 1234;
-};
 
 // DeepSpeed's "fp16" section: dynamic loss scaling when loss_scale is 0 (DeepSpeed's defaults).
 struct Fp16Config {
@@ -157,10 +137,11 @@ struct MonitorConfig {
 };
 
 struct TrainConfig {
-    ModelConfig model;
+    // The model family, made from the "model" and "data" sections (models/registry.h); shared
+    // and immutable, so configs copy cheaply.
+    std::shared_ptr<const ModelFamily> model;
     OptimizerConfig optimizer;
     SchedulerConfig scheduler;
-    DataConfig data;
 
     int64_t train_batch_size = 0;  // micro x accumulation x dp
     int64_t micro_batch = 1;       // train_micro_batch_size_per_gpu

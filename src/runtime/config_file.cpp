@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/config.h"
-#include "runtime/config_section.h"
+#include "util/config_section.h"
 
 namespace zt {
 

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "runtime/config.h"
-#include "runtime/config_section.h"
+#include "runtime/config_monitor.h"
 
 namespace zt::config_detail {
 

@@ -77,11 +77,13 @@ float Engine::forward_backward(const Batch& batch) {
     return value;
 }
 
-float Engine::eval_loss(const Batch& batch) {
+float Engine::eval_loss(const Batch& batch, std::vector<float>* outputs,
+                        std::vector<float>* labels) {
     const bool watch = tape_.check_finite();
     tape_.set_check_finite(false);  // the watch is for training steps
     tape_.set_recording(false);
-    Var loss = model_->loss(tape_, batch);
+    Var loss = outputs && labels ? model_->eval(tape_, batch, *outputs, *labels)
+                                 : model_->loss(tape_, batch);
     dp_->end_forward_only();
     tape_.set_recording(true);
     tape_.set_check_finite(watch);

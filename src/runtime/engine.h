@@ -74,8 +74,10 @@ public:
     // non-finite step throws zt::Error (kInternal) instead; fp16 gradient overflows are left to
     // the loss scaler, which throws at its minimum scale.
     StepStats step();
-    // Loss without recording the tape.
-    float eval_loss(const Batch& batch);
+    // Loss without recording the tape; with `outputs` and `labels`, also the model's per-sample
+    // outputs and labels (Model::eval).
+    float eval_loss(const Batch& batch, std::vector<float>* outputs = nullptr,
+                    std::vector<float>* labels = nullptr);
 
     Model& model() { return *model_; }
     ParamArena& arena() { return *arena_; }

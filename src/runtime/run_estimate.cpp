@@ -7,14 +7,7 @@ namespace zt {
 EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_optimizer,
                            int64_t ranks) {
     EstimateSpec spec;
-    const ModelConfig& m = cfg.model;
-    spec.model = GptOptions{.vocab_size = m.vocab_size,
-                            .seq_len = m.seq_len,
-                            .d_model = m.d_model,
-                            .n_layers = m.n_layers,
-                            .n_heads = m.n_heads,
-                            .checkpoint_policy = cfg.activation_checkpointing.policy,
-                            .checkpoint_every_k = cfg.activation_checkpointing.every_k};
+    spec.model = cfg.model;
     spec.micro_batch = cfg.micro_batch;
     spec.optimizer = cfg.optimizer.type;
     spec.threads = cfg.threads > 0 ? cfg.threads : num_threads();

@@ -12,11 +12,9 @@
 #include <cstdlib>
 
 #include "checkpoint/durable_file.h"
-#include "models/gpt/gpt_weights.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "runtime/checkpointer.h"
-#include "data/tokens/builtin_corpus.h"
 #include "data/tokens/token_dataset.h"
 #include "runtime/fault_injection.h"
 #include "runtime/memory_timeline.h"
@@ -39,17 +37,9 @@
 
 namespace zt {
 
-std::unique_ptr<Gpt> build_gpt(const TrainConfig& cfg) {
-    const ModelConfig& m = cfg.model;
-    ZT_CHECK(m.type == "gpt", "model.type: expected \"gpt\", got \"", m.type, "\"");
-    const CheckpointingConfig& ck = cfg.activation_checkpointing;
-    return std::make_unique<Gpt>(GptOptions{.vocab_size = m.vocab_size,
-                                            .seq_len = m.seq_len,
-                                            .d_model = m.d_model,
-                                            .n_layers = m.n_layers,
-                                            .n_heads = m.n_heads,
-                                            .checkpoint_policy = ck.policy,
-                                            .checkpoint_every_k = ck.every_k});
+std::unique_ptr<Model> build_model(const TrainConfig& cfg) {
+    ZT_ASSERT(cfg.model, "build_model: a config without a model family");
+    return cfg.model->build();
 }
 
 namespace {
@@ -72,110 +62,75 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
     return std::make_unique<AdamW>(ao);
 }
 
-// The token sources and datasets of a run: training and (optionally) evaluation.
-struct RunData {
-    std::unique_ptr<TokenSource> train_source, eval_source;
-    std::unique_ptr<TokenDataset> train, eval;
-    std::optional<CorpusInfo> corpus;
-};
-
-RunData open_data(const TrainConfig& cfg) {
-    RunData d;
-    const DataConfig& dc = cfg.data;
-    TokenDatasetOptions to;
-    to.seq_len = cfg.model.seq_len;
-    to.vocab_size = cfg.model.vocab_size;
-    to.shuffle = dc.shuffle;
-    to.seed = cfg.seed;
-    if (dc.type == "builtin") {
-        BuiltinCorpusOptions bo;
-        bo.vocab_size = cfg.model.vocab_size;
-        bo.alphabet = std::min<int64_t>(64, cfg.model.vocab_size);
-        bo.period = cfg.model.seq_len;
-        bo.n_tokens = dc.builtin_tokens;
-        bo.seed = dc.builtin_seed;
-        CorpusInfo info;
-        auto tokens = generate_builtin_corpus(bo, &info);
-        d.corpus = info;
-        d.train_source = std::make_unique<InMemoryTokens>(std::span<const uint16_t>(tokens),
-                                                          "builtin corpus");
-    } else {
-        d.train_source = std::make_unique<MappedTokenFile>(dc.path, parse_token_dtype(dc.dtype),
-                                                           "data.path");
-        if (!dc.eval_path.empty())
-            d.eval_source = std::make_unique<MappedTokenFile>(
-                dc.eval_path, parse_token_dtype(dc.dtype), "data.eval_path");
-    }
-    const int64_t S = token_sample_count(d.train_source->size(), to.seq_len);
-    ZT_CHECK(S >= 1, "data: ", d.train_source->name(), " holds ", d.train_source->size(),
-             " tokens, fewer than one sample of model.seq_len + 1 = ", to.seq_len + 1);
-    int64_t held = 0;
-    if (!d.eval_source && dc.eval_fraction > 0) {
-        held = std::max<int64_t>(1, static_cast<int64_t>(dc.eval_fraction * static_cast<double>(S)));
-        ZT_CHECK(held < S, "data.eval_fraction: ", dc.eval_fraction, " holds out all ", S,
-                 " samples; lower it");
-    }
-    to.first_sample = 0;
-    to.sample_count = S - held;
-    d.train = std::make_unique<TokenDataset>(*d.train_source, to);
-    TokenDatasetOptions eo = to;
-    eo.shuffle = false;
-    if (d.eval_source) {
-        eo.sample_count = -1;
-        d.eval = std::make_unique<TokenDataset>(*d.eval_source, eo);
-    } else if (held > 0) {
-        eo.first_sample = S - held;
-        eo.sample_count = held;
-        d.eval = std::make_unique<TokenDataset>(*d.train_source, eo);
-    }
-    return d;
-}
-
-// Fills inputs/targets with the micro-batch's samples from global sample index k0 on.
-void load_batch(const TokenDataset& ds, int64_t k0, int64_t micro, std::vector<int32_t>& inputs,
-                std::vector<int32_t>& targets) {
-    const int64_t T = ds.seq_len();
-    inputs.resize(micro * T);
-    targets.resize(micro * T);
-    for (int64_t j = 0; j < micro; ++j) ds.get(k0 + j, &inputs[j * T], &targets[j * T]);
-}
-
-// Mean loss over eval_iters batches. Ranks share the batches (rank r takes r, r + N, ...); every
-// rank runs the same number of forwards, since ZeRO-3 gathers parameters collectively, and a
-// rank's surplus forward counts nothing.
-double evaluate(Engine& engine, const TokenDataset& ds, const TrainConfig& cfg) {
+// Note [Evaluation]: the mean loss over eval_iters batches, plus the family's metrics of the
+// model's outputs (DLRM: AUC and log loss). Ranks share the batches (rank r takes r, r + N, ...);
+// every rank runs the same number of forwards, since ZeRO-3 gathers parameters collectively, and
+// a rank's surplus forward counts nothing. Outputs travel to every rank in one all-gather of
+// equal counts (rounds x micro-batch samples per rank, surplus marked by a NaN label).
+nlohmann::json evaluate(Engine& engine, RunData& data, const TrainConfig& cfg, Communicator* comm) {
     ZeroDataParallel& dp = engine.data_parallel();
     const int64_t N = dp.ranks();
     const int64_t rounds = (cfg.eval_iters + N - 1) / N;
-    std::vector<int32_t> in, tg;
+    const bool outputs = cfg.model->evaluates_outputs();
+    std::vector<float> out, labels;
     double sum = 0;
     for (int64_t i = 0; i < rounds; ++i) {
         const int64_t it = i * N + dp.rank();
-        load_batch(ds, (it < cfg.eval_iters ? it : 0) * cfg.micro_batch, cfg.micro_batch, in, tg);
-        const double loss = engine.eval_loss(Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
-        if (it < cfg.eval_iters) sum += loss;
+        const Batch batch =
+            data.eval_batch((it < cfg.eval_iters ? it : 0) * cfg.micro_batch, cfg.micro_batch);
+        const size_t before = labels.size();
+        const double loss = outputs ? engine.eval_loss(batch, &out, &labels) : engine.eval_loss(batch);
+        ZT_ASSERT(out.size() == labels.size(), "evaluate: outputs and labels differ in count");
+        if (it < cfg.eval_iters) {
+            sum += loss;
+        } else {
+            for (size_t k = before; k < labels.size(); ++k) labels[k] = NAN;
+        }
     }
-    return dp.sum_over_ranks(sum) / static_cast<double>(cfg.eval_iters);
+    nlohmann::json j = {{"eval_loss", dp.sum_over_ranks(sum) / static_cast<double>(cfg.eval_iters)}};
+    if (!outputs) return j;
+    std::vector<float> all_out = out, all_labels = labels;
+    if (comm && N > 1) {
+        const std::vector<int64_t> counts(static_cast<size_t>(N), static_cast<int64_t>(out.size()));
+        all_out.assign(out.size() * static_cast<size_t>(N), 0.0f);
+        all_labels.assign(all_out.size(), 0.0f);
+        comm->all_gather(out.data(), all_out.data(), counts, CommType::kF32)->wait();
+        comm->all_gather(labels.data(), all_labels.data(), counts, CommType::kF32)->wait();
+    }
+    size_t kept = 0;
+    for (size_t k = 0; k < all_labels.size(); ++k)
+        if (!std::isnan(all_labels[k])) {
+            all_out[kept] = all_out[k];
+            all_labels[kept++] = all_labels[k];
+        }
+    all_out.resize(kept);
+    all_labels.resize(kept);
+    j.update(cfg.model->eval_metrics(all_out, all_labels));
+    return j;
+}
+
+// The parameters as weight files see them: views into a whole-arena copy.
+std::vector<NamedTensorF32> named_params(Engine& engine, float* whole) {
+    std::vector<NamedTensorF32> named;
+    for (Parameter* p : engine.arena().params())
+        named.push_back({p->name, p->shape, whole + p->offset});
+    return named;
 }
 
 // Collective: every rank takes part in gathering the weights; rank 0 writes them.
-void save_weights(Engine& engine, const std::string& path, bool root) {
+void save_weights(Engine& engine, const ModelFamily& family, const std::string& path, bool root) {
     std::vector<float> whole = engine.gather_master();
     if (!root) return;
-    std::vector<NamedTensorF32> named;
-    for (Parameter* p : engine.arena().params())
-        named.push_back({p->name, p->shape, whole.data() + p->offset});
-    export_gpt_weights(path, named, "F32");
+    family.export_weights(path, named_params(engine, whole.data()), "F32");
 }
 
 // The whole arena from init_from's file; Engine::load_master takes it once every rank has read
 // its copy (Note [Start agreement]).
-std::vector<float> import_weights(Engine& engine, const std::string& path) {
+std::vector<float> import_weights(Engine& engine, const ModelFamily& family,
+                                  const std::string& path) {
     std::vector<float> whole(static_cast<size_t>(engine.arena().padded_numel()), 0.0f);
-    std::vector<NamedTensorF32> named;
-    for (Parameter* p : engine.arena().params())
-        named.push_back({p->name, p->shape, whole.data() + p->offset});
-    import_gpt_weights(path, named);
+    std::vector<NamedTensorF32> named = named_params(engine, whole.data());
+    family.import_weights(path, named);
     return whole;
 }
 
@@ -360,7 +315,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
 // activations), before anything is allocated or written.
 void check_budget_before_start(const TrainConfig& cfg) {
     if (cfg.memory_budget <= 0) return;
-    const Estimate e = estimate_gpt(estimate_spec(cfg, cfg.zero.stage, false, cfg.dp));
+    const Estimate e = estimate_run(estimate_spec(cfg, cfg.zero.stage, false, cfg.dp));
     const int64_t need = certain_bytes(e);
     if (need <= cfg.memory_budget) return;
     std::string lines;
@@ -445,15 +400,17 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     MemoryPool pool;
     pool.set_budget(cfg.memory_budget);
     pool.set_oom_advisor(oom_advisor(cfg));
-    RunData data;
-    std::unique_ptr<Gpt> model;
+    const ModelFamily& family = *cfg.model;
+    std::unique_ptr<RunData> data;
+    std::unique_ptr<Model> model;
     agree_on_start(comm, "taking the run directory and opening the data", [&] {
         if (root) lock.emplace(opts.run_dir);
         check_budget_before_start(cfg);
-        data = open_data(cfg);
-        model = build_gpt(cfg);
+        data = family.open_data(DataContext{cfg.seed, rank, ranks});
+        model = family.build();
     });
-    const double flops_per_token = model->flops_per_token();
+    const double flops_per_sample = family.flops_per_sample();
+    const int64_t tokens_per_sample = family.tokens_per_sample();
     EngineOptions eo = engine_options(cfg);
     eo.comm = comm;
     if (!opts.memory_timeline.empty()) {
@@ -463,7 +420,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     Engine engine(pool, std::move(model), std::move(eo));
     std::vector<float> init;
     agree_on_start(comm, "reading init_from", [&] {
-        if (!cfg.init_from.empty()) init = import_weights(engine, cfg.init_from);
+        if (!cfg.init_from.empty()) init = import_weights(engine, family, cfg.init_from);
     });
     if (!init.empty()) engine.load_master(init.data());
     std::vector<float>().swap(init);
@@ -534,25 +491,28 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             });
         say(str_cat("gemm: ", current_gemm_choice().summary(), "; OpenBLAS kernels ",
                     openblas_core_name()));
-        say(str_cat("zerotrain: GPT ", engine.arena().numel(), " parameters, ", cfg.precision, ", ",
+        say(str_cat("zerotrain: ", family.name(), " ", engine.arena().numel(), " parameters, ",
+                    cfg.precision, ", ",
                     num_threads(), " threads",
                     ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(), "), ZeRO stage ",
                                         cfg.zero.stage)
                               : std::string(),
-                    ", batch ", cfg.train_batch_size, " x ", cfg.model.seq_len,
-                    " tokens (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum,
+                    ", batch ", cfg.train_batch_size,
+                    tokens_per_sample > 0 ? str_cat(" x ", tokens_per_sample, " tokens")
+                                          : std::string(" samples"),
+                    " (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum,
                     ranks > 1 ? str_cat(" x ", ranks, " ranks") : std::string(), ")"));
         if (result.resumed_from >= 0 && root)  // said even when quiet: what the run continues
             log_info("resumed from ", co.dir, "/", checkpoint_name(result.resumed_from),
                      " at step ", result.resumed_from);
-        if (data.corpus)
-            say(str_cat("builtin corpus: entropy rate H = ", data.corpus->entropy_rate,
-                        " nats/token, bigram bound = ", data.corpus->bigram_bound,
-                        " nats/token (the best a model without attention can do)"));
+        for (const std::string& note : data->notes()) say(note);
 
         double last_checkpoint_s = -1;  // the step loop's stall for the checkpoint of a step
-        std::vector<int32_t> in, tg;
-        const int64_t tokens_per_step = cfg.train_batch_size * cfg.model.seq_len;
+        // Throughput in tokens for a token model, else in samples (ModelFamily).
+        const int64_t units_per_step =
+            cfg.train_batch_size * (tokens_per_sample > 0 ? tokens_per_sample : 1);
+        const char* rate_key = tokens_per_sample > 0 ? "tokens_per_s" : "samples_per_s";
+        const char* rate_unit = tokens_per_sample > 0 ? " tok/s" : " samples/s";
         double timed_s = 0;
         for (int64_t step = start_step; step < cfg.steps; ++step) {
             pool.reset_peaks();
@@ -568,10 +528,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     int64_t k0 = global_sample_index(step, m, rank, cfg.micro_batch,
                                                      cfg.grad_accum, ranks, 0);
                     Stopwatch io;
-                    load_batch(*data.train, k0, cfg.micro_batch, in, tg);
+                    const Batch batch = data->train_batch(k0, cfg.micro_batch);
                     io_s += io.elapsed_s();
-                    breakdown.forward_backward(engine,
-                                               Batch{in, tg, cfg.micro_batch, cfg.model.seq_len});
+                    breakdown.forward_backward(engine, batch);
                 }
             }
             StepStats st;
@@ -617,8 +576,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                                        {"lr", st.lr},
                                        {"grad_norm", st.grad_norm},
                                        {"step_time_s", dt},
-                                       {"tokens_per_s", tokens_per_step / dt},
-                                       {"mfu_flops_per_s", flops_per_token * tokens_per_step / dt},
+                                       {rate_key, units_per_step / dt},
+                                       {"mfu_flops_per_s",
+                                        flops_per_sample * cfg.train_batch_size / dt},
                                        {"mem", mem},
                                        {"comm_s", comm_s},
                                        {"skipped", st.skipped}};
@@ -643,21 +603,24 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             if (st.skipped) say(str_cat("step ", step + 1, ": non-finite gradients, step skipped"));
             if (speak)
                 progress.update(step + 1, str_cat("loss ", st.loss, " | ",
-                                                  static_cast<int64_t>(tokens_per_step / dt),
-                                                  " tok/s | mem ",
+                                                  static_cast<int64_t>(units_per_step / dt),
+                                                  rate_unit, " | mem ",
                                                   format_bytes(static_cast<double>(mem_peak))));
-            bool eval_now = data.eval && cfg.eval_interval > 0 &&
+            bool eval_now = data->has_eval() && cfg.eval_interval > 0 &&
                             ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
             if (eval_now) {
                 MemScope phase(pool, MemPhase::kForward);
-                double el = evaluate(engine, *data.eval, cfg);
+                nlohmann::json line = evaluate(engine, *data, cfg, comm);
+                line["step"] = step + 1;
                 if (root) {
-                    const nlohmann::json line = {{"step", step + 1}, {"eval_loss", el}};
                     monitor->on_line(line);
                     metrics->write(line);
                 }
-                result.final_eval_loss = el;
-                say(str_cat("step ", step + 1, ": eval_loss ", el));
+                result.final_eval_loss = line["eval_loss"].get<double>();
+                std::string said;
+                for (auto& [k, v] : line.items())
+                    if (k != "step") said += str_cat(said.empty() ? "" : ", ", k, " ", v.dump());
+                say(str_cat("step ", step + 1, ": ", said));
             }
             checkpointer.poll();
             const bool interval = co.interval_steps > 0 && (step + 1) % co.interval_steps == 0;
@@ -682,12 +645,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         }
         if (speak) progress.finish();
         if (result.steps - start_step > 1)
-            result.tokens_per_s = tokens_per_step * (result.steps - start_step - 1) / timed_s;
+            result.tokens_per_s = units_per_step * (result.steps - start_step - 1) / timed_s;
         if (result.preempted) return result;  // not finished: no final weights (Note [Failed runs])
-        save_weights(engine, opts.run_dir + "/model.safetensors", root);
+        save_weights(engine, family, opts.run_dir + "/model.safetensors", root);
         say(str_cat("done: ", result.steps, " steps, final loss ", result.final_loss,
                     result.tokens_per_s > 0
-                        ? str_cat(", ", static_cast<int64_t>(result.tokens_per_s), " tokens/s")
+                        ? str_cat(", ", static_cast<int64_t>(result.tokens_per_s), rate_unit)
                         : std::string(),
                     "; weights in ", opts.run_dir, "/model.safetensors"));
     } catch (const std::exception& e) {

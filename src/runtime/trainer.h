@@ -1,6 +1,7 @@
 // The `zerotrain train` loop of one rank: builds the model, data, optimizer and engine from a
 // TrainConfig, runs `steps` optimizer steps with evaluation, and (rank 0) writes
-// RUN_DIR/metrics.jsonl and the final weights (RUN_DIR/model.safetensors, nanoGPT layout) and
+// RUN_DIR/metrics.jsonl and the final weights (RUN_DIR/model.safetensors, in the layout of the
+// model family's PyTorch reference) and
 // shows progress. With a communicator, every rank of the data-parallel group calls it with the
 // same config; each reads only its own samples.
 #pragma once
@@ -9,7 +10,6 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "models/gpt/gpt.h"
 #include "runtime/config.h"
 #include "runtime/engine.h"
 
@@ -21,7 +21,8 @@ struct TrainResult {
     bool preempted = false;      // stopped early by SIGTERM after writing a checkpoint
     double final_loss = 0;       // loss of the last step
     double final_eval_loss = -1; // last evaluation, -1 if none ran
-    double tokens_per_s = 0;     // over the whole run, first step excluded
+    double tokens_per_s = 0;     // over the whole run, first step excluded; samples/s for a
+                                 // model without tokens (ModelFamily::tokens_per_sample 0)
 };
 
 struct TrainOptions {
@@ -45,7 +46,7 @@ void check_fresh_start(const TrainConfig& cfg, const TrainOptions& options);
 void install_preemption_handler();
 
 // Model and engine for a config (also used by `export` and by tests).
-std::unique_ptr<Gpt> build_gpt(const TrainConfig& cfg);
+std::unique_ptr<Model> build_model(const TrainConfig& cfg);
 EngineOptions engine_options(const TrainConfig& cfg);
 
 // comm: the data-parallel group (null: one process). Collective: every rank calls it.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "models/gpt/gpt_family.h"
 #include "runtime/config.h"
 #include "data/tokens/builtin_corpus.h"
 
@@ -18,11 +19,11 @@ TEST(DefaultExample, EndsBelowBigramBoundAndNearEntropyRate) {
     const std::string cfg_path = std::string(ZT_SOURCE_DIR) + "/examples/gpt-tiny.json";
     zt::TrainConfig cfg = zt::parse_config(zt::load_config_file(cfg_path)).config;
     zt::BuiltinCorpusOptions co;
-    co.vocab_size = cfg.model.vocab_size;
-    co.alphabet = std::min<int64_t>(64, cfg.model.vocab_size);
-    co.period = cfg.model.seq_len;
-    co.n_tokens = cfg.data.builtin_tokens;
-    co.seed = cfg.data.builtin_seed;
+    co.vocab_size = as_gpt(*cfg.model).options().vocab_size;
+    co.alphabet = std::min<int64_t>(64, as_gpt(*cfg.model).options().vocab_size);
+    co.period = as_gpt(*cfg.model).options().seq_len;
+    co.n_tokens = as_gpt(*cfg.model).data().builtin_tokens;
+    co.seed = as_gpt(*cfg.model).data().builtin_seed;
     zt::CorpusInfo info;
     zt::generate_builtin_corpus(co, &info);
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "run_command.h"
+#include "models/gpt/gpt_family.h"
 #include "planner/estimate.h"
 
 namespace fs = std::filesystem;
@@ -46,12 +47,12 @@ TEST(EstimateCli, JsonMatchesThePlanner) {
     ASSERT_EQ(r.code, 0) << r.out;
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EstimateSpec spec;
-    spec.model = GptOptions{256, 64, 64, 2, 4};
+    spec.model = std::make_shared<GptFamily>(GptOptions{256, 64, 64, 2, 4}, GptDataOptions{});
     spec.micro_batch = 32;
     spec.state.ranks = 3;
     spec.state.zero_stage = 1;
     spec.state.compute_dtype = DType::kBF16;
-    const Estimate est = estimate_gpt(spec);
+    const Estimate est = estimate_run(spec);
     EXPECT_EQ(j["precision"], "bf16");
     EXPECT_EQ(j["padded_numel"], est.state.padded_numel);
     for (MemCategory c :

@@ -14,6 +14,8 @@
 
 #include "models/gpt/gpt.h"
 #include "planner/estimate_report.h"
+#include "models/gpt/gpt_family.h"
+#include "models/gpt/gpt_memory.h"
 #include "runtime/config.h"
 #include "runtime/trainer.h"
 #include "util/random.h"
@@ -175,8 +177,8 @@ struct Measured {
 // One micro-batch forward and backward, then a step, on a fresh pool.
 Measured measure(const TrainConfig& cfg) {
     MemoryPool pool;
-    Engine engine(pool, build_gpt(cfg), engine_options(cfg));
-    const int64_t B = cfg.micro_batch, T = cfg.model.seq_len, V = cfg.model.vocab_size;
+    Engine engine(pool, build_model(cfg), engine_options(cfg));
+    const int64_t B = cfg.micro_batch, T = as_gpt(*cfg.model).options().seq_len, V = as_gpt(*cfg.model).options().vocab_size;
     std::vector<int32_t> in(B * T), tg(B * T);
     for (int64_t i = 0; i < B * T; ++i) {
         in[i] = static_cast<int32_t>(uniform01(3, 1, i) * static_cast<double>(V));
@@ -212,7 +214,7 @@ TEST(Estimate, MatchesTheEngineOnTheExample) {
         for (const std::string& s : sets) name += s + " ";
         SCOPED_TRACE(name);
         const TrainConfig cfg = example_config(sets);
-        const Estimate est = estimate_gpt(spec_for(cfg));
+        const Estimate est = estimate_run(spec_for(cfg));
         const Measured m = measure(cfg);
         for (MemCategory c : {MemCategory::kParams, MemCategory::kGrads, MemCategory::kOptimizer})
             EXPECT_EQ(at(est.state.device, c), at(m.after_step.current, c)) << mem_category_name(c);
@@ -234,12 +236,12 @@ TEST(Estimate, MatchesTheEngineOnTheExample) {
 
 TEST(EstimateReport, TextStatesTheByteModel) {
     EstimateSpec spec;
-    spec.model = GptOptions{256, 64, 64, 2, 4};
+    spec.model = std::make_shared<GptFamily>(GptOptions{256, 64, 64, 2, 4}, GptDataOptions{});
     spec.micro_batch = 4;
     spec.state.ranks = 3;
     spec.state.zero_stage = 2;
     spec.state.compute_dtype = DType::kBF16;
-    const Estimate est = estimate_gpt(spec);
+    const Estimate est = estimate_run(spec);
     const std::string text = estimate_text(est, "test.json");
     for (const char* s : {"Psi",
                           "N = data-parallel ranks",
@@ -270,15 +272,15 @@ TEST(EstimateReport, TextStatesTheByteModel) {
 
 TEST(EstimateReport, JsonCarriesTheNumbers) {
     EstimateSpec spec;
-    spec.model = GptOptions{256, 64, 64, 2, 4};
+    spec.model = std::make_shared<GptFamily>(GptOptions{256, 64, 64, 2, 4}, GptDataOptions{});
     spec.state.ranks = 4;
     spec.state.zero_stage = 3;
     spec.state.offload_optimizer = true;
-    const Estimate est = estimate_gpt(spec);
+    const Estimate est = estimate_run(spec);
     const nlohmann::json j = nlohmann::json::parse(estimate_json(est, "x.json").dump());
     EXPECT_EQ(j["ranks"], 4);
     EXPECT_EQ(j["zero_stage"], 3);
-    EXPECT_EQ(j["param_count"], gpt_param_count(spec.model));
+    EXPECT_EQ(j["param_count"], spec.model->param_count());
     EXPECT_EQ(j["formula"]["text"], "16Psi/N");
     EXPECT_EQ(j["device"]["params"], at(est.device, MemCategory::kParams));
     EXPECT_EQ(j["host"]["optimizer"], at(est.host, MemCategory::kOptimizer));

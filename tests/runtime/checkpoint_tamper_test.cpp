@@ -83,7 +83,7 @@ TEST_F(CheckpointTamper, EveryBitFlipOfTheManifestIsDetectedAndResumeFallsBack) 
     const std::string good = read_all(mpath);
     ASSERT_GT(good.size(), 500u);
     MemoryPool pool;
-    Engine engine(pool, build_gpt(cfg_), engine_options(cfg_));
+    Engine engine(pool, build_model(cfg_), engine_options(cfg_));
     std::vector<std::string> skipped;
     ASSERT_EQ(resume(engine, &skipped), 5);
     ASSERT_TRUE(skipped.empty());
@@ -131,7 +131,7 @@ TEST_F(CheckpointTamper, ManifestMustAgreeWithItsDirectoryName) {
     }
     EXPECT_NE(msg.find("directory name"), std::string::npos) << msg;
     MemoryPool pool;
-    Engine engine(pool, build_gpt(cfg_), engine_options(cfg_));
+    Engine engine(pool, build_model(cfg_), engine_options(cfg_));
     std::vector<std::string> skipped;
     EXPECT_EQ(resume(engine, &skipped), 4);
     EXPECT_EQ(skipped.size(), 1u);
@@ -143,7 +143,7 @@ TEST_F(CheckpointTamper, EveryBitFlipOfLatestIsDetected) {
     const fs::path lpath = ck_ / "latest";
     const std::string good = read_all(lpath);
     MemoryPool pool;
-    Engine engine(pool, build_gpt(cfg_), engine_options(cfg_));
+    Engine engine(pool, build_model(cfg_), engine_options(cfg_));
     std::vector<std::string> skipped;
     for (size_t i = 0; i < good.size(); ++i)
         for (int bit = 0; bit < 8; ++bit) {

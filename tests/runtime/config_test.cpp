@@ -1,5 +1,6 @@
 // parse_config, apply_override and load_config_file: every accepted key, the DeepSpeed batch
 // arithmetic and "auto" resolution, and that each refusal names its key.
+#include "models/gpt/gpt_family.h"
 #include "runtime/config.h"
 #include "runtime/config_test_util.h"
 
@@ -60,7 +61,7 @@ TEST(Config, DefaultsFromEmptyObject) {
     EXPECT_EQ(c.optimizer.type, "AdamW");
     EXPECT_EQ(c.scheduler.type, "");
     EXPECT_EQ(c.precision, "fp32");
-    EXPECT_EQ(c.data.type, "builtin");
+    EXPECT_EQ(as_gpt(*c.model).data().type, "builtin");
     EXPECT_EQ(c.zero.stage, 0);
     EXPECT_EQ(c.memory_budget, 0);
 }
@@ -122,16 +123,16 @@ TEST(Config, FullValidConfig) {
     EXPECT_EQ(c.scheduler.total_num_steps, 400);
     EXPECT_EQ(c.precision, "bf16");
     EXPECT_EQ(c.grad_accum_dtype, "bf16");
-    EXPECT_EQ(c.model.vocab_size, 50304);
-    EXPECT_EQ(c.model.seq_len, 128);
-    EXPECT_EQ(c.model.d_model, 96);
-    EXPECT_EQ(c.model.n_layers, 3);
-    EXPECT_EQ(c.model.n_heads, 6);
-    EXPECT_EQ(c.data.type, "tokens");
-    EXPECT_EQ(c.data.path, "train.bin");
-    EXPECT_EQ(c.data.dtype, "uint32");
-    EXPECT_TRUE(c.data.shuffle);
-    EXPECT_EQ(c.data.eval_path, "val.bin");
+    EXPECT_EQ(as_gpt(*c.model).options().vocab_size, 50304);
+    EXPECT_EQ(as_gpt(*c.model).options().seq_len, 128);
+    EXPECT_EQ(as_gpt(*c.model).options().d_model, 96);
+    EXPECT_EQ(as_gpt(*c.model).options().n_layers, 3);
+    EXPECT_EQ(as_gpt(*c.model).options().n_heads, 6);
+    EXPECT_EQ(as_gpt(*c.model).data().type, "tokens");
+    EXPECT_EQ(as_gpt(*c.model).data().path, "train.bin");
+    EXPECT_EQ(as_gpt(*c.model).data().dtype, "uint32");
+    EXPECT_TRUE(as_gpt(*c.model).data().shuffle);
+    EXPECT_EQ(as_gpt(*c.model).data().eval_path, "val.bin");
     EXPECT_EQ(c.memory_budget, int64_t{8} << 30);
     EXPECT_EQ(c.raw, j);
 }
@@ -409,7 +410,7 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
 TEST(Config, ModelAndDataChecks) {
     expect_mentions(error_of({{"model", {{"d_model", 64}, {"n_heads", 5}}}}),
                     {"model.n_heads: expected a divisor of model.d_model (64), got 5"});
-    EXPECT_EQ(parse_config({{"model", {{"vocab_size", int64_t{1} << 31}}}}).config.model.vocab_size,
+    EXPECT_EQ(as_gpt(*parse_config({{"model", {{"vocab_size", int64_t{1} << 31}}}}).config.model).options().vocab_size,
               int64_t{1} << 31);
     expect_mentions(error_of({{"model", {{"vocab_size", (int64_t{1} << 31) + 1}}}}),
                     {"model.vocab_size: expected an integer in [1, 2147483648]"});

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "run_command.h"
+#include "models/gpt/gpt_family.h"
 #include "runtime/trainer.h"
 
 namespace zt {
@@ -118,14 +119,15 @@ TEST(SteadyState, NoSystemAllocationAfterTheFirstStep) {
         j["activation_checkpointing"] = {{"policy", c.policy}};
         TrainConfig cfg = parse(j);
         MemoryPool pool;
-        Engine engine(pool, build_gpt(cfg), engine_options(cfg));
-        const int64_t B = cfg.micro_batch, T = cfg.model.seq_len;
+        Engine engine(pool, build_model(cfg), engine_options(cfg));
+        const GptOptions& o = as_gpt(*cfg.model).options();
+        const int64_t B = cfg.micro_batch, T = o.seq_len;
         std::vector<int32_t> in(B * T), tg(B * T);
         auto step = [&](int s) {
             for (int64_t m = 0; m < cfg.grad_accum; ++m) {
                 for (int64_t i = 0; i < B * T; ++i) {
-                    in[i] = static_cast<int32_t>((i * 7 + s * 3 + m) % cfg.model.vocab_size);
-                    tg[i] = static_cast<int32_t>((i * 5 + s) % cfg.model.vocab_size);
+                    in[i] = static_cast<int32_t>((i * 7 + s * 3 + m) % o.vocab_size);
+                    tg[i] = static_cast<int32_t>((i * 5 + s) % o.vocab_size);
                 }
                 engine.forward_backward(Batch{in, tg, B, T});
             }
@@ -149,8 +151,8 @@ TEST(Tags, ModulesAndPhasesFromForwardBackwardAndStep) {
     MemoryPool pool;
     CountingSink sink;
     pool.set_event_sink(&sink);
-    Engine engine(pool, build_gpt(cfg), engine_options(cfg));
-    const int64_t B = cfg.micro_batch, T = cfg.model.seq_len;
+    Engine engine(pool, build_model(cfg), engine_options(cfg));
+    const int64_t B = cfg.micro_batch, T = as_gpt(*cfg.model).options().seq_len;
     std::vector<int32_t> in(B * T, 1), tg(B * T, 2);
     Var loss = engine.forward(Batch{in, tg, B, T});
     // The largest live activation after forward is the logits (B T, V), made by the model's tied

@@ -6,6 +6,7 @@
 
 #include "autograd/param_arena.h"
 #include "models/gpt/gpt.h"
+#include "models/gpt/gpt_family.h"
 #include "runtime/config.h"
 #include "runtime/profiler/comms_logger.h"
 #include "runtime/profiler/flops_profiler.h"
@@ -37,7 +38,10 @@ FlopsProfile profile_step(const GptOptions& o, int64_t B) {
         in.push_back(static_cast<int32_t>(rng.below(o.vocab_size)));
         tg.push_back(static_cast<int32_t>(rng.below(o.vocab_size)));
     }
-    FlopsProfiler prof(model, pool, FlopsShape{B, o.seq_len});
+    const GptFamily family(o, GptDataOptions{});
+    FlopsProfiler prof(model, pool, [&family, B](const Module& m, bool root) {
+        return family.module_flops(m, B, root);
+    });
     {
         Tape before{pool};
         model.loss(before, Batch{in, tg, B, o.seq_len});  // not profiled: before start()

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/checkpoint.h"
+#include "models/gpt/gpt_memory.h"
 
 namespace zt {
 
@@ -131,12 +132,6 @@ int64_t Gpt::num_params() {
     return n;
 }
 
-double Gpt::flops_per_token() const {
-    const GptOptions& o = options_;
-    const double C = static_cast<double>(o.d_model);
-    const double params = static_cast<double>(o.vocab_size + o.seq_len) * C +
-                          static_cast<double>(o.n_layers) * (12 * C * C + 13 * C) + 2 * C;
-    return 6 * params + 12.0 * o.n_layers * o.seq_len * C;
-}
+double Gpt::flops_per_token() const { return gpt_flops_per_token(options_); }
 
 }  // namespace zt

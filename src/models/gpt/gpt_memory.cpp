@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "tensor/kernels/attention.h"
 #include "tensor/memory.h"
 
 namespace zt {
@@ -55,6 +56,30 @@ int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dt
     // adds dx while dlogits is live, after the cross-entropy stats were freed.
     const int64_t head_peak = std::max(stored + scalar + logits, stored - ce + logits + a);
     return std::max(head_peak, block_peak);
+}
+
+int64_t gpt_param_count(const GptOptions& m) {
+    const int64_t C = m.d_model;
+    return m.vocab_size * C + m.seq_len * C + m.n_layers * (12 * C * C + 13 * C) + 2 * C;
+}
+
+int64_t gpt_transient_workspace_bytes(const GptOptions& m, int64_t B, DType grad_dtype, int threads,
+                                      int64_t alignment) {
+    const int64_t T = m.seq_len;
+    auto r = [&](int64_t bytes) { return (bytes + alignment - 1) / alignment * alignment; };
+    const kernels::AttentionShape shape{B, T, m.d_model, m.n_heads};
+    int64_t bytes = r(kernels::attention_workspace_bytes(shape, std::max(threads, 1)));
+    bytes = std::max(bytes, r(B * T * 4));  // cross-entropy backward's dloss: (N) f32
+    if (grad_dtype != DType::kF32)          // with_f32_grad's scratch of the largest table
+        bytes = std::max(bytes, r(std::max(m.vocab_size, m.seq_len) * m.d_model * 4));
+    return bytes;
+}
+
+double gpt_flops_per_token(const GptOptions& o) {
+    const double C = static_cast<double>(o.d_model);
+    const double params = static_cast<double>(o.vocab_size + o.seq_len) * C +
+                          static_cast<double>(o.n_layers) * (12 * C * C + 13 * C) + 2 * C;
+    return 6 * params + 12.0 * o.n_layers * o.seq_len * C;
 }
 
 }  // namespace zt

@@ -17,4 +17,16 @@ namespace zt {
 // dtype: the activations' dtype (f32, or bf16 in mixed precision).
 int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak);
 
+// V C + T C + L (12 C^2 + 13 C) + 2 C: embeddings, blocks, ln_f (the head is tied to wte).
+int64_t gpt_param_count(const GptOptions& model);
+
+// Scratch (category workspace) that lives only inside one kernel call of a micro-batch of B
+// sequences: attention's per-thread slabs, cross-entropy's row gradients and, with non-f32
+// gradients, the f32 scratch an embedding gradient is accumulated in. `threads` as the run uses.
+int64_t gpt_transient_workspace_bytes(const GptOptions& model, int64_t B, DType grad_dtype,
+                                      int threads, int64_t alignment);
+
+// Model FLOPs per token for MFU (DESIGN.md): 6 x params + 12 x L x T x C, recompute not counted.
+double gpt_flops_per_token(const GptOptions& model);
+
 }  // namespace zt

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/safetensors.h"
+#include "models/named_tensor.h"
 
 namespace zt {
 
@@ -28,13 +29,6 @@ const char* weight_layout_name(WeightLayout layout);  // "nanoGPT", "Hugging Fac
 // "transformer."-prefixed names in Conv1D layout: the shape rule takes those as HF.)
 WeightLayout detect_layout(const SafetensorsFile& file);
 
-// One zerotrain parameter: its nanoGPT name, its shape in zerotrain's layout, and its f32
-// storage of numel(shape) elements.
-struct NamedTensorF32 {
-    std::string name;
-    std::vector<int64_t> shape;
-    float* data;
-};
 
 // Fills every param from the file, whichever layout it has: finds the tensor under the param's
 // name or the name without "transformer.", transposes Conv1D weights, converts F32/BF16/F16 to

@@ -7,41 +7,11 @@
 #include <cstdlib>
 #include <typeinfo>
 
-#include "models/gpt/gpt.h"
 #include "runtime/profiler/si_format.h"
 #include "util/error.h"
 #include "util/timer.h"
 
 namespace zt {
-
-double module_own_flops(const Module& m, const FlopsShape& shape, bool root) {
-    const double B = static_cast<double>(shape.batch), T = static_cast<double>(shape.seq_len);
-    const double N = B * T;
-    if (const auto* l = dynamic_cast<const Linear*>(&m)) {
-        const double out = static_cast<double>(l->weight.shape[0]);
-        const double in = static_cast<double>(l->weight.shape[1]);
-        return 2 * N * in * out + (l->bias ? N * out : 0);
-    }
-    if (const auto* h = dynamic_cast<const TiedHead*>(&m)) {
-        const double V = static_cast<double>(h->weight.shape[0]);
-        const double C = static_cast<double>(h->weight.shape[1]);
-        return 2 * N * C * V;
-    }
-    if (const auto* a = dynamic_cast<const CausalSelfAttention*>(&m)) {
-        const double C = static_cast<double>(a->c_proj.weight.shape[0]);
-        const double H = static_cast<double>(a->n_heads);
-        return 4 * N * T * C + 5 * B * H * T * T;
-    }
-    if (const auto* ln = dynamic_cast<const LayerNorm*>(&m))
-        return 5 * N * static_cast<double>(ln->weight.shape[0]);
-    if (const auto* mlp = dynamic_cast<const Mlp*>(&m))
-        return N * static_cast<double>(mlp->c_fc.weight.shape[0]);  // GELU over (N, 4C)
-    if (const auto* b = dynamic_cast<const Block*>(&m))
-        return 2 * N * static_cast<double>(b->ln_1.weight.shape[0]);
-    if (const auto* g = dynamic_cast<const Gpt*>(&m); g && root)
-        return N * static_cast<double>(g->options().d_model);
-    return 0;
-}
 
 std::string module_type_name(const Module& m) {
     const char* mangled = typeid(m).name();
@@ -63,7 +33,7 @@ struct FlopsProfiler::State {
         double own_flops = 0, fwd_s = 0, bwd_s = 0;
     };
     const MemoryPool* pool;
-    FlopsShape shape;
+    ModuleFlopsFn flops;
     bool active = false;
     std::vector<Node> nodes;
 
@@ -74,10 +44,10 @@ struct FlopsProfiler::State {
     }
 };
 
-FlopsProfiler::FlopsProfiler(Module& root, const MemoryPool& pool, FlopsShape shape)
+FlopsProfiler::FlopsProfiler(Module& root, const MemoryPool& pool, ModuleFlopsFn flops)
     : state_(std::make_shared<State>()) {
     state_->pool = &pool;
-    state_->shape = shape;
+    state_->flops = std::move(flops);
     state_->add(root, 0, -1);
     for (size_t i = 0; i < state_->nodes.size(); ++i) {
         std::shared_ptr<State> s = state_;  // the hooks outlive the profiler: they share its state
@@ -92,7 +62,7 @@ FlopsProfiler::FlopsProfiler(Module& root, const MemoryPool& pool, FlopsShape sh
             State::Node& n = s->nodes[i];
             n.fwd_s += now_s() - n.t_fwd;
             n.calls += 1;
-            n.own_flops += module_own_flops(mod, s->shape, n.root);
+            n.own_flops += s->flops(mod, n.root);
         });
         m.add_hook(HookPoint::kPreBackward, [s, i](Module&) {
             if (s->active) s->nodes[i].t_bwd = now_s();

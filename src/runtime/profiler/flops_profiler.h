@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,21 +18,11 @@
 
 namespace zt {
 
-// Note [Counting FLOPs]
-// A multiply-add is 2 FLOPs. Per forward call over N = B T tokens (B sequences of T tokens):
-// Linear(in, out): 2 N in out + N out (bias); TiedHead: 2 N C V; the attention core of
-// CausalSelfAttention: 4 N T C (scores q k^T and the weighted sum of v, counted over all T x T
-// pairs as the MFU formula counts them, though the causal kernel skips the upper half) plus
-// 5 B H T^2 for scaling and softmax; LayerNorm: 5 N C (DeepSpeed's count); GELU in Mlp: N 4C;
-// Block: 2 N C (the residual adds); the root module: N C (token plus position embedding).
-// Embedding lookups count 0. Backward counts as 2 x forward (two products per matmul), the
-// convention DeepSpeed and the MFU formula use.
-
-// The micro-batch a profiled step runs.
-struct FlopsShape {
-    int64_t batch = 1;    // B: sequences per micro-batch
-    int64_t seq_len = 1;  // T
-};
+// Forward FLOPs of one call of module m's own ops (not its children's) for the profiled
+// micro-batch; the model family counts them (ModelFamily::module_flops; GPT's rules are its
+// Note [Counting FLOPs] in models/gpt/gpt_flops.cpp). `root`: m is the model itself. Backward
+// counts as 2 x forward (two products per matmul), the convention DeepSpeed and MFU use.
+using ModuleFlopsFn = std::function<double(const Module& m, bool root)>;
 
 // One module of the profile, in the module tree's pre-order (a parent before its children).
 struct ModuleProfile {
@@ -54,8 +45,6 @@ struct FlopsProfile {
     double fwd_flops() const { return modules.empty() ? 0 : modules[0].fwd_flops; }
 };
 
-// Forward FLOPs of one call of module m's own ops (Note [Counting FLOPs]); 0 for unknown types.
-double module_own_flops(const Module& m, const FlopsShape& shape, bool root);
 // "Linear", "LayerNorm", ...: the module's C++ type without namespace.
 std::string module_type_name(const Module& m);
 
@@ -63,7 +52,7 @@ std::string module_type_name(const Module& m);
 // recompute (phase backward) from a forward. Not copyable: the hooks hold its state.
 class FlopsProfiler {
   public:
-    FlopsProfiler(Module& root, const MemoryPool& pool, FlopsShape shape);
+    FlopsProfiler(Module& root, const MemoryPool& pool, ModuleFlopsFn flops);
     ~FlopsProfiler();
     FlopsProfiler(const FlopsProfiler&) = delete;
     FlopsProfiler& operator=(const FlopsProfiler&) = delete;

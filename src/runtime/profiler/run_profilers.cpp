@@ -34,8 +34,11 @@ RunProfilers::RunProfilers(const TrainConfig& cfg, Engine& engine, Communicator*
       root_(!comm || comm->rank() == 0),
       comms_(cfg.comms_logger, comm ? comm->rank() : 0) {
     if (cfg.flops_profiler.enabled && root_)
-        flops_ = std::make_unique<FlopsProfiler>(engine.model(), engine.pool(),
-                                                 FlopsShape{cfg.micro_batch, cfg.model.seq_len});
+        flops_ = std::make_unique<FlopsProfiler>(
+            engine.model(), engine.pool(),
+            [family = cfg.model, B = cfg.micro_batch](const Module& m, bool root) {
+                return family->module_flops(m, B, root);
+            });
 }
 
 void RunProfilers::before_step(int64_t step) {

@@ -173,7 +173,7 @@ std::string plan_table(const RunDirContents& run) {
     Estimate e;
     try {
         const TrainConfig cfg = parse_config(*run.config, static_cast<int64_t>(ranks)).config;
-        e = estimate_gpt(estimate_spec(cfg, cfg.zero.stage, false, cfg.dp));
+        e = estimate_run(estimate_spec(cfg, cfg.zero.stage, false, cfg.dp));
     } catch (const std::exception& ex) {
         return s + "<p class=\"note\">no estimate for this config: " + html_escape(ex.what()) +
                "</p>\n";

@@ -1,0 +1,107 @@
+// ModelFamily: everything the runtime, checkpointer, monitor, report and estimator need to know
+// about a kind of model, behind one interface, so that none of them names a model. A family is
+// made from the config's "model" and "data" sections (models/registry.h) and is immutable after:
+// it builds the modules, opens a rank's data, names and lays out the weights in files, counts
+// FLOPs and models activation memory. Implementations: models/gpt/, models/dlrm/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/named_tensor.h"
+#include "nn/model.h"
+#include "tensor/dtype.h"
+
+namespace zt {
+
+// Activation bytes of one micro-batch under one checkpointing policy.
+struct PolicyActivations {
+    std::string policy;  // "none", "every", "every_k", "selective"
+    int64_t saved = 0;   // live at the end of forward
+    int64_t peak = 0;    // high-water mark over forward and backward
+};
+
+// A run's data as one rank sees it. Samples are indexed globally (DESIGN.md: a step's samples
+// are split in order of (micro-step, dp rank)); batches are views into buffers the data owns,
+// valid until its next call.
+class RunData {
+public:
+    virtual ~RunData() = default;
+    // Training samples k0 .. k0 + count - 1.
+    virtual Batch train_batch(int64_t k0, int64_t count) = 0;
+    // A hint that train_batch(k0, count) comes next (a reader may decode it in the background).
+    virtual void prefetch_train(int64_t /*k0*/, int64_t /*count*/) {}
+    virtual bool has_eval() const = 0;
+    // Evaluation samples k0 .. k0 + count - 1 (wrapping around the held-out set).
+    virtual Batch eval_batch(int64_t k0, int64_t count) = 0;
+    // Lines said when training starts (what the data is, the best reachable loss).
+    virtual std::vector<std::string> notes() const { return {}; }
+    // Counters for metrics.jsonl (records skipped as bad, ...); empty: none.
+    virtual nlohmann::json counters() const { return nlohmann::json::object(); }
+};
+
+// What a family's data needs from the rest of the config.
+struct DataContext {
+    uint64_t seed = 42;
+    int rank = 0;   // data-parallel rank
+    int ranks = 1;  // data-parallel ranks
+};
+
+class ModelFamily {
+public:
+    virtual ~ModelFamily() = default;
+
+    // "GPT", "DLRM": for messages.
+    virtual std::string name() const = 0;
+    // One line for logs and reports ("GPT, vocab 256, seq_len 64, d_model 64, 2 layers, 4 heads").
+    virtual std::string describe() const = 0;
+    // The model section, resolved, for JSON reports ({"type": "gpt", ...}).
+    virtual nlohmann::json describe_json() const = 0;
+
+    // The modules, parameters declared (not yet placed in an arena).
+    virtual std::unique_ptr<Model> build() const = 0;
+    virtual std::unique_ptr<RunData> open_data(const DataContext& ctx) const = 0;
+
+    // Tokens per sample for a token model (metrics report tokens_per_s); 0: samples_per_s.
+    virtual int64_t tokens_per_sample() const { return 0; }
+    // Model FLOPs of one sample's forward and backward, for MFU.
+    virtual double flops_per_sample() const = 0;
+    // Forward FLOPs of module m's own computation (not its children's) for a micro-batch of
+    // `batch` samples, for the FLOPs profiler; `root`: m is the model itself.
+    virtual double module_flops(const Module& m, int64_t batch, bool root) const = 0;
+
+    // Weights in safetensors with the names and layouts of the family's PyTorch reference.
+    // dtype "F32" or "BF16".
+    virtual void export_weights(const std::string& path, std::span<const NamedTensorF32> params,
+                                const std::string& dtype) const = 0;
+    virtual void import_weights(const std::string& path, std::span<NamedTensorF32> params) const = 0;
+
+    // Memory model for the estimator: the parameter count, the activations of one micro-batch
+    // of B samples for each checkpointing policy the family supports (the run's own included),
+    // and scratch inside kernel calls.
+    virtual int64_t param_count() const = 0;
+    virtual std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const = 0;
+    virtual std::string checkpoint_policy() const { return "none"; }
+    virtual std::string checkpoint_policy_label(const std::string& policy) const { return policy; }
+    // What the activation figures depend on: a legend for the estimate's text ("T = 64, C = 64,
+    // ...") and the same as JSON fields.
+    virtual std::string activation_legend() const = 0;
+    virtual nlohmann::json activation_settings() const { return nlohmann::json::object(); }
+    virtual int64_t transient_workspace_bytes(int64_t B, DType grad_dtype, int threads,
+                                              int64_t alignment) const = 0;
+
+    // Evaluation beyond the mean loss: metrics from every held-out sample's model output and
+    // label, over all ranks (DLRM: AUC and log loss). Empty: the loss is all.
+    virtual bool evaluates_outputs() const { return false; }
+    virtual nlohmann::json eval_metrics(std::span<const float> /*outputs*/,
+                                        std::span<const float> /*labels*/) const {
+        return nlohmann::json::object();
+    }
+};
+
+}  // namespace zt

@@ -1,0 +1,144 @@
+#include "models/gpt/gpt_family.h"
+
+#include "models/gpt/gpt_memory.h"
+#include "models/gpt/gpt_weights.h"
+#include "util/error.h"
+
+namespace zt {
+
+using config_detail::Section;
+
+GptFamily::GptFamily(GptOptions model, GptDataOptions data)
+    : model_(std::move(model)), data_(std::move(data)) {}
+
+std::string GptFamily::describe() const {
+    const GptOptions& m = model_;
+    return str_cat("GPT, vocab ", m.vocab_size, ", seq_len ", m.seq_len, ", d_model ", m.d_model,
+                   ", ", m.n_layers, " layers, ", m.n_heads, " heads");
+}
+
+nlohmann::json GptFamily::describe_json() const {
+    const GptOptions& m = model_;
+    return {{"type", "gpt"},         {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len},
+            {"d_model", m.d_model}, {"n_layers", m.n_layers},     {"n_heads", m.n_heads}};
+}
+
+std::unique_ptr<Model> GptFamily::build() const { return std::make_unique<Gpt>(model_); }
+
+double GptFamily::flops_per_sample() const {
+    return gpt_flops_per_token(model_) * static_cast<double>(model_.seq_len);
+}
+
+void GptFamily::export_weights(const std::string& path, std::span<const NamedTensorF32> params,
+                               const std::string& dtype) const {
+    export_gpt_weights(path, params, dtype);
+}
+
+void GptFamily::import_weights(const std::string& path, std::span<NamedTensorF32> params) const {
+    import_gpt_weights(path, params);
+}
+
+int64_t GptFamily::param_count() const { return gpt_param_count(model_); }
+
+std::vector<PolicyActivations> GptFamily::activation_policies(int64_t B, DType dtype) const {
+    std::vector<PolicyActivations> out;
+    for (const char* policy : {"none", "every", "every_k", "selective"}) {
+        GptOptions m = model_;
+        m.checkpoint_policy = policy;
+        out.push_back({policy, gpt_activation_bytes(m, B, m.seq_len, dtype, false),
+                       gpt_activation_bytes(m, B, m.seq_len, dtype, true)});
+    }
+    return out;
+}
+
+std::string GptFamily::checkpoint_policy_label(const std::string& policy) const {
+    if (policy != "every_k") return policy;
+    return str_cat(policy, " (k=", model_.checkpoint_every_k, ")");
+}
+
+std::string GptFamily::activation_legend() const {
+    const GptOptions& m = model_;
+    return str_cat("T = ", m.seq_len, ", C = ", m.d_model, ", L = ", m.n_layers, ", V = ",
+                   m.vocab_size, ", H = ", m.n_heads);
+}
+
+nlohmann::json GptFamily::activation_settings() const {
+    return {{"seq_len", model_.seq_len}, {"every_k", model_.checkpoint_every_k}};
+}
+
+int64_t GptFamily::transient_workspace_bytes(int64_t B, DType grad_dtype, int threads,
+                                             int64_t alignment) const {
+    return gpt_transient_workspace_bytes(model_, B, grad_dtype, threads, alignment);
+}
+
+namespace {
+
+GptOptions parse_model(Section& s, const std::string& checkpoint_policy, int64_t every_k) {
+    GptOptions m;
+    m.vocab_size = s.get_int("vocab_size", m.vocab_size, 1, int64_t{1} << 31);
+    m.seq_len = s.get_int("seq_len", m.seq_len, 1);
+    m.d_model = s.get_int("d_model", m.d_model, 1);
+    m.n_layers = s.get_int("n_layers", m.n_layers, 1);
+    m.n_heads = s.get_int("n_heads", m.n_heads, 1);
+    s.guard([&] {
+        ZT_CHECK(m.d_model % m.n_heads == 0, s.key("n_heads"),
+                 ": expected a divisor of model.d_model (", m.d_model, "), got ", m.n_heads);
+    });
+    const double dropout = s.get_number("dropout", 0.0, 0.0, 1.0);
+    s.guard([&] {
+        ZT_CHECK(dropout == 0.0, s.key("dropout"), ": only 0 is supported for now, got ",
+                 dropout);
+    });
+    m.checkpoint_policy = checkpoint_policy;
+    m.checkpoint_every_k = every_k;
+    return m;
+}
+
+GptDataOptions parse_data(Section& s) {
+    GptDataOptions d;
+    d.type = s.get_choice("type", "builtin", {"builtin", "tokens"});
+    const bool tokens = d.type == "tokens";
+    const std::vector<std::string> foreign =
+        tokens ? std::vector<std::string>{"builtin_tokens", "builtin_seed"}
+               : std::vector<std::string>{"path", "dtype", "eval_path"};
+    for (const std::string& k : foreign)
+        s.guard([&] {
+            ZT_CHECK(!s.has(k), s.key(k), ": not used with data.type \"", d.type, "\"; remove it");
+        });
+    d.path = s.get_string("path", "");
+    s.guard([&] {
+        ZT_CHECK(!tokens || !d.path.empty(), s.key("path"),
+                 ": expected a token file for data.type \"tokens\", got nothing");
+    });
+    d.dtype = s.get_choice("dtype", "uint16", {"uint16", "uint32"});
+    d.shuffle = s.get_bool("shuffle", false);
+    d.eval_path = s.get_string("eval_path", "");
+    d.eval_fraction = s.get_number("eval_fraction", 0.0, 0.0, 1.0);
+    s.guard([&] {
+        ZT_CHECK(d.eval_fraction < 1.0, s.key("eval_fraction"),
+                 ": expected a number in [0, 1), got 1");
+        ZT_CHECK(d.eval_path.empty() || d.eval_fraction == 0.0, s.key("eval_fraction"),
+                 ": give either data.eval_path or data.eval_fraction, not both");
+    });
+    d.builtin_tokens = s.get_int("builtin_tokens", d.builtin_tokens, 2);
+    d.builtin_seed = s.get_int("builtin_seed", d.builtin_seed, 0);
+    return d;
+}
+
+}  // namespace
+
+std::shared_ptr<const GptFamily> parse_gpt_family(Section& model, Section& data,
+                                                  const std::string& checkpoint_policy,
+                                                  int64_t every_k) {
+    GptOptions m = parse_model(model, checkpoint_policy, every_k);
+    GptDataOptions d = parse_data(data);
+    return std::make_shared<const GptFamily>(std::move(m), std::move(d));
+}
+
+const GptFamily& as_gpt(const ModelFamily& family) {
+    const auto* g = dynamic_cast<const GptFamily*>(&family);
+    ZT_CHECK(g, "model.type: expected \"gpt\" here, got a ", family.name(), " model");
+    return *g;
+}
+
+}  // namespace zt
