@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPT-2 written in plain PyTorch, the reference for zerotrain's GPT (tests/nn/gpt_torch_test.cpp).
+"""GPT-2 written in plain PyTorch, the reference for zerotrain's GPT (tests/models/gpt_torch_test.cpp).
 
 Same architecture and parameter names as zerotrain (nanoGPT's: transformer.wte.weight,
 transformer.h.0.attn.c_attn.weight as [3C, C], ...; pre-LayerNorm blocks, eps 1e-5, GELU tanh,

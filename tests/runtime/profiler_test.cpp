@@ -67,7 +67,7 @@ TEST(FlopsProfiler, ForwardFlopsMatchTheGptFormula) {
     const int64_t B = 3;
     const FlopsProfile p = profile_step(o, B);
     const double C = 16, T = 8, V = 50, L = 2, N = static_cast<double>(B) * T;
-    // nn/gpt.cpp flops_per_token counts 6 x params + 12 L T C for forward and backward; its
+    // models/gpt/gpt_memory.cpp gpt_flops_per_token counts 6 x params + 12 L T C for forward and backward; its
     // forward third is 2 x params + 4 L T C per token.
     const double params = (V + T) * C + L * (12 * C * C + 13 * C) + 2 * C;
     const double formula = N * (2 * params + 4 * L * T * C);
