@@ -17,9 +17,10 @@ namespace zt {
 enum class HookPoint { kPreForward = 0, kPostForward, kPreBackward, kPostBackward };
 
 struct ParamInit {
-    enum class Kind { kNormal, kZeros, kOnes } kind = Kind::kZeros;
-    float std = 0.0f;
+    enum class Kind { kNormal, kUniform, kZeros, kOnes } kind = Kind::kZeros;
+    float std = 0.0f;  // kNormal: the standard deviation; kUniform: the bound a of U(-a, a)
     static ParamInit normal(float std) { return {Kind::kNormal, std}; }
+    static ParamInit uniform(float bound) { return {Kind::kUniform, bound}; }
     static ParamInit zeros() { return {Kind::kZeros, 0.0f}; }
     static ParamInit ones() { return {Kind::kOnes, 0.0f}; }
 };

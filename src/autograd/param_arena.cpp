@@ -73,6 +73,12 @@ void ParamArena::init_weights(uint64_t seed) {
                 for (int64_t i = b; i < e; ++i)
                     w[i] = static_cast<float>(p->init.std * normal01(seed, stream, i - off));
                 break;
+            case ParamInit::Kind::kUniform:
+#pragma omp parallel for schedule(static)
+                for (int64_t i = b; i < e; ++i)
+                    w[i] = static_cast<float>(
+                        p->init.std * (2.0 * uniform01(seed, stream, i - off) - 1.0));
+                break;
         }
     }
     sync_compute();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,5 +14,17 @@ struct NamedTensorF32 {
     std::vector<int64_t> shape;
     float* data;
 };
+
+// Writes params under their names (as they are), converted to `dtype` ("F32", "BF16" or "F16"),
+// with metadata {"format": "pt", "producer": "zerotrain"}, atomically. `who` names the caller in
+// errors ("export_gpt_weights").
+void write_named_weights(const std::string& path, std::span<const NamedTensorF32> params,
+                         const std::string& dtype, const std::string& who);
+
+// Fills every param from the tensor of the same name, converting F32/BF16/F16 to f32. Errors
+// (each naming the file and tensor): a missing tensor, a shape that differs, a dtype that is not
+// floating, a tensor no param claims. Everything is checked before the first param is written.
+void read_named_weights(const std::string& path, std::span<NamedTensorF32> params,
+                        const std::string& who);
 
 }  // namespace zt

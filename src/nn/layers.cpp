@@ -5,7 +5,10 @@ namespace zt {
 Linear::Linear(LinearOptions o)
     : weight(register_parameter("weight", {o.out, o.in}, ParamInit::normal(o.init_std), true)),
       bias(nullptr) {
-    if (o.bias) bias = &register_parameter("bias", {o.out}, ParamInit::zeros(), false);
+    if (o.bias)
+        bias = &register_parameter(
+            "bias", {o.out},
+            o.bias_init_std > 0 ? ParamInit::normal(o.bias_init_std) : ParamInit::zeros(), false);
 }
 
 Var Linear::forward(Tape& tape, const Var& x, ops::OutputUse use) {

@@ -13,6 +13,7 @@ struct LinearOptions {
     int64_t in = 0, out = 0;
     float init_std = 0.02f;
     bool bias = true;
+    float bias_init_std = 0.0f;  // 0: zeros; else N(0, bias_init_std) (DLRM's reference init)
 };
 
 class Linear : public Module {

@@ -529,6 +529,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                                                      cfg.grad_accum, ranks, 0);
                     Stopwatch io;
                     const Batch batch = data->train_batch(k0, cfg.micro_batch);
+                    // The next micro-batch (of this step or the next) decodes while this one
+                    // computes (readers that can, RunData::prefetch_train).
+                    const bool last = m + 1 == cfg.grad_accum;
+                    if (!last || step + 1 < cfg.steps)
+                        data->prefetch_train(
+                            global_sample_index(last ? step + 1 : step, last ? 0 : m + 1, rank,
+                                                cfg.micro_batch, cfg.grad_accum, ranks, 0),
+                            cfg.micro_batch);
                     io_s += io.elapsed_s();
                     breakdown.forward_backward(engine, batch);
                 }
@@ -591,6 +599,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     if (busy > 0) line["comm_overlap"]["hidden"] = 1.0 - exposed / busy;
                 }
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
+                if (nlohmann::json c = data->counters(); !c.empty()) line["data"] = c;
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 if (step == start_step)  // the run's first line names its GEMM libraries
                     line["gemm"] = {{"choice", current_gemm_choice().summary()},

@@ -175,6 +175,43 @@ class Section {
         return def;
     }
 
+    // A list of integers, each >= lo; a wrong value records an error and returns {}.
+    std::vector<int64_t> get_int_list(const std::string& k, int64_t lo) {
+        const json* v = take(k);
+        std::vector<int64_t> out;
+        if (!v) return out;
+        const bool ok = guard([&] {
+            if (!v->is_array()) fail_type(key(k), "a list of integers", *v);
+            for (size_t i = 0; i < v->size(); ++i) {
+                const std::string ki = str_cat(key(k), "[", i, "]");
+                const int64_t n = as_int((*v)[i], ki);
+                if (n < lo) fail_type(ki, str_cat("an integer >= ", lo), (*v)[i]);
+                out.push_back(n);
+            }
+        });
+        if (!ok) out.clear();
+        return out;
+    }
+    // A list of objects, each read as a section named "k[i]" (finish() each).
+    std::vector<Section> section_list(const std::string& k) {
+        const json* v = take(k);
+        std::vector<Section> out;
+        if (!v) return out;
+        if (!v->is_array()) {
+            guard([&] { fail_type(key(k), "a list of objects", *v); });
+            return out;
+        }
+        for (size_t i = 0; i < v->size(); ++i) {
+            const std::string ki = str_cat(key(k), "[", i, "]");
+            if (!(*v)[i].is_object()) {
+                guard([&] { fail_type(ki, "an object", (*v)[i]); });
+                continue;
+            }
+            out.emplace_back((*v)[i], ki, warnings_, errors_);
+        }
+        return out;
+    }
+
     // A DeepSpeed section with an "enabled" flag: accepted while it is off.
     void refuse_if_enabled(const std::string& k, const std::string& why) {
         Section s = section(k);

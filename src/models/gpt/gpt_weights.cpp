@@ -203,30 +203,10 @@ void import_gpt_weights(const std::string& path, std::span<NamedTensorF32> param
 
 void export_gpt_weights(const std::string& path, std::span<const NamedTensorF32> params,
                         const std::string& dtype) {
-    ZT_CHECK(is_float_dtype(dtype), "export_gpt_weights: dtype \"", dtype,
-             "\" is not supported; expected F32, BF16 or F16");
-    SafetensorsWriter writer;
-    std::vector<std::vector<uint16_t>> converted;  // half-precision copies, alive until write()
-    converted.reserve(params.size());
-    for (const NamedTensorF32& p : params) {
+    for (const NamedTensorF32& p : params)
         ZT_CHECK(p.name != "lm_head.weight", "export_gpt_weights: lm_head.weight given; the ",
                  "tied head is written once, as transformer.wte.weight");
-        const auto n = static_cast<size_t>(param_numel(p));
-        if (dtype == "F32") {
-            writer.add(p.name, dtype, p.shape, p.data, n * sizeof(float));
-            continue;
-        }
-        ZT_CHECK(p.data != nullptr || n == 0, "export_gpt_weights: param '", p.name,
-                 "' has no data");
-        auto& half = converted.emplace_back(n);
-        if (n > 0)
-            convert(p.data, DType::kF32, half.data(), dtype == "BF16" ? DType::kBF16 : DType::kF16,
-                    n);
-        writer.add(p.name, dtype, p.shape, half.data(), n * sizeof(uint16_t));
-    }
-    writer.add_metadata("format", "pt");
-    writer.add_metadata("producer", "zerotrain");
-    writer.write(path);
+    write_named_weights(path, params, dtype, "export_gpt_weights");
 }
 
 }  // namespace zt

@@ -1,0 +1,88 @@
+// DLRM (Naumov et al. 2019) as the facebookresearch/dlrm reference builds it: a bottom MLP over the
+// dense features, one EmbeddingBag per categorical feature, the pairwise dot-product interaction of
+// the bottom output and the pooled embeddings (strict lower triangle, or with the diagonal), a top
+// MLP ending in one logit, and binary cross-entropy computed from the logit. Parameter names are
+// the reference's: "emb_l.K.weight" (rows, dim), "bot_l.J.weight" / "bot_l.J.bias" and
+// "top_l.J.*" where J = 0, 2, 4, ... (the reference's nn.Sequential puts a ReLU at every odd
+// index). ReLU follows every bottom layer and every top layer but the last.
+// Initialization as the reference: a Linear (out m, in n) has weights N(0, sqrt(2 / (m + n))) and
+// bias N(0, sqrt(1 / m)); table k's rows are U(-sqrt(1 / rows), sqrt(1 / rows)). Values come from
+// the parameter's name and element index (param_arena.h), so every layout starts the same.
+// Letters: B batch, F dense features, K tables, D embedding dim, P interaction pairs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "nn/layers.h"
+#include "nn/model.h"
+
+namespace zt {
+
+struct DlrmTable {
+    int64_t rows = 0;
+    int64_t dim = 0;
+    ops::BagPooling pooling = ops::BagPooling::kSum;
+};
+
+struct DlrmOptions {
+    int64_t dense_features = 13;
+    std::vector<DlrmTable> tables;
+    std::vector<int64_t> bottom_mlp;  // layer widths after the input; the last equals every dim
+    std::vector<int64_t> top_mlp;     // layer widths after the interaction; the last is 1
+    bool self_interaction = false;    // include Z[i][i] (the reference's arch-interaction-itself)
+};
+
+// Interaction width: the bottom output (D) plus one dot product per pair.
+int64_t dlrm_interaction_pairs(const DlrmOptions& o);
+int64_t dlrm_top_input(const DlrmOptions& o);
+// Every parameter, tables included.
+int64_t dlrm_param_count(const DlrmOptions& o);
+int64_t dlrm_table_param_count(const DlrmOptions& o);
+
+// One table: its "weight" (rows, dim) and pooling.
+class EmbeddingBagTable : public Module {
+public:
+    explicit EmbeddingBagTable(const DlrmTable& t);
+    Var forward(Tape& tape, std::span<const int32_t> ids, std::span<const int64_t> offsets,
+                std::span<const float> weights);
+    Parameter& weight;
+    ops::BagPooling pooling;
+};
+
+// A list of modules named "0", "1", ... like nn.ModuleList (and nn.Sequential, whose ReLUs own
+// nothing: only the Linear indices exist here).
+class ModuleList : public Module {
+public:
+    template <typename M, typename... Args>
+    M& add(int64_t index, Args&&... args) {
+        return register_module<M>(std::to_string(index), std::forward<Args>(args)...);
+    }
+};
+
+class Dlrm : public Model {
+public:
+    explicit Dlrm(const DlrmOptions& o);
+    // -> logits (B, 1)
+    Var logits(Tape& tape, const ClickBatch& batch);
+    Var loss(Tape& tape, const Batch& batch) override;
+    // The loss, and sigmoid(logit) per sample with its label.
+    Var eval(Tape& tape, const Batch& batch, std::vector<float>& outputs,
+             std::vector<float>& labels) override;
+    const DlrmOptions& options() const { return options_; }
+
+    ModuleList& emb_l;
+    ModuleList& bot_l;
+    ModuleList& top_l;
+    std::vector<EmbeddingBagTable*> tables;
+    std::vector<Linear*> bottom, top;
+
+private:
+    Var mlp(Tape& tape, Var x, const std::vector<Linear*>& layers, bool relu_last);
+
+    DlrmOptions options_;
+};
+
+}  // namespace zt

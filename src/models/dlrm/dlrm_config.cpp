@@ -1,0 +1,144 @@
+// The DLRM family's config sections (docs/dlrm.md): "model" with type "dlrm" and "data" with a
+// click-log source. Every wrong value is recorded with its dotted key (Note [Config errors]).
+#include "models/dlrm/dlrm_family.h"
+#include "util/error.h"
+
+namespace zt {
+
+using config_detail::Section;
+
+namespace {
+
+constexpr int64_t kMaxRows = (int64_t{1} << 31) - 1;  // ids are int32
+
+ops::BagPooling parse_pooling(Section& s, const std::string& def) {
+    return s.get_choice("pooling", def, {"sum", "mean"}) == "sum" ? ops::BagPooling::kSum
+                                                                   : ops::BagPooling::kMean;
+}
+
+DlrmOptions parse_model(Section& s, const std::string& checkpoint_policy) {
+    DlrmOptions m;
+    m.dense_features = s.get_int("dense_features", m.dense_features, 1);
+    const bool listed = s.has("tables"), by_rows = s.has("table_rows");
+    s.guard([&] {
+        ZT_CHECK(listed != by_rows, s.key("tables"),
+                 listed ? ": give either model.tables or model.table_rows, not both"
+                        : ": expected a list of tables ([{\"rows\": R, \"dim\": D}, ...]) or "
+                          "model.table_rows with model.embedding_dim; got neither");
+    });
+    if (listed) {
+        for (Section& t : s.section_list("tables")) {
+            DlrmTable table;
+            table.rows = t.get_int("rows", 0, 1, kMaxRows);
+            table.dim = t.get_int("dim", 0, 1);
+            t.guard([&] {
+                ZT_CHECK(t.has("rows") && t.has("dim"), t.key("rows"),
+                         ": every table needs \"rows\" and \"dim\"");
+            });
+            table.pooling = parse_pooling(t, "sum");
+            t.finish();
+            m.tables.push_back(table);
+        }
+    } else if (by_rows) {
+        const int64_t dim = s.get_int("embedding_dim", 0, 1);
+        s.guard([&] {
+            ZT_CHECK(s.has("embedding_dim"), s.key("embedding_dim"),
+                     ": expected the dim of every table with model.table_rows, got nothing");
+        });
+        const ops::BagPooling pooling = parse_pooling(s, "sum");
+        for (int64_t rows : s.get_int_list("table_rows", 1)) {
+            s.guard([&] {
+                ZT_CHECK(rows <= kMaxRows, s.key("table_rows"), ": a table of ", rows,
+                         " rows is past the 2^31 - 1 that int32 ids address");
+            });
+            m.tables.push_back({rows, dim, pooling});
+        }
+    }
+    if (!by_rows) {
+        s.guard([&] {
+            ZT_CHECK(!s.has("embedding_dim"), s.key("embedding_dim"),
+                     ": goes with model.table_rows; with model.tables give each table's dim");
+        });
+    }
+    s.guard([&] {
+        ZT_CHECK(!m.tables.empty() || (!listed && !by_rows), s.key(listed ? "tables" : "table_rows"),
+                 ": expected at least one table");
+    });
+    m.bottom_mlp = s.get_int_list("bottom_mlp", 1);
+    m.top_mlp = s.get_int_list("top_mlp", 1);
+    s.guard([&] {
+        ZT_CHECK(!m.bottom_mlp.empty(), s.key("bottom_mlp"),
+                 ": expected the bottom MLP's widths (the last one the embedding dim), got none");
+    });
+    // The logit layer is the top MLP's last; appended when the list stops before it.
+    if (m.top_mlp.empty() || m.top_mlp.back() != 1) m.top_mlp.push_back(1);
+    if (!m.bottom_mlp.empty())
+        for (size_t k = 0; k < m.tables.size(); ++k)
+            s.guard([&] {
+                ZT_CHECK(m.tables[k].dim == m.bottom_mlp.back(), s.key("bottom_mlp"),
+                         ": the dot interaction needs the bottom MLP's output (",
+                         m.bottom_mlp.back(), ") and every table's dim equal; table ", k,
+                         " has dim ", m.tables[k].dim);
+            });
+    s.get_choice("interaction", "dot", {"dot"});
+    m.self_interaction = s.get_bool("self_interaction", false);
+    s.guard([&] {
+        ZT_CHECK(checkpoint_policy == "none", "activation_checkpointing.policy: \"",
+                 checkpoint_policy, "\" is not supported for DLRM (it has no recompute regions); ",
+                 "use \"none\"");
+    });
+    return m;
+}
+
+DlrmDataOptions parse_data(Section& s) {
+    DlrmDataOptions d;
+    d.type = s.get_choice("type", "synthetic", {"synthetic", "ctr", "criteo_tsv"});
+    const bool synthetic = d.type == "synthetic";
+    const std::vector<std::string> foreign =
+        synthetic ? std::vector<std::string>{"path", "eval_path", "eval_fraction", "on_bad_record"}
+                  : std::vector<std::string>{"records", "eval_records", "seed", "zipf", "hotness"};
+    for (const std::string& k : foreign)
+        s.guard([&] {
+            ZT_CHECK(!s.has(k), s.key(k), ": not used with data.type \"", d.type, "\"; remove it");
+        });
+    if (d.type != "criteo_tsv")
+        s.guard([&] {
+            ZT_CHECK(!s.has("on_bad_record"), s.key("on_bad_record"),
+                     ": only data.type \"criteo_tsv\" reads text lines; remove it");
+        });
+    d.records = s.get_int("records", d.records, 1, kMaxRows);
+    d.eval_records = s.get_int("eval_records", d.eval_records, 0, kMaxRows);
+    d.synth_seed = s.get_int("seed", d.synth_seed, 0);
+    d.zipf = s.get_number("zipf", d.zipf, 0.0, 10.0);
+    d.hotness = s.get_int("hotness", d.hotness, 1, 1024);
+    d.path = s.get_string("path", "");
+    s.guard([&] {
+        ZT_CHECK(synthetic || !d.path.empty(), s.key("path"), ": expected a ",
+                 d.type == "ctr" ? "click file (zerotrain data prepare-ctr)" : "Criteo TSV file",
+                 " for data.type \"", d.type, "\", got nothing");
+    });
+    d.eval_path = s.get_string("eval_path", "");
+    d.eval_fraction = s.get_number("eval_fraction", 0.0, 0.0, 1.0);
+    s.guard([&] {
+        ZT_CHECK(d.eval_fraction < 1.0, s.key("eval_fraction"),
+                 ": expected a number in [0, 1), got 1");
+        ZT_CHECK(d.eval_path.empty() || d.eval_fraction == 0.0, s.key("eval_fraction"),
+                 ": give either data.eval_path or data.eval_fraction, not both");
+    });
+    d.on_bad_record = s.get_choice("on_bad_record", "fatal", {"fatal", "skip"});
+    d.shuffle = s.get_bool("shuffle", true);
+    return d;
+}
+
+}  // namespace
+
+std::shared_ptr<const DlrmFamily> parse_dlrm_family(Section& model, Section& data,
+                                                    const std::string& checkpoint_policy) {
+    const size_t errors = model.error_count();
+    DlrmOptions m = parse_model(model, checkpoint_policy);
+    DlrmDataOptions d = parse_data(data);
+    if (model.error_count() != errors) return nullptr;
+    return std::make_shared<const DlrmFamily>(std::move(m), std::move(d));
+}
+
+}  // namespace zt

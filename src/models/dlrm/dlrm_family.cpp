@@ -1,0 +1,147 @@
+#include "models/dlrm/dlrm_family.h"
+
+#include <algorithm>
+
+#include "data/click/click_metrics.h"
+#include "util/error.h"
+
+namespace zt {
+
+using config_detail::Section;
+
+DlrmFamily::DlrmFamily(DlrmOptions model, DlrmDataOptions data)
+    : model_(std::move(model)), data_(std::move(data)) {}
+
+namespace {
+
+std::string list_str(const std::vector<int64_t>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "-" : "") + std::to_string(v[i]);
+    return s;
+}
+
+const char* pooling_name(ops::BagPooling p) { return p == ops::BagPooling::kSum ? "sum" : "mean"; }
+
+}  // namespace
+
+std::string DlrmFamily::describe() const {
+    const DlrmOptions& m = model_;
+    return str_cat("DLRM, ", m.tables.size(), " tables (", dlrm_table_param_count(m),
+                   " embedding parameters, dim ", m.tables[0].dim, "), bottom ", m.dense_features,
+                   "-", list_str(m.bottom_mlp), ", top ", dlrm_top_input(m), "-",
+                   list_str(m.top_mlp), ", dot interaction",
+                   m.self_interaction ? " with self-interaction" : "");
+}
+
+nlohmann::json DlrmFamily::describe_json() const {
+    const DlrmOptions& m = model_;
+    nlohmann::json tables = nlohmann::json::array();
+    for (const DlrmTable& t : m.tables)
+        tables.push_back({{"rows", t.rows}, {"dim", t.dim}, {"pooling", pooling_name(t.pooling)}});
+    return {{"type", "dlrm"},           {"dense_features", m.dense_features},
+            {"tables", tables},         {"bottom_mlp", m.bottom_mlp},
+            {"top_mlp", m.top_mlp},     {"interaction", "dot"},
+            {"self_interaction", m.self_interaction}};
+}
+
+std::unique_ptr<Model> DlrmFamily::build() const { return std::make_unique<Dlrm>(model_); }
+
+// Note [DLRM FLOPs]
+// A multiply-add is 2 FLOPs. One sample's forward: each Linear(in, out) 2 in out (+ out for the
+// bias); the interaction 2 D P (P dot products of length D); embedding pooling, ReLU and the loss
+// count 0 (memory-bound, as GPT's embedding lookups count 0). Backward costs twice the forward
+// (input and weight gradients of every GEMM; the interaction's backward is also two products per
+// pair), so a training sample is 3 x forward, the rule the GPT MFU formula uses too.
+double DlrmFamily::flops_per_sample() const {
+    const DlrmOptions& m = model_;
+    double fwd = 0;
+    int64_t in = m.dense_features;
+    for (int64_t w : m.bottom_mlp) {
+        fwd += 2.0 * static_cast<double>(in * w) + static_cast<double>(w);
+        in = w;
+    }
+    in = dlrm_top_input(m);
+    for (int64_t w : m.top_mlp) {
+        fwd += 2.0 * static_cast<double>(in * w) + static_cast<double>(w);
+        in = w;
+    }
+    fwd += 2.0 * static_cast<double>(m.tables[0].dim * dlrm_interaction_pairs(m));
+    return 3.0 * fwd;
+}
+
+double DlrmFamily::module_flops(const Module& m, int64_t batch, bool root) const {
+    const double B = static_cast<double>(batch);
+    if (const auto* l = dynamic_cast<const Linear*>(&m)) {
+        const double out = static_cast<double>(l->weight.shape[0]);
+        const double in = static_cast<double>(l->weight.shape[1]);
+        return B * (2 * in * out + (l->bias ? out : 0));
+    }
+    if (root && dynamic_cast<const Dlrm*>(&m))
+        return B * 2.0 * static_cast<double>(model_.tables[0].dim * dlrm_interaction_pairs(model_));
+    return 0;
+}
+
+void DlrmFamily::export_weights(const std::string& path, std::span<const NamedTensorF32> params,
+                                const std::string& dtype) const {
+    write_named_weights(path, params, dtype, "export DLRM weights");
+}
+
+void DlrmFamily::import_weights(const std::string& path, std::span<NamedTensorF32> params) const {
+    read_named_weights(path, params, "import DLRM weights");
+}
+
+// Note [DLRM activations]
+// Per sample, in the activation dtype: every Linear output and its ReLU (both saved: the ReLU's
+// backward reads its input, the next Linear reads the ReLU's output), each table's pooled row (D),
+// the interaction output (D + P), the logit. The peak adds the widest layer's gradient pair in
+// backward. Embedding ids and offsets are the data's, outside the pool. There are no recompute
+// regions, so "none" is the only policy.
+std::vector<PolicyActivations> DlrmFamily::activation_policies(int64_t B, DType dtype) const {
+    const DlrmOptions& m = model_;
+    int64_t per = m.dense_features;  // the dense input in the compute dtype
+    int64_t widest = m.dense_features;
+    for (int64_t w : m.bottom_mlp) {
+        per += 2 * w;
+        widest = std::max(widest, w);
+    }
+    per += static_cast<int64_t>(m.tables.size()) * m.tables[0].dim + dlrm_top_input(m);
+    widest = std::max(widest, dlrm_top_input(m));
+    for (size_t j = 0; j < m.top_mlp.size(); ++j) {
+        per += (j + 1 < m.top_mlp.size() ? 2 : 1) * m.top_mlp[j];
+        widest = std::max(widest, m.top_mlp[j]);
+    }
+    const auto s = static_cast<int64_t>(dtype_size(dtype));
+    const int64_t saved = B * per * s;
+    return {{"none", saved, saved + 2 * B * widest * s}};
+}
+
+std::string DlrmFamily::activation_legend() const {
+    return str_cat("K = ", model_.tables.size(), " tables, D = ", model_.tables[0].dim,
+                   ", P = ", dlrm_interaction_pairs(model_), " pairs, bottom ",
+                   list_str(model_.bottom_mlp), ", top ", list_str(model_.top_mlp));
+}
+
+nlohmann::json DlrmFamily::activation_settings() const {
+    return {{"tables", model_.tables.size()},
+            {"embedding_dim", model_.tables[0].dim},
+            {"interaction_pairs", dlrm_interaction_pairs(model_)}};
+}
+
+int64_t DlrmFamily::transient_workspace_bytes(int64_t, DType, int, int64_t) const {
+    return 0;  // the kernels' scratch (embedding_bag's sort of ids) is outside the pool
+}
+
+nlohmann::json DlrmFamily::eval_metrics(std::span<const float> outputs,
+                                        std::span<const float> labels) const {
+    return {{"eval_auc", roc_auc(outputs, labels)},
+            {"eval_log_loss", log_loss(outputs, labels)},
+            {"eval_samples", outputs.size()}};
+}
+
+const DlrmFamily& as_dlrm(const ModelFamily& family) {
+    const auto* d = dynamic_cast<const DlrmFamily*>(&family);
+    ZT_CHECK(d, "model.type: expected \"dlrm\" here, got a ", family.name(), " model");
+    return *d;
+}
+
+}  // namespace zt

@@ -1,0 +1,76 @@
+// The DLRM family (docs/dlrm.md): the "model" section's DLRM keys, click-log data from the "data"
+// section (generated with a hidden teacher, a prepared binary click file, or Criteo TSV converted
+// when the run starts), the reference's weight names in safetensors, FLOPs per sample
+// (Note [DLRM FLOPs]), an activation memory model (Note [DLRM activations]), and AUC and log loss
+// over the held-out samples.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "models/dlrm/dlrm.h"
+#include "models/family.h"
+#include "util/config_section.h"
+
+namespace zt {
+
+// The "data" section of a DLRM run (docs/dlrm.md, Data).
+struct DlrmDataOptions {
+    std::string type = "synthetic";  // "synthetic", "ctr" (a prepared file) or "criteo_tsv"
+    // synthetic: records generated from a seeded hidden teacher (data/click/synth_ctr.h)
+    int64_t records = 200000;
+    int64_t eval_records = 20000;
+    int64_t synth_seed = 1234;
+    double zipf = 1.05;
+    int64_t hotness = 1;
+    // ctr, criteo_tsv: files
+    std::string path;
+    std::string eval_path;
+    double eval_fraction = 0.0;  // tail of `path` held out when there is no eval_path
+    std::string on_bad_record = "fatal";  // criteo_tsv: "fatal" or "skip"
+    bool shuffle = true;
+};
+
+class DlrmFamily final : public ModelFamily {
+public:
+    DlrmFamily(DlrmOptions model, DlrmDataOptions data);
+
+    const DlrmOptions& options() const { return model_; }
+    const DlrmDataOptions& data() const { return data_; }
+
+    std::string name() const override { return "DLRM"; }
+    std::string describe() const override;
+    nlohmann::json describe_json() const override;
+    std::unique_ptr<Model> build() const override;
+    std::unique_ptr<RunData> open_data(const DataContext& ctx) const override;
+    double flops_per_sample() const override;
+    double module_flops(const Module& m, int64_t batch, bool root) const override;
+    void export_weights(const std::string& path, std::span<const NamedTensorF32> params,
+                        const std::string& dtype) const override;
+    void import_weights(const std::string& path, std::span<NamedTensorF32> params) const override;
+    int64_t param_count() const override { return dlrm_param_count(model_); }
+    std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;
+    std::string activation_legend() const override;
+    nlohmann::json activation_settings() const override;
+    int64_t transient_workspace_bytes(int64_t B, DType grad_dtype, int threads,
+                                      int64_t alignment) const override;
+    bool evaluates_outputs() const override { return true; }
+    nlohmann::json eval_metrics(std::span<const float> outputs,
+                                std::span<const float> labels) const override;
+
+private:
+    DlrmOptions model_;
+    DlrmDataOptions data_;
+};
+
+// The family's sections: `model` (type "dlrm") and `data`; errors are recorded in the sections
+// (Note [Config errors]). DLRM has no recompute regions: an activation_checkpointing policy other
+// than "none" is an error.
+std::shared_ptr<const DlrmFamily> parse_dlrm_family(config_detail::Section& model,
+                                                    config_detail::Section& data,
+                                                    const std::string& checkpoint_policy);
+
+// The DLRM family of a config (a checked downcast).
+const DlrmFamily& as_dlrm(const ModelFamily& family);
+
+}  // namespace zt

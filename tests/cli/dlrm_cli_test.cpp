@@ -1,0 +1,107 @@
+// DLRM from the command line: the synthetic example (shortened) on 2 ranks prints the teacher's
+// AUC, writes samples/s and AUC to metrics.jsonl and the reference's weight names to
+// model.safetensors; `export` reads them back; bad click data exits 2 naming the file and line
+// or the key.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "checkpoint/safetensors.h"
+#include "cli_fixture.h"
+#include "util/error.h"
+
+namespace zt::testing {
+namespace {
+
+std::vector<nlohmann::json> metrics(const fs::path& run) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(run / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+}
+
+const std::string kExample = std::string(ZT_SOURCE_DIR) + "/examples/dlrm-synthetic.json";
+
+TEST_F(Cli, DlrmSyntheticExampleShortenedOnTwoRanks) {
+    const fs::path run = dir_ / "run";
+    const CommandResult r = run_zerotrain(
+        zt::str_cat(kExample, " --run-dir ", run.string(),
+                     " --ranks 2 --threads 1 --set steps=30 --set data.records=8000",
+                     " --set data.eval_records=1000 --set eval_interval=30 --set eval_iters=3",
+                     " --set steps_per_print=10"));
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("the hidden teacher scores AUC"), std::string::npos) << r.output;
+    bool rate = false, auc = false;
+    for (const nlohmann::json& j : metrics(run)) {
+        rate = rate || j.contains("samples_per_s");
+        if (j.contains("eval_auc")) {
+            auc = true;
+            EXPECT_GT(j["eval_auc"].get<double>(), 0.5);
+            EXPECT_EQ(j["eval_samples"].get<int64_t>(), 3 * 256);
+        }
+        EXPECT_FALSE(j.contains("tokens_per_s"));
+    }
+    EXPECT_TRUE(rate);
+    EXPECT_TRUE(auc);
+    const SafetensorsFile weights((run / "model.safetensors").string());
+    ASSERT_NE(weights.find("emb_l.7.weight"), nullptr);
+    EXPECT_EQ(weights.find("emb_l.7.weight")->shape, (std::vector<int64_t>{500, 16}));
+    EXPECT_NE(weights.find("bot_l.2.bias"), nullptr);
+    EXPECT_NE(weights.find("top_l.4.weight"), nullptr);  // the appended logit layer
+    EXPECT_EQ(weights.find("top_l.4.weight")->shape, (std::vector<int64_t>{1, 32}));
+
+    const CommandResult e = run_zerotrain(zt::str_cat(
+        "export ", kExample, " --from ", run.string(), " --out ", (dir_ / "x.safetensors").string(),
+        " --dtype bf16"));
+    ASSERT_EQ(e.code, 0) << e.output;
+    EXPECT_EQ(SafetensorsFile((dir_ / "x.safetensors").string()).find("emb_l.0.weight")->dtype,
+              "BF16");
+}
+
+TEST_F(Cli, DlrmBadClickDataExits2) {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(kExample));
+    j["steps"] = 2;
+    j["model"]["table_rows"] = {100, 100};
+    j["data"] = {{"type", "ctr"}, {"path", (dir_ / "missing.ctr").string()}};
+    CommandResult r = run_zerotrain(zt::str_cat("train ", write_config(j), " --quiet --run-dir ",
+                                                 (dir_ / "r1").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("missing.ctr"), std::string::npos) << r.output;
+
+    // Criteo TSV: a line with too few columns is fatal by default, named FILE:LINE.
+    const fs::path tsv = dir_ / "bad.tsv";
+    {
+        std::ofstream out(tsv);
+        std::string good = "1";
+        for (int i = 0; i < 13; ++i) good += "\t" + std::to_string(i);
+        for (int i = 0; i < 26; ++i) good += "\t" + std::string(i % 2 ? "a1b2" : "");
+        out << good << "\n" << good << "\n" << "0\t1\t2\n" << good << "\n";
+    }
+    std::vector<int64_t> rows(26, 50);
+    j["model"]["table_rows"] = rows;
+    j["data"] = {{"type", "criteo_tsv"}, {"path", tsv.string()}};
+    r = run_zerotrain(zt::str_cat("train ", write_config(j), " --quiet --run-dir ",
+                                   (dir_ / "r2").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("bad.tsv:3"), std::string::npos) << r.output;
+    // Skipped instead, and counted in metrics.
+    j["data"]["on_bad_record"] = "skip";
+    j["train_micro_batch_size_per_gpu"] = 2;
+    j["eval_interval"] = 0;
+    r = run_zerotrain(zt::str_cat("train ", write_config(j), " --quiet --run-dir ",
+                                   (dir_ / "r3").string()));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const std::vector<nlohmann::json> m = metrics(dir_ / "r3");
+    ASSERT_FALSE(m.empty());
+    EXPECT_EQ(m.back()["data"]["records_skipped"], 1);
+
+    // A model key error names the key.
+    j["model"]["bottom_mlp"] = {64, 8};
+    r = run_zerotrain(zt::str_cat("train ", write_config(j), " --quiet --run-dir ",
+                                   (dir_ / "r4").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("model.bottom_mlp"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace zt::testing
