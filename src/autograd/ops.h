@@ -40,4 +40,25 @@ Var causal_attention(Tape& tape, const Var& qkv, int64_t B, int64_t T, int64_t C
 // logits: (N, V), targets: (N) -> scalar f32: mean over rows whose target >= 0 of -log p[target]
 Var cross_entropy(Tape& tape, const Var& logits, std::span<const int32_t> targets);
 
+// DLRM ops (B samples, D features, K sparse features, R table rows, nnz ids in a batch).
+enum class BagPooling { kSum, kMean };
+// table: (R, D); ids: (nnz) int32 in [0, R); offsets: (B + 1) int64, offsets[0] == 0,
+// nondecreasing, offsets[B] == nnz (bag b is ids[offsets[b], offsets[b+1])); weights: empty or
+// (nnz) per-sample weights (sum pooling only; mean with weights is an error like PyTorch).
+// -> (B, D). An empty bag gives zeros. Mean divides by the bag's id count.
+Var embedding_bag(Tape& tape, const Var& table, std::span<const int32_t> ids,
+                  std::span<const int64_t> offsets, std::span<const float> weights,
+                  BagPooling pooling);
+// DLRM's dot interaction as the facebookresearch/dlrm reference computes it: T = [x, embs[0], ...,
+// embs[K-1]] as (B, K+1, D), Z = T T^T per sample, and the output row is [x, Z[i][j] for i in
+// 0..K, for j in 0..i-1 (j <= i when self_interaction)] (i-major, the reference's li/lj order).
+// x and every embs[k] are (B, D). -> (B, D + P), P = K(K+1)/2 (strict) or (K+1)(K+2)/2 (self).
+Var dot_interaction(Tape& tape, const Var& x, std::span<const Var> embs, bool self_interaction);
+// logits: (B) or (B, 1); labels: (B) of 0/1 (any value in [0,1] allowed) -> scalar f32 Var:
+// mean over B of max(z,0) - z*y + log1p(exp(-|z|)) (stable BCE with logits, PyTorch's formula).
+// Backward: (sigmoid(z) - y) / B.
+Var bce_with_logits(Tape& tape, const Var& logits, std::span<const float> labels);
+// elementwise max(x, 0); backward passes dy where x > 0.
+Var relu(Tape& tape, const Var& x);
+
 }  // namespace zt::ops

@@ -261,6 +261,7 @@ void Commands::add_data(CLI::App& app) {
         std::fprintf(stderr, "wrote %s\n", out_path_.c_str());
         return 0;
     });
+    add_data_ctr(data, runners_);
 }
 
 void Commands::add_bench(CLI::App& app) {

@@ -106,4 +106,6 @@ int run_bench_gemm(const std::string& json_path, bool remeasure);
 // `zerotrain bench peak` (cli/bench_peak.cpp): the hardware peak at 1..max_threads threads
 // (0: num_threads()), about `seconds` per kernel; writes JSON to json_path when not empty.
 int run_bench_peak(int max_threads, double seconds, const std::string& json_path);
+// `zerotrain data synth-ctr` and `data prepare-ctr` (cli/data_ctr.cpp) under `data`.
+void add_data_ctr(CLI::App* data, std::vector<std::pair<CLI::App*, std::function<int()>>>& runners);
 }  // namespace zt::cli

@@ -1,0 +1,157 @@
+// `zerotrain data synth-ctr` and `zerotrain data prepare-ctr` (docs/click-data.md): synthetic click
+// logs with a known teacher, and Criteo TSV to the binary click format.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "data/click/criteo_tsv.h"
+#include "data/click/synth_ctr.h"
+#include "util/error.h"
+
+namespace zt::cli {
+
+namespace {
+
+struct CtrArgs {
+    std::string out, eval_out, in, tables, on_bad = "fatal";
+    int64_t rows = 0, eval_rows = 0, max_rows = 0;
+    uint64_t seed = 0;
+    bool kaggle = false;
+    int dense = 13, hotness = 1, threads = 0;
+    double zipf = 1.05;
+};
+
+// The table sizes from --tables/--table-rows (a comma list) or --kaggle-tables, capped by
+// --max-rows. `option` names the list option in messages.
+std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
+    ZT_CHECK(a.kaggle != !a.tables.empty(), "give exactly one of ", option,
+             " R1,R2,... and --kaggle-tables");
+    ZT_CHECK(a.max_rows >= 0, "--max-rows must be positive, got ", a.max_rows);
+    std::vector<int64_t> rows;
+    if (a.kaggle) {
+        rows = criteo_kaggle_table_rows();
+    } else {
+        std::stringstream ss(a.tables);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+            size_t used = 0;
+            int64_t v = 0;
+            try {
+                v = std::stoll(item, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            ZT_CHECK(used == item.size() && !item.empty() && v >= 1 && v <= (int64_t{1} << 31),
+                     option, ": \"", item, "\" is not a table size in [1, 2^31] (expected a comma "
+                     "list such as 1000,50,20000)");
+            rows.push_back(v);
+        }
+        ZT_CHECK(!rows.empty(), option, ": no table sizes given");
+    }
+    if (a.max_rows > 0)
+        for (auto& r : rows) r = std::min(r, a.max_rows);
+    return rows;
+}
+
+int run_synth(const CtrArgs& a) {
+    ZT_CHECK(a.rows >= 1, "--rows must be at least 1, got ", a.rows);
+    ZT_CHECK((a.eval_rows > 0) == !a.eval_out.empty(),
+             "--eval-rows and --eval-out go together (got --eval-rows ", a.eval_rows,
+             a.eval_out.empty() ? " without --eval-out)" : " with --eval-out)");
+    SynthCtrOptions o;
+    o.records = a.rows;
+    o.eval_records = a.eval_rows;
+    o.seed = a.seed;
+    o.table_rows = table_rows(a, "--tables");
+    o.dense_features = a.dense;
+    o.zipf = a.zipf;
+    o.hotness = a.hotness;
+    o.threads = a.threads;
+    const auto t0 = std::chrono::steady_clock::now();
+    const SynthCtrResult r = write_synth_ctr(o, a.out, a.eval_out);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("wrote %s: %lld records, %d dense, %zu tables, hotness %d\n", a.out.c_str(),
+                static_cast<long long>(r.records), o.dense_features, o.table_rows.size(),
+                o.hotness);
+    if (r.eval_records > 0)
+        std::printf("wrote %s: %lld eval records\n", a.eval_out.c_str(),
+                    static_cast<long long>(r.eval_records));
+    std::printf("teacher on %s records: auc %.4f, log loss %.4f; positive rate %.4f\n",
+                r.eval_records > 0 ? "eval" : "train", r.teacher_auc, r.teacher_log_loss,
+                r.positive_rate);
+    std::printf("%.2f s, %.0f records/s\n", secs,
+                static_cast<double>(r.records + r.eval_records) / std::max(secs, 1e-9));
+    const nlohmann::json j = {{"path", a.out},
+                              {"records", r.records},
+                              {"eval_path", a.eval_out},
+                              {"eval_records", r.eval_records},
+                              {"seed", o.seed},
+                              {"table_rows", o.table_rows},
+                              {"dense_features", o.dense_features},
+                              {"zipf", o.zipf},
+                              {"hotness", o.hotness},
+                              {"teacher_auc", r.teacher_auc},
+                              {"teacher_log_loss", r.teacher_log_loss},
+                              {"teacher_on", r.eval_records > 0 ? "eval" : "train"},
+                              {"positive_rate", r.positive_rate},
+                              {"seconds", secs}};
+    std::ofstream(a.out + ".json") << j.dump(2) << "\n";
+    return 0;
+}
+
+int run_prepare(const CtrArgs& a) {
+    const std::vector<int64_t> rows = table_rows(a, "--table-rows");
+    ZT_CHECK(rows.size() == kCriteoCategorical, "--table-rows: ", rows.size(),
+             " sizes given, Criteo TSV has ", kCriteoCategorical, " categorical columns");
+    const BadRecord on_bad = a.on_bad == "skip" ? BadRecord::kSkip : BadRecord::kFatal;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto progress = [&](int64_t done, int64_t total) {
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "\rprepare-ctr: %.1f / %.1f MiB (%.0f%%), %.1f s", done / 1048576.0,
+                     total / 1048576.0, 100.0 * done / std::max<int64_t>(total, 1), secs);
+        if (done == total) std::fprintf(stderr, "\n");
+    };
+    const CriteoConvertResult r = convert_criteo_tsv(a.in, a.out, rows, on_bad, progress);
+    std::printf("wrote %s: %lld records (%lld bad lines skipped)\n", a.out.c_str(),
+                static_cast<long long>(r.records), static_cast<long long>(r.skipped));
+    return 0;
+}
+
+}  // namespace
+
+void add_data_ctr(CLI::App* data, std::vector<std::pair<CLI::App*, std::function<int()>>>& runners) {
+    auto a = std::make_shared<CtrArgs>();  // owned by the runners, which outlive parsing
+
+    CLI::App* s = data->add_subcommand("synth-ctr", "synthetic click logs with a hidden teacher");
+    s->add_option("--rows", a->rows, "training records")->required();
+    s->add_option("--seed", a->seed, "seed (same seed, same files)")->required();
+    s->add_option("--out", a->out, "ZTCLICK file to write")->required();
+    s->add_option("--eval-rows", a->eval_rows, "held-out records from the same teacher");
+    s->add_option("--eval-out", a->eval_out, "ZTCLICK file for the held-out records");
+    s->add_option("--tables", a->tables, "table sizes, a comma list (R1,R2,...)");
+    s->add_flag("--kaggle-tables", a->kaggle, "the 26 Criteo Kaggle table sizes");
+    s->add_option("--max-rows", a->max_rows, "cap every table at this many rows");
+    s->add_option("--dense", a->dense, "dense features (default 13)");
+    s->add_option("--zipf", a->zipf, "id popularity exponent (default 1.05)");
+    s->add_option("--hotness", a->hotness, "ids per bag (default 1)");
+    s->add_option("--threads", a->threads, "generator threads (default all cores)");
+    runners.emplace_back(s, [a] { return run_synth(*a); });
+
+    CLI::App* p = data->add_subcommand("prepare-ctr", "Criteo TSV to the binary click format");
+    p->add_option("input", a->in, "Criteo TSV file")->required();
+    p->add_option("output", a->out, "ZTCLICK file to write")->required();
+    p->add_option("--table-rows", a->tables, "table sizes ids are hashed into (26, comma list)");
+    p->add_flag("--kaggle-tables", a->kaggle, "the 26 Criteo Kaggle table sizes");
+    p->add_option("--max-rows", a->max_rows, "cap every table at this many rows");
+    p->add_option("--on-bad-record", a->on_bad, "fatal (default) or skip")
+        ->check(CLI::IsMember({"fatal", "skip"}));
+    runners.emplace_back(p, [a] { return run_prepare(*a); });
+}
+
+}  // namespace zt::cli

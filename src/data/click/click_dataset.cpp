@@ -1,0 +1,111 @@
+#include "data/click/click_dataset.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "data/tokens/token_dataset.h"  // epoch_permutation
+#include "util/error.h"
+
+namespace zt {
+
+ClickBatch ClickBatchBuffers::view() const {
+    ClickBatch b;
+    b.B = B;
+    b.F = F;
+    b.dense = dense;
+    b.labels = labels;
+    for (size_t k = 0; k < ids.size(); ++k) {
+        b.ids.emplace_back(ids[k]);
+        b.offsets.emplace_back(offsets[k]);
+        b.weights.emplace_back(k < weights.size() ? std::span<const float>(weights[k])
+                                                  : std::span<const float>());
+    }
+    return b;
+}
+
+ClickDataset::ClickDataset(std::shared_ptr<const CtrFile> file, ClickDatasetOptions opts)
+    : file_(std::move(file)), opts_(opts) {
+    ZT_ASSERT(file_ != nullptr);
+    const int64_t n = file_->records();
+    begin_ = opts.begin;
+    end_ = opts.end < 0 ? n : opts.end;
+    ZT_CHECK(begin_ >= 0 && begin_ < end_ && end_ <= n, "click data ", file_->path(),
+             ": record range [", begin_, ", ", end_, ") is empty or outside the file's ", n,
+             " records");
+}
+
+std::shared_ptr<const std::vector<int64_t>> ClickDataset::permutation(int64_t epoch) const {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const auto& [e, perm] : cache_)
+            if (e == epoch) return perm;
+    }
+    // Built outside the lock: two threads may both build it; they get the same values.
+    auto perm =
+        std::make_shared<const std::vector<int64_t>>(epoch_permutation(size(), opts_.seed, epoch));
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cache_.size() >= 2) cache_.erase(cache_.begin());
+    cache_.emplace_back(epoch, perm);
+    return perm;
+}
+
+int64_t ClickDataset::record_index(int64_t s) const {
+    ZT_ASSERT(s >= 0, "global sample index ", s);
+    const int64_t S = size(), epoch = s / S, r = s % S;
+    return begin_ + (opts_.shuffle ? (*permutation(epoch))[static_cast<size_t>(r)] : r);
+}
+
+void ClickDataset::fill(int64_t first, int64_t count, ClickBatchBuffers& out) const {
+    ZT_ASSERT(first >= 0 && count >= 0, "samples [", first, ", ", first + count, ")");
+    const CtrFile& f = *file_;
+    const int64_t F = f.dense_features();
+    const int K = f.tables();
+    const int64_t S = size();
+    // Record indices, one permutation lookup per epoch touched.
+    std::vector<int64_t> rec(static_cast<size_t>(count));
+    for (int64_t j = 0; j < count;) {
+        const int64_t s = first + j, epoch = s / S, r0 = s % S;
+        const int64_t n = std::min(count - j, S - r0);
+        if (opts_.shuffle) {
+            auto perm = permutation(epoch);
+            for (int64_t i = 0; i < n; ++i) rec[j + i] = begin_ + (*perm)[r0 + i];
+        } else {
+            for (int64_t i = 0; i < n; ++i) rec[j + i] = begin_ + r0 + i;
+        }
+        j += n;
+    }
+    out.B = count;
+    out.F = F;
+    out.labels.resize(count);
+    out.dense.resize(count * F);
+    out.ids.resize(K);
+    out.offsets.resize(K);
+    out.weights.resize(K);
+    const auto labels = f.labels();
+    const auto dense = f.dense();
+    for (int64_t j = 0; j < count; ++j) {
+        const int64_t i = rec[j];
+        f.check_records(i, 1);
+        out.labels[j] = labels[i];
+        if (F > 0) std::memcpy(&out.dense[j * F], &dense[i * F], sizeof(float) * F);
+    }
+    for (int k = 0; k < K; ++k) {
+        const auto off = f.offsets(k);
+        const auto ids = f.ids(k);
+        const auto w = f.weights(k);
+        auto& o = out.offsets[k];
+        o.resize(count + 1);
+        o[0] = 0;
+        for (int64_t j = 0; j < count; ++j) o[j + 1] = o[j] + (off[rec[j] + 1] - off[rec[j]]);
+        out.ids[k].resize(o[count]);
+        out.weights[k].resize(f.has_weights() ? o[count] : 0);
+        for (int64_t j = 0; j < count; ++j) {
+            const int64_t b = off[rec[j]], n = off[rec[j] + 1] - b;
+            std::memcpy(out.ids[k].data() + o[j], ids.data() + b, sizeof(int32_t) * n);
+            if (f.has_weights())
+                std::memcpy(out.weights[k].data() + o[j], w.data() + b, sizeof(float) * n);
+        }
+    }
+}
+
+}  // namespace zt

@@ -1,0 +1,87 @@
+// Helpers for the click-data tests: a temporary directory and a small random click file.
+#pragma once
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/click/ctr_file.h"
+#include "util/error.h"
+#include "util/random.h"
+
+namespace zt::click_test {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+public:
+    TempDir() {
+        std::string tmpl = (fs::temp_directory_path() / "zt_click_test_XXXXXX").string();
+        ZT_ASSERT(::mkdtemp(tmpl.data()) != nullptr);
+        path_ = tmpl;
+    }
+    ~TempDir() { fs::remove_all(path_); }
+    std::string file(const std::string& name) const { return (path_ / name).string(); }
+    const fs::path& path() const { return path_; }
+
+private:
+    fs::path path_;
+};
+
+// What a writer was given, record by record, for comparing with what a reader returns.
+struct Records {
+    int F = 0;
+    std::vector<int64_t> rows;
+    std::vector<float> labels;
+    std::vector<std::vector<float>> dense;                // [record][F]
+    std::vector<std::vector<std::vector<int32_t>>> ids;   // [record][table][j]
+    std::vector<std::vector<std::vector<float>>> weights; // [record][table][j], when weighted
+};
+
+// n records over tables `rows`, bag sizes 0..max_bag (varying), dense values i + f / 8.
+inline Records make_records(int64_t n, int F, std::vector<int64_t> rows, int max_bag,
+                            bool weighted, uint64_t seed = 1) {
+    Records r;
+    r.F = F;
+    r.rows = rows;
+    Rng rng(seed);
+    for (int64_t i = 0; i < n; ++i) {
+        r.labels.push_back(static_cast<float>(rng.below(2)));
+        std::vector<float> d;
+        for (int f = 0; f < F; ++f) d.push_back(static_cast<float>(i) + f / 8.0f);
+        r.dense.push_back(d);
+        std::vector<std::vector<int32_t>> bags;
+        std::vector<std::vector<float>> ws;
+        for (size_t k = 0; k < rows.size(); ++k) {
+            const int len = static_cast<int>(rng.below(max_bag + 1));
+            std::vector<int32_t> bag;
+            std::vector<float> w;
+            for (int j = 0; j < len; ++j) {
+                bag.push_back(static_cast<int32_t>(rng.below(rows[k])));
+                w.push_back(static_cast<float>(rng.uniform()));
+            }
+            bags.push_back(bag);
+            ws.push_back(w);
+        }
+        r.ids.push_back(bags);
+        if (weighted) r.weights.push_back(ws);
+    }
+    return r;
+}
+
+inline void write_records(const std::string& path, const Records& r) {
+    const bool weighted = !r.weights.empty();
+    CtrFileWriter w(path, r.F, r.rows, weighted);
+    for (size_t i = 0; i < r.labels.size(); ++i) {
+        std::vector<std::span<const int32_t>> bags(r.ids[i].begin(), r.ids[i].end());
+        std::vector<std::span<const float>> ws;
+        if (weighted) ws.assign(r.weights[i].begin(), r.weights[i].end());
+        w.add(r.labels[i], r.dense[i], bags, ws);
+    }
+    w.finish();
+}
+
+}  // namespace zt::click_test
