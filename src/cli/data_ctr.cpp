@@ -46,7 +46,8 @@ std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
                 used = 0;
             }
             ZT_CHECK(used == item.size() && !item.empty() && v >= 1 && v <= (int64_t{1} << 31),
-                     option, ": \"", item, "\" is not a table size in [1, 2^31] (expected a comma "
+                     option, ": \"", item,
+                     "\" is not a table size in [1, 2^31] (expected a comma "
                      "list such as 1000,50,20000)");
             rows.push_back(v);
         }
@@ -125,7 +126,8 @@ int run_prepare(const CtrArgs& a) {
 
 }  // namespace
 
-void add_data_ctr(CLI::App* data, std::vector<std::pair<CLI::App*, std::function<int()>>>& runners) {
+void add_data_ctr(CLI::App* data,
+                  std::vector<std::pair<CLI::App*, std::function<int()>>>& runners) {
     auto a = std::make_shared<CtrArgs>();  // owned by the runners, which outlive parsing
 
     CLI::App* s = data->add_subcommand("synth-ctr", "synthetic click logs with a hidden teacher");

@@ -11,7 +11,7 @@ using zt::testing::run_zerotrain;
 namespace {
 
 class DataCtr : public Cli {
-protected:
+  protected:
     std::string path(const std::string& name) const { return (dir_ / name).string(); }
     // n good Criteo lines, each with every categorical field "a1" and every dense field "3".
     std::string write_tsv(const std::string& name, int n, const std::string& extra = "") {
@@ -90,8 +90,8 @@ TEST_F(DataCtr, PrepareConvertsWithProgressAndSkips) {
 
 TEST_F(DataCtr, PrepareBadInputExit2) {
     const std::string bad = write_tsv("bad.tsv", 3, "1\t2\n");
-    CommandResult r = run_zerotrain("data prepare-ctr " + bad + " " + path("o.ctr") +
-                                    " --kaggle-tables");
+    CommandResult r =
+        run_zerotrain("data prepare-ctr " + bad + " " + path("o.ctr") + " --kaggle-tables");
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find(bad + ":4: 2 tab-separated columns"), std::string::npos) << r.output;
 

@@ -1,12 +1,13 @@
 // Click batches (data/click/click_dataset.h, click_prefetcher.h): the per-epoch permutation,
 // determinism, slices of the global sample stream, and the prefetcher against fill.
+#include "data/click/click_dataset.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
 #include "click_test_util.h"
-#include "data/click/click_dataset.h"
 #include "data/click/click_prefetcher.h"
 #include "data/tokens/token_dataset.h"
 
@@ -21,7 +22,7 @@ using click_test::write_records;
 // Shared across the tests: 23 records (not a multiple of any batch size used), F = 2, tables of
 // 7 and 11 rows, bags of 0..3 ids, with weights.
 class ClickData : public ::testing::Test {
-protected:
+  protected:
     static void SetUpTestSuite() {
         dir_ = new TempDir();
         records_ = new Records(make_records(23, 2, {7, 11}, 3, true));

@@ -1,11 +1,12 @@
 // ROC AUC and log loss (data/click/click_metrics.h) against their definitions.
+#include "data/click/click_metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "data/click/click_metrics.h"
 #include "util/random.h"
 
 namespace zt {
@@ -58,7 +59,8 @@ TEST(ClickMetrics, LogLossFormulaAndClamp) {
     const std::vector<float> y = {1, 0, 1, 1, 1};
     const double eps = 1e-15;
     const double expect = -(std::log(double(0.9f)) + std::log(1 - double(0.2f)) + std::log(0.5) +
-                            std::log(eps) + std::log(1 - eps)) / 5;
+                            std::log(eps) + std::log(1 - eps)) /
+                          5;
     EXPECT_NEAR(log_loss(p, y), expect, 1e-9);
     EXPECT_EQ(log_loss(std::vector<float>{}, std::vector<float>{}), 0.0);
 }

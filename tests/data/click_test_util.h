@@ -17,7 +17,7 @@ namespace zt::click_test {
 namespace fs = std::filesystem;
 
 class TempDir {
-public:
+  public:
     TempDir() {
         std::string tmpl = (fs::temp_directory_path() / "zt_click_test_XXXXXX").string();
         ZT_ASSERT(::mkdtemp(tmpl.data()) != nullptr);
@@ -27,7 +27,7 @@ public:
     std::string file(const std::string& name) const { return (path_ / name).string(); }
     const fs::path& path() const { return path_; }
 
-private:
+  private:
     fs::path path_;
 };
 
@@ -36,14 +36,14 @@ struct Records {
     int F = 0;
     std::vector<int64_t> rows;
     std::vector<float> labels;
-    std::vector<std::vector<float>> dense;                // [record][F]
-    std::vector<std::vector<std::vector<int32_t>>> ids;   // [record][table][j]
-    std::vector<std::vector<std::vector<float>>> weights; // [record][table][j], when weighted
+    std::vector<std::vector<float>> dense;                 // [record][F]
+    std::vector<std::vector<std::vector<int32_t>>> ids;    // [record][table][j]
+    std::vector<std::vector<std::vector<float>>> weights;  // [record][table][j], when weighted
 };
 
 // n records over tables `rows`, bag sizes 0..max_bag (varying), dense values i + f / 8.
-inline Records make_records(int64_t n, int F, std::vector<int64_t> rows, int max_bag,
-                            bool weighted, uint64_t seed = 1) {
+inline Records make_records(int64_t n, int F, std::vector<int64_t> rows, int max_bag, bool weighted,
+                            uint64_t seed = 1) {
     Records r;
     r.F = F;
     r.rows = rows;

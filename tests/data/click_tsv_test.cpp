@@ -67,13 +67,13 @@ TEST(CriteoTsv, TransformsHashesAndMultiHot) {
     }
     int calls = 0;
     int64_t last = 0;
-    const auto res = convert_criteo_tsv(dir.file("in.tsv"), dir.file("out.ctr"), rows26(),
-                                        BadRecord::kFatal, [&](int64_t done, int64_t total) {
-                                            ++calls;
-                                            last = done;
-                                            EXPECT_EQ(total, int64_t(std::filesystem::file_size(
-                                                                 dir.file("in.tsv"))));
-                                        });
+    const auto res = convert_criteo_tsv(
+        dir.file("in.tsv"), dir.file("out.ctr"), rows26(), BadRecord::kFatal,
+        [&](int64_t done, int64_t total) {
+            ++calls;
+            last = done;
+            EXPECT_EQ(total, int64_t(std::filesystem::file_size(dir.file("in.tsv"))));
+        });
     EXPECT_EQ(res.records, 2);
     EXPECT_EQ(res.skipped, 0);
     EXPECT_GE(calls, 1);
@@ -90,7 +90,9 @@ TEST(CriteoTsv, TransformsHashesAndMultiHot) {
     EXPECT_FLOAT_EQ(f->dense()[3], static_cast<float>(std::log(1234568.0)));
     EXPECT_EQ(f->dense()[4], 0.0f);  // empty -> 0
     EXPECT_FLOAT_EQ(f->dense()[13 + 7], std::log(3.0f));
-    auto id = [&](uint64_t v, int k) { return static_cast<int32_t>(reference_hash(v) % rows26()[k]); };
+    auto id = [&](uint64_t v, int k) {
+        return static_cast<int32_t>(reference_hash(v) % rows26()[k]);
+    };
     auto bag = [&](int k, int64_t i) {
         auto o = f->offsets(k);
         return std::vector<int32_t>(f->ids(k).begin() + o[i], f->ids(k).begin() + o[i + 1]);
@@ -140,8 +142,8 @@ TEST(CriteoTsv, BadLinesFatalNameFileAndLineOrSkipWithCounts) {
         std::ofstream f(dir.file("mixed.tsv"));
         for (int i = 0; i < 10; ++i) f << (i % 3 == 1 ? cases[i % cases.size()].bad : good) << "\n";
     }
-    const auto res = convert_criteo_tsv(dir.file("mixed.tsv"), dir.file("out.ctr"), rows26(),
-                                        BadRecord::kSkip);
+    const auto res =
+        convert_criteo_tsv(dir.file("mixed.tsv"), dir.file("out.ctr"), rows26(), BadRecord::kSkip);
     EXPECT_EQ(res.records, 7);
     EXPECT_EQ(res.skipped, 3);
     EXPECT_EQ(CtrFile::open(dir.file("out.ctr"))->records(), 7);
@@ -154,13 +156,13 @@ TEST(CriteoTsv, EmptyFileAndWrongTableCountAreErrors) {
     EXPECT_NE(msg.find(dir.file("empty.tsv")), std::string::npos) << msg;
     EXPECT_NE(msg.find("empty"), std::string::npos) << msg;
     std::ofstream(dir.file("bad.tsv")) << "x\n";
-    EXPECT_THROW(convert_criteo_tsv(dir.file("bad.tsv"), dir.file("o.ctr"), rows26(),
-                                    BadRecord::kSkip),
-                 Error);  // no good line
+    EXPECT_THROW(
+        convert_criteo_tsv(dir.file("bad.tsv"), dir.file("o.ctr"), rows26(), BadRecord::kSkip),
+        Error);  // no good line
     const std::vector<int64_t> three = {1, 2, 3};
-    EXPECT_THROW(convert_criteo_tsv(dir.file("bad.tsv"), dir.file("o.ctr"), three,
-                                    BadRecord::kFatal),
-                 Error);
+    EXPECT_THROW(
+        convert_criteo_tsv(dir.file("bad.tsv"), dir.file("o.ctr"), three, BadRecord::kFatal),
+        Error);
 }
 
 TEST(CriteoTsv, KaggleTableRows) {

@@ -34,13 +34,13 @@ struct ClickBatchBuffers {
 
 struct ClickDatasetOptions {
     bool shuffle = true;
-    uint64_t seed = 0;  // with shuffle, epoch e uses epoch_permutation(S, seed, e)
+    uint64_t seed = 0;            // with shuffle, epoch e uses epoch_permutation(S, seed, e)
     int64_t begin = 0, end = -1;  // the record range used; end -1: through the last record
 };
 
 // Shares the file; fill() is thread-safe.
 class ClickDataset {
-public:
+  public:
     ClickDataset(std::shared_ptr<const CtrFile> file, ClickDatasetOptions opts);
     ClickDataset(const ClickDataset&) = delete;
     ClickDataset& operator=(const ClickDataset&) = delete;
@@ -53,7 +53,7 @@ public:
     // record is an error naming the file, table and record.
     void fill(int64_t first, int64_t count, ClickBatchBuffers& out) const;
 
-private:
+  private:
     std::shared_ptr<const std::vector<int64_t>> permutation(int64_t epoch) const;
 
     std::shared_ptr<const CtrFile> file_;

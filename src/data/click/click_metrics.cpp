@@ -14,6 +14,7 @@ double roc_auc(std::span<const float> scores, std::span<const float> labels) {
     ZT_CHECK(scores.size() == labels.size(), "roc_auc: ", scores.size(), " scores for ",
              labels.size(), " labels");
     const size_t n = scores.size();
+    ZT_CHECK(n < (size_t{1} << 32), "roc_auc: ", n, " samples; at most 2^32 - 1 are supported");
     // NaN maps to -inf plus one rank below: sort keys (is_number, value).
     auto key_less = [&](uint32_t a, uint32_t b) {
         const float x = scores[a], y = scores[b];

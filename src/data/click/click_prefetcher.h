@@ -16,7 +16,7 @@ namespace zt {
 
 // Borrows the dataset, which must outlive the prefetcher. Not thread-safe: one caller.
 class ClickPrefetcher {
-public:
+  public:
     explicit ClickPrefetcher(const ClickDataset& ds);
     ~ClickPrefetcher();  // joins the thread (after the fill in flight, if any)
     ClickPrefetcher(const ClickPrefetcher&) = delete;
@@ -29,7 +29,7 @@ public:
     // met filling it is rethrown here), else filled now. Valid until the next load or prefetch.
     const ClickBatchBuffers& load(int64_t first, int64_t count);
 
-private:
+  private:
     void run();
     void wait_idle(std::unique_lock<std::mutex>& lock);
 

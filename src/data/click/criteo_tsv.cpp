@@ -26,7 +26,7 @@ constexpr int kWarnLines = 5;  // skipped lines reported one by one; the rest on
 
 // A read-only mapping of the whole input (empty files are rejected before mapping).
 class MappedInput {
-public:
+  public:
     explicit MappedInput(const std::string& path) {
         int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         ZT_CHECK(fd >= 0, "criteo: cannot open ", path, ": ", std::strerror(errno));
@@ -38,7 +38,8 @@ public:
         size_ = static_cast<size_t>(st.st_size);
         if (size_ == 0) {
             ::close(fd);
-            ZT_FAIL("criteo: ", path, " is empty; expected Criteo TSV lines (label, 13 integer "
+            ZT_FAIL("criteo: ", path,
+                    " is empty; expected Criteo TSV lines (label, 13 integer "
                     "and 26 hex fields, tab-separated)");
         }
         void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -53,7 +54,7 @@ public:
     MappedInput& operator=(const MappedInput&) = delete;
     std::string_view view() const { return {data_, size_}; }
 
-private:
+  private:
     const char* data_ = nullptr;
     size_t size_ = 0;
 };
@@ -87,10 +88,14 @@ bool parse_hex(std::string_view s, uint64_t& out) {
     uint64_t v = 0;
     for (char c : s) {
         int d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return false;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return false;
         v = v << 4 | static_cast<uint64_t>(d);
     }
     out = v;
@@ -153,9 +158,9 @@ int32_t criteo_hash_id(uint64_t value, int64_t rows) {
     return static_cast<int32_t>(splitmix64(value) % static_cast<uint64_t>(rows));
 }
 
-CriteoConvertResult convert_criteo_tsv(
-    const std::string& in, const std::string& out, std::span<const int64_t> table_rows,
-    BadRecord on_bad, const std::function<void(int64_t, int64_t)>& progress) {
+CriteoConvertResult convert_criteo_tsv(const std::string& in, const std::string& out,
+                                       std::span<const int64_t> table_rows, BadRecord on_bad,
+                                       const std::function<void(int64_t, int64_t)>& progress) {
     ZT_CHECK(table_rows.size() == kCriteoCategorical, "criteo: ", table_rows.size(),
              " table sizes given, expected ", kCriteoCategorical, " (one per categorical column)");
     for (size_t k = 0; k < table_rows.size(); ++k)
@@ -182,8 +187,7 @@ CriteoConvertResult convert_criteo_tsv(
         if (!err.empty()) {
             ZT_CHECK(on_bad == BadRecord::kSkip, in, ":", line_no, ": ", err,
                      " (--on-bad-record skip drops such lines)");
-            if (result.skipped < kWarnLines)
-                log_warn(in, ":", line_no, ": ", err, "; skipped");
+            if (result.skipped < kWarnLines) log_warn(in, ":", line_no, ": ", err, "; skipped");
             ++result.skipped;
             continue;
         }
@@ -205,15 +209,17 @@ CriteoConvertResult convert_criteo_tsv(
     return result;
 }
 
-// Source: the per-table counts the facebookresearch/dlrm reference prints after processing the
-// Kaggle Display Advertising Challenge data (its --ln-emb default and data_utils day-processing).
-// Confirmed against several independent copies of those counts (the dlrm_s_pytorch.py --ln-emb
-// default, Habana's DLRM ARCH_EMBEDDING_SIZE, OneFlow's DLRM README table size array); not run
-// against the data here.
+// Source: the per-table counts the facebookresearch/dlrm reference reports for the Kaggle Display
+// Advertising Challenge data after its day-processing (its dlrm_s_pytorch.py --ln-emb default holds
+// the same list). Found through the search tool in three independent copies that agree: a
+// dlrm_s_pytorch-style --ln-emb default, Habana's DLRM run script (ARCH_EMBEDDING_SIZE) and
+// OneFlow's DLRM README (table size array); not read from facebookresearch/dlrm itself, and not
+// recomputed from the data here.
 std::vector<int64_t> criteo_kaggle_table_rows() {
-    return {1460,  583,   10131227, 2202608, 305,    24, 12517, 633,     3,  93145,  5683, 8351593,
-            3194,  27,    14992,    5461306, 10,     5652, 2173, 4,       7046547, 18, 15, 286181,
-            105,   142572};
+    // clang-format off
+    return {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
+            27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+    // clang-format on
 }
 
 }  // namespace zt

@@ -92,10 +92,10 @@ std::shared_ptr<const CtrFile> CtrFile::open(const std::string& path) {
         const unsigned char* t = d + kHeaderFixedBytes + kHeaderTableBytes * k;
         const int64_t rows = load<int64_t>(t), nnz = load<int64_t>(t + 8);
         const int64_t hot = load<int64_t>(t + 16);
-        ZT_CHECK(rows >= 1 && rows <= (int64_t{1} << 31) && nnz >= 0 && nnz <= kMaxNnz &&
-                     hot >= -1,
+        ZT_CHECK(rows >= 1 && rows <= (int64_t{1} << 31) && nnz >= 0 && nnz <= kMaxNnz && hot >= -1,
                  "click data ", path, ": table ", k, " has rows ", rows, ", nnz ", nnz,
-                 ", hotness ", hot, "; expected rows in [1, 2^31], nnz >= 0; the header is "
+                 ", hotness ", hot,
+                 "; expected rows in [1, 2^31], nnz >= 0; the header is "
                  "corrupt");
         f->rows_.push_back(rows);
         f->nnz_.push_back(nnz);
@@ -117,8 +117,8 @@ std::shared_ptr<const CtrFile> CtrFile::open(const std::string& path) {
         ids_at[k] = block(4, f->nnz_[k]);
         if (f->weights_present_) w_at[k] = block(4, f->nnz_[k]);
     }
-    ZT_CHECK(bytes == end, "click data ", path, ": size ", bytes, " bytes, but its header (",
-             N, " records, ", F, " dense, ", K, " tables) needs exactly ", end, " bytes; the file ",
+    ZT_CHECK(bytes == end, "click data ", path, ": size ", bytes, " bytes, but its header (", N,
+             " records, ", F, " dense, ", K, " tables) needs exactly ", end, " bytes; the file ",
              bytes < end ? "is truncated" : "has trailing bytes", " (write it again)");
     auto f32 = [&](int64_t at, int64_t n) {
         return std::span<const float>(reinterpret_cast<const float*>(d + at), size_t(n));
@@ -127,8 +127,7 @@ std::shared_ptr<const CtrFile> CtrFile::open(const std::string& path) {
     f->dense_values_ = f32(dense_at, N * F);
     for (int k = 0; k < K; ++k) {
         f->offsets_.emplace_back(reinterpret_cast<const int64_t*>(d + off_at[k]), size_t(N + 1));
-        f->ids_.emplace_back(reinterpret_cast<const int32_t*>(d + ids_at[k]),
-                             size_t(f->nnz_[k]));
+        f->ids_.emplace_back(reinterpret_cast<const int32_t*>(d + ids_at[k]), size_t(f->nnz_[k]));
         f->weights_.push_back(f->weights_present_ ? f32(w_at[k], f->nnz_[k])
                                                   : std::span<const float>());
         const auto& o = f->offsets_[k];
@@ -172,9 +171,11 @@ void CtrFile::check_records(int64_t first, int64_t count) const {
         const int64_t nnz = nnz_[k], rows = rows_[k];
         for (int64_t i = first; i < first + count; ++i) {
             const int64_t b = o[i], e = o[i + 1];
-            ZT_CHECK(b >= 0 && b <= e && e <= nnz, "click data ", path_, ": table ", k,
-                     " record ", i, ": offsets [", b, ", ", e, ") are not a range within the "
-                     "table's ", nnz, " ids; the file is corrupt");
+            ZT_CHECK(b >= 0 && b <= e && e <= nnz, "click data ", path_, ": table ", k, " record ",
+                     i, ": offsets [", b, ", ", e,
+                     ") are not a range within the "
+                     "table's ",
+                     nnz, " ids; the file is corrupt");
             int32_t bad = 0;
             bool ok = true;
             for (int64_t j = b; j < e; ++j) {  // branch-free scan; the message is built rarely
@@ -183,7 +184,8 @@ void CtrFile::check_records(int64_t first, int64_t count) const {
                 ok = ok && in;
             }
             ZT_CHECK(ok, "click data ", path_, ": table ", k, " record ", i, ": id ", bad,
-                     " is outside the table's ", rows, " rows; the file was written for other "
+                     " is outside the table's ", rows,
+                     " rows; the file was written for other "
                      "table sizes or is corrupt");
         }
     }

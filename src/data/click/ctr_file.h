@@ -2,9 +2,10 @@
 // and K embedding bags per record, stored column by column so a reader maps the file and hands out
 // spans without copying. N = records, F = dense features, K = tables (embedding bags per record).
 // CtrFile::open checks the header, the exact file size and each table's first and last offset;
-// the per-record checks (offsets monotone, ids below the table's rows) run in check_records(), which
-// ClickDataset calls on the records it reads, or all at once in validate(). CtrFileWriter writes
-// PATH.tmp and renames it to PATH on finish(). Leaves out: compression, appending to a finished file.
+// the per-record checks (offsets monotone, ids below the table's rows) run in check_records(),
+// which ClickDataset calls on the records it reads, or all at once in validate(). CtrFileWriter
+// writes PATH.tmp and renames it to PATH on finish(). Leaves out: compression, appending to a
+// finished file.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,7 @@ inline constexpr uint32_t kCtrFlagWeights = 1;
 inline constexpr int64_t kCtrAlign = 64;  // bytes
 
 class CtrFile {
-public:
+  public:
     // Maps the file read-only. Errors (zt::Error, kInput) name the file and what is wrong: missing,
     // too short, wrong magic or version, a size that does not match the header, a table whose
     // offsets do not start at 0 or end at its nnz. O(K) work: opening a large file is instant.
@@ -52,19 +53,19 @@ public:
     CtrFile(const CtrFile&) = delete;
     CtrFile& operator=(const CtrFile&) = delete;
 
-    int64_t records() const { return records_; }       // N
-    int dense_features() const { return dense_; }       // F
+    int64_t records() const { return records_; }                   // N
+    int dense_features() const { return dense_; }                  // F
     int tables() const { return static_cast<int>(rows_.size()); }  // K
     std::span<const int64_t> table_rows() const { return rows_; }
     // Bag size of table k when constant over the file, else -1.
     int64_t hotness(int k) const;
     bool has_weights() const { return weights_present_; }
 
-    std::span<const float> labels() const { return labels_; }  // (N)
+    std::span<const float> labels() const { return labels_; }       // (N)
     std::span<const float> dense() const { return dense_values_; }  // (N, F)
-    std::span<const int64_t> offsets(int k) const;  // (N + 1)
-    std::span<const int32_t> ids(int k) const;      // (nnz_k)
-    std::span<const float> weights(int k) const;    // (nnz_k), empty when the file has none
+    std::span<const int64_t> offsets(int k) const;                  // (N + 1)
+    std::span<const int32_t> ids(int k) const;                      // (nnz_k)
+    std::span<const float> weights(int k) const;  // (nnz_k), empty when the file has none
     const std::string& path() const { return path_; }
 
     // Checks records [first, first + count) of every table: offsets non-decreasing and within
@@ -73,7 +74,7 @@ public:
     // check_records over the whole file, split over `threads` threads (0: hardware concurrency).
     void validate(int threads = 0) const;
 
-private:
+  private:
     CtrFile() = default;
 
     std::string path_;
@@ -94,7 +95,7 @@ private:
 // copies the columns into PATH.tmp, fsyncs it and renames it to PATH, so PATH is either absent,
 // the old file, or complete. Destroyed without finish(), it leaves nothing behind.
 class CtrFileWriter {
-public:
+  public:
     CtrFileWriter(std::string path, int dense_features, std::vector<int64_t> table_rows,
                   bool weights = false);
     ~CtrFileWriter();
@@ -110,7 +111,7 @@ public:
     int64_t records() const { return records_; }
     const std::string& path() const { return path_; }
 
-private:
+  private:
     class Column;
 
     std::string path_;

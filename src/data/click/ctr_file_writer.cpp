@@ -43,7 +43,7 @@ void write_all(int fd, const void* data, size_t n, const std::string& what) {
 
 // A buffered, append-only, unlinked temporary file.
 class CtrFileWriter::Column {
-public:
+  public:
     explicit Column(const std::string& near) {
         std::string tmpl = near + ".spill.XXXXXX";
         fd_ = ::mkstemp(tmpl.data());
@@ -99,7 +99,7 @@ public:
         }
     }
 
-private:
+  private:
     int fd_ = -1;
     std::vector<char> buf_;
     int64_t bytes_ = 0;
@@ -113,8 +113,8 @@ CtrFileWriter::CtrFileWriter(std::string path, int dense_features, std::vector<i
       weights_present_(weights) {
     ZT_CHECK(dense_ >= 0, "click file ", path_, ": dense features must be >= 0, got ", dense_);
     for (size_t k = 0; k < rows_.size(); ++k)
-        ZT_CHECK(rows_[k] >= 1 && rows_[k] <= (int64_t{1} << 31), "click file ", path_,
-                 ": table ", k, " rows must be in [1, 2^31] (ids are int32), got ", rows_[k]);
+        ZT_CHECK(rows_[k] >= 1 && rows_[k] <= (int64_t{1} << 31), "click file ", path_, ": table ",
+                 k, " rows must be in [1, 2^31] (ids are int32), got ", rows_[k]);
     const int K = static_cast<int>(rows_.size());
     nnz_.assign(K, 0);
     hotness_.assign(K, -2);  // -2: no record yet

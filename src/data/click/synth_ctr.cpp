@@ -21,11 +21,11 @@ namespace zt {
 
 namespace {
 
-constexpr int kLatent = 4;            // D, latent dimensions of the pairwise part
-constexpr int64_t kChunk = 8192;      // records per generated chunk
+constexpr int kLatent = 4;        // D, latent dimensions of the pairwise part
+constexpr int64_t kChunk = 8192;  // records per generated chunk
 constexpr int64_t kPilotRecords = 8192;
-constexpr double kScale = 1.3, kBias = -1.45;          // logit = kScale z + kBias
-constexpr double kShares[3] = {0.2, 0.4, 0.4};         // variance of z: linear, effects, pairs
+constexpr double kScale = 1.3, kBias = -1.45;   // logit = kScale z + kBias
+constexpr double kShares[3] = {0.2, 0.4, 0.4};  // variance of z: linear, effects, pairs
 constexpr uint64_t kStreamTrain = 1, kStreamEval = 2, kStreamPilot = 3;
 const double kUnitUniform = std::sqrt(12.0);  // (u - 1/2) sqrt(12): unit variance
 
@@ -36,10 +36,13 @@ inline float unit12(uint64_t bits) {
 }
 
 class Teacher {
-public:
+  public:
     explicit Teacher(const SynthCtrOptions& o)
-        : seed_(o.seed), F_(o.dense_features), K_(static_cast<int>(o.table_rows.size())),
-          hot_(o.hotness), rows_(o.table_rows) {
+        : seed_(o.seed),
+          F_(o.dense_features),
+          K_(static_cast<int>(o.table_rows.size())),
+          hot_(o.hotness),
+          rows_(o.table_rows) {
         const uint64_t ts = splitmix64(seed_ ^ 0x7eac4e5ull);
         for (int f = 0; f < F_; ++f) {
             dense_mean_.push_back(std::exp(4.0 * uniform01(ts, 1, f)));
@@ -50,7 +53,8 @@ public:
             const uint64_t n = static_cast<uint64_t>(rows_[k]);
             uint64_t h = splitmix64(ts ^ splitmix64(0xa0000ull + k)), a = 1;
             if (n > 1)
-                for (a = 1 + h % (n - 1); std::gcd(a, n) != 1; a = 1 + (a % (n - 1))) {}
+                for (a = 1 + h % (n - 1); std::gcd(a, n) != 1; a = 1 + (a % (n - 1))) {
+                }
             perm_a_.push_back(a);
             perm_c_.push_back(splitmix64(h) % n);
         }
@@ -71,7 +75,7 @@ public:
         return static_cast<float>(p);
     }
 
-private:
+  private:
     void make(Rng& rng, float* dense, int32_t* ids, double parts[3]) const {
         double linear = 0;
         for (int f = 0; f < F_; ++f) {
@@ -88,8 +92,8 @@ private:
             for (int h = 0; h < hot_; ++h) {
                 const uint64_t r = static_cast<uint64_t>(zipf_[k].sample(uni) - 1);
                 const uint64_t n = static_cast<uint64_t>(rows_[k]);
-                const auto id = static_cast<int32_t>(
-                    (static_cast<unsigned __int128>(perm_a_[k]) * r + perm_c_[k]) % n);
+                // a, r, c < n <= 2^31: a r + c < 2^63, no overflow.
+                const auto id = static_cast<int32_t>((perm_a_[k] * r + perm_c_[k]) % n);
                 ids[k * hot_ + h] = id;
                 const uint64_t bits = splitmix64(
                     param_seed_ ^ splitmix64(static_cast<uint64_t>(k) << 32 | uint32_t(id)));
@@ -157,7 +161,8 @@ void write_stream(const Teacher& teacher, const SynthCtrOptions& o, uint64_t str
     probs.resize(n);
     labels.resize(n);
     const int64_t chunks = (n + kChunk - 1) / kChunk;
-    const int threads = static_cast<int>(std::clamp<int64_t>(o.threads, 1, std::max<int64_t>(1, chunks)));
+    const int threads =
+        static_cast<int>(std::clamp<int64_t>(o.threads, 1, std::max<int64_t>(1, chunks)));
     const int64_t window = 2 * threads;  // chunks made ahead of the writer
     std::vector<Chunk> ring(window);
     std::mutex mu;
@@ -236,20 +241,25 @@ SynthCtrResult write_synth_ctr(const SynthCtrOptions& opts, const std::string& p
     ZT_CHECK(opts.records >= 1, "synth-ctr: records must be >= 1, got ", opts.records);
     ZT_CHECK(opts.eval_records >= 0, "synth-ctr: eval records must be >= 0, got ",
              opts.eval_records);
-    ZT_CHECK(opts.eval_records == 0 || !eval_path.empty(),
-             "synth-ctr: ", opts.eval_records, " eval records asked for but no eval file named");
+    ZT_CHECK(opts.eval_records == 0 || !eval_path.empty(), "synth-ctr: ", opts.eval_records,
+             " eval records asked for but no eval file named");
     ZT_CHECK(!opts.table_rows.empty(), "synth-ctr: at least one table is needed");
     for (size_t k = 0; k < opts.table_rows.size(); ++k)
         ZT_CHECK(opts.table_rows[k] >= 1 && opts.table_rows[k] <= (int64_t{1} << 31),
                  "synth-ctr: table ", k, " rows must be in [1, 2^31], got ", opts.table_rows[k]);
     ZT_CHECK(opts.dense_features >= 0 && opts.dense_features <= 4096,
              "synth-ctr: dense features must be in [0, 4096], got ", opts.dense_features);
-    ZT_CHECK(opts.hotness >= 1 && opts.hotness <= 1024, "synth-ctr: hotness must be in [1, 1024], "
-             "got ", opts.hotness);
-    ZT_CHECK(opts.zipf > 0 && std::isfinite(opts.zipf), "synth-ctr: zipf exponent must be > 0, "
-             "got ", opts.zipf);
+    ZT_CHECK(opts.hotness >= 1 && opts.hotness <= 1024,
+             "synth-ctr: hotness must be in [1, 1024], "
+             "got ",
+             opts.hotness);
+    ZT_CHECK(opts.zipf > 0 && std::isfinite(opts.zipf),
+             "synth-ctr: zipf exponent must be > 0, "
+             "got ",
+             opts.zipf);
     SynthCtrOptions o = opts;
-    if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (o.threads <= 0)
+        o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const Teacher teacher(o);
     SynthCtrResult res;
     std::vector<float> probs, labels;

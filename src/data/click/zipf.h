@@ -1,6 +1,6 @@
 // Zipf-distributed ranks by rejection-inversion (Hoermann and Derflinger, "Rejection-inversion to
-// generate variates from monotone discrete distributions", 1996): P(k) proportional to k^-s for k in
-// [1, n], O(1) expected time per draw and O(1) memory for any n, about 1.1 uniforms per draw.
+// generate variates from monotone discrete distributions", 1996): P(k) proportional to k^-s for k
+// in [1, n], O(1) expected time per draw and O(1) memory for any n, about 1.1 uniforms per draw.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 namespace zt {
 
 class ZipfSampler {
-public:
+  public:
     // n >= 1 ranks, exponent s > 0 (s = 1 allowed).
     ZipfSampler(int64_t n, double s);
     // A rank in [1, n]; `uniform` returns doubles in [0, 1) (called once or a few times).
@@ -29,7 +29,7 @@ public:
     }
     int64_t n() const { return n_; }
 
-private:
+  private:
     double h(double x) const;                   // x^-s
     double h_integral(double x) const;          // H(x) = (x^(1-s) - 1) / (1 - s), log x at s = 1
     double h_integral_inverse(double y) const;  // H^-1

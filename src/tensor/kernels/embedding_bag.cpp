@@ -4,7 +4,6 @@
 // rows, and the same bits for any thread count (Note [bag backward order]).
 #include "tensor/kernels/embedding_bag.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "tensor/kernels/vec16.h"
@@ -17,12 +16,38 @@ using namespace vec;
 namespace {
 
 constexpr int64_t kParallelMinElems = 1 << 14;  // below this, one thread is faster
+// Rows are scattered over tables far larger than the caches: the loops prefetch the rows of the
+// bag (forward) or distinct row (backward) this many steps ahead.
+constexpr int64_t kPrefetchAhead = 8;
+constexpr int64_t kPrefetchMaxBytes = 256;  // first 4 cache lines of a row
+
+inline void prefetch_row(const void* row, int64_t bytes) {
+    const char* p = static_cast<const char*>(row);
+    for (int64_t off = 0; off < bytes && off < kPrefetchMaxBytes; off += 64)
+        __builtin_prefetch(p + off);
+}
 
 // 1 / count for a mean bag (0 for an empty one, whose sum is zero anyway), else 1.
 inline float bag_scale(const int64_t* offsets, int64_t b, BagMode mode) {
     const int64_t count = offsets[b + 1] - offsets[b];
     if (mode == BagMode::kSum) return 1.0f;
     return count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+}
+
+// Stable LSD radix sort of keys by their high 32 bits (the id), 8 bits a pass over the bits an id
+// below R can have (3 passes for R = 100k). Keys enter in order of position, so stability keeps
+// each id's positions in order. O(nnz) a pass, where a comparison sort took twice the time here.
+void sort_by_id(std::vector<uint64_t>& keys, int64_t R) {
+    int bits = 0;
+    while (bits < 32 && (int64_t{1} << bits) < R) ++bits;
+    std::vector<uint64_t> tmp(keys.size());
+    for (int shift = 32; shift < 32 + bits; shift += 8) {
+        size_t start[257] = {};
+        for (uint64_t k : keys) ++start[((k >> shift) & 0xff) + 1];
+        for (int d = 0; d < 256; ++d) start[d + 1] += start[d];
+        for (uint64_t k : keys) tmp[start[(k >> shift) & 0xff]++] = k;
+        keys.swap(tmp);
+    }
 }
 
 }  // namespace
@@ -50,6 +75,9 @@ void embedding_bag_forward(const T* table, const int32_t* ids, int64_t nnz, cons
     embedding_bag_check(ids, nnz, offsets, B, R);
 #pragma omp parallel for schedule(static) if (nnz * D >= kParallelMinElems)
     for (int64_t b = 0; b < B; ++b) {
+        if (b + kPrefetchAhead < B)
+            for (int64_t p = offsets[b + kPrefetchAhead]; p < offsets[b + kPrefetchAhead + 1]; ++p)
+                prefetch_row(table + static_cast<int64_t>(ids[p]) * D, D * sizeof(T));
         const int64_t p0 = offsets[b], p1 = offsets[b + 1];
         const V16 scale = splat(bag_scale(offsets, b, mode));
         for_each_vec(D, [&](int64_t j, int64_t n) {
@@ -65,7 +93,7 @@ void embedding_bag_forward(const T* table, const int32_t* ids, int64_t nnz, cons
 
 // Note [bag backward order]
 // dtable[r] += sum over positions p with ids[p] == r of c_p dout[bag(p)], c_p = w_p * scale_bag.
-// Pairs (id, p) sorted by id then p put each row's terms together in order of p; one thread sums
+// Keys (id, p) sorted by id then p put each row's terms together in order of p; one thread sums
 // a row's terms from zero in that order and adds the sum into dtable once. The split of rows over
 // threads changes which thread does a row, never the order inside it, so any thread count gives
 // the same bits. Sorting costs O(nnz log nnz) and touches no row that the step did not use.
@@ -74,33 +102,37 @@ void embedding_bag_backward(const T* dout, const int32_t* ids, int64_t nnz, cons
                             const float* weights, BagMode mode, float* dtable, int64_t B, int64_t R,
                             int64_t D) {
     embedding_bag_check(ids, nnz, offsets, B, R);
-    struct Entry {
-        int64_t id;
-        int64_t bag;
-        int64_t pos;
-    };
-    std::vector<Entry> entries(static_cast<size_t>(nnz));
+    ZT_CHECK(nnz < (int64_t{1} << 32) && B < (int64_t{1} << 31), "embedding_bag: backward of ", nnz,
+             " ids in ", B, " bags; at most 2^32 ids and 2^31 bags per call, split the batch");
+    // keys: id in the high 32 bits, position in the low, so sorting orders by (id, position).
+    std::vector<uint64_t> keys(static_cast<size_t>(nnz));
+    std::vector<int32_t> bag_of(static_cast<size_t>(nnz));
     for (int64_t b = 0; b < B; ++b)
-        for (int64_t p = offsets[b]; p < offsets[b + 1]; ++p) entries[p] = Entry{ids[p], b, p};
-    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-        return a.id != b.id ? a.id < b.id : a.pos < b.pos;
-    });
-    std::vector<int64_t> starts;  // first entry of each distinct row, then nnz
+        for (int64_t p = offsets[b]; p < offsets[b + 1]; ++p) {
+            keys[p] = static_cast<uint64_t>(ids[p]) << 32 | static_cast<uint64_t>(p);
+            bag_of[p] = static_cast<int32_t>(b);
+        }
+    sort_by_id(keys, R);
+    std::vector<int64_t> starts;  // first key of each distinct row, then nnz
     for (int64_t e = 0; e < nnz; ++e)
-        if (e == 0 || entries[e].id != entries[e - 1].id) starts.push_back(e);
+        if (e == 0 || keys[e] >> 32 != keys[e - 1] >> 32) starts.push_back(e);
     starts.push_back(nnz);
     const int64_t rows = static_cast<int64_t>(starts.size()) - 1;
+    auto row_of = [&](int64_t r) {
+        return dtable + static_cast<int64_t>(keys[starts[r]] >> 32) * D;
+    };
 #pragma omp parallel for schedule(static) if (nnz * D >= kParallelMinElems)
     for (int64_t r = 0; r < rows; ++r) {
+        if (r + kPrefetchAhead < rows) prefetch_row(row_of(r + kPrefetchAhead), D * sizeof(float));
         const int64_t e0 = starts[r], e1 = starts[r + 1];
-        float* dst = dtable + entries[e0].id * D;
+        float* dst = row_of(r);
         for_each_vec(D, [&](int64_t j, int64_t n) {
             V16 acc = zero();
             for (int64_t e = e0; e < e1; ++e) {
-                const Entry& en = entries[e];
-                float c = bag_scale(offsets, en.bag, mode);
-                if (weights) c *= weights[en.pos];
-                acc = fma(load_part(dout + en.bag * D + j, n), splat(c), acc);
+                const int64_t pos = static_cast<int64_t>(keys[e] & 0xffffffffu), bag = bag_of[pos];
+                float c = bag_scale(offsets, bag, mode);
+                if (weights) c *= weights[pos];
+                acc = fma(load_part(dout + bag * D + j, n), splat(c), acc);
             }
             store_part(dst + j, load_part(dst + j, n) + acc, n);
         });

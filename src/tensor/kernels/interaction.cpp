@@ -47,30 +47,45 @@ struct Scratch {
     }
 };
 
-// Z rows [i0, i0 + kRowBlock) at the column vectors that hold j <= i0 + kRowBlock - 1.
+// Z rows [i0, i0 + 4) at the column vectors that hold j <= i0 + 3. The four accumulators are
+// locals, not an array, so they stay in registers.
 void z_block(Scratch& s, int64_t i0) {
+    static_assert(kRowBlock == 4);
     const int64_t D = s.D, last = std::min(i0 + kRowBlock, s.n) - 1;
     for (int64_t j0 = 0; j0 <= last; j0 += kLanes) {
-        V16 acc[kRowBlock] = {zero(), zero(), zero(), zero()};
+        V16 a0 = zero(), a1 = zero(), a2 = zero(), a3 = zero();
+        const float* t = s.rows.data() + i0 * D;
         for (int64_t d = 0; d < D; ++d) {
             const V16 c = load(s.cols.data() + d * s.npad + j0);
-            const float* t = s.rows.data() + i0 * D + d;
-            for (int64_t r = 0; r < kRowBlock; ++r) acc[r] = fma(splat(t[r * D]), c, acc[r]);
+            a0 = fma(splat(t[d]), c, a0);
+            a1 = fma(splat(t[D + d]), c, a1);
+            a2 = fma(splat(t[2 * D + d]), c, a2);
+            a3 = fma(splat(t[3 * D + d]), c, a3);
         }
-        for (int64_t r = 0; r < kRowBlock; ++r)
-            store(s.mat.data() + (i0 + r) * s.npad + j0, acc[r]);
+        float* z = s.mat.data() + i0 * s.npad + j0;
+        store(z, a0);
+        store(z + s.npad, a1);
+        store(z + 2 * s.npad, a2);
+        store(z + 3 * s.npad, a3);
     }
 }
 
-// dT rows [i0, i0 + kRowBlock), columns [j, j + m): sum over k of G[i][k] T[k], in order of k.
+// dT rows [i0, i0 + 4), columns [j, j + m): sum over k of G[i][k] T[k], in order of k.
 void dt_block(const Scratch& s, int64_t i0, int64_t j, int64_t m, V16* acc) {
     const int64_t D = s.D, n = s.n;
-    for (int64_t r = 0; r < kRowBlock; ++r) acc[r] = zero();
+    V16 a0 = zero(), a1 = zero(), a2 = zero(), a3 = zero();
+    const float* g = s.mat.data() + i0 * n;
     for (int64_t k = 0; k < n; ++k) {
         const V16 t = load_part(s.rows.data() + k * D + j, m);
-        const float* g = s.mat.data() + i0 * n + k;
-        for (int64_t r = 0; r < kRowBlock; ++r) acc[r] = fma(splat(g[r * n]), t, acc[r]);
+        a0 = fma(splat(g[k]), t, a0);
+        a1 = fma(splat(g[n + k]), t, a1);
+        a2 = fma(splat(g[2 * n + k]), t, a2);
+        a3 = fma(splat(g[3 * n + k]), t, a3);
     }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
 }
 
 }  // namespace
