@@ -25,7 +25,7 @@ const std::string kExample = std::string(ZT_SOURCE_DIR) + "/examples/dlrm-synthe
 TEST_F(Cli, DlrmSyntheticExampleShortenedOnTwoRanks) {
     const fs::path run = dir_ / "run";
     const CommandResult r = run_zerotrain(
-        zt::str_cat(kExample, " --run-dir ", run.string(),
+        zt::str_cat("train ", kExample, " --run-dir ", run.string(),
                      " --ranks 2 --threads 1 --set steps=30 --set data.records=8000",
                      " --set data.eval_records=1000 --set eval_interval=30 --set eval_iters=3",
                      " --set steps_per_print=10"));
@@ -37,7 +37,7 @@ TEST_F(Cli, DlrmSyntheticExampleShortenedOnTwoRanks) {
         if (j.contains("eval_auc")) {
             auc = true;
             EXPECT_GT(j["eval_auc"].get<double>(), 0.5);
-            EXPECT_EQ(j["eval_samples"].get<int64_t>(), 3 * 256);
+            EXPECT_EQ(j["eval_samples"].get<int64_t>(), 3 * 512);
         }
         EXPECT_FALSE(j.contains("tokens_per_s"));
     }
@@ -45,7 +45,7 @@ TEST_F(Cli, DlrmSyntheticExampleShortenedOnTwoRanks) {
     EXPECT_TRUE(auc);
     const SafetensorsFile weights((run / "model.safetensors").string());
     ASSERT_NE(weights.find("emb_l.7.weight"), nullptr);
-    EXPECT_EQ(weights.find("emb_l.7.weight")->shape, (std::vector<int64_t>{500, 16}));
+    EXPECT_EQ(weights.find("emb_l.7.weight")->shape, (std::vector<int64_t>{20, 16}));
     EXPECT_NE(weights.find("bot_l.2.bias"), nullptr);
     EXPECT_NE(weights.find("top_l.4.weight"), nullptr);  // the appended logit layer
     EXPECT_EQ(weights.find("top_l.4.weight")->shape, (std::vector<int64_t>{1, 32}));

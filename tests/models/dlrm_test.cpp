@@ -160,9 +160,10 @@ struct DlrmRun {
 };
 
 TEST(Dlrm, GradientsMatchFiniteDifferences) {
-    // Every parameter, a few elements each (table rows that the batch uses). f32 loss ~0.7
-    // rounds to ~6e-8; eps 1e-2 gives a noise floor near 1e-5 and ReLU kinks are unlikely to be
-    // crossed at this eps (probes whose two sides differ in kinks would show as outliers).
+    // Every parameter, a few elements each (table rows that the batch uses). The f32 loss (~0.7)
+    // rounds to ~6e-8, so eps 3e-3 gives a noise floor near 2e-5. A ReLU kink crossed within
+    // +-eps bends the difference quotient: at eps 1e-2 one probe (bot_l.2.weight[0]) was off by
+    // 3%; the kink probability shrinks with eps.
     for (bool self : {false, true}) {
         DlrmOptions o = tiny();
         o.self_interaction = self;
@@ -170,7 +171,7 @@ TEST(Dlrm, GradientsMatchFiniteDifferences) {
         run.randomize(0.5f);
         Var l = run.loss();
         run.tape.backward(l);
-        const float eps = 1e-2f;
+        const float eps = 3e-3f;
         int checked = 0;
         for (Parameter* p : run.arena->params()) {
             std::vector<int64_t> probes;

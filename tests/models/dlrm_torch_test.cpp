@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "checkpoint/safetensors.h"
-#include "cli/run_command.h"
+#include "run_command.h"
 #include "data/click/click_dataset.h"
 #include "data/click/synth_ctr.h"
 #include "models/dlrm/dlrm_family.h"

@@ -129,7 +129,10 @@ TEST_F(DlrmTrain, DataParallelAtEveryStageTrainsLikeOneProcess) {
                 EXPECT_LT(dl, 1e-5) << ranks << " ranks, stage " << stage << ", step " << i;
                 EXPECT_LT(dg, 1e-5) << ranks << " ranks, stage " << stage << ", step " << i;
             }
-            ASSERT_EQ(t.weights.size(), ref.weights.size());
+            // The arena is padded to a multiple of the rank count; the padding holds zeros.
+            ASSERT_GE(t.weights.size(), ref.weights.size());
+            for (size_t i = ref.weights.size(); i < t.weights.size(); ++i)
+                ASSERT_EQ(t.weights[i], 0.0f);
             for (size_t i = 0; i < ref.weights.size(); ++i) {
                 ASSERT_NEAR(t.weights[i], ref.weights[i], 1e-5 + 1e-5 * std::abs(ref.weights[i]))
                     << ranks << " ranks, stage " << stage << ", weight " << i;
@@ -151,17 +154,25 @@ TEST_F(DlrmTrain, OnePassEndsNearTheTeachersAuc) {
     // Learnability (issue 13): after one pass over a synthetic log the held-out AUC is within
     // 0.01 of the teacher's, the best any model can reach on these labels.
     const std::string train = (dir_ / "t.ctr").string(), eval = (dir_ / "e.ctr").string();
+    // Small tables, so that one pass sees every id often; AdamW with a cosine decay (a constant
+    // rate ended 0.01 short: the last steps' noise). Seen: 0.0042-0.0057 below the teacher over
+    // seeds 1, 5 and 11.
     SynthCtrOptions so;
-    so.records = 120000;
+    so.records = 1000000;
     so.eval_records = 20000;
     so.seed = 11;
-    so.table_rows = {2000, 1000, 1000, 500, 200, 100};
+    so.table_rows = {100, 50, 50, 20, 10, 5};
     const SynthCtrResult synth = write_synth_ctr(so, train, eval);
+    const int64_t B = 256, steps = so.records / B;
     nlohmann::json j = {
-        {"train_micro_batch_size_per_gpu", 128},
-        {"steps", so.records / 128},
-        {"steps_per_print", 100},
-        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.2}}}}},
+        {"train_micro_batch_size_per_gpu", B},
+        {"steps", steps},
+        {"steps_per_print", 1000},
+        {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 5e-3}}}}},
+        {"scheduler",
+         {{"type", "WarmupCosineLR"},
+          {"params",
+           {{"warmup_num_steps", 50}, {"total_num_steps", steps}, {"cos_min_ratio", 0.01}}}}},
         {"model",
          {{"type", "dlrm"},
           {"table_rows", so.table_rows},
@@ -169,8 +180,8 @@ TEST_F(DlrmTrain, OnePassEndsNearTheTeachersAuc) {
           {"bottom_mlp", {64, 16}},
           {"top_mlp", {64, 32}}}},
         {"data", {{"type", "ctr"}, {"path", train}, {"eval_path", eval}}},
-        {"eval_interval", so.records / 128},
-        {"eval_iters", so.eval_records / 128},
+        {"eval_interval", steps},
+        {"eval_iters", so.eval_records / B},
         {"threads", 1}};
     const ParsedConfig pc = parse_config(j);
     TrainOptions o;
@@ -182,7 +193,7 @@ TEST_F(DlrmTrain, OnePassEndsNearTheTeachersAuc) {
         if (line.contains("eval_auc")) {
             auc = line["eval_auc"].get<double>();
             EXPECT_TRUE(line.contains("eval_log_loss"));
-            EXPECT_EQ(line["eval_samples"].get<int64_t>(), (so.eval_records / 128) * 128);
+            EXPECT_EQ(line["eval_samples"].get<int64_t>(), (so.eval_records / B) * B);
         }
     std::printf("teacher AUC %.4f, model AUC after one pass %.4f\n", synth.teacher_auc, auc);
     EXPECT_GT(auc, synth.teacher_auc - 0.01);

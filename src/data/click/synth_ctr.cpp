@@ -25,7 +25,7 @@ constexpr int kLatent = 4;        // D, latent dimensions of the pairwise part
 constexpr int64_t kChunk = 8192;  // records per generated chunk
 constexpr int64_t kPilotRecords = 8192;
 constexpr double kScale = 1.3, kBias = -1.45;   // logit = kScale z + kBias
-constexpr double kShares[3] = {0.2, 0.4, 0.4};  // variance of z: linear, effects, pairs
+constexpr double kShares[3] = {0.2, 0.4, 0.4};  // variance of z: linear, cross, pairs
 constexpr uint64_t kStreamTrain = 1, kStreamEval = 2, kStreamPilot = 3;
 const double kUnitUniform = std::sqrt(12.0);  // (u - 1/2) sqrt(12): unit variance
 
@@ -47,6 +47,8 @@ class Teacher {
         for (int f = 0; f < F_; ++f) {
             dense_mean_.push_back(std::exp(4.0 * uniform01(ts, 1, f)));
             dense_w_.push_back(unit12(splitmix64(ts ^ splitmix64(0xd0000ull + f))));
+            for (int d = 0; d < kLatent; ++d)
+                cross_a_.push_back(unit12(splitmix64(ts ^ splitmix64(0xc0000ull + f * 64 + d))));
         }
         for (int k = 0; k < K_; ++k) {
             zipf_.emplace_back(rows_[k], o.zipf);
@@ -77,18 +79,19 @@ class Teacher {
 
   private:
     void make(Rng& rng, float* dense, int32_t* ids, double parts[3]) const {
-        double linear = 0;
+        double linear = 0, ad[kLatent] = {};
         for (int f = 0; f < F_; ++f) {
             const double e = -dense_mean_[f] * std::log1p(-rng.uniform());
             dense[f] = static_cast<float>(std::log1p(std::floor(e)));
             linear += dense_w_[f] * dense[f];
+            for (int d = 0; d < kLatent; ++d) ad[d] += cross_a_[f * kLatent + d] * dense[f];
         }
-        double effects = 0, pairs_self = 0;
+        double cross = 0, pairs_self = 0;
         double sum_v[kLatent] = {};
         auto uni = [&rng] { return rng.uniform(); };
         const double inv_hot = 1.0 / hot_;
         for (int k = 0; k < K_; ++k) {
-            double e = 0, v[kLatent] = {};
+            double v[kLatent] = {};
             for (int h = 0; h < hot_; ++h) {
                 const uint64_t r = static_cast<uint64_t>(zipf_[k].sample(uni) - 1);
                 const uint64_t n = static_cast<uint64_t>(rows_[k]);
@@ -97,20 +100,19 @@ class Teacher {
                 ids[k * hot_ + h] = id;
                 const uint64_t bits = splitmix64(
                     param_seed_ ^ splitmix64(static_cast<uint64_t>(k) << 32 | uint32_t(id)));
-                e += unit12(bits);
                 for (int d = 0; d < kLatent; ++d) v[d] += unit12(bits >> (12 * (d + 1)));
             }
-            effects += e * inv_hot;
             for (int d = 0; d < kLatent; ++d) {
                 v[d] *= inv_hot;
                 sum_v[d] += v[d];
                 pairs_self += v[d] * v[d];
+                cross += ad[d] * v[d];
             }
         }
         double sq = 0;
         for (double s : sum_v) sq += s * s;
         parts[0] = linear;
-        parts[1] = effects;
+        parts[1] = cross;
         parts[2] = 0.5 * (sq - pairs_self);
     }
 
@@ -142,6 +144,7 @@ class Teacher {
     int F_, K_, hot_;
     std::vector<int64_t> rows_;
     std::vector<double> dense_mean_, dense_w_;
+    std::vector<double> cross_a_;  // (F, kLatent): the dense side of the cross part
     std::vector<ZipfSampler> zipf_;
     std::vector<uint64_t> perm_a_, perm_c_;
     double mean_[3] = {}, coef_[3] = {};

@@ -32,15 +32,19 @@ struct SynthCtrResult {
 // Record i of a file: dense x_f = log(1 + floor(E_f)), E_f exponential with a mean in [1, 55] fixed
 // per feature by the seed; per table k, `hotness` ids, each the permuted rank of a Zipf(zipf) draw
 // over table_rows[k] (rank r -> (a_k r + c_k) mod rows_k, a_k coprime with rows_k, so the popular
-// ids are scattered). Per (table, id), the seed gives a scalar effect e and a latent vector v
-// (D = 4), each element uniform with unit variance. Per bag, E_k and V_k are the means over its
-// ids. Three parts of the raw score:
-//     linear = sum_f w_f x_f,  effects = sum_k E_k,  pairs = sum_{k<l} <V_k, V_l>
+// ids are scattered). Per (table, id), the seed gives a latent vector v (D = 4 elements, uniform
+// with unit variance); per bag, V_k is the mean over its ids. The seed also gives weights w (F)
+// and a matrix A (D x F). Three parts of the raw score:
+//     linear = sum_f w_f x_f,  cross = sum_k <A x, V_k>,  pairs = sum_{k<l} <V_k, V_l>
 // (pairs computed as (|sum_k V_k|^2 - sum_k |V_k|^2) / 2). Each part is centred and scaled by its
-// mean and deviation on 8192 pilot records, then z = sqrt(0.2) linear + sqrt(0.4) effects +
+// mean and deviation on 8192 pilot records, then z = sqrt(0.2) linear + sqrt(0.4) cross +
 // sqrt(0.4) pairs (shares renormalized when a part is absent), logit = 1.3 z - 1.45, and the label
 // is Bernoulli(sigmoid(logit)): an FM-like teacher with a positive rate near 0.25 and an AUC near
 // 0.79 (for a standard normal z; measured figures are in docs/click-data.md).
+// Every part is one DLRM represents exactly: linear through the bottom MLP, cross as the dot
+// products of the bottom output with the embeddings, pairs as those among embeddings. (A per-id
+// scalar effect, tried first, is not: DLRM's top MLP sees embeddings only through dot products,
+// and one pass plateaued 0.01-0.02 AUC below the teacher.)
 SynthCtrResult write_synth_ctr(const SynthCtrOptions& opts, const std::string& path,
                                const std::string& eval_path = "");
 
