@@ -322,12 +322,26 @@ void check_budget_before_start(const TrainConfig& cfg) {
     for (int c = 0; c < kMemCategoryCount; ++c)
         lines += str_cat("  ", mem_category_name(static_cast<MemCategory>(c)), ": ",
                          format_bytes(static_cast<double>(e.device[c])), "\n");
+    // The fewest ranks over which ZeRO stage 3 (every parameter, embedding tables included,
+    // partitioned) brings the same micro-batch under the budget, if any does.
+    std::string sharded;
+    for (int64_t n = std::max<int64_t>(2, cfg.dp); n <= 4096; n *= 2) {
+        const int64_t per_rank = certain_bytes(estimate_run(estimate_spec(cfg, 3, false, n)));
+        if (per_rank <= cfg.memory_budget) {
+            sharded = str_cat("; or zero_optimization.stage 3 over ", n, " ranks (",
+                              format_bytes(static_cast<double>(per_rank)), " per rank)");
+            break;
+        }
+    }
     ZT_FAIL("out of memory before the first step: the estimator puts model state plus saved "
             "activations at ", format_bytes(static_cast<double>(need)), " (peak up to ",
             format_bytes(static_cast<double>(e.device_total)), "), past memory.budget_per_rank ",
             format_bytes(static_cast<double>(cfg.memory_budget)), "\n", lines,
-            "what would fit: raise the budget, lower train_micro_batch_size_per_gpu, or turn on "
-            "activation_checkpointing (see `zerotrain estimate` for each policy)");
+            "what would fit: raise the budget, lower train_micro_batch_size_per_gpu",
+            cfg.model->activation_policies(1, DType::kF32).size() > 1
+                ? ", or turn on activation_checkpointing (see `zerotrain estimate` for each policy)"
+                : "",
+            sharded);
 }
 
 void agree_on_config(Communicator& comm, uint64_t digest, const std::string& error) {

@@ -103,5 +103,23 @@ TEST_F(Cli, DlrmBadClickDataExits2) {
     EXPECT_NE(r.output.find("model.bottom_mlp"), std::string::npos) << r.output;
 }
 
+TEST_F(Cli, DlrmTablesPastTheBudgetSayWhatWouldFit) {
+    // 2 x 1M rows x 16 f32: 128 MB of weights and 128 MB of gradients; 100 MB per rank holds
+    // them only partitioned over 4 ranks (64 MB each, plus activations).
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(kExample));
+    j["model"]["table_rows"] = {1000000, 1000000};
+    j["optimizer"] = {{"type", "SGD"}, {"params", {{"lr", 0.1}}}};
+    j.erase("scheduler");
+    j["memory"] = {{"budget_per_rank", "100MB"}};
+    const CommandResult r = run_zerotrain(zt::str_cat(
+        "train ", write_config(j), " --quiet --run-dir ", (dir_ / "r").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("past memory.budget_per_rank"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("zero_optimization.stage 3 over 4 ranks"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("activation_checkpointing"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(dir_ / "r" / "metrics.jsonl"));
+}
+
 }  // namespace
 }  // namespace zt::testing
