@@ -34,6 +34,14 @@ TEST_F(Cli, DlrmSyntheticExampleShortenedOnTwoRanks) {
     bool rate = false, auc = false;
     for (const nlohmann::json& j : metrics(run)) {
         rate = rate || j.contains("samples_per_s");
+        if (j.contains("samples_per_s")) {  // distinct ids of the micro-batch, per table
+            ASSERT_EQ(j["data"]["unique_ids"].size(), 8u) << j.dump();
+            for (const auto& u : j["data"]["unique_ids"]) {
+                EXPECT_GE(u.get<int64_t>(), 1);
+                EXPECT_LE(u.get<int64_t>(), 512);  // one id per bag, 512 bags
+            }
+            EXPECT_LE(j["data"]["unique_ids"][7].get<int64_t>(), 20);  // a table of 20 rows
+        }
         if (j.contains("eval_auc")) {
             auc = true;
             EXPECT_GT(j["eval_auc"].get<double>(), 0.5);

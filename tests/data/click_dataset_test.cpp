@@ -133,12 +133,18 @@ TEST_F(ClickData, PrefetcherMatchesFillAndFallsBackOnMismatch) {
         EXPECT_EQ(b.ids, ref.ids);
         EXPECT_EQ(b.offsets, ref.offsets);
         EXPECT_EQ(b.weights, ref.weights);
+        // Distinct ids per table, counted independently.
+        ASSERT_EQ(b.unique_ids.size(), b.ids.size());
+        for (size_t k = 0; k < b.ids.size(); ++k)
+            EXPECT_EQ(b.unique_ids[k],
+                      static_cast<int64_t>(std::set<int32_t>(b.ids[k].begin(), b.ids[k].end()).size()));
     }
     pf.prefetch(100, 4);
     const ClickBatchBuffers& m = pf.load(200, 5);  // not what was prefetched: filled now
     ds.fill(200, 5, ref);
     EXPECT_EQ(m.B, 5);
     EXPECT_EQ(m.ids, ref.ids);
+    ASSERT_EQ(m.unique_ids.size(), m.ids.size());  // counted on the direct fill too
     const ClickBatchBuffers& n = pf.load(7, 3);  // nothing prefetched
     ds.fill(7, 3, ref);
     EXPECT_EQ(n.labels, ref.labels);

@@ -108,4 +108,14 @@ void ClickDataset::fill(int64_t first, int64_t count, ClickBatchBuffers& out) co
     }
 }
 
+void count_unique_ids(ClickBatchBuffers& b) {
+    b.unique_ids.assign(b.ids.size(), 0);
+    std::vector<int32_t> sorted;
+    for (size_t k = 0; k < b.ids.size(); ++k) {
+        sorted.assign(b.ids[k].begin(), b.ids[k].end());
+        std::sort(sorted.begin(), sorted.end());
+        b.unique_ids[k] = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+    }
+}
+
 }  // namespace zt

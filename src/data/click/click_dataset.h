@@ -29,8 +29,14 @@ struct ClickBatchBuffers {
     std::vector<std::vector<float>> weights;
     int64_t B = 0;
     int64_t F = 0;
+    // Per table, the distinct ids of the batch (the rows its backward touches); filled by
+    // count_unique_ids (ClickPrefetcher calls it), empty otherwise.
+    std::vector<int64_t> unique_ids;
     ClickBatch view() const;  // spans into the vectors; valid while they are unchanged
 };
+
+// Sets b.unique_ids: per table, the number of distinct ids among the batch's bags (a sorted copy).
+void count_unique_ids(ClickBatchBuffers& b);
 
 struct ClickDatasetOptions {
     bool shuffle = true;

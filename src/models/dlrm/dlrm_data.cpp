@@ -50,7 +50,9 @@ public:
     DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc, const DataContext& ctx);
 
     Batch train_batch(int64_t k0, int64_t count) override {
-        return view(prefetcher_->load(k0, count), train_click_);
+        const ClickBatchBuffers& b = prefetcher_->load(k0, count);
+        unique_ids_ = b.unique_ids;
+        return view(b, train_click_);
     }
     void prefetch_train(int64_t k0, int64_t count) override { prefetcher_->prefetch(k0, count); }
     bool has_eval() const override { return eval_ != nullptr; }
@@ -59,9 +61,12 @@ public:
         return view(eval_buffers_, eval_click_);
     }
     std::vector<std::string> notes() const override { return notes_; }
+    // The last training micro-batch's distinct ids per table (the rows its backward touched),
+    // and for Criteo TSV the lines skipped as bad.
     nlohmann::json counters() const override {
-        if (skipped_ < 0) return nlohmann::json::object();
-        return {{"records_skipped", skipped_}};
+        nlohmann::json j = {{"unique_ids", unique_ids_}};
+        if (skipped_ >= 0) j["records_skipped"] = skipped_;
+        return j;
     }
 
 private:
@@ -81,6 +86,7 @@ private:
     ClickBatch train_click_, eval_click_;
     std::vector<std::string> notes_;
     int64_t skipped_ = -1;  // criteo_tsv: lines skipped as bad
+    std::vector<int64_t> unique_ids_;
 };
 
 void DlrmRunData::check_layout(const CtrFile& f, const DlrmOptions& model,
