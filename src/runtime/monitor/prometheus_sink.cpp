@@ -31,6 +31,7 @@ const char* figure_help(const std::string& name) {
         {"grad_norm", "Gradient norm of the latest step (before clipping)"},
         {"step_time_s", "Wall time of the latest step"},
         {"tokens_per_s", "Tokens per second of the latest step"},
+        {"samples_per_s", "Samples per second of the latest step (models without tokens)"},
         {"mfu_flops_per_s", "Model FLOP/s of the latest step"},
         {"mfu", "Model FLOPs utilization of the latest step against the GEMM ceiling"},
         {"comm_s", "Exposed communication time of the latest step"},
@@ -40,6 +41,9 @@ const char* figure_help(const std::string& name) {
         {"loss_scale", "fp16 loss scale"},
         {"skipped", "1 when the latest step was skipped (non-finite gradients)"},
         {"eval_loss", "Latest evaluation loss"},
+        {"eval_auc", "Latest evaluation ROC AUC (click models)"},
+        {"eval_log_loss", "Latest evaluation log loss (click models)"},
+        {"eval_samples", "Samples scored in the latest evaluation"},
         {"straggler", "1 when the rank was named a straggler at the latest report"},
         {"checkpoint_s", "Step-loop stall for the latest checkpoint"}};
     auto it = kHelp.find(name);
