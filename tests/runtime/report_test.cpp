@@ -126,6 +126,34 @@ TEST_F(RunDir, PageHoldsEveryPlotWithDataAndTheTables) {
     EXPECT_EQ(html.find("https://"), std::string::npos);
 }
 
+TEST_F(RunDir, ClickModelPlotsAucAndDistinctIdsPerTable) {
+    // A DLRM run's lines: samples/s instead of tokens/s, distinct ids per table, AUC at eval.
+    write("metrics.jsonl",
+          "{\"step\":1,\"loss\":0.7,\"lr\":0.1,\"samples_per_s\":1000,"
+          "\"data\":{\"unique_ids\":[5,3]}}\n"
+          "{\"step\":2,\"loss\":0.6,\"lr\":0.1,\"samples_per_s\":3000,"
+          "\"data\":{\"unique_ids\":[6,2]}}\n"
+          "{\"step\":2,\"eval_loss\":0.55,\"eval_auc\":0.71,\"eval_log_loss\":0.55}\n"
+          "{\"step\":3,\"loss\":0.5,\"lr\":0.1,\"samples_per_s\":5000,"
+          "\"data\":{\"unique_ids\":[7,3]}}\n"
+          "{\"step\":3,\"eval_loss\":0.5,\"eval_auc\":0.74,\"eval_log_loss\":0.5}\n");
+    const RunDirContents run = read_run_dir(dir_.string());
+    ASSERT_EQ(run.log.evals.size(), 2u);
+    EXPECT_DOUBLE_EQ(run.log.evals[1].extra.at("eval_auc"), 0.74);
+    EXPECT_TRUE(run.log.samples);
+    EXPECT_EQ(run.log.steps[2].unique_ids, (std::vector<double>{7, 3}));
+    const std::string html = render_run_report(run);
+    for (const char* id : {"plot-auc", "plot-unique-ids"}) {
+        const size_t at = html.find(std::string("id=\"") + id + "\"");
+        ASSERT_NE(at, std::string::npos) << id;
+        const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+        EXPECT_NE(svg.find("<polyline points=\""), std::string::npos) << id;
+    }
+    EXPECT_NE(html.find("table 1"), std::string::npos);  // one line per table, named
+    EXPECT_NE(html.find("mean samples/s (after the first step)"), std::string::npos);
+    EXPECT_EQ(html.find("tokens/s"), std::string::npos);
+}
+
 TEST_F(RunDir, MissingPiecesAreSaidNotFatal) {
     write("metrics.jsonl", "{\"error\":\"config: bad\",\"step\":0}\n");
     const std::string html = render_run_report(read_run_dir(dir_.string()));

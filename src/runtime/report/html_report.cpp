@@ -1,5 +1,6 @@
 #include "runtime/report/html_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -103,8 +104,34 @@ std::string plots(const RunLog& log) {
     s += svg_line_plot(loss, plot("plot-loss", "Loss", "loss"));
     s += svg_line_plot({step_series(log, "lr", &StepRecord::lr)},
                        plot("plot-lr", "Learning rate", "lr"));
-    s += svg_line_plot({step_series(log, "tokens/s", &StepRecord::tokens_per_s)},
-                       plot("plot-throughput", "Throughput", "tokens/s"));
+    const char* unit = log.samples ? "samples/s" : "tokens/s";
+    s += svg_line_plot({step_series(log, unit, &StepRecord::tokens_per_s)},
+                       plot("plot-throughput", "Throughput", unit));
+    // Click models: the held-out AUC, and the distinct ids per table of each step's micro-batch.
+    Series auc{"eval_auc", {}, {}};
+    for (const EvalRecord& e : log.evals)
+        if (auto it = e.extra.find("eval_auc"); it != e.extra.end()) {
+            auc.x.push_back(static_cast<double>(e.step));
+            auc.y.push_back(it->second);
+        }
+    if (!auc.x.empty()) s += svg_line_plot({auc}, plot("plot-auc", "Evaluation AUC", "AUC"));
+    size_t tables = 0;
+    for (const StepRecord& r : log.steps) tables = std::max(tables, r.unique_ids.size());
+    if (tables > 0) {
+        std::vector<Series> ids;
+        for (size_t k = 0; k < tables; ++k) {
+            Series t{str_cat("table ", k), {}, {}};
+            for (const StepRecord& r : log.steps)
+                if (k < r.unique_ids.size()) {
+                    t.x.push_back(static_cast<double>(r.step));
+                    t.y.push_back(r.unique_ids[k]);
+                }
+            ids.push_back(t);
+        }
+        s += svg_line_plot(ids, plot("plot-unique-ids",
+                                     "Distinct ids per table (rows touched by a micro-batch)",
+                                     "ids"));
+    }
     bool have_mfu = false;
     for (const StepRecord& r : log.steps) have_mfu = have_mfu || std::isfinite(r.mfu);
     if (have_mfu) {  // against the GEMM ceiling measured on the machine (docs/monitoring.md)

@@ -116,7 +116,9 @@ std::string summary_table(const RunLog& log) {
                 ++n;
             }
         }
-        rows.push_back({"mean tokens/s (after the first step)", n ? fixed(tok / n) : "-"});
+        rows.push_back({log.samples ? "mean samples/s (after the first step)"
+                                    : "mean tokens/s (after the first step)",
+                        n ? fixed(tok / n) : "-"});
         rows.push_back({"peak memory (largest over ranks)", tick_label(peak, true)});
         rows.push_back({"skipped steps", str_cat(skipped)});
         std::string slow;  // the ranks monitor named stragglers, with the lines naming them

@@ -48,6 +48,10 @@ StepRecord step_record(const json& j) {
     r.step_time_s = number(j, "step_time_s");
     r.tokens_per_s = number(j, "tokens_per_s");
     if (std::isnan(r.tokens_per_s)) r.tokens_per_s = number(j, "samples_per_s");
+    if (j.contains("data") && j["data"].is_object() && j["data"].contains("unique_ids") &&
+        j["data"]["unique_ids"].is_array())
+        for (const json& e : j["data"]["unique_ids"])
+            r.unique_ids.push_back(e.is_number() ? e.get<double>() : NAN);
     r.mfu_flops_per_s = number(j, "mfu_flops_per_s");
     r.comm_s = number(j, "comm_s");
     r.loss_scale = number(j, "loss_scale");
@@ -102,10 +106,17 @@ RunLog parse_metrics(std::istream& in, const std::string& file_name) {
             const double v = number(j, "eval_loss");
             if (std::isnan(v))
                 log.problems.push_back({file_name, n, "eval_loss is not a number"});
-            else
-                log.evals.push_back({integer(j, "step", 0), v});
+            else {
+                EvalRecord e{integer(j, "step", 0), v, {}};
+                for (auto it = j.begin(); it != j.end(); ++it)
+                    if (it.key() != "eval_loss" && it.key().rfind("eval_", 0) == 0 &&
+                        it->is_number())
+                        e.extra[it.key()] = it->get<double>();
+                log.evals.push_back(e);
+            }
         } else if (j.contains("step") && j["step"].is_number()) {
             log.steps.push_back(step_record(j));
+            log.samples = log.samples || j.contains("samples_per_s");
         } else {
             log.problems.push_back({file_name, n, "neither a step, an eval nor an error line"});
         }

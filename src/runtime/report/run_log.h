@@ -38,11 +38,13 @@ struct StepRecord {
     std::map<std::string, int64_t> mem;  // category -> bytes; "peak", "reserved", "fragmentation"
     std::map<std::string, CommKindRecord> comm;
     std::vector<RankRecord> ranks;  // every steps_per_print steps, on several ranks
+    std::vector<double> unique_ids;  // data.unique_ids: distinct ids per table (click models)
 };
 
 struct EvalRecord {
     int64_t step = 0;
     double eval_loss = 0;
+    std::map<std::string, double> extra;  // the line's other numeric eval_* fields (eval_auc, ...)
 };
 
 struct ErrorRecord {
@@ -69,6 +71,7 @@ struct RunLog {
     std::vector<EvalRecord> evals;
     std::vector<ErrorRecord> errors;
     std::vector<LogProblem> problems;
+    bool samples = false;  // the rate was samples_per_s (a model without tokens)
 };
 
 // The memory categories in the pool's order, then any other keys a line carried.
