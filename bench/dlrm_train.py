@@ -453,17 +453,20 @@ def markdown(report):
             for line in lines:
                 L.append(f"- {k}: `{line.strip()}`")
     L.append("")
-    L.append("Per run, in the order run (`other`: cores other processes used during the timed "
-             "steps):")
+    L.append("Per run, in the order run (`cpu`: cores the engine kept busy over its whole run; "
+             "`other`: cores other processes used during the timed steps; `steal`: cores the "
+             "hypervisor took over the run; disturbed above "
+             f"{report.get('disturbed_cores', 0.3)}):")
     L.append("")
     L.append("| tables | setting | round | engine | samples/s | median step s | peak RSS MiB | "
-             "cpu | other | wall s |")
-    L.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+             "cpu | other | steal | wall s |")
+    L.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in report["runs"]:
         sps = fmt(r.get("samples_per_s"), ".0f") if r.get("ok") else "failed"
         L.append(f"| {r['variant']} | {r['setting']} | {r['round']} | {r['engine']} | {sps} | "
                  f"{fmt(r.get('step_s_median'), '.4f')} | {fmt(r.get('rss_total_mib'), '.0f')} | "
-                 f"{r['cpu_util']:.2f} | {other_cores(r):.2f} | {r['wall_s']:.0f} |")
+                 f"{r['cpu_util']:.2f} | {other_cores(r):.2f} | {r.get('steal_cores', 0):.2f} | "
+                 f"{r['wall_s']:.0f} |")
     return "\n".join(L) + "\n"
 
 
@@ -487,6 +490,7 @@ class Benchmark:
             machine=machine_info(), rounds=args.rounds, warmup=args.warmup, steps=args.steps,
             batch_per_process=BATCH, tables=tables, small_rows=args.small_rows,
             variants=args.variants, settings=args.settings, peers_dir=args.peers_dir,
+            disturbed_cores=args.disturbed_cores,
             zerotrain=dict(path=args.zerotrain, git=git_describe(),
                            version=version.stdout.strip()),
             model=dict(dim=DIM, bottom=[DENSE] + BOTTOM, top=TOP, lr=LR, zipf=ZIPF),
@@ -522,8 +526,9 @@ class Benchmark:
             r = run_zerotrain(a, variant, setting, x, tables, self.data[variant], self.workdir)
         else:
             r = run_peer(a, self.specs[setting], variant, setting, x, tables, self.workdir)
+        # Disturbed: other processes, or the hypervisor (steal), took CPU time meanwhile.
         r.update(variant=variant, setting=setting, round=rnd, other_cores_before=quiet,
-                 disturbed=other_cores(r) > a.disturbed_cores)
+                 disturbed=max(other_cores(r), r["steal_cores"]) > a.disturbed_cores)
         where = f"{variant} {setting} round {rnd} {r['engine']}"
         if r.get("ok"):
             log(f"{where}: {r['samples_per_s']:.0f} samples/s, step {r['step_s_median']:.4f} s, "
@@ -631,7 +636,23 @@ def main():
     ap.add_argument("--markdown", default="", help="write the tables here")
     ap.add_argument("--workdir", default="", help="for data files and run directories (/tmp)")
     ap.add_argument("--keep-run-dirs", action="store_true")
+    ap.add_argument("--report-only", default="", metavar="JSON",
+                    help="measure nothing: print (and --markdown) the tables of a saved --out file")
     args = ap.parse_args()
+    if args.report_only:
+        with open(args.report_only) as f:
+            report = json.load(f)
+        report.setdefault("disturbed_cores", args.disturbed_cores)
+        for r in report["runs"]:
+            r["disturbed"] = max(other_cores(r), r.get("steal_cores", 0)) > \
+                report["disturbed_cores"]
+        report["summary"] = summarize(report)
+        md = markdown(report)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(md)
+        print(md)
+        return 0
     args.variants = comma_list(args.variants, VARIANTS, "--variants", ap)
     args.settings = comma_list(args.settings, list(SETTINGS), "--settings", ap)
     if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
