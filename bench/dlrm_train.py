@@ -162,6 +162,8 @@ def zerotrain_config(args, tables, data_path, dtype, breakdown):
                   "interaction": "dot"},
         "data": {"type": "ctr", "path": data_path, "shuffle": False},
     }
+    if args.embedding != "none":  # sharded tables, sparse SGD (docs/embedding.md)
+        cfg["embedding"] = {"sharding": args.embedding, "optimizer": {"type": "sgd"}}
     if breakdown:
         cfg["wall_clock_breakdown"] = True
     if dtype == "bf16":
@@ -624,6 +626,9 @@ def main():
                     help="also run zerotrain in bf16 at 1x2 (the peer has no bf16; default on)")
     ap.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=True,
                     help="one more zerotrain run per variant with wall_clock_breakdown")
+    ap.add_argument("--embedding", default="auto",
+                    help="zerotrain's embedding.sharding (auto, table, row, column, "
+                         "data_parallel), or none: the tables as dense parameters (default auto)")
     ap.add_argument("--zerotrain", default=os.path.join(REPO, "build", "zerotrain"))
     peer_env.add_peers_dir_option(ap)
     ap.add_argument("--zt-set", action="append", default=[], metavar="A.B=V",

@@ -25,6 +25,11 @@ struct ParamInit {
     static ParamInit ones() { return {Kind::kOnes, 0.0f}; }
 };
 
+// Element `index` of a parameter initialized by `init`, drawn from (seed, stream = hash of the
+// parameter's name, index) only: the arena and the sharded embedding tables fill the elements they
+// hold with the values one process would have.
+float param_init_value(const ParamInit& init, uint64_t seed, uint64_t stream, int64_t index);
+
 struct Parameter {
     std::string name;  // full dotted name ("transformer.h.0.attn.c_attn.weight")
     Shape shape;

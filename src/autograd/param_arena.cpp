@@ -50,6 +50,19 @@ Tensor ParamArena::owned_view(Tensor& t, bool full) const {
     return Tensor::view_of(t.storage(), full ? lo_ : 0, {hi_ - lo_}, t.dtype());
 }
 
+float param_init_value(const ParamInit& init, uint64_t seed, uint64_t stream, int64_t index) {
+    const auto i = static_cast<uint64_t>(index);
+    switch (init.kind) {
+        case ParamInit::Kind::kZeros: return 0.0f;
+        case ParamInit::Kind::kOnes: return 1.0f;
+        case ParamInit::Kind::kNormal:
+            return static_cast<float>(init.std * normal01(seed, stream, i));
+        case ParamInit::Kind::kUniform:
+            return static_cast<float>(init.std * (2.0 * uniform01(seed, stream, i) - 1.0));
+    }
+    return 0.0f;
+}
+
 void ParamArena::init_weights(uint64_t seed) {
     // Element i of the arena is element i - offset of its parameter; each layout fills the
     // elements it holds with the values one process would have.
@@ -63,23 +76,13 @@ void ParamArena::init_weights(uint64_t seed) {
         float* w = base;
         const int64_t off = p->offset;
         uint64_t stream = hash_string(p->name);
-        switch (p->init.kind) {
-            case ParamInit::Kind::kZeros: std::memset(w + b, 0, (e - b) * sizeof(float)); break;
-            case ParamInit::Kind::kOnes:
-                for (int64_t i = b; i < e; ++i) w[i] = 1.0f;
-                break;
-            case ParamInit::Kind::kNormal:
-#pragma omp parallel for schedule(static)
-                for (int64_t i = b; i < e; ++i)
-                    w[i] = static_cast<float>(p->init.std * normal01(seed, stream, i - off));
-                break;
-            case ParamInit::Kind::kUniform:
-#pragma omp parallel for schedule(static)
-                for (int64_t i = b; i < e; ++i)
-                    w[i] = static_cast<float>(
-                        p->init.std * (2.0 * uniform01(seed, stream, i - off) - 1.0));
-                break;
+        if (p->init.kind == ParamInit::Kind::kZeros) {
+            std::memset(w + b, 0, (e - b) * sizeof(float));
+            continue;
         }
+        const ParamInit init = p->init;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = b; i < e; ++i) w[i] = param_init_value(init, seed, stream, i - off);
     }
     sync_compute();
 }

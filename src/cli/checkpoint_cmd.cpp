@@ -93,6 +93,7 @@ void load_checkpoint_weights(const std::string& dir, Engine& engine) {
     ShardReader reader(ck, m);
     reader.read("master", 0, m.numel, engine.arena().master().data<float>());
     engine.arena().sync_compute();
+    load_sparse_blocks(engine, m, ck);
     std::fprintf(stderr, "read the weights of %s (written by %d ranks, ZeRO stage %d)\n",
                  ck.c_str(), m.ranks, m.zero_stage);
 }

@@ -223,9 +223,23 @@ void Commands::add_export(CLI::App& app) {
         std::vector<NamedTensorF32> named;
         for (Parameter* p : engine.arena().params())
             named.push_back({p->name, p->shape, p->master.data<float>()});
+        // Sharded embedding tables (one rank here holds them whole), after the arena's.
+        std::vector<std::vector<float>> sparse;
+        auto add_sparse = [&] {
+            SparseParams* sp = engine.sparse_params();
+            if (!sp) return;
+            const std::vector<std::string> names = sp->names();
+            sparse.reserve(names.size());
+            for (size_t i = 0; i < names.size(); ++i) {
+                sparse.push_back(sp->gather(i, 0));
+                named.push_back({names[i], sp->shape(i), sparse.back().data()});
+            }
+        };
         if (!from_run_.empty() && !std::filesystem::exists(from_run_ + "/model.safetensors")) {
             load_checkpoint_weights(from_run_, engine);  // consolidates any layout
+            add_sparse();
         } else {
+            add_sparse();
             std::string src = !from_run_.empty() ? from_run_ + "/model.safetensors" : cfg.init_from;
             if (!src.empty()) cfg.model->import_weights(src, named);
         }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autograd/module.h"
+#include "nn/sparse_params.h"
 
 namespace zt {
 
@@ -49,6 +50,10 @@ public:
     }
     // Model FLOPs per token for MFU (0 if unknown).
     virtual double flops_per_token() const { return 0; }
+    // Called once by the engine after the arena is placed: a model with parameters outside the
+    // arena (nn/sparse_params.h) places them here. Collective over ctx.comm.
+    virtual void attach(const ModelContext& /*ctx*/) {}
+    virtual SparseParams* sparse_params() { return nullptr; }
 };
 
 }  // namespace zt

@@ -8,6 +8,7 @@
 #include "checkpoint/durable_file.h"
 #include "checkpoint/sealed_text.h"
 #include "checkpoint/shards.h"
+#include "checkpoint/sparse_file.h"
 #include "runtime/fault_injection.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -98,6 +99,10 @@ Manifest manifest_of(Engine& e) {
     for (auto& [name, t] : e.optimizer().state()) m.tensors.push_back(name);
     // Derived state, recorded for `checkpoint inspect`: the data cursor is the step (sample k of
     // a step is a function of it) and the learning-rate schedule a function of the updates.
+    if (SparseParams* sp = e.sparse_params())  // files are added once written (complete())
+        m.trainer["sparse"] = {{"tensors", sp->names()},
+                               {"optimizer", sp->optimizer_name()},
+                               {"files", nlohmann::json::array()}};
     m.trainer["data"] = {{"next_step", c.steps_done}};
     m.trainer["scheduler"] = {{"updates", c.updates_done}};
     if (c.has_scaler)
@@ -127,6 +132,50 @@ void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
     for (auto& [name, t] : e.optimizer().state())
         ZT_CHECK(std::find(m.tensors.begin(), m.tensors.end(), name) != m.tensors.end(), where,
                  " holds no optimizer state \"", name, "\"");
+}
+
+// Copies of this rank's sparse blocks (nn/sparse_params.h), named by tensor.
+std::vector<NamedSparseBlock> sparse_blocks(Engine& e) {
+    std::vector<NamedSparseBlock> out;
+    SparseParams* sp = e.sparse_params();
+    if (!sp) return out;
+    const std::vector<std::string> names = sp->names();
+    for (size_t i = 0; i < names.size(); ++i)
+        for (SparseBlock& b : sp->blocks(i)) out.push_back({names[i], std::move(b)});
+    return out;
+}
+
+// The blocks of a checkpoint's sparse files that overlap what this rank holds, whatever plan
+// wrote them, each checked against its CRC; (tensor index, block).
+std::vector<std::pair<size_t, SparseBlock>> read_sparse_blocks(Engine& e, const Manifest& m,
+                                                               const std::string& dir) {
+    std::vector<std::pair<size_t, SparseBlock>> out;
+    SparseParams* sp = e.sparse_params();
+    const bool has = m.trainer.contains("sparse");
+    ZT_CHECK(has == (sp != nullptr), dir, sp ? " holds no sharded embedding tables, and this run "
+                                                "shards some"
+                                             : " holds sharded embedding tables, and this run has "
+                                               "none (set the same embedding section)");
+    if (!sp) return out;
+    const nlohmann::json& js = m.trainer["sparse"];
+    const std::vector<std::string> names = sp->names();
+    ZT_CHECK(js.value("tensors", std::vector<std::string>{}) == names, dir,
+             " shards other embedding tables than this run: ", js.value("tensors", nlohmann::json()).dump());
+    ZT_CHECK(js.value("optimizer", std::string()) == sp->optimizer_name(), dir,
+             " was written with embedding optimizer ", js.value("optimizer", std::string()),
+             ", this run uses ", sp->optimizer_name());
+    for (const nlohmann::json& f : js.at("files")) {
+        SparseFileReader reader(dir + "/" + f.at("file").get<std::string>(),
+                                {f.at("bytes").get<uint64_t>(), f.at("header_crc32c").get<uint32_t>()});
+        for (size_t b = 0; b < reader.index().size(); ++b) {
+            const NamedSparseBlock& nb = reader.index()[b];
+            const auto it = std::find(names.begin(), names.end(), nb.tensor);
+            ZT_CHECK(it != names.end(), dir, ": a sparse block of unknown tensor ", nb.tensor);
+            const auto i = static_cast<size_t>(it - names.begin());
+            if (sp->overlaps(i, nb.block)) out.emplace_back(i, reader.read(b).block);
+        }
+    }
+    return out;
 }
 
 const std::regex kStepDir("step_([0-9]{8,})");
@@ -180,6 +229,8 @@ struct Checkpointer::Pending {
     std::thread thread;
     std::atomic<bool> done{false};
     CheckpointFile file;
+    std::vector<NamedSparseBlock> sparse;  // copies of this rank's sparse blocks
+    SparseFileInfo sparse_file;
     std::string error;  // this rank's write failed
 };
 
@@ -232,6 +283,7 @@ void Checkpointer::save() {
     }
     p->range = shard_range(engine_);
     shard_tensors(engine_, &p->names, &p->data);
+    p->sparse = sparse_blocks(engine_);
     const int rank = comm_ ? comm_->rank() : 0;
     auto write = [pp = p.get(), rank, io = options_.io] {
         try {
@@ -239,6 +291,10 @@ void Checkpointer::save() {
                                       pp->partial + "/" + shard_file_name(rank));  // ZT_FAULT
             pp->file = write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names,
                                    pp->data, io);
+            if (!pp->sparse.empty())
+                pp->sparse_file =
+                    write_sparse_file(pp->partial + "/" + sparse_file_name(rank), pp->sparse);
+            std::vector<NamedSparseBlock>().swap(pp->sparse);
         } catch (const std::exception& e) {
             pp->error = e.what();
         }
@@ -279,12 +335,14 @@ void Checkpointer::complete(bool wait) {
     const bool root = !comm_ || comm_->rank() == 0;
     const int64_t step = p.manifest.step;
     // Every rank's shard: ok, range, size, CRC.
-    const std::vector<int64_t> info =
-        gather_i64(comm_, {p.error.empty() ? 1 : 0, p.file.lo, p.file.hi,
-                           static_cast<int64_t>(p.file.bytes), static_cast<int64_t>(p.file.crc32c)});
-    const size_t ranks = info.size() / 5;
+    constexpr size_t kInfo = 7;
+    const std::vector<int64_t> info = gather_i64(
+        comm_, {p.error.empty() ? 1 : 0, p.file.lo, p.file.hi, static_cast<int64_t>(p.file.bytes),
+                static_cast<int64_t>(p.file.crc32c), static_cast<int64_t>(p.sparse_file.bytes),
+                static_cast<int64_t>(p.sparse_file.header_crc32c)});
+    const size_t ranks = info.size() / kInfo;
     std::vector<int64_t> written(ranks);
-    for (size_t r = 0; r < ranks; ++r) written[r] = info[5 * r];
+    for (size_t r = 0; r < ranks; ++r) written[r] = info[kInfo * r];
     std::string error;
     if (!p.error.empty())
         error = p.error;
@@ -292,11 +350,18 @@ void Checkpointer::complete(bool wait) {
         error = str_cat("the write failed on rank(s) ", failed_ranks(written));
     if (root) try {
             if (error.empty()) {
-                for (size_t r = 0; r < ranks; ++r)
-                    p.manifest.files.push_back(
-                        {shard_file_name(static_cast<int>(r)), static_cast<int>(r), info[5 * r + 1],
-                         info[5 * r + 2], static_cast<uint64_t>(info[5 * r + 3]),
-                         static_cast<uint32_t>(info[5 * r + 4])});
+                for (size_t r = 0; r < ranks; ++r) {
+                    const int64_t* f = &info[kInfo * r];
+                    p.manifest.files.push_back({shard_file_name(static_cast<int>(r)),
+                                                static_cast<int>(r), f[1], f[2],
+                                                static_cast<uint64_t>(f[3]),
+                                                static_cast<uint32_t>(f[4])});
+                    if (f[5] > 0)
+                        p.manifest.trainer["sparse"]["files"].push_back(
+                            {{"file", sparse_file_name(static_cast<int>(r))},
+                             {"bytes", f[5]},
+                             {"header_crc32c", f[6]}});
+                }
                 write_manifest(p.partial, p.manifest);
                 fs::remove_all(p.final);  // an older checkpoint of the same step (a rerun)
                 rename_durable(p.partial, p.final);
@@ -329,6 +394,11 @@ void Checkpointer::complete(bool wait) {
     if (root) log_warn(msg, "; training goes on (checkpoint.on_error \"continue\")");
 }
 
+void load_sparse_blocks(Engine& engine, const Manifest& m, const std::string& dir) {
+    for (const auto& [tensor, block] : read_sparse_blocks(engine, m, dir))
+        engine.sparse_params()->load_block(tensor, block);
+}
+
 std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const std::string& dir,
                                       std::vector<std::string>* skipped,
                                       const DirectIoOptions& io) {
@@ -350,6 +420,7 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
         std::optional<Manifest> m;
         std::vector<float> master;
         std::vector<std::vector<float>> state;
+        std::vector<std::pair<size_t, SparseBlock>> sparse;
         std::string error;
         try {
             m = read_manifest(cand);
@@ -363,6 +434,7 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
                 reader.add(name, upd.lo, upd.hi, state.back().data());
             }
             reader.run();
+            sparse = read_sparse_blocks(engine, *m, cand);
         } catch (const std::exception& e) {
             error = e.what();
         }
@@ -379,6 +451,7 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
         size_t i = 0;
         for (auto& [name, t] : engine.optimizer().state())
             std::copy(state[i].begin(), state[i].end(), t.data<float>()), ++i;
+        for (const auto& [tensor, block] : sparse) engine.sparse_params()->load_block(tensor, block);
         EngineCounters c = engine.counters();
         c.steps_done = m->step;
         c.updates_done = m->updates;

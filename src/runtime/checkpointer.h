@@ -77,4 +77,8 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
                                       std::vector<std::string>* skipped = nullptr,
                                       const DirectIoOptions& io = {});
 
+// Loads the sparse parameters' blocks (sharded embedding tables) of checkpoint `dir` that
+// overlap what this rank holds, whatever plan wrote them; nothing when the engine has none.
+void load_sparse_blocks(Engine& engine, const Manifest& m, const std::string& dir);
+
 }  // namespace zt

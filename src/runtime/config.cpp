@@ -460,7 +460,6 @@ void refuse_features(Section& root, std::vector<std::string>& warnings) {
           "autotuning", "curriculum_learning", "data_efficiency", "progressive_layer_drop",
           "eigenvalue", "quantize_training", "nebula", "hybrid_engine"})
         root.refuse_if_enabled(k, later);
-    root.refuse_if_nonempty("embedding", "sharded embeddings are not supported yet");
     root.refuse_if_nonempty("pipeline", "not supported; pipeline parallelism is parallel.pipeline");
     root.refuse_if_nonempty("aio", "only NVMe offload uses it, and that is not supported yet");
     for (const char* k : {"sparse_attention", "compression_training", "weight_quantization"})

@@ -51,6 +51,20 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     if (options_.compute_dtype == DType::kF16)
         scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
     tape_.set_check_finite(options_.nan_policy == NanPolicy::kStop);
+    ModelContext ctx;
+    ctx.pool = &pool_;
+    ctx.comm = options_.comm;
+    ctx.seed = options_.seed;
+    ctx.compute_dtype = options_.compute_dtype;
+    ctx.budget_bytes_per_rank = pool_.budget();
+    ctx.micro_batch = options_.micro_batch;
+    ctx.grad_accum = options_.grad_accum;
+    model_->attach(ctx);
+    sparse_ = model_->sparse_params();
+    ZT_CHECK(!(sparse_ && scaler_),
+             "sharded embedding tables train with fp32 or bf16 compute, not fp16 (their sparse "
+             "gradients are not loss-scaled); use bf16.enabled or embedding.sharding "
+             "\"data_parallel\"");
 }
 
 Var Engine::forward(const Batch& batch) {
@@ -109,7 +123,12 @@ StepStats Engine::step() {
         st.grad_norm = std::sqrt(dp_->partitioned_sum(
             grads, [inv](float* g, int64_t m) { return unscale_grad_sq_sum(g, m, inv); }));
     } else {
-        st.grad_norm = std::sqrt(dp_->partitioned_sum(grads, grad_sq_sum_l2));
+        double sq = dp_->partitioned_sum(grads, grad_sq_sum_l2);
+        if (sparse_) {
+            sparse_->finish_grads();
+            sq += dp_->sum_over_ranks(sparse_->grad_sq_sum());
+        }
+        st.grad_norm = std::sqrt(sq);
     }
     const bool loss_finite = std::isfinite(st.loss);
     const bool finite = loss_finite && std::isfinite(st.grad_norm);
@@ -128,10 +147,15 @@ StepStats Engine::step() {
     if (!st.skipped) {
         if (options_.gradient_clipping > 0) {
             float coef = clip_coefficient(st.grad_norm, options_.gradient_clipping);
-            if (coef < 1.0f) scale(grads, n, coef);
+            if (coef < 1.0f) {
+                scale(grads, n, coef);
+                if (sparse_) sparse_->scale_grads(coef);
+            }
         }
+        const int64_t update = ++updates_done_;
+        if (sparse_) sparse_->step(static_cast<float>(st.lr), options_.lr, update);
         options_.optimizer->step(dp_->update_master().data<float>(), grads, segments_,
-                                 static_cast<float>(st.lr), ++updates_done_);
+                                 static_cast<float>(st.lr), update);
         dp_->after_update();
     }
     ++steps_done_;
@@ -160,6 +184,7 @@ void Engine::restore(const EngineCounters& c) {
 
 void Engine::finish_step() {
     arena_->zero_grads();
+    if (sparse_) sparse_->zero_grads();
     micro_done_ = 0;
     loss_sum_ = 0;
 }

@@ -30,6 +30,7 @@ struct EngineOptions {
     LossScalerOptions loss_scaler;      // f16 compute only: DeepSpeed's "fp16" section
     NanPolicy nan_policy = NanPolicy::kSkip;
     int64_t grad_accum = 1;             // micro-batches per optimizer step
+    int64_t micro_batch = 1;            // samples per micro-batch (sizing embedding plans)
     double gradient_clipping = 0.0;     // max global norm; 0: off
     uint64_t seed = 42;                 // initial weights depend on (seed, name, index) only
     std::unique_ptr<Optimizer> optimizer;
@@ -82,6 +83,8 @@ public:
     Model& model() { return *model_; }
     ParamArena& arena() { return *arena_; }
     ZeroDataParallel& data_parallel() { return *dp_; }
+    // Parameters outside the arena (sharded embedding tables); null when the model has none.
+    SparseParams* sparse_params() { return sparse_; }
     // Whole-arena f32 master weights (every rank calls it: a collective when they are
     // partitioned), and loading them from such a copy (init_from).
     std::vector<float> gather_master() { return dp_->gather_master(); }
@@ -112,6 +115,7 @@ private:
     std::vector<OptimSegment> segments_;
     Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)
     std::unique_ptr<LossScaler> scaler_;  // f16 compute only
+    SparseParams* sparse_ = nullptr;      // the model's, when it has some
     int64_t steps_done_ = 0;    // optimizer steps, skipped ones included
     int64_t updates_done_ = 0;  // steps that updated the weights (Adam's bias-correction count)
     int64_t micro_done_ = 0;

@@ -117,21 +117,43 @@ std::vector<NamedTensorF32> named_params(Engine& engine, float* whole) {
     return named;
 }
 
-// Collective: every rank takes part in gathering the weights; rank 0 writes them.
+// Collective: every rank takes part in gathering the weights (the arena, then each sparse
+// tensor on rank 0); rank 0 writes them.
 void save_weights(Engine& engine, const ModelFamily& family, const std::string& path, bool root) {
     std::vector<float> whole = engine.gather_master();
+    std::vector<std::vector<float>> sparse;
+    SparseParams* sp = engine.sparse_params();
+    std::vector<std::string> sparse_names = sp ? sp->names() : std::vector<std::string>{};
+    for (size_t i = 0; i < sparse_names.size(); ++i) sparse.push_back(sp->gather(i, 0));
     if (!root) return;
-    family.export_weights(path, named_params(engine, whole.data()), "F32");
+    std::vector<NamedTensorF32> named = named_params(engine, whole.data());
+    for (size_t i = 0; i < sparse_names.size(); ++i)
+        named.push_back({sparse_names[i], sp->shape(i), sparse[i].data()});
+    family.export_weights(path, named, "F32");
 }
 
-// The whole arena from init_from's file; Engine::load_master takes it once every rank has read
-// its copy (Note [Start agreement]).
-std::vector<float> import_weights(Engine& engine, const ModelFamily& family,
-                                  const std::string& path) {
-    std::vector<float> whole(static_cast<size_t>(engine.arena().padded_numel()), 0.0f);
-    std::vector<NamedTensorF32> named = named_params(engine, whole.data());
+// The whole arena (and each sparse tensor) from init_from's file; Engine::load_master takes it
+// once every rank has read its copy (Note [Start agreement]).
+struct ImportedWeights {
+    std::vector<float> arena;
+    std::vector<std::vector<float>> sparse;
+};
+
+ImportedWeights import_weights(Engine& engine, const ModelFamily& family,
+                               const std::string& path) {
+    ImportedWeights w;
+    w.arena.assign(static_cast<size_t>(engine.arena().padded_numel()), 0.0f);
+    std::vector<NamedTensorF32> named = named_params(engine, w.arena.data());
+    if (SparseParams* sp = engine.sparse_params()) {
+        const std::vector<std::string> names = sp->names();
+        w.sparse.resize(names.size());
+        for (size_t i = 0; i < names.size(); ++i) {
+            w.sparse[i].assign(static_cast<size_t>(shape_numel(sp->shape(i))), 0.0f);
+            named.push_back({names[i], sp->shape(i), w.sparse[i].data()});
+        }
+    }
     family.import_weights(path, named);
-    return whole;
+    return w;
 }
 
 // Threads per rank when the config leaves it open: the cores shared by the ranks on this machine.
@@ -294,6 +316,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.loss_scaler.min_scale = f.min_loss_scale;
     eo.nan_policy = cfg.nan_policy == "stop" ? NanPolicy::kStop : NanPolicy::kSkip;
     eo.grad_accum = cfg.grad_accum;
+    eo.micro_batch = cfg.micro_batch;
     eo.gradient_clipping = cfg.gradient_clipping;
     eo.seed = cfg.seed;
     eo.lr = cfg.optimizer.lr;
@@ -432,12 +455,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         pool.set_event_sink(timeline.get());
     }
     Engine engine(pool, std::move(model), std::move(eo));
-    std::vector<float> init;
+    ImportedWeights init;
     agree_on_start(comm, "reading init_from", [&] {
         if (!cfg.init_from.empty()) init = import_weights(engine, family, cfg.init_from);
     });
-    if (!init.empty()) engine.load_master(init.data());
-    std::vector<float>().swap(init);
+    if (!init.arena.empty()) engine.load_master(init.arena.data());
+    for (size_t i = 0; i < init.sparse.size(); ++i)
+        engine.sparse_params()->load(i, init.sparse[i].data());
+    init = ImportedWeights();
     ZeroDataParallel& dp = engine.data_parallel();
 
     CheckpointOptions co;
@@ -505,7 +530,10 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             });
         say(str_cat("gemm: ", current_gemm_choice().summary(), "; OpenBLAS kernels ",
                     openblas_core_name()));
-        say(str_cat("zerotrain: ", family.name(), " ", engine.arena().numel(), " parameters, ",
+        say(str_cat("zerotrain: ", family.name(), " ",
+                    engine.arena().numel() +
+                        (engine.sparse_params() ? engine.sparse_params()->numel() : 0),
+                    " parameters, ",
                     cfg.precision, ", ",
                     num_threads(), " threads",
                     ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(), "), ZeRO stage ",
@@ -516,6 +544,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                                           : std::string(" samples"),
                     " (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum,
                     ranks > 1 ? str_cat(" x ", ranks, " ranks") : std::string(), ")"));
+        if (SparseParams* sp = engine.sparse_params()) {  // the embedding plan: said and kept
+            for (const std::string& line : sp->describe()) say(line);
+            if (root)
+                write_file_atomic(opts.run_dir + "/embedding_plan.json",
+                                  sp->plan_json().dump(2) + "\n");
+        }
         if (result.resumed_from >= 0 && root)  // said even when quiet: what the run continues
             log_info("resumed from ", co.dir, "/", checkpoint_name(result.resumed_from),
                      " at step ", result.resumed_from);
@@ -614,6 +648,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 }
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
                 if (nlohmann::json c = data->counters(); !c.empty()) line["data"] = c;
+                if (SparseParams* sp = engine.sparse_params()) line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 if (step == start_step)  // the run's first line names its GEMM libraries
                     line["gemm"] = {{"choice", current_gemm_choice().summary()},

@@ -14,7 +14,7 @@ namespace zt {
 
 const char* mem_category_name(MemCategory c) {
     static const char* kNames[] = {"params",      "grads", "optimizer",
-                                   "activations", "comm",  "workspace"};
+                                   "activations", "comm",  "workspace", "embedding"};
     return kNames[static_cast<int>(c)];
 }
 

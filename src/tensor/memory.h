@@ -42,6 +42,7 @@ enum class MemCategory : uint8_t {
     kActivations,
     kComm,
     kWorkspace,
+    kEmbedding,  // sharded embedding tables and their sparse optimizer state
     kCount
 };
 constexpr int kMemCategoryCount = static_cast<int>(MemCategory::kCount);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "comm/communicator.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
 
@@ -50,11 +51,12 @@ int64_t dlrm_param_count(const DlrmOptions& o) {
            mlp_params(dlrm_top_input(o), o.top_mlp);
 }
 
+ParamInit dlrm_table_init(const DlrmTable& t) {
+    return ParamInit::uniform(static_cast<float>(std::sqrt(1.0 / static_cast<double>(t.rows))));
+}
+
 EmbeddingBagTable::EmbeddingBagTable(const DlrmTable& t)
-    : weight(register_parameter(
-          "weight", {t.rows, t.dim},
-          ParamInit::uniform(static_cast<float>(std::sqrt(1.0 / static_cast<double>(t.rows)))),
-          false)),
+    : weight(register_parameter("weight", {t.rows, t.dim}, dlrm_table_init(t), false)),
       pooling(t.pooling) {}
 
 Var EmbeddingBagTable::forward(Tape& tape, std::span<const int32_t> ids,
@@ -70,8 +72,15 @@ Dlrm::Dlrm(const DlrmOptions& o)
       options_(o) {
     ZT_CHECK(!o.bottom_mlp.empty() && !o.top_mlp.empty() && !o.tables.empty(),
              "DLRM needs a bottom MLP, a top MLP and at least one table");
-    for (size_t k = 0; k < o.tables.size(); ++k)
-        tables.push_back(&emb_l.add<EmbeddingBagTable>(static_cast<int64_t>(k), o.tables[k]));
+    for (size_t k = 0; k < o.tables.size(); ++k) {
+        if (o.embedding.replicated(o.tables[k], k)) {
+            tables.push_back(&emb_l.add<EmbeddingBagTable>(static_cast<int64_t>(k), o.tables[k]));
+            continue;
+        }
+        tables.push_back(nullptr);
+        sharded_index_.push_back(static_cast<int>(k));
+        sharded_pooling_.push_back(o.tables[k].pooling);
+    }
     int64_t in = o.dense_features;
     for (size_t j = 0; j < o.bottom_mlp.size(); ++j) {
         bottom.push_back(
@@ -84,6 +93,47 @@ Dlrm::Dlrm(const DlrmOptions& o)
             &top_l.add<Linear>(static_cast<int64_t>(2 * j), reference_linear(in, o.top_mlp[j])));
         in = o.top_mlp[j];
     }
+}
+
+bool DlrmEmbedding::replicated(const DlrmTable& t, size_t k) const {
+    if (!enabled) return true;
+    const ShardKind kind = sharding.size() == 1 ? sharding[0] : sharding.at(k);
+    if (kind == ShardKind::kAuto) return t.rows * t.dim * 4 < kAutoReplicateBytes;
+    return kind == ShardKind::kDataParallel;
+}
+
+std::string dlrm_table_name(size_t k) { return str_cat("emb_l.", k, ".weight"); }
+
+void Dlrm::attach(const ModelContext& ctx) {
+    if (sharded_index_.empty()) return;
+    const DlrmEmbedding& e = options_.embedding;
+    std::vector<EmbeddingTableSpec> specs;
+    std::vector<ParamInit> inits;
+    for (size_t k = 0; k < options_.tables.size(); ++k) {
+        const DlrmTable& t = options_.tables[k];
+        specs.push_back({dlrm_table_name(k), t.rows, t.dim, 1.0});
+        inits.push_back(dlrm_table_init(t));
+    }
+    EmbeddingPlanOptions po;
+    po.ranks = ctx.comm ? ctx.comm->size() : 1;
+    po.sharding = e.sharding;
+    po.samples_per_rank = ctx.micro_batch;
+    po.micro_batches = ctx.grad_accum;
+    po.weight_bytes_per_elem = 4;  // f32, or the two bf16 halves
+    po.state_floats_per_row = sparse_state_per_row(e.optimizer.kind, options_.tables[0].dim);
+    po.budget_bytes_per_rank = ctx.budget_bytes_per_rank;
+    EmbeddingPlan plan = plan_embeddings(specs, po);
+    for (size_t k = 0; k < options_.tables.size(); ++k)
+        ZT_ASSERT(plan.sharded(k) == (tables[k] == nullptr), "the plan and the model disagree on ",
+                  specs[k].name);
+    ShardedTablesOptions so;
+    so.storage = e.storage;
+    so.optimizer = e.optimizer;
+    so.lr = e.lr;
+    so.seed = ctx.seed;
+    so.compute_dtype = ctx.compute_dtype;
+    sharded_ = std::make_unique<ShardedTables>(*ctx.pool, std::move(plan), std::move(inits),
+                                               ctx.comm, so);
 }
 
 Var Dlrm::mlp(Tape& tape, Var x, const std::vector<Linear*>& layers, bool relu_last) {
@@ -106,10 +156,15 @@ Var Dlrm::logits(Tape& tape, const ClickBatch& b) {
         convert(b.dense.data(), DType::kF32, dense.raw(), dt,
                 static_cast<size_t>(b.B * b.F));
         Var x = mlp(tape, make_var(dense), bottom, true);
-        std::vector<Var> embs;
-        embs.reserve(tables.size());
+        std::vector<Var> embs(tables.size());
+        if (sharded_) {
+            std::vector<Var> pooled =
+                sharded_->lookup(tape, sharded_index_, b, sharded_pooling_);
+            for (size_t i = 0; i < pooled.size(); ++i)
+                embs[static_cast<size_t>(sharded_index_[i])] = pooled[i];
+        }
         for (size_t k = 0; k < tables.size(); ++k)
-            embs.push_back(tables[k]->forward(tape, b.ids[k], b.offsets[k], b.weights[k]));
+            if (tables[k]) embs[k] = tables[k]->forward(tape, b.ids[k], b.offsets[k], b.weights[k]);
         Var z = ops::dot_interaction(tape, x, embs, options_.self_interaction);
         return mlp(tape, z, top, false);
     });

@@ -16,8 +16,11 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "embedding/shard_plan.h"
+#include "embedding/sharded_tables.h"
 #include "nn/layers.h"
 #include "nn/model.h"
+#include "optim/sparse_rows.h"
 
 namespace zt {
 
@@ -27,12 +30,26 @@ struct DlrmTable {
     ops::BagPooling pooling = ops::BagPooling::kSum;
 };
 
+// The "embedding" section (docs/embedding.md). Without it every table is a dense parameter of the
+// arena, replicated and data parallel; with it, the tables the plan shards live outside the arena
+// (embedding/sharded_tables.h) and are updated by a fused sparse optimizer.
+struct DlrmEmbedding {
+    bool enabled = false;
+    std::vector<ShardKind> sharding = {ShardKind::kAuto};  // one, or one per table
+    SparseOptimOptions optimizer;
+    double lr = 0;                 // 0: the dense optimizer's rate
+    DType storage = DType::kF32;   // kBF16: split-SGD halves
+    // Whether table k stays a replicated dense parameter (the plan's rule, shard_plan.h).
+    bool replicated(const DlrmTable& t, size_t k) const;
+};
+
 struct DlrmOptions {
     int64_t dense_features = 13;
     std::vector<DlrmTable> tables;
     std::vector<int64_t> bottom_mlp;  // layer widths after the input; the last equals every dim
     std::vector<int64_t> top_mlp;     // layer widths after the interaction; the last is 1
     bool self_interaction = false;    // include Z[i][i] (the reference's arch-interaction-itself)
+    DlrmEmbedding embedding;
 };
 
 // Interaction width: the bottom output (D) plus one dot product per pair.
@@ -41,6 +58,10 @@ int64_t dlrm_top_input(const DlrmOptions& o);
 // Every parameter, tables included.
 int64_t dlrm_param_count(const DlrmOptions& o);
 int64_t dlrm_table_param_count(const DlrmOptions& o);
+
+// "emb_l.K.weight", and a table's initialization (U(-sqrt(1 / rows), sqrt(1 / rows))).
+std::string dlrm_table_name(size_t k);
+ParamInit dlrm_table_init(const DlrmTable& t);
 
 // One table: its "weight" (rows, dim) and pooling.
 class EmbeddingBagTable : public Module {
@@ -72,17 +93,24 @@ public:
     Var eval(Tape& tape, const Batch& batch, std::vector<float>& outputs,
              std::vector<float>& labels) override;
     const DlrmOptions& options() const { return options_; }
+    // Places the sharded tables (embedding.enabled): plans them over ctx.comm's ranks.
+    void attach(const ModelContext& ctx) override;
+    SparseParams* sparse_params() override { return sharded_.get(); }
+    ShardedTables* sharded_tables() { return sharded_.get(); }
 
     ModuleList& emb_l;
     ModuleList& bot_l;
     ModuleList& top_l;
-    std::vector<EmbeddingBagTable*> tables;
+    std::vector<EmbeddingBagTable*> tables;  // null for a table outside the arena
     std::vector<Linear*> bottom, top;
 
 private:
     Var mlp(Tape& tape, Var x, const std::vector<Linear*>& layers, bool relu_last);
 
     DlrmOptions options_;
+    std::vector<int> sharded_index_;  // tables outside the arena
+    std::vector<ops::BagPooling> sharded_pooling_;
+    std::unique_ptr<ShardedTables> sharded_;
 };
 
 }  // namespace zt

@@ -130,12 +130,61 @@ DlrmDataOptions parse_data(Section& s) {
     return d;
 }
 
+// "embedding": {"sharding": KIND or [KIND per table], "dtype": "fp32" | "bf16",
+//                "optimizer": {"type", "lr", "eps", "initial_accumulator", "beta1", "beta2"}}
+DlrmEmbedding parse_embedding(Section& s, size_t tables) {
+    DlrmEmbedding e;
+    if (s.empty()) return e;
+    e.enabled = true;
+    const std::string key = s.key("sharding");
+    if (const nlohmann::json* v = s.take("sharding")) {
+        s.guard([&] {
+            e.sharding.clear();
+            if (v->is_string()) {
+                e.sharding.push_back(parse_shard_kind(v->get<std::string>(), key));
+                return;
+            }
+            ZT_CHECK(v->is_array() && v->size() == tables, key,
+                     ": expected one of \"auto\", \"table\", \"row\", \"column\", "
+                     "\"data_parallel\", or a list of them with one entry per table (",
+                     tables, "), got ", v->dump());
+            for (size_t k = 0; k < v->size(); ++k) {
+                ZT_CHECK((*v)[k].is_string(), key, "[", k, "]: expected a sharding name, got ",
+                         (*v)[k].dump());
+                e.sharding.push_back(
+                    parse_shard_kind((*v)[k].get<std::string>(), str_cat(key, "[", k, "]")));
+            }
+        });
+        if (e.sharding.empty()) e.sharding = {ShardKind::kAuto};
+    }
+    e.storage = s.get_choice("dtype", "fp32", {"fp32", "bf16"}) == "bf16" ? DType::kBF16
+                                                                          : DType::kF32;
+    Section o = s.section("optimizer");
+    const std::string type = o.get_choice(
+        "type", "sgd", {"sgd", "adagrad", "rowwise_adagrad", "row_wise_adagrad", "adam", "lazy_adam"});
+    s.guard([&] { e.optimizer.kind = parse_sparse_optim(type); });
+    e.lr = o.get_number("lr", 0.0, 0.0);
+    e.optimizer.eps = o.get_number("eps", e.optimizer.kind == SparseOptimKind::kAdam ? 1e-8 : 1e-10,
+                                   1e-30);
+    e.optimizer.adam_eps = e.optimizer.eps;
+    e.optimizer.initial_accumulator = o.get_number("initial_accumulator", 0.0, 0.0);
+    e.optimizer.beta1 = o.get_number("beta1", 0.9, 0.0, 0.999999);
+    e.optimizer.beta2 = o.get_number("beta2", 0.999, 0.0, 0.999999);
+    s.guard([&] { ZT_CHECK(e.storage == DType::kF32 || e.optimizer.kind == SparseOptimKind::kSgd,
+                           s.key("dtype"), ": bf16 tables keep split-SGD halves and train with "
+                           "\"sgd\" only; got optimizer ", type, ". Use dtype \"fp32\" for it"); });
+    o.finish();
+    return e;
+}
+
 }  // namespace
 
 std::shared_ptr<const DlrmFamily> parse_dlrm_family(Section& model, Section& data,
+                                                    Section& embedding,
                                                     const std::string& checkpoint_policy) {
     const size_t errors = model.error_count();
     DlrmOptions m = parse_model(model, checkpoint_policy);
+    m.embedding = parse_embedding(embedding, m.tables.size());
     DlrmDataOptions d = parse_data(data);
     if (model.error_count() != errors) return nullptr;
     return std::make_shared<const DlrmFamily>(std::move(m), std::move(d));

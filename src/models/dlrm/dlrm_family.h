@@ -63,11 +63,12 @@ private:
     DlrmDataOptions data_;
 };
 
-// The family's sections: `model` (type "dlrm") and `data`; errors are recorded in the sections
+// The family's sections: `model` (type "dlrm"), `data` and `embedding` (sharded tables); errors are recorded in the sections
 // (Note [Config errors]). DLRM has no recompute regions: an activation_checkpointing policy other
 // than "none" is an error.
 std::shared_ptr<const DlrmFamily> parse_dlrm_family(config_detail::Section& model,
                                                     config_detail::Section& data,
+                                                    config_detail::Section& embedding,
                                                     const std::string& checkpoint_policy);
 
 // The DLRM family of a config (a checked downcast).

@@ -1,0 +1,146 @@
+#include "checkpoint/sparse_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/durable_file.h"
+#include "util/crc32c.h"
+
+namespace zt {
+
+namespace {
+
+constexpr char kMagic[] = "ZTSPARSE1\n";
+constexpr size_t kMagicBytes = sizeof(kMagic) - 1;
+constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 30;  // 1 GiB: far past any real header
+
+void pread_all(int fd, void* dst, uint64_t bytes, uint64_t offset, const std::string& path) {
+    auto* p = static_cast<char*>(dst);
+    while (bytes > 0) {
+        const ssize_t n = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+        if (n < 0 && errno == EINTR) continue;
+        ZT_CHECK(n > 0, "checkpoint: cannot read ", path, " at byte ", offset, ": ",
+                 n < 0 ? std::strerror(errno) : "unexpected end of file");
+        p += n;
+        bytes -= static_cast<uint64_t>(n);
+        offset += static_cast<uint64_t>(n);
+    }
+}
+
+uint32_t crc_of(const std::vector<float>& v) {
+    return crc32c(v.data(), v.size() * sizeof(float));
+}
+
+}  // namespace
+
+std::string sparse_file_name(int rank) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "sparse_rank_%05d.bin", rank);
+    return buf;
+}
+
+SparseFileInfo write_sparse_file(const std::string& path,
+                                 const std::vector<NamedSparseBlock>& blocks) {
+    nlohmann::json header = {{"blocks", nlohmann::json::array()}};
+    uint64_t offset = 0;
+    for (const NamedSparseBlock& nb : blocks) {
+        const SparseBlock& b = nb.block;
+        nlohmann::json e = {{"tensor", nb.tensor},
+                            {"rows", {b.row_begin, b.row_end}},
+                            {"cols", {b.col_begin, b.col_end}}};
+        e["weights"] = {{"offset", offset}, {"count", b.weights.size()}, {"crc32c", crc_of(b.weights)}};
+        offset += b.weights.size() * sizeof(float);
+        e["state"] = {{"offset", offset}, {"count", b.state.size()}, {"crc32c", crc_of(b.state)}};
+        offset += b.state.size() * sizeof(float);
+        header["blocks"].push_back(e);
+    }
+    const std::string text = header.dump();
+    const uint64_t len = text.size();
+    SysFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    ZT_IO_CHECK(fd.fd >= 0, "checkpoint: cannot create ", path, ": ", std::strerror(errno));
+    write_all(fd.fd, kMagic, kMagicBytes, path);
+    write_all(fd.fd, &len, sizeof len, path);
+    write_all(fd.fd, text.data(), text.size(), path);
+    for (const NamedSparseBlock& nb : blocks) {
+        write_all(fd.fd, nb.block.weights.data(), nb.block.weights.size() * sizeof(float), path);
+        write_all(fd.fd, nb.block.state.data(), nb.block.state.size() * sizeof(float), path);
+    }
+    ZT_IO_CHECK(::fsync(fd.fd) == 0, "checkpoint: fsync of ", path, " failed: ",
+                std::strerror(errno));
+    return {kMagicBytes + sizeof len + len + offset, crc32c(text.data(), text.size())};
+}
+
+SparseFileReader::SparseFileReader(const std::string& path, const SparseFileInfo& expected)
+    : path_(path) {
+    SysFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    ZT_CHECK(fd.fd >= 0, "checkpoint: cannot open ", path, ": ", std::strerror(errno));
+    struct stat st {};
+    ZT_CHECK(::fstat(fd.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == expected.bytes,
+             "checkpoint: ", path, " has ", st.st_size, " bytes, the manifest says ",
+             expected.bytes, " (a torn or replaced file)");
+    char magic[kMagicBytes];
+    uint64_t len = 0;
+    ZT_CHECK(expected.bytes >= kMagicBytes + sizeof len, "checkpoint: ", path, " is too short");
+    pread_all(fd.fd, magic, kMagicBytes, 0, path);
+    ZT_CHECK(std::memcmp(magic, kMagic, kMagicBytes) == 0, "checkpoint: ", path,
+             " is not a sparse-parameter file (bad magic)");
+    pread_all(fd.fd, &len, sizeof len, kMagicBytes, path);
+    const uint64_t data_at = kMagicBytes + sizeof len + len;
+    ZT_CHECK(len <= kMaxHeaderBytes && data_at <= expected.bytes, "checkpoint: ", path,
+             " has a header length of ", len, " bytes past its size");
+    std::string text(len, '\0');
+    pread_all(fd.fd, text.data(), len, kMagicBytes + sizeof len, path);
+    ZT_CHECK(crc32c(text.data(), text.size()) == expected.header_crc32c, "checkpoint: ", path,
+             "'s header fails its CRC-32C check");
+    nlohmann::json header;
+    try {
+        header = nlohmann::json::parse(text);
+        for (const nlohmann::json& e : header.at("blocks")) {
+            NamedSparseBlock nb;
+            nb.tensor = e.at("tensor").get<std::string>();
+            nb.block.row_begin = e.at("rows").at(0).get<int64_t>();
+            nb.block.row_end = e.at("rows").at(1).get<int64_t>();
+            nb.block.col_begin = e.at("cols").at(0).get<int64_t>();
+            nb.block.col_end = e.at("cols").at(1).get<int64_t>();
+            auto part = [&](const nlohmann::json& p) {
+                Part q{p.at("offset").get<uint64_t>(), p.at("count").get<uint64_t>(),
+                       p.at("crc32c").get<uint32_t>()};
+                ZT_CHECK(q.count <= expected.bytes / sizeof(float) &&
+                             q.offset <= expected.bytes &&
+                             data_at + q.offset + q.count * sizeof(float) <= expected.bytes,
+                         "checkpoint: ", path, ": a block of ", nb.tensor, " lies past the file");
+                q.offset += data_at;
+                return q;
+            };
+            weights_.push_back(part(e.at("weights")));
+            state_.push_back(part(e.at("state")));
+            index_.push_back(std::move(nb));
+        }
+    } catch (const nlohmann::json::exception& e) {
+        ZT_CHECK(false, "checkpoint: ", path, " has a malformed header: ", e.what());
+    }
+}
+
+NamedSparseBlock SparseFileReader::read(size_t i) const {
+    SysFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    ZT_CHECK(fd.fd >= 0, "checkpoint: cannot open ", path_, ": ", std::strerror(errno));
+    NamedSparseBlock nb = index_.at(i);
+    auto load = [&](const Part& p, std::vector<float>& out, const char* what) {
+        out.resize(p.count);
+        pread_all(fd.fd, out.data(), p.count * sizeof(float), p.offset, path_);
+        ZT_CHECK(crc_of(out) == p.crc, "checkpoint: ", path_, ": the ", what, " of a block of ",
+                 nb.tensor, " fail their CRC-32C check");
+    };
+    load(weights_[i], nb.block.weights, "weights");
+    load(state_[i], nb.block.state, "optimizer state");
+    return nb;
+}
+
+}  // namespace zt

@@ -1,0 +1,218 @@
+// ShardedTables: shard storage, initialization, gradient merging and the sparse update (the
+// lookups are in embedding_exchange.cpp). See sharded_tables.h.
+#include "embedding/sharded_tables.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/communicator.h"
+#include "embedding/sharded_tables_detail.h"
+#include "util/error.h"
+#include "util/random.h"
+
+namespace zt {
+
+void ShardedTables::RowAcc::add(int64_t row, const float* g, int64_t cols) {
+    auto [it, fresh] = slot.try_emplace(row, static_cast<int64_t>(rows.size()));
+    if (fresh) {
+        rows.push_back(row);
+        grads.resize(grads.size() + static_cast<size_t>(cols), 0.0f);
+    }
+    float* dst = grads.data() + it->second * cols;
+    for (int64_t c = 0; c < cols; ++c) dst[c] += g[c];
+}
+
+void ShardedTables::RowAcc::clear() {
+    slot.clear();
+    rows.clear();
+    grads.clear();
+}
+
+ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<ParamInit> inits,
+                             Communicator* comm, const ShardedTablesOptions& options)
+    : pool_(pool),
+      plan_(std::move(plan)),
+      comm_(comm),
+      options_(options),
+      optimizer_(options.optimizer),
+      rank_(comm ? comm->rank() : 0),
+      ranks_(comm ? comm->size() : 1) {
+    ZT_CHECK(options_.storage == DType::kF32 || options_.storage == DType::kBF16,
+             "embedding.dtype: tables are stored as fp32 or bf16 (split-SGD halves), got ",
+             dtype_name(options_.storage));
+    ZT_ASSERT(inits.size() == plan_.tables.size(), "one init per table");
+    shard_of_table_.assign(plan_.tables.size(), -1);
+    for (size_t k = 0; k < plan_.tables.size(); ++k) {
+        if (!plan_.sharded(k)) continue;
+        sharded_.push_back(static_cast<int>(k));
+        ZT_CHECK(!(plan_.placement[k].kind == ShardKind::kColumn &&
+                   options_.optimizer.kind == SparseOptimKind::kRowwiseAdagrad),
+                 "embedding: table ", plan_.tables[k].name,
+                 " is split by columns, and row-wise Adagrad keeps one accumulator per whole "
+                 "row; use \"adagrad\" or \"sgd\", or row or table sharding for it");
+        const TableShard* ts = plan_.shard_on(k, rank_);
+        if (ts == nullptr) continue;
+        auto s = std::make_unique<Shard>();
+        s->table = static_cast<int>(k);
+        s->range = *ts;
+        s->acc.resize(static_cast<size_t>(ranks_));
+        init_shard(*s, inits[k]);
+        shard_of_table_[k] = static_cast<int>(shards_.size());
+        shards_.push_back(std::move(s));
+    }
+}
+
+ShardedTables::~ShardedTables() = default;
+
+void ShardedTables::init_shard(Shard& s, const ParamInit& init) {
+    const EmbeddingTableSpec& t = plan_.tables[static_cast<size_t>(s.table)];
+    const int64_t rows = s.range.row_end - s.range.row_begin;
+    const int64_t cols = s.range.col_end - s.range.col_begin;
+    MemScope scope(pool_, t.name, MemPhase::kOther);
+    s.storage.rows = rows;
+    s.storage.cols = cols;
+    if (options_.storage == DType::kF32) {
+        s.w = Tensor::empty(pool_, {rows, cols}, DType::kF32, MemCategory::kEmbedding);
+        s.storage.f32 = s.w.data<float>();
+    } else {  // the two halves as 16-bit tensors
+        s.hi = Tensor::empty(pool_, {rows, cols}, DType::kBF16, MemCategory::kEmbedding);
+        s.lo = Tensor::empty(pool_, {rows, cols}, DType::kBF16, MemCategory::kEmbedding);
+        s.storage.hi = reinterpret_cast<uint16_t*>(s.hi.raw());
+        s.storage.lo = reinterpret_cast<uint16_t*>(s.lo.raw());
+    }
+    const int64_t sc = optimizer_.state_per_row(cols);
+    if (sc > 0) {
+        s.state = Tensor::empty(pool_, {rows, sc}, DType::kF32, MemCategory::kEmbedding);
+        std::fill_n(s.state.data<float>(), rows * sc, sparse_state_initial(options_.optimizer));
+    }
+    const uint64_t stream = hash_string(t.name);
+    const uint64_t seed = options_.seed;
+#pragma omp parallel
+    {
+        std::vector<float> row(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t g = (s.range.row_begin + r) * t.dim + s.range.col_begin;
+            for (int64_t c = 0; c < cols; ++c) row[c] = param_init_value(init, seed, stream, g + c);
+            s.storage.write_row(r, row.data());
+        }
+    }
+}
+
+ShardedTables::Shard* ShardedTables::local_shard(int table) {
+    const int i = shard_of_table_[static_cast<size_t>(table)];
+    return i < 0 ? nullptr : shards_[static_cast<size_t>(i)].get();
+}
+
+// Note [Merge order]: the gradient of a row is the sum over requesting ranks, in rank order, of
+// that rank's sum over its micro-batches, each micro-batch's part summed from zero in position
+// order (the embedding_bag backward). That is the order in which the dense data-parallel path
+// accumulates a replicated table's gradient and then reduces it over ranks (comm/communicator.h:
+// ((x_0 + x_1) + x_2) ...), so a sharded table takes the same update bits as the dense run.
+void ShardedTables::finish_grads() {
+    rows_touched_ = 0;
+    for (auto& sp : shards_) {
+        Shard& s = *sp;
+        const int64_t cols = s.storage.cols;
+        s.merged_rows.clear();
+        for (const RowAcc& a : s.acc) s.merged_rows.insert(s.merged_rows.end(), a.rows.begin(),
+                                                           a.rows.end());
+        std::sort(s.merged_rows.begin(), s.merged_rows.end());
+        s.merged_rows.erase(std::unique(s.merged_rows.begin(), s.merged_rows.end()),
+                            s.merged_rows.end());
+        const auto n = static_cast<int64_t>(s.merged_rows.size());
+        s.merged.assign(static_cast<size_t>(n * cols), 0.0f);
+        for (const RowAcc& a : s.acc) {
+            for (size_t j = 0; j < a.rows.size(); ++j) {
+                const int64_t m = std::lower_bound(s.merged_rows.begin(), s.merged_rows.end(),
+                                                   a.rows[j]) - s.merged_rows.begin();
+                float* dst = s.merged.data() + m * cols;
+                const float* src = a.grads.data() + static_cast<int64_t>(j) * cols;
+                for (int64_t c = 0; c < cols; ++c) dst[c] += src[c];
+            }
+        }
+        for (RowAcc& a : s.acc) a.clear();
+        rows_touched_ += n;
+    }
+    unique_ids_ = acc_unique_ids_;
+    alltoall_bytes_ = acc_bytes_;
+    alltoall_s_ = acc_s_;
+    acc_unique_ids_ = acc_bytes_ = 0;
+    acc_s_ = 0;
+}
+
+double ShardedTables::grad_sq_sum() const {
+    double sum = 0;
+    for (const auto& s : shards_)
+        for (float g : s->merged) sum += static_cast<double>(g) * g;
+    return sum;
+}
+
+void ShardedTables::scale_grads(float coef) {
+    for (auto& s : shards_)
+        for (float& g : s->merged) g *= coef;
+}
+
+void ShardedTables::step(double lr, double base_lr, int64_t update) {
+    const double rate = options_.lr > 0 && base_lr > 0 ? options_.lr * (lr / base_lr) : lr;
+    for (auto& s : shards_) {
+        if (s->merged_rows.empty()) continue;
+        float* state = s->state.defined() ? s->state.data<float>() : nullptr;
+        optimizer_.step(s->storage, state, s->merged_rows, s->merged.data(),
+                        static_cast<float>(rate), update);
+    }
+}
+
+void ShardedTables::zero_grads() {
+    for (auto& s : shards_) {
+        for (RowAcc& a : s->acc) a.clear();
+        s->merged_rows.clear();
+        s->merged.clear();
+    }
+}
+
+std::vector<std::string> ShardedTables::names() const {
+    std::vector<std::string> out;
+    for (int k : sharded_) out.push_back(plan_.tables[static_cast<size_t>(k)].name);
+    return out;
+}
+
+Shape ShardedTables::shape(size_t i) const {
+    const EmbeddingTableSpec& t = plan_.tables[static_cast<size_t>(sharded_.at(i))];
+    return {t.rows, t.dim};
+}
+
+int64_t ShardedTables::state_cols(size_t i) const {
+    return optimizer_.state_per_row(shape(i)[1]);
+}
+
+int64_t ShardedTables::numel() const {
+    int64_t n = 0;
+    for (int k : sharded_) n += plan_.tables[static_cast<size_t>(k)].rows *
+                                plan_.tables[static_cast<size_t>(k)].dim;
+    return n;
+}
+
+std::vector<std::string> ShardedTables::describe() const {
+    std::vector<std::string> lines = plan_.describe();
+    lines.push_back(str_cat("embedding: sharded tables stored as ",
+                            options_.storage == DType::kF32 ? "fp32" : "bf16 (split-SGD halves)",
+                            ", updated by sparse ", sparse_optim_name(options_.optimizer.kind)));
+    return lines;
+}
+
+nlohmann::json ShardedTables::plan_json() const {
+    nlohmann::json j = plan_.to_json();
+    j["storage"] = options_.storage == DType::kF32 ? "fp32" : "bf16";
+    j["optimizer"] = sparse_optim_name(options_.optimizer.kind);
+    return j;
+}
+
+nlohmann::json ShardedTables::step_counters() const {
+    return {{"embedding_rows_touched", rows_touched_},
+            {"embedding_unique_ids", unique_ids_},
+            {"alltoall_bytes", alltoall_bytes_},
+            {"alltoall_s", alltoall_s_}};
+}
+
+}  // namespace zt

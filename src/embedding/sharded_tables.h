@@ -1,0 +1,102 @@
+// ShardedTables: embedding tables outside the dense arena, placed by an EmbeddingPlan
+// (shard_plan.h), each rank holding its shards' rows with their sparse optimizer state beside them
+// (MemCategory::kEmbedding). A lookup (embedding_exchange.cpp, Note [Unique-row exchange]) routes
+// a micro-batch's distinct ids to their owners with one all-to-all, returns the rows with a
+// second, and pools them on the requesting rank with the ordinary embedding_bag op over the
+// fetched rows; backward returns each fetched row's gradient to its owner, which keeps one sparse
+// accumulator per requesting rank and merges them in rank order at the step, then applies the
+// fused sparse optimizer (optim/sparse_rows.h) to the rows used. No dense gradient of a table
+// exists anywhere. Initial values come from (seed, name, global element index) as in the arena,
+// so every plan starts from the one-process weights.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/module.h"
+#include "autograd/ops.h"
+#include "embedding/shard_plan.h"
+#include "nn/model.h"
+#include "nn/sparse_params.h"
+#include "optim/sparse_rows.h"
+
+namespace zt {
+
+struct ShardedTablesOptions {
+    DType storage = DType::kF32;       // kF32, or kBF16 (split-SGD halves; lookups read bf16)
+    SparseOptimOptions optimizer;
+    double lr = 0;                     // the tables' own rate; 0: the dense optimizer's
+    uint64_t seed = 42;
+    DType compute_dtype = DType::kF32;  // dtype of the rows handed to pooling
+};
+
+class ShardedTables : public SparseParams {
+public:
+    // inits: one per table of the plan (sharded or not; replicated ones are ignored here).
+    ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<ParamInit> inits,
+                  Communicator* comm, const ShardedTablesOptions& options);
+    ~ShardedTables() override;
+
+    const EmbeddingPlan& plan() const { return plan_; }
+
+    // Collective over the group: the pooled embeddings (B, dim) of the sharded tables `tables`
+    // (ascending indices into the plan) for this rank's micro-batch, recorded on the tape when
+    // it records (backward sends the rows' gradients to their owners).
+    std::vector<Var> lookup(Tape& tape, std::span<const int> tables, const ClickBatch& batch,
+                            std::span<const ops::BagPooling> pooling);
+
+    void finish_grads() override;
+    double grad_sq_sum() const override;
+    void scale_grads(float coef) override;
+    void step(double lr, double base_lr, int64_t update) override;
+    void zero_grads() override;
+
+    std::vector<std::string> names() const override;
+    Shape shape(size_t i) const override;
+    int64_t state_cols(size_t i) const override;
+    int64_t numel() const override;
+    std::vector<float> gather(size_t i, int root) override;
+    void load(size_t i, const float* whole) override;
+    std::vector<SparseBlock> blocks(size_t i) const override;
+    void load_block(size_t i, const SparseBlock& b) override;
+    bool overlaps(size_t i, const SparseBlock& b) const override;
+    std::string optimizer_name() const override { return sparse_optim_name(options_.optimizer.kind); }
+
+    std::vector<std::string> describe() const override;
+    nlohmann::json plan_json() const override;
+    nlohmann::json step_counters() const override;
+
+    // Implementation types (embedding_exchange.cpp and sharded_tables.cpp).
+    struct RowAcc;   // gradient rows from one requesting rank
+    struct Shard;    // one local shard: rows, state, accumulators, merged gradients
+    struct Exchange; // one lookup's routing, kept for its backward
+
+private:
+    void init_shard(Shard& s, const ParamInit& init);
+    Shard* local_shard(int table);
+    // Owner side of the forward and backward exchanges.
+    void serve_rows(std::span<const int64_t> requests, std::vector<float>& reply) const;
+    void accept_grads(int source, std::span<const int64_t> requests, const float* grads);
+    void backward_exchange(Exchange& ex);
+
+    MemoryPool& pool_;
+    EmbeddingPlan plan_;
+    Communicator* comm_;
+    ShardedTablesOptions options_;
+    SparseRowOptimizer optimizer_;
+    int rank_ = 0, ranks_ = 1;
+    std::vector<int> sharded_;                   // plan indices of the sharded tables
+    std::vector<std::unique_ptr<Shard>> shards_;  // this rank's shards, in table order
+    std::vector<int> shard_of_table_;            // plan index -> index into shards_, or -1
+    // Counters of the last step (step_counters()).
+    int64_t rows_touched_ = 0, unique_ids_ = 0, alltoall_bytes_ = 0;
+    double alltoall_s_ = 0;
+    int64_t acc_unique_ids_ = 0, acc_bytes_ = 0;
+    double acc_s_ = 0;
+};
+
+}  // namespace zt

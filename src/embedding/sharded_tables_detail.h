@@ -1,0 +1,41 @@
+// The implementation types of ShardedTables, shared by sharded_tables.cpp (storage, merge,
+// update) and embedding_exchange.cpp (lookups). Not for other users.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "embedding/sharded_tables.h"
+
+namespace zt {
+
+// Gradient rows one requesting rank sent for one shard during a step, summed over its
+// micro-batches in arrival order (Note [Merge order]).
+struct ShardedTables::RowAcc {
+    std::unordered_map<int64_t, int64_t> slot;  // local row -> index into rows
+    std::vector<int64_t> rows;                   // local rows, in order of first arrival
+    std::vector<float> grads;                    // rows.size() x cols
+    void add(int64_t row, const float* g, int64_t cols);
+    void clear();
+};
+
+struct ShardedTables::Shard {
+    int table = 0;
+    TableShard range;
+    Tensor w, hi, lo, state;  // w (f32) or hi + lo (split bf16); state (rows, state_per_row)
+    SparseRowStorage storage;
+    std::vector<RowAcc> acc;           // one per requesting rank
+    std::vector<int64_t> merged_rows;  // after finish_grads: ascending local rows
+    std::vector<float> merged;         // their gradients, merged_rows.size() x cols
+};
+
+// Request packing: table index in the high 24 bits, row in the low 40.
+constexpr int kRequestRowBits = 40;
+inline int64_t pack_request(int table, int64_t row) {
+    return static_cast<int64_t>(table) << kRequestRowBits | row;
+}
+inline int request_table(int64_t r) { return static_cast<int>(r >> kRequestRowBits); }
+inline int64_t request_row(int64_t r) { return r & ((int64_t{1} << kRequestRowBits) - 1); }
+
+}  // namespace zt

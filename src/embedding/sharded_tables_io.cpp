@@ -1,0 +1,140 @@
+// ShardedTables: whole tables for export (gather), loading a whole table (init_from), and the
+// per-rank blocks checkpoints write and read on any plan (load_block copies the overlap).
+#include <algorithm>
+#include <cstring>
+
+#include "comm/communicator.h"
+#include "embedding/sharded_tables_detail.h"
+#include "util/error.h"
+
+namespace zt {
+
+namespace {
+
+constexpr int kGatherTag = 0x5e00;  // + table index: tags of the export gather
+
+// Rows [r0, r1) x cols [c0, c1) of a block laid out (rows, width) from column `base`.
+struct Window {
+    int64_t r0, r1, c0, c1;
+    bool empty() const { return r0 >= r1 || c0 >= c1; }
+};
+
+Window overlap(const TableShard& a, const SparseBlock& b) {
+    return {std::max(a.row_begin, b.row_begin), std::min(a.row_end, b.row_end),
+            std::max(a.col_begin, b.col_begin), std::min(a.col_end, b.col_end)};
+}
+
+}  // namespace
+
+std::vector<float> ShardedTables::gather(size_t i, int root) {
+    const int t = sharded_.at(i);
+    const EmbeddingTableSpec& spec = plan_.tables[static_cast<size_t>(t)];
+    const std::vector<TableShard>& shards = plan_.placement[static_cast<size_t>(t)].shards;
+    std::vector<float> whole;
+    if (rank_ == root) whole.assign(static_cast<size_t>(spec.rows * spec.dim), 0.0f);
+    const Shard* mine = local_shard(t);
+    std::vector<float> local;
+    if (mine) {
+        local.resize(static_cast<size_t>(mine->storage.rows * mine->storage.cols));
+        for (int64_t r = 0; r < mine->storage.rows; ++r)
+            mine->storage.read_row(r, local.data() + r * mine->storage.cols);
+    }
+    for (const TableShard& sh : shards) {
+        const int64_t rows = sh.row_end - sh.row_begin, cols = sh.col_end - sh.col_begin;
+        std::vector<float> block;
+        if (sh.rank == rank_ && rank_ == root) {
+            block = local;
+        } else if (sh.rank == rank_) {
+            comm_->send(local.data(), rows * cols, CommType::kF32, root, kGatherTag + t)->wait();
+            continue;
+        } else if (rank_ == root) {
+            block.resize(static_cast<size_t>(rows * cols));
+            comm_->recv(block.data(), rows * cols, CommType::kF32, sh.rank, kGatherTag + t)->wait();
+        } else {
+            continue;
+        }
+        for (int64_t r = 0; r < rows; ++r)
+            std::memcpy(whole.data() + (sh.row_begin + r) * spec.dim + sh.col_begin,
+                        block.data() + r * cols, static_cast<size_t>(cols) * sizeof(float));
+    }
+    return whole;
+}
+
+void ShardedTables::load(size_t i, const float* whole) {
+    const int t = sharded_.at(i);
+    Shard* s = local_shard(t);
+    if (!s) return;
+    const int64_t dim = plan_.tables[static_cast<size_t>(t)].dim;
+    for (int64_t r = 0; r < s->storage.rows; ++r)
+        s->storage.write_row(r, whole + (s->range.row_begin + r) * dim + s->range.col_begin);
+}
+
+// Block state layout: (rows, state_per_row(block cols)); per-element kinds keep `planes` planes of
+// the block's columns side by side (Adam: m then v), row-wise Adagrad one value per row.
+std::vector<SparseBlock> ShardedTables::blocks(size_t i) const {
+    const int t = sharded_.at(i);
+    const int idx = shard_of_table_[static_cast<size_t>(t)];
+    if (idx < 0) return {};
+    const Shard& s = *shards_[static_cast<size_t>(idx)];
+    SparseBlock b;
+    b.row_begin = s.range.row_begin;
+    b.row_end = s.range.row_end;
+    b.col_begin = s.range.col_begin;
+    b.col_end = s.range.col_end;
+    const int64_t rows = s.storage.rows, cols = s.storage.cols;
+    b.weights.resize(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) s.storage.read_row(r, b.weights.data() + r * cols);
+    if (s.state.defined()) {
+        const float* st = s.state.data<float>();
+        b.state.assign(st, st + s.state.numel());
+    }
+    return {b};
+}
+
+bool ShardedTables::overlaps(size_t i, const SparseBlock& b) const {
+    const int idx = shard_of_table_[static_cast<size_t>(sharded_.at(i))];
+    return idx >= 0 && !overlap(shards_[static_cast<size_t>(idx)]->range, b).empty();
+}
+
+void ShardedTables::load_block(size_t i, const SparseBlock& b) {
+    const int t = sharded_.at(i);
+    Shard* s = local_shard(t);
+    if (!s) return;
+    const Window w = overlap(s->range, b);
+    if (w.empty()) return;
+    const int64_t bcols = b.col_end - b.col_begin, cols = s->storage.cols;
+    ZT_CHECK(static_cast<int64_t>(b.weights.size()) == (b.row_end - b.row_begin) * bcols,
+             "embedding: a checkpoint block of ", plan_.tables[static_cast<size_t>(t)].name,
+             " holds ", b.weights.size(), " weights for its ", b.row_end - b.row_begin, " x ",
+             bcols, " range");
+    const int64_t bstate = optimizer_.state_per_row(bcols);
+    const int64_t sstate = optimizer_.state_per_row(cols);
+    const bool has_state = sstate > 0 && !b.state.empty();
+    ZT_CHECK(!has_state ||
+                 static_cast<int64_t>(b.state.size()) == (b.row_end - b.row_begin) * bstate,
+             "embedding: a checkpoint block of ", plan_.tables[static_cast<size_t>(t)].name,
+             " holds optimizer state of another kind (", b.state.size(), " values for ",
+             b.row_end - b.row_begin, " rows); resume with the optimizer it was written with");
+    const bool per_row = sstate == 1 && cols > 1;  // row-wise Adagrad
+    const int64_t planes = per_row || cols == 0 ? 0 : sstate / cols;
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = w.r0; r < w.r1; ++r) {
+        const int64_t sr = r - s->range.row_begin, br = r - b.row_begin;
+        s->storage.read_row(sr, row.data());
+        for (int64_t c = w.c0; c < w.c1; ++c)
+            row[c - s->range.col_begin] = b.weights[br * bcols + (c - b.col_begin)];
+        s->storage.write_row(sr, row.data());
+        if (!has_state) continue;
+        float* dst = s->state.data<float>() + sr * sstate;
+        const float* src = b.state.data() + br * bstate;
+        if (per_row || sstate == 1) {
+            dst[0] = src[0];
+            continue;
+        }
+        for (int64_t p = 0; p < planes; ++p)
+            for (int64_t c = w.c0; c < w.c1; ++c)
+                dst[p * cols + (c - s->range.col_begin)] = src[p * bcols + (c - b.col_begin)];
+    }
+}
+
+}  // namespace zt

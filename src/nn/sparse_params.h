@@ -1,0 +1,80 @@
+// SparseParams: parameters that live outside the flat arena and are updated sparsely, such as
+// sharded embedding tables (embedding/sharded_tables.h). The engine drives them beside the arena:
+// their gradients join the global norm and clipping, they take the same learning rate schedule,
+// and their state joins checkpoints and weight export. A model that has some returns them from
+// Model::sparse_params() once Model::attach() has given it the pool, the group and the seed.
+// Tensors are named like arena parameters ("emb_l.3.weight") and are 2-D (rows, cols); their
+// optimizer state is one f32 tensor per tensor, (rows, state_cols).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensor/tensor.h"
+
+namespace zt {
+
+class Communicator;
+
+// What a model needs to place parameters that live outside the arena.
+struct ModelContext {
+    MemoryPool* pool = nullptr;
+    Communicator* comm = nullptr;  // the data-parallel group; null: one rank
+    uint64_t seed = 42;
+    DType compute_dtype = DType::kF32;
+    int64_t budget_bytes_per_rank = 0;  // 0: none
+    int64_t micro_batch = 1;            // samples per rank and micro-batch (for plans)
+    int64_t grad_accum = 1;
+};
+
+// One rank's block of a sparse tensor: rows [row_begin, row_end) x cols [col_begin, col_end),
+// weights (f32, row-major) and its optimizer state rows (row-major, state_cols wide).
+struct SparseBlock {
+    int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
+    std::vector<float> weights;
+    std::vector<float> state;
+};
+
+class SparseParams {
+public:
+    virtual ~SparseParams() = default;
+
+    // After a step's last backward: merges the micro-batches' gradients (collective-free).
+    virtual void finish_grads() = 0;
+    // Sum of squares of this rank's merged gradients (each element counted on one rank only).
+    virtual double grad_sq_sum() const = 0;
+    virtual void scale_grads(float coef) = 0;
+    // One update of the rows the step used. lr: the dense optimizer's rate for this step
+    // (schedule applied); base_lr: its configured rate (a sparse rate of its own follows the same
+    // schedule by the ratio); update: the global update count from 1.
+    virtual void step(double lr, double base_lr, int64_t update) = 0;
+    virtual void zero_grads() = 0;
+
+    // The tensors: names, shapes (rows, cols), optimizer state columns per row.
+    virtual std::vector<std::string> names() const = 0;
+    virtual Shape shape(size_t i) const = 0;
+    virtual int64_t state_cols(size_t i) const = 0;
+    virtual int64_t numel() const = 0;  // elements over all tensors, whole
+    // Collective: tensor i whole (row-major f32) on `root`; empty elsewhere.
+    virtual std::vector<float> gather(size_t i, int root) = 0;
+    // Sets tensor i's weights from a whole copy every rank holds (state untouched).
+    virtual void load(size_t i, const float* whole) = 0;
+    // This rank's blocks of tensor i (checkpoints), and setting the overlap of this rank's blocks
+    // with a block written by any layout (resume).
+    virtual std::vector<SparseBlock> blocks(size_t i) const = 0;
+    virtual void load_block(size_t i, const SparseBlock& b) = 0;
+    // Whether this rank holds any of b's range of tensor i (b's data is not read).
+    virtual bool overlaps(size_t i, const SparseBlock& b) const = 0;
+    // The sparse optimizer's name ("sgd", ...): a checkpoint's state is only for the same one.
+    virtual std::string optimizer_name() const = 0;
+
+    // For the log and the run directory: the placement, and per-step counters for metrics.
+    virtual std::vector<std::string> describe() const = 0;
+    virtual nlohmann::json plan_json() const = 0;
+    virtual nlohmann::json step_counters() const = 0;
+};
+
+}  // namespace zt
