@@ -67,9 +67,10 @@ struct TablePlacement {
 struct EmbeddingPlan {
     std::vector<EmbeddingTableSpec> tables;
     std::vector<TablePlacement> placement;   // one per table
+    std::vector<int64_t> table_bytes;        // per table: its bytes summed over the ranks
     std::vector<int64_t> rank_bytes;         // per rank: every table byte it holds
     std::vector<int64_t> rank_alltoall_bytes;  // per rank and step: bytes it sends at most
-    int64_t total_bytes = 0;                 // sum of rank_bytes
+    int64_t total_bytes = 0;                 // sum of rank_bytes (and of table_bytes)
     int64_t alltoall_bytes_per_step = 0;     // sum of rank_alltoall_bytes
 
     bool sharded(size_t table) const { return placement[table].kind != ShardKind::kDataParallel; }
@@ -86,7 +87,9 @@ struct EmbeddingPlan {
 // The plan. Errors (zt::Error, input): a sharding list whose length is neither 1 nor the table
 // count; a column split of a table with dim < 2 is fine (one shard); a plan where some rank holds
 // more than budget_bytes_per_rank: the message says the bytes needed in all, what all ranks' budgets
-// give, and which sharding would fit (row-wise if it does, else how many ranks row-wise needs).
+// give, and which sharding would fit (row-wise if it does, else how many ranks row-wise needs, or
+// that only a larger budget helps when one row of each table a rank is already too much).
+// Byte and all-to-all formulas: Note [Shard bytes] and Note [All-to-all bytes] in shard_plan.cpp.
 EmbeddingPlan plan_embeddings(const std::vector<EmbeddingTableSpec>& tables,
                               const EmbeddingPlanOptions& options);
 
