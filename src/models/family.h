@@ -84,7 +84,14 @@ public:
     // Memory model for the estimator: the parameter count, the activations of one micro-batch
     // of B samples for each checkpointing policy the family supports (the run's own included),
     // and scratch inside kernel calls.
+    // param_count: the parameters in the dense arena (replicated or ZeRO-partitioned).
     virtual int64_t param_count() const = 0;
+    // Parameters kept outside the arena (sharded embedding tables, nn/sparse_params.h), the bytes
+    // the most loaded of `ranks` ranks holds of them with their optimizer state, and a check that
+    // throws (kInput, saying what would fit) when they cannot fit `budget` bytes per rank.
+    virtual int64_t sparse_param_count() const { return 0; }
+    virtual int64_t sparse_bytes_per_rank(int /*ranks*/) const { return 0; }
+    virtual void check_sparse_fit(int /*ranks*/, int64_t /*budget*/) const {}
     virtual std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const = 0;
     virtual std::string checkpoint_policy() const { return "none"; }
     virtual std::string checkpoint_policy_label(const std::string& policy) const { return policy; }

@@ -29,6 +29,8 @@ Estimate estimate_run(const EstimateSpec& spec) {
     est.host = est.state.host;
     est.device[static_cast<int>(MemCategory::kActivations)] += est.activations.peak;
     est.device[static_cast<int>(MemCategory::kWorkspace)] += est.workspace_transient;
+    est.device[static_cast<int>(MemCategory::kEmbedding)] +=
+        model.sparse_bytes_per_rank(static_cast<int>(st.ranks));
     for (int c = 0; c < kMemCategoryCount; ++c) {
         est.device_total += est.device[c];
         est.host_total += est.host[c];

@@ -25,7 +25,8 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
 
 int64_t certain_bytes(const Estimate& e) {
     int64_t b = e.activations.saved;
-    for (MemCategory c : {MemCategory::kParams, MemCategory::kGrads, MemCategory::kOptimizer})
+    for (MemCategory c : {MemCategory::kParams, MemCategory::kGrads, MemCategory::kOptimizer,
+                          MemCategory::kEmbedding})
         b += e.device[static_cast<int>(c)];
     return b;
 }

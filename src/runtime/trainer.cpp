@@ -338,6 +338,8 @@ EngineOptions engine_options(const TrainConfig& cfg) {
 // activations), before anything is allocated or written.
 void check_budget_before_start(const TrainConfig& cfg) {
     if (cfg.memory_budget <= 0) return;
+    // Sharded embedding tables that cannot fit: the plan says which sharding would.
+    cfg.model->check_sparse_fit(static_cast<int>(cfg.dp), cfg.memory_budget);
     const Estimate e = estimate_run(estimate_spec(cfg, cfg.zero.stage, false, cfg.dp));
     const int64_t need = certain_bytes(e);
     if (need <= cfg.memory_budget) return;

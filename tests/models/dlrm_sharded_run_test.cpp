@@ -6,9 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "comm/local/local_comm.h"
-#include "models/named_tensor.h"
+#include "checkpoint/safetensors.h"
 #include "runtime/config.h"
 #include "runtime/trainer.h"
 
@@ -67,14 +68,18 @@ void run(const nlohmann::json& j, const fs::path& run_dir, int ranks,
     run_local_ranks(ranks, [&](Communicator& c) { run_training(pc.config, o, &c); });
 }
 
-std::vector<std::vector<float>> read_tables(const fs::path& file) {
-    std::vector<std::vector<float>> out(kRows.size());
-    std::vector<NamedTensorF32> named;
-    for (size_t k = 0; k < kRows.size(); ++k) {
-        out[k].resize(static_cast<size_t>(kRows[k] * 8));
-        named.push_back({"emb_l." + std::to_string(k) + ".weight", {kRows[k], 8}, out[k].data()});
+// Every tensor of an exported file: the tables (the reference's names and shapes) and the MLPs.
+std::map<std::string, std::vector<float>> read_weights(const fs::path& file) {
+    const SafetensorsFile f(file.string());
+    std::map<std::string, std::vector<float>> out;
+    for (const SafetensorsTensor& t : f.tensors()) {
+        out[t.name].resize(static_cast<size_t>(t.numel));
+        f.read_f32(t.name, out[t.name].data(), t.numel);
     }
-    read_named_weights(file.string(), named, "test");
+    for (size_t k = 0; k < kRows.size(); ++k) {
+        const std::string name = "emb_l." + std::to_string(k) + ".weight";
+        EXPECT_EQ(f.tensor(name).shape, (std::vector<int64_t>{kRows[k], 8})) << name;
+    }
     return out;
 }
 
@@ -97,25 +102,27 @@ TEST_F(DlrmShardedRun, PlanExportAndResumeOnAnotherPlan) {
         EXPECT_GT(j["embedding"]["alltoall_bytes"].get<int64_t>(), 0);
     }
     EXPECT_EQ(lines_with_counters, 6);
-    const auto ref = read_tables(dir_ / "a/model.safetensors");
+    const auto ref = read_weights(dir_ / "a/model.safetensors");
+    ASSERT_EQ(ref.size(), kRows.size() + 8);  // tables, bot_l.{0,2}.* and top_l.{0,2}.*
 
     // The same run broken at step 3, resumed table-wise: the same bits (the plan does not change
     // a row's gradient or update, Note [Merge order]), the Adam state carried across plans.
     run(config("row", 3, 2), dir_ / "b", 2);
     run(config("table", 6, 2), dir_ / "b", 2, TrainOptions::Resume::kLatest);
-    const auto resumed = read_tables(dir_ / "b/model.safetensors");
-    for (size_t k = 0; k < kRows.size(); ++k)
-        EXPECT_EQ(0, std::memcmp(ref[k].data(), resumed[k].data(), ref[k].size() * sizeof(float)))
-            << "table " << k;
+    const auto resumed = read_weights(dir_ / "b/model.safetensors");
+    ASSERT_EQ(resumed.size(), ref.size());
+    for (const auto& [name, w] : ref)
+        EXPECT_EQ(0, std::memcmp(w.data(), resumed.at(name).data(), w.size() * sizeof(float)))
+            << name;
 
     // Resumed on one rank, column-wise: 1 rank with accumulation 4 sums the micro-batches in
     // another order, so close, not equal (seen: 1e-7 relative).
     run(config("row", 3, 2), dir_ / "c", 2);
     run(config("column", 6, 4), dir_ / "c", 1, TrainOptions::Resume::kLatest);
-    const auto one = read_tables(dir_ / "c/model.safetensors");
-    for (size_t k = 0; k < kRows.size(); ++k)
-        for (size_t i = 0; i < ref[k].size(); ++i)
-            ASSERT_NEAR(one[k][i], ref[k][i], 1e-5) << "table " << k << " element " << i;
+    const auto one = read_weights(dir_ / "c/model.safetensors");
+    for (const auto& [name, w] : ref)
+        for (size_t i = 0; i < w.size(); ++i)
+            ASSERT_NEAR(one.at(name)[i], w[i], 1e-5) << name << " element " << i;
 }
 
 TEST_F(DlrmShardedRun, BadEmbeddingKeysAreErrorsNamingTheKey) {

@@ -43,7 +43,8 @@ DlrmEmbedding sharded(std::vector<ShardKind> kinds, SparseOptimKind opt = Sparse
     return e;
 }
 
-struct Run {
+struct Outcome {
+    size_t sparse_tensors = 0;  // tables outside the arena
     std::vector<double> loss;
     std::vector<float> arena;                // whole arena (rank 0)
     std::vector<std::vector<float>> tables;  // every table, whole (rank 0), in table order
@@ -52,7 +53,7 @@ struct Run {
 // Trains kSteps of SGD (lr 0.3) on `ranks` ranks with accumulation `accum`; the tables come from
 // the arena (replicated) or the sharded store, whichever holds them.
 void train_rank(const ClickDataset& ds, const DlrmEmbedding& emb, int ranks, int64_t accum,
-                Communicator* comm, Run* out, DType storage = DType::kF32) {
+                Communicator* comm, Outcome* out, DType storage = DType::kF32) {
     set_num_threads(1);
     const int rank = comm ? comm->rank() : 0;
     MemoryPool pool;
@@ -93,14 +94,15 @@ void train_rank(const ClickDataset& ds, const DlrmEmbedding& emb, int ranks, int
         }
     }
     if (rank == 0) {
+        out->sparse_tensors = sparse_i;
         out->arena = std::move(arena);
         out->tables = std::move(tables);
     }
 }
 
-Run train(const ClickDataset& ds, const DlrmEmbedding& emb, int ranks,
+Outcome train(const ClickDataset& ds, const DlrmEmbedding& emb, int ranks,
           DType storage = DType::kF32) {
-    Run r;
+    Outcome r;
     const int64_t accum = 4 / ranks;
     if (ranks == 1) {
         train_rank(ds, emb, 1, accum, nullptr, &r, storage);
@@ -140,7 +142,7 @@ std::unique_ptr<ClickDataset> DlrmSharded::ds_;
 
 // Bitwise comparison of two runs: losses, every table, and the MLP weights by name order (the
 // arenas differ in layout when tables leave them, so the MLPs are compared as the arena's tail).
-void expect_same_bits(const Run& a, const Run& b, const std::string& what) {
+void expect_same_bits(const Outcome& a, const Outcome& b, const std::string& what) {
     ASSERT_EQ(a.loss.size(), b.loss.size()) << what;
     for (size_t i = 0; i < a.loss.size(); ++i) EXPECT_EQ(a.loss[i], b.loss[i]) << what << " step " << i;
     ASSERT_EQ(a.tables.size(), b.tables.size());
@@ -165,11 +167,14 @@ TEST_F(DlrmSharded, EveryPlanTrainsLikeTheDenseRunBitForBit) {
         {"mixed", sharded({K::kRow, K::kTable, K::kColumn, K::kDataParallel, K::kTable})},
     };
     for (int ranks : {1, 2, 4}) {
-        const Run dense = train(*ds_, DlrmEmbedding{}, ranks);
+        const Outcome dense = train(*ds_, DlrmEmbedding{}, ranks);
         EXPECT_LT(dense.loss.back(), dense.loss.front());
-        for (const auto& [name, emb] : plans)
-            expect_same_bits(dense, train(*ds_, emb, ranks),
-                             name + " at " + std::to_string(ranks) + " ranks");
+        EXPECT_EQ(dense.sparse_tensors, 0u);
+        for (const auto& [name, emb] : plans) {
+            const Outcome s = train(*ds_, emb, ranks);
+            EXPECT_EQ(s.sparse_tensors, name == "mixed" ? kRows.size() - 1 : kRows.size());
+            expect_same_bits(dense, s, name + " at " + std::to_string(ranks) + " ranks");
+        }
     }
 }
 
@@ -183,9 +188,9 @@ TEST_F(DlrmSharded, SparseOptimizersGiveTheSameBitsOnEveryPlan) {
         const std::vector<K> col_or_table = opt == SparseOptimKind::kRowwiseAdagrad
                                                 ? std::vector<K>{K::kTable}
                                                 : std::vector<K>{K::kColumn};
-        const Run a = train(*ds_, sharded({K::kRow}, opt), 2);
-        const Run b = train(*ds_, sharded(col_or_table, opt), 2);
-        const Run c = train(*ds_, sharded({K::kTable, K::kRow, K::kTable, K::kRow, K::kTable}, opt), 2);
+        const Outcome a = train(*ds_, sharded({K::kRow}, opt), 2);
+        const Outcome b = train(*ds_, sharded(col_or_table, opt), 2);
+        const Outcome c = train(*ds_, sharded({K::kTable, K::kRow, K::kTable, K::kRow, K::kTable}, opt), 2);
         EXPECT_LT(a.loss.back(), a.loss.front()) << sparse_optim_name(opt);
         expect_same_bits(a, b, sparse_optim_name(opt));
         expect_same_bits(a, c, sparse_optim_name(opt));
@@ -196,9 +201,9 @@ TEST_F(DlrmSharded, Bf16SplitTablesKeepAnExactMasterAndTrain) {
     // bf16 tables: lookups read the bf16 high half, updates see the f32 master (hi and lo), so
     // the masters differ from the f32 run only through the forward's bf16 rows: close, not equal.
     using K = ShardKind;
-    const Run f32 = train(*ds_, sharded({K::kRow}), 2);
-    const Run bf = train(*ds_, sharded({K::kRow}), 2, DType::kBF16);
-    const Run bf_table = train(*ds_, sharded({K::kTable}), 2, DType::kBF16);
+    const Outcome f32 = train(*ds_, sharded({K::kRow}), 2);
+    const Outcome bf = train(*ds_, sharded({K::kRow}), 2, DType::kBF16);
+    const Outcome bf_table = train(*ds_, sharded({K::kTable}), 2, DType::kBF16);
     expect_same_bits(bf, bf_table, "bf16 row vs table");
     EXPECT_LT(bf.loss.back(), bf.loss.front());
     double worst = 0;

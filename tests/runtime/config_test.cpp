@@ -380,7 +380,7 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
         {{{"checkpoint", {{"on_error", "ignore"}}}}, {"checkpoint.on_error", "\"continue\""}},
         {{{"checkpoint", {{"interval_steps", -1}}}}, {"checkpoint.interval_steps"}},
         {{{"monitor", {{"straggler_factor", 0.5}}}}, {"monitor.straggler_factor", ">= 1"}},
-        {{{"embedding", {{"tables", 3}}}}, {"embedding:", "not supported yet"}},
+        {{{"embedding", {{"sharding", "row"}}}}, {"embedding:", "DLRM"}},
         {{{"model", {{"dropout", 0.1}}}}, {"model.dropout: only 0 is supported"}},
         {{{"model", {{"type", "bert"}}}}, {"model.type: expected one of \"gpt\", \"dlrm\""}},
         {{{"model", {{"type", "dlrm"}}}}, {"model.tables", "got neither", "model.bottom_mlp"}},

@@ -104,28 +104,34 @@ bool DlrmEmbedding::replicated(const DlrmTable& t, size_t k) const {
 
 std::string dlrm_table_name(size_t k) { return str_cat("emb_l.", k, ".weight"); }
 
+EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro_batch,
+                                  int64_t grad_accum, int64_t budget) {
+    const DlrmEmbedding& e = o.embedding;
+    std::vector<EmbeddingTableSpec> specs;
+    for (size_t k = 0; k < o.tables.size(); ++k)
+        specs.push_back({dlrm_table_name(k), o.tables[k].rows, o.tables[k].dim, 1.0});
+    EmbeddingPlanOptions po;
+    po.ranks = ranks;
+    po.sharding = e.sharding;
+    po.samples_per_rank = micro_batch;
+    po.micro_batches = grad_accum;
+    po.weight_bytes_per_elem = 4;  // f32, or the two bf16 halves
+    po.state_floats_per_row = sparse_state_per_row(e.optimizer.kind, o.tables[0].dim);
+    po.budget_bytes_per_rank = budget;
+    return plan_embeddings(specs, po);
+}
+
 void Dlrm::attach(const ModelContext& ctx) {
     if (sharded_index_.empty()) return;
     const DlrmEmbedding& e = options_.embedding;
-    std::vector<EmbeddingTableSpec> specs;
     std::vector<ParamInit> inits;
-    for (size_t k = 0; k < options_.tables.size(); ++k) {
-        const DlrmTable& t = options_.tables[k];
-        specs.push_back({dlrm_table_name(k), t.rows, t.dim, 1.0});
-        inits.push_back(dlrm_table_init(t));
-    }
-    EmbeddingPlanOptions po;
-    po.ranks = ctx.comm ? ctx.comm->size() : 1;
-    po.sharding = e.sharding;
-    po.samples_per_rank = ctx.micro_batch;
-    po.micro_batches = ctx.grad_accum;
-    po.weight_bytes_per_elem = 4;  // f32, or the two bf16 halves
-    po.state_floats_per_row = sparse_state_per_row(e.optimizer.kind, options_.tables[0].dim);
-    po.budget_bytes_per_rank = ctx.budget_bytes_per_rank;
-    EmbeddingPlan plan = plan_embeddings(specs, po);
+    for (const DlrmTable& t : options_.tables) inits.push_back(dlrm_table_init(t));
+    EmbeddingPlan plan = dlrm_embedding_plan(options_, ctx.comm ? ctx.comm->size() : 1,
+                                             ctx.micro_batch, ctx.grad_accum,
+                                             ctx.budget_bytes_per_rank);
     for (size_t k = 0; k < options_.tables.size(); ++k)
         ZT_ASSERT(plan.sharded(k) == (tables[k] == nullptr), "the plan and the model disagree on ",
-                  specs[k].name);
+                  plan.tables[k].name);
     ShardedTablesOptions so;
     so.storage = e.storage;
     so.optimizer = e.optimizer;

@@ -59,6 +59,10 @@ int64_t dlrm_top_input(const DlrmOptions& o);
 int64_t dlrm_param_count(const DlrmOptions& o);
 int64_t dlrm_table_param_count(const DlrmOptions& o);
 
+// The embedding plan of a model over `ranks` ranks (every table, replicated ones included).
+EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro_batch,
+                                  int64_t grad_accum, int64_t budget);
+
 // "emb_l.K.weight", and a table's initialization (U(-sqrt(1 / rows), sqrt(1 / rows))).
 std::string dlrm_table_name(size_t k);
 ParamInit dlrm_table_init(const DlrmTable& t);

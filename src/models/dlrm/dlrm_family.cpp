@@ -81,6 +81,36 @@ double DlrmFamily::module_flops(const Module& m, int64_t batch, bool root) const
     return 0;
 }
 
+int64_t DlrmFamily::sparse_param_count() const {
+    int64_t n = 0;
+    for (size_t k = 0; k < model_.tables.size(); ++k)
+        if (!model_.embedding.replicated(model_.tables[k], k))
+            n += model_.tables[k].rows * model_.tables[k].dim;
+    return n;
+}
+
+// The shards' bytes only: a replicated table is an arena parameter, counted by param_count().
+int64_t DlrmFamily::sparse_bytes_per_rank(int ranks) const {
+    if (sparse_param_count() == 0) return 0;
+    const EmbeddingPlan plan = dlrm_embedding_plan(model_, ranks, 1, 1, 0);
+    int64_t worst = 0;
+    for (int r = 0; r < ranks; ++r) {
+        int64_t bytes = 0;
+        for (size_t k = 0; k < plan.tables.size(); ++k)
+            if (const TableShard* s = plan.shard_on(k, r)) {
+                const int64_t cols = s->col_end - s->col_begin;
+                bytes += (s->row_end - s->row_begin) *
+                         (cols + sparse_state_per_row(model_.embedding.optimizer.kind, cols)) * 4;
+            }
+        worst = std::max(worst, bytes);
+    }
+    return worst;
+}
+
+void DlrmFamily::check_sparse_fit(int ranks, int64_t budget) const {
+    if (sparse_param_count() > 0) dlrm_embedding_plan(model_, ranks, 1, 1, budget);
+}
+
 void DlrmFamily::export_weights(const std::string& path, std::span<const NamedTensorF32> params,
                                 const std::string& dtype) const {
     write_named_weights(path, params, dtype, "export DLRM weights");

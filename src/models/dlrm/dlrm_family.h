@@ -48,7 +48,12 @@ public:
     void export_weights(const std::string& path, std::span<const NamedTensorF32> params,
                         const std::string& dtype) const override;
     void import_weights(const std::string& path, std::span<NamedTensorF32> params) const override;
-    int64_t param_count() const override { return dlrm_param_count(model_); }
+    int64_t param_count() const override {
+        return dlrm_param_count(model_) - sparse_param_count();
+    }
+    int64_t sparse_param_count() const override;
+    int64_t sparse_bytes_per_rank(int ranks) const override;
+    void check_sparse_fit(int ranks, int64_t budget) const override;
     std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;
     std::string activation_legend() const override;
     nlohmann::json activation_settings() const override;

@@ -1,0 +1,101 @@
+// Sharded embedding tables from the command line (docs/embedding.md): the same run as 2 MPI
+// processes and as 2 ranks in threads gives the same weight file byte for byte (the exchanges over
+// MPI and over the local backend add in the same order), the plan is printed, `export --from`
+// carries the tables out of a checkpoint, and tables past every budget exit 2 saying what fits.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/safetensors.h"
+#include "cli_fixture.h"
+#include "util/error.h"
+
+namespace zt::testing {
+namespace {
+
+constexpr const char* kMpiEnv =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+    "OMP_WAIT_POLICY=passive ";
+
+nlohmann::json sharded_config() {
+    return {{"train_micro_batch_size_per_gpu", 32},
+            {"steps", 4},
+            {"steps_per_print", 1},
+            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+            {"model",
+             {{"type", "dlrm"},
+              {"table_rows", {3001, 700, 40, 1500}},
+              {"embedding_dim", 8},
+              {"bottom_mlp", {16, 8}},
+              {"top_mlp", {16}}}},
+            {"embedding",
+             {{"sharding", {"row", "table", "data_parallel", "column"}},
+              {"optimizer", {{"type", "rowwise_adagrad"}, {"lr", 0.05}}}}},
+            {"data", {{"type", "synthetic"}, {"records", 2000}, {"eval_records", 128}}},
+            {"eval_interval", 4},
+            {"eval_iters", 2},
+            {"checkpoint", {{"interval_steps", 2}}},
+            {"threads", 1}};
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+TEST_F(Cli, ShardedTablesOverMpiMatchThreadsByteForByte) {
+    nlohmann::json j = sharded_config();
+    // Row-wise Adagrad keeps one accumulator per whole row: a column-split table is refused.
+    const CommandResult bad = run_zerotrain(
+        zt::str_cat("train ", write_config(j, "bad.json"), " --ranks 2 --quiet --run-dir ",
+                (dir_ / "bad").string()));
+    EXPECT_EQ(bad.code, 2) << bad.output;
+    EXPECT_NE(bad.output.find("row-wise Adagrad"), std::string::npos) << bad.output;
+
+    j["embedding"]["sharding"] = {"row", "table", "data_parallel", "row"};
+    const std::string cfg = write_config(j);
+    const CommandResult threads = run_zerotrain(
+        zt::str_cat("train ", cfg, " --ranks 2 --run-dir ", (dir_ / "threads").string()));
+    ASSERT_EQ(threads.code, 0) << threads.output;
+    EXPECT_NE(threads.output.find("emb_l.0.weight (3001 x 8): row"), std::string::npos)
+        << threads.output;
+    const CommandResult mpi = run_command(zt::str_cat(
+        kMpiEnv, "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ", ZT_BINARY,
+        " train ", cfg, " --quiet --run-dir ", (dir_ / "mpi").string()));
+    ASSERT_EQ(mpi.code, 0) << mpi.output;
+    const std::string a = slurp(dir_ / "threads/model.safetensors");
+    ASSERT_FALSE(a.empty());
+    EXPECT_TRUE(a == slurp(dir_ / "mpi/model.safetensors"));
+
+    // Exported from the last checkpoint (step 4), on one process: the same tables.
+    fs::remove(dir_ / "mpi/model.safetensors");
+    const CommandResult e = run_zerotrain(zt::str_cat("export ", cfg, " --from ", (dir_ / "mpi").string(),
+                                                  " --out ", (dir_ / "x.safetensors").string()));
+    ASSERT_EQ(e.code, 0) << e.output;
+    const SafetensorsFile x((dir_ / "x.safetensors").string());
+    const SafetensorsFile t((dir_ / "threads/model.safetensors").string());
+    for (const char* name : {"emb_l.0.weight", "emb_l.1.weight", "emb_l.2.weight", "emb_l.3.weight"}) {
+        ASSERT_NE(x.find(name), nullptr) << name;
+        const auto dx = x.data(name), dt = t.data(name);
+        ASSERT_EQ(dx.size(), dt.size()) << name;
+        EXPECT_EQ(0, std::memcmp(dx.data(), dt.data(), dx.size())) << name;
+    }
+}
+
+TEST_F(Cli, ShardedTablesPastEveryBudgetExit2) {
+    nlohmann::json j = sharded_config();
+    j["model"]["table_rows"] = {4000000, 3000000, 40, 1500};
+    j["embedding"]["sharding"] = "table";
+    j["memory"] = {{"budget_per_rank", "64MiB"}};
+    const CommandResult r = run_zerotrain(zt::str_cat("train ", write_config(j), " --ranks 2 --quiet --run-dir ",
+                                                  (dir_ / "run").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("embedding"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("ranks"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace zt::testing
