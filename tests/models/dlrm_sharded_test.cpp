@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "click_steps.h"
 #include "comm/local/local_comm.h"
 #include "data/click/click_dataset.h"
 #include "data/click/synth_ctr.h"
@@ -71,15 +72,7 @@ void train_rank(const ClickDataset& ds, const DlrmEmbedding& emb, int ranks, int
     Engine engine(pool, std::move(model), std::move(eo));
     ClickBatchBuffers buf;
     for (int64_t step = 0; step < kSteps; ++step) {
-        for (int64_t m = 0; m < accum; ++m) {
-            ds.fill(global_sample_index(step, m, rank, kMicro, accum, ranks, 0), kMicro, buf);
-            const ClickBatch click = buf.view();
-            Batch b;
-            b.B = click.B;
-            b.click = &click;
-            engine.forward_backward(b);
-        }
-        const StepStats st = engine.step();
+        const StepStats st = click_step(engine, ds, buf, step, accum, kMicro, rank, ranks);
         if (rank == 0) out->loss.push_back(st.loss);
     }
     std::vector<float> arena = engine.gather_master();

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "click_steps.h"
 #include "comm/local/local_comm.h"
 #include "data/click/click_dataset.h"
 #include "data/click/synth_ctr.h"
@@ -75,15 +76,7 @@ void train_rank(const ClickDataset& ds, int ranks, int64_t accum, int stage, Com
     Engine e(pool, std::make_unique<Dlrm>(model_options()), std::move(eo));
     ClickBatchBuffers buf;
     for (int64_t step = 0; step < kSteps; ++step) {
-        for (int64_t m = 0; m < accum; ++m) {
-            ds.fill(global_sample_index(step, m, rank, kMicro, accum, ranks, 0), kMicro, buf);
-            const ClickBatch click = buf.view();
-            Batch b;
-            b.B = click.B;
-            b.click = &click;
-            e.forward_backward(b);
-        }
-        const StepStats st = e.step();
+        const StepStats st = click_step(e, ds, buf, step, accum, kMicro, rank, ranks);
         if (rank == 0) {
             out->loss.push_back(st.loss);
             out->grad_norm.push_back(st.grad_norm);
