@@ -8,6 +8,8 @@
 
 namespace zt {
 
+namespace {
+
 bool is_float_dtype(const std::string& dtype) {
     return dtype == "F32" || dtype == "BF16" || dtype == "F16";
 }
@@ -17,8 +19,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
     for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
     return s + "]";
 }
-
-namespace {
 
 int64_t numel(const NamedTensorF32& p) {
     int64_t n = 1;

@@ -41,6 +41,16 @@ bool is_mask_buffer(std::string_view canonical) {
     return rest == "attn.bias" || rest == "attn.masked_bias";
 }
 
+bool is_float_dtype(const std::string& dtype) {
+    return dtype == "F32" || dtype == "BF16" || dtype == "F16";
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
 std::string name_list(const std::vector<std::string>& names) {
     std::string s;
     for (size_t i = 0; i < names.size() && i < kMaxListed; ++i) s += (i ? ", " : "") + names[i];
