@@ -16,6 +16,7 @@
 #include "models/named_tensor.h"
 #include "nn/model.h"
 #include "tensor/dtype.h"
+#include "util/config_section.h"
 
 namespace zt {
 
@@ -51,6 +52,10 @@ struct DataContext {
     int rank = 0;   // data-parallel rank
     int ranks = 1;  // data-parallel ranks
 };
+
+// A data section's held-out split, shared by the families: "eval_path" (a separate file) or
+// "eval_fraction" in [0, 1) of the training data's tail, not both (errors recorded in `s`).
+void read_eval_split(config_detail::Section& s, std::string& eval_path, double& eval_fraction);
 
 class ModelFamily {
 public:

@@ -8,17 +8,17 @@
 
 namespace zt {
 
-namespace {
-
 bool is_float_dtype(const std::string& dtype) {
     return dtype == "F32" || dtype == "BF16" || dtype == "F16";
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
+std::string weight_shape_str(const std::vector<int64_t>& shape) {
     std::string s = "[";
     for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
     return s + "]";
 }
+
+namespace {
 
 int64_t numel(const NamedTensorF32& p) {
     int64_t n = 1;
@@ -63,7 +63,7 @@ void read_named_weights(const std::string& path, std::span<NamedTensorF32> param
         ZT_CHECK(t, who, ": ", path, " lacks tensor '", p.name,
                  "'; is it a checkpoint of this model configuration?");
         ZT_CHECK(t->shape == p.shape, who, ": ", path, ": tensor '", p.name, "': expected shape ",
-                 shape_str(p.shape), ", got ", shape_str(t->shape));
+                 weight_shape_str(p.shape), ", got ", weight_shape_str(t->shape));
         ZT_CHECK(is_float_dtype(t->dtype), who, ": ", path, ": tensor '", p.name, "' has dtype ",
                  t->dtype, "; expected F32, BF16 or F16");
     }

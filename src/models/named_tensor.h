@@ -15,6 +15,11 @@ struct NamedTensorF32 {
     float* data;
 };
 
+// "F32", "BF16" or "F16": the safetensors dtypes weights may be read from or written in.
+bool is_float_dtype(const std::string& dtype);
+// "[2, 3]", for messages.
+std::string weight_shape_str(const std::vector<int64_t>& shape);
+
 // Writes params under their names (as they are), converted to `dtype` ("F32", "BF16" or "F16"),
 // with metadata {"format": "pt", "producer": "zerotrain"}, atomically. `who` names the caller in
 // errors ("export_gpt_weights").

@@ -2,8 +2,19 @@
 
 #include "models/dlrm/dlrm_family.h"
 #include "models/gpt/gpt_family.h"
+#include "util/error.h"
 
 namespace zt {
+
+void read_eval_split(config_detail::Section& s, std::string& eval_path, double& eval_fraction) {
+    eval_path = s.get_string("eval_path", "");
+    eval_fraction = s.get_number("eval_fraction", 0.0, 0.0, 1.0);
+    s.guard([&] {
+        ZT_CHECK(eval_fraction < 1.0, s.key("eval_fraction"), ": expected a number in [0, 1), got 1");
+        ZT_CHECK(eval_path.empty() || eval_fraction == 0.0, s.key("eval_fraction"),
+                 ": give either data.eval_path or data.eval_fraction, not both");
+    });
+}
 
 std::shared_ptr<const ModelFamily> parse_model_family(config_detail::Section& root,
                                                       const FamilyContext& ctx) {

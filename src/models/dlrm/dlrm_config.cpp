@@ -117,14 +117,7 @@ DlrmDataOptions parse_data(Section& s) {
                  d.type == "ctr" ? "click file (zerotrain data prepare-ctr)" : "Criteo TSV file",
                  " for data.type \"", d.type, "\", got nothing");
     });
-    d.eval_path = s.get_string("eval_path", "");
-    d.eval_fraction = s.get_number("eval_fraction", 0.0, 0.0, 1.0);
-    s.guard([&] {
-        ZT_CHECK(d.eval_fraction < 1.0, s.key("eval_fraction"),
-                 ": expected a number in [0, 1), got 1");
-        ZT_CHECK(d.eval_path.empty() || d.eval_fraction == 0.0, s.key("eval_fraction"),
-                 ": give either data.eval_path or data.eval_fraction, not both");
-    });
+    read_eval_split(s, d.eval_path, d.eval_fraction);
     d.on_bad_record = s.get_choice("on_bad_record", "fatal", {"fatal", "skip"});
     d.shuffle = s.get_bool("shuffle", true);
     return d;

@@ -112,14 +112,7 @@ GptDataOptions parse_data(Section& s) {
     });
     d.dtype = s.get_choice("dtype", "uint16", {"uint16", "uint32"});
     d.shuffle = s.get_bool("shuffle", false);
-    d.eval_path = s.get_string("eval_path", "");
-    d.eval_fraction = s.get_number("eval_fraction", 0.0, 0.0, 1.0);
-    s.guard([&] {
-        ZT_CHECK(d.eval_fraction < 1.0, s.key("eval_fraction"),
-                 ": expected a number in [0, 1), got 1");
-        ZT_CHECK(d.eval_path.empty() || d.eval_fraction == 0.0, s.key("eval_fraction"),
-                 ": give either data.eval_path or data.eval_fraction, not both");
-    });
+    read_eval_split(s, d.eval_path, d.eval_fraction);
     d.builtin_tokens = s.get_int("builtin_tokens", d.builtin_tokens, 2);
     d.builtin_seed = s.get_int("builtin_seed", d.builtin_seed, 0);
     return d;

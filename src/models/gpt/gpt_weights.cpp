@@ -41,16 +41,6 @@ bool is_mask_buffer(std::string_view canonical) {
     return rest == "attn.bias" || rest == "attn.masked_bias";
 }
 
-bool is_float_dtype(const std::string& dtype) {
-    return dtype == "F32" || dtype == "BF16" || dtype == "F16";
-}
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 std::string name_list(const std::vector<std::string>& names) {
     std::string s;
     for (size_t i = 0; i < names.size() && i < kMaxListed; ++i) s += (i ? ", " : "") + names[i];
@@ -62,9 +52,9 @@ int64_t param_numel(const NamedTensorF32& p) {
     int64_t n = 1;
     for (int64_t d : p.shape) {
         ZT_CHECK(d >= 0, "gpt weights: param '", p.name, "' has a negative dimension in shape ",
-                 shape_str(p.shape));
+                 weight_shape_str(p.shape));
         ZT_CHECK(!__builtin_mul_overflow(n, d, &n), "gpt weights: param '", p.name, "' shape ",
-                 shape_str(p.shape), " overflows");
+                 weight_shape_str(p.shape), " overflows");
     }
     return n;
 }
@@ -78,8 +68,8 @@ void check_tied_head(const SafetensorsFile& file, const SafetensorsTensor& head)
              " has lm_head.weight but no wte.weight; zerotrain ties the head to wte");
     ZT_CHECK(head.shape == wte->shape && is_float_dtype(head.dtype),
              "import_gpt_weights: ", file.path(), ": lm_head.weight (", head.dtype, " ",
-             shape_str(head.shape), ") differs from ", wte->name, " (", wte->dtype, " ",
-             shape_str(wte->shape),
+             weight_shape_str(head.shape), ") differs from ", wte->name, " (", wte->dtype, " ",
+             weight_shape_str(wte->shape),
              "); zerotrain ties the output head to wte and cannot import an untied head");
     std::vector<float> a(static_cast<size_t>(head.numel)), b(a.size());
     file.read_f32(head.name, a.data(), head.numel);
@@ -168,13 +158,14 @@ void import_gpt_weights(const SafetensorsFile& file, std::span<NamedTensorF32> p
         std::vector<int64_t> expected = p.shape;
         if (it.transpose) {
             ZT_CHECK(p.shape.size() == 2, "import_gpt_weights: param '", p.name,
-                     "' must be 2-D, has shape ", shape_str(p.shape));
+                     "' must be 2-D, has shape ", weight_shape_str(p.shape));
             expected = {p.shape[1], p.shape[0]};
         }
         ZT_CHECK(it.src->shape == expected, "import_gpt_weights: ", file.path(), ": tensor '",
                  it.src->name, "'", it.src->name != p.name ? str_cat(" (for '", p.name, "')") : "",
-                 ": expected shape ", shape_str(expected), ", got ", shape_str(it.src->shape),
-                 it.transpose ? " (Conv1D [in, out] layout)" : "", layout_note);
+                 ": expected shape ", weight_shape_str(expected), ", got ",
+                 weight_shape_str(it.src->shape), it.transpose ? " (Conv1D [in, out] layout)" : "",
+                 layout_note);
         ZT_CHECK(is_float_dtype(it.src->dtype), "import_gpt_weights: ", file.path(), ": tensor '",
                  it.src->name, "' has dtype ", it.src->dtype, "; expected F32, BF16 or F16");
     }
