@@ -1,5 +1,5 @@
 // ReLU kernels (see relu.h): selects, not arithmetic, so outputs are copies of input bits and
-// bf16 needs no rounding. Blocks of kElemBlock run in parallel.
+// bf16 needs no rounding. Vectors of 16 lanes, blocks of vec::kElemBlock run in parallel.
 #include "tensor/kernels/relu.h"
 
 #include "tensor/kernels/vec16.h"
@@ -10,29 +10,23 @@ namespace {
 
 constexpr int64_t kParallelMinElems = 1 << 15;  // below this, one thread is faster
 
-template <typename F>
-void for_each_range(int64_t n, F f) {
-    const int64_t blocks = (n + vec::kElemBlock - 1) / vec::kElemBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElems)
-    for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t begin = b * vec::kElemBlock;
-        f(begin, n - begin < vec::kElemBlock ? n : begin + vec::kElemBlock);
-    }
-}
-
 }  // namespace
 
+// A branch per element ran at about one element per 3 ns on random signs (mispredicted half the
+// time); the masked select runs at memory speed.
 template <typename T>
 void relu_forward(const T* x, T* y, int64_t n) {
-    for_each_range(n, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) y[i] = to_f32(x[i]) <= 0.0f ? T{} : x[i];
+    vec::for_each_block(n, kParallelMinElems, [=](int64_t i, int64_t m) {
+        const vec::V16 v = vec::load_part(x + i, m);
+        vec::store_part(y + i, vec::unless_nonpositive(v, v), m);
     });
 }
 
 template <typename T>
 void relu_backward(const T* x, const T* dy, T* dx, int64_t n) {
-    for_each_range(n, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) dx[i] = to_f32(x[i]) > 0.0f ? dy[i] : T{};
+    vec::for_each_block(n, kParallelMinElems, [=](int64_t i, int64_t m) {
+        vec::store_part(
+            dx + i, vec::where_positive(vec::load_part(x + i, m), vec::load_part(dy + i, m)), m);
     });
 }
 

@@ -54,6 +54,14 @@ inline V16 fma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 // NaN in b propagates (max/min return their second operand when either is NaN).
 inline V16 max(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
 inline V16 min(V16 a, V16 b) { return {_mm512_min_ps(a.v, b.v)}; }
+// Selects (no arithmetic, so the kept lanes are a's bits): a where c > 0, else +0 (NaN c gives 0);
+// and a unless c <= 0, else +0 (NaN c keeps a).
+inline V16 where_positive(V16 c, V16 a) {
+    return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(c.v, _mm512_setzero_ps(), _CMP_GT_OQ), a.v)};
+}
+inline V16 unless_nonpositive(V16 c, V16 a) {
+    return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(c.v, _mm512_setzero_ps(), _CMP_NLE_UQ), a.v)};
+}
 inline float hsum(V16 a) { return _mm512_reduce_add_ps(a.v); }  // fixed shuffle tree
 inline float hmax(V16 a) { return _mm512_reduce_max_ps(a.v); }
 
@@ -186,6 +194,12 @@ inline V16 max(V16 a, V16 b) {
 }
 inline V16 min(V16 a, V16 b) {
     return map2(a, b, [](float x, float y) { return x < y ? x : y; });
+}
+inline V16 where_positive(V16 c, V16 a) {
+    return map2(c, a, [](float x, float y) { return x > 0.0f ? y : 0.0f; });
+}
+inline V16 unless_nonpositive(V16 c, V16 a) {
+    return map2(c, a, [](float x, float y) { return x <= 0.0f ? 0.0f : y; });
 }
 inline float hsum(V16 a) {
     for (int64_t w = kLanes / 2; w > 0; w /= 2)

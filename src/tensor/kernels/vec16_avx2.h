@@ -35,6 +35,17 @@ inline V16 fma(V16 a, V16 b, V16 c) {  // a * b + c, one rounding
 // NaN in b propagates (max/min return their second operand when either is NaN), as with AVX-512.
 inline V16 max(V16 a, V16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
 inline V16 min(V16 a, V16 b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
+// The selects of vec16.h: a where c > 0 (NaN c gives 0); a unless c <= 0 (NaN c keeps a).
+inline V16 where_positive(V16 c, V16 a) {
+    const __m256 z = _mm256_setzero_ps();
+    return {_mm256_and_ps(_mm256_cmp_ps(c.lo, z, _CMP_GT_OQ), a.lo),
+            _mm256_and_ps(_mm256_cmp_ps(c.hi, z, _CMP_GT_OQ), a.hi)};
+}
+inline V16 unless_nonpositive(V16 c, V16 a) {
+    const __m256 z = _mm256_setzero_ps();
+    return {_mm256_and_ps(_mm256_cmp_ps(c.lo, z, _CMP_NLE_UQ), a.lo),
+            _mm256_and_ps(_mm256_cmp_ps(c.hi, z, _CMP_NLE_UQ), a.hi)};
+}
 
 // The last three steps of the tree on 8 lanes: lane i += lane i + 4, then + 2, then + 1.
 inline float hsum8(__m256 s) {
