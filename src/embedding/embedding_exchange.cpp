@@ -1,10 +1,12 @@
 // Lookups of sharded tables: the forward and backward all-to-alls (Note [Unique-row exchange]).
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "comm/communicator.h"
 #include "embedding/sharded_tables_detail.h"
 #include "util/error.h"
+#include "util/radix_sort.h"
 #include "util/timer.h"
 
 // Note [Unique-row exchange]
@@ -19,6 +21,10 @@
 // Compared with pooling on the owner (TorchRec's table-wise path) this sends D floats per
 // distinct id instead of per bag: the same for one-hot features, less on skewed (Zipf) ids, more
 // for long multi-hot bags; OneFlow's OneEmbedding exchanges unique rows the same way.
+// Speed: the per-table deduplication runs tables in parallel (a radix sort of (id, position)
+// keys gives the distinct ids and every position's index into them in one pass), and the owner's
+// row copies, the requester's compact-table assembly and the gradient gathers run requests in
+// parallel, each writing its own slot; none of it changes a bit of the result.
 
 namespace zt {
 
@@ -27,16 +33,19 @@ struct ShardedTables::Exchange {
         int32_t list;  // index into the lookup's tables
         int32_t u;     // row of the compact table
         int64_t c0, c1;
+        int64_t at;  // offset of its floats in the reply from its owner (all owners, rank order)
     };
-    std::vector<Var> compact;                 // per listed table: (U, dim) fetched rows
-    std::vector<std::vector<Req>> to_owner;   // requester: per owner, in send order
-    std::vector<int64_t> reply_counts;        // requester: floats each owner sent
-    std::vector<int64_t> recv_requests;       // owner: every rank's requests, in rank order
-    std::vector<int64_t> recv_counts;         // owner: requests per source
-    std::vector<int64_t> serve_counts;        // owner: floats sent per source
+    std::vector<Var> compact;            // per listed table: (U, dim) fetched rows
+    std::vector<Req> reqs;               // requester: every request, by owner in rank order
+    std::vector<int64_t> reply_counts;   // requester: floats each owner sent
+    std::vector<int64_t> recv_requests;  // owner: every rank's requests, in rank order
+    std::vector<int64_t> recv_counts;    // owner: requests per source
+    std::vector<int64_t> serve_counts;   // owner: floats sent per source
 };
 
 namespace {
+
+constexpr int64_t kParallelMinFloats = 1 << 14;  // row copies below this: one thread
 
 // Elements of v summed: an all-to-all's total count.
 int64_t total(const std::vector<int64_t>& v) {
@@ -45,21 +54,68 @@ int64_t total(const std::vector<int64_t>& v) {
     return n;
 }
 
+// One table's ids of a micro-batch: the distinct ids ascending, each position's index into them,
+// and the smallest and largest id (checked by the caller: nothing here may throw, it runs inside
+// an OpenMP region).
+struct Dedup {
+    std::vector<int32_t> uniq;
+    std::vector<int32_t> compact;
+    int32_t lo = 0, hi = 0;
+};
+
+void dedup_ids(std::span<const int32_t> ids, int64_t rows, Dedup& d, std::vector<uint64_t>& keys,
+               std::vector<uint64_t>& tmp) {
+    const size_t n = ids.size();
+    d.uniq.clear();
+    d.compact.resize(n);
+    if (n == 0) return;
+    keys.resize(n);
+    d.lo = std::numeric_limits<int32_t>::max();
+    d.hi = std::numeric_limits<int32_t>::min();
+    for (size_t p = 0; p < n; ++p) {
+        d.lo = std::min(d.lo, ids[p]);
+        d.hi = std::max(d.hi, ids[p]);
+        keys[p] = static_cast<uint64_t>(static_cast<uint32_t>(ids[p])) << 32 | p;
+    }
+    if (d.lo < 0 || d.hi >= rows) return;  // the caller reports it
+    radix_sort_field(keys, 32, bits_below(rows), tmp);
+    for (size_t e = 0; e < n; ++e) {
+        const auto id = static_cast<int32_t>(keys[e] >> 32);
+        if (d.uniq.empty() || d.uniq.back() != id) d.uniq.push_back(id);
+        d.compact[keys[e] & 0xffffffffu] = static_cast<int32_t>(d.uniq.size() - 1);
+    }
+}
+
 }  // namespace
 
-void ShardedTables::serve_rows(std::span<const int64_t> requests,
-                               std::vector<float>& reply) const {
-    for (int64_t q : requests) {
-        const int t = request_table(q);
-        const int i = shard_of_table_[static_cast<size_t>(t)];
-        ZT_ASSERT(i >= 0, "a request for table ", t, " on a rank without its shard");
-        const Shard& s = *shards_[static_cast<size_t>(i)];
-        const int64_t r = request_row(q) - s.range.row_begin;
-        ZT_ASSERT(r >= 0 && r < s.storage.rows, "a request for a row outside the shard");
+std::vector<float> ShardedTables::serve_rows(std::span<const int64_t> requests,
+                                             std::span<const int64_t> counts,
+                                             std::vector<int64_t>& serve_counts) const {
+    // Offsets first (and every check, outside the parallel copy).
+    std::vector<int64_t> at(requests.size() + 1, 0);
+    serve_counts.assign(counts.size(), 0);
+    size_t q = 0;
+    for (size_t src = 0; src < counts.size(); ++src)
+        for (int64_t k = 0; k < counts[src]; ++k, ++q) {
+            const int t = request_table(requests[q]);
+            ZT_ASSERT(t >= 0 && t < static_cast<int>(shard_of_table_.size()) &&
+                          shard_of_table_[static_cast<size_t>(t)] >= 0,
+                      "a request for table ", t, " on a rank without its shard");
+            const Shard& s = *shards_[static_cast<size_t>(shard_of_table_[static_cast<size_t>(t)])];
+            const int64_t r = request_row(requests[q]) - s.range.row_begin;
+            ZT_ASSERT(r >= 0 && r < s.storage.rows, "a request for a row outside the shard");
+            at[q + 1] = at[q] + s.storage.cols;
+            serve_counts[src] += s.storage.cols;
+        }
+    std::vector<float> reply(static_cast<size_t>(at.back()));
+    const auto n = static_cast<int64_t>(requests.size());
+#pragma omp parallel for schedule(static) if (at.back() >= kParallelMinFloats)
+    for (int64_t i = 0; i < n; ++i) {
+        const Shard& s = *shards_[static_cast<size_t>(
+            shard_of_table_[static_cast<size_t>(request_table(requests[static_cast<size_t>(i)]))])];
+        const int64_t r = request_row(requests[static_cast<size_t>(i)]) - s.range.row_begin;
         const int64_t cols = s.storage.cols;
-        const size_t at = reply.size();
-        reply.resize(at + static_cast<size_t>(cols));
-        float* dst = reply.data() + at;
+        float* dst = reply.data() + at[static_cast<size_t>(i)];
         if (!s.storage.split()) {
             std::memcpy(dst, s.storage.f32 + r * cols, static_cast<size_t>(cols) * sizeof(float));
         } else {  // lookups read the bf16 high half
@@ -70,6 +126,7 @@ void ShardedTables::serve_rows(std::span<const int64_t> requests,
             }
         }
     }
+    return reply;
 }
 
 void ShardedTables::accept_grads(int source, std::span<const int64_t> requests,
@@ -89,102 +146,108 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     ZT_ASSERT(tables.size() == pooling.size(), "one pooling per table");
     Stopwatch timer;
     auto ex = std::make_shared<Exchange>();
-    ex->to_owner.resize(static_cast<size_t>(ranks_));
+    // Distinct ids per table, tables in parallel.
+    std::vector<Dedup> dd(tables.size());
+    const auto nt = static_cast<int64_t>(tables.size());
+#pragma omp parallel if (nt > 1)
+    {
+        std::vector<uint64_t> keys, tmp;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < nt; ++i) {
+            const int t = tables[static_cast<size_t>(i)];
+            dedup_ids(batch.ids[static_cast<size_t>(t)], plan_.tables[static_cast<size_t>(t)].rows,
+                      dd[static_cast<size_t>(i)], keys, tmp);
+        }
+    }
+    for (size_t i = 0; i < tables.size(); ++i) {
+        const EmbeddingTableSpec& spec = plan_.tables[static_cast<size_t>(tables[i])];
+        ZT_CHECK(batch.ids[static_cast<size_t>(tables[i])].empty() ||
+                     (dd[i].lo >= 0 && dd[i].hi < spec.rows),
+                 "embedding: ", spec.name, " has ", spec.rows, " rows, and the batch holds id ",
+                 dd[i].lo < 0 ? dd[i].lo : dd[i].hi,
+                 "; ids must be in [0, rows) (check model.tables against the data)");
+    }
+    // Requests per owner, in table order and ascending rows within a table.
+    std::vector<std::vector<Exchange::Req>> to_owner(static_cast<size_t>(ranks_));
     std::vector<std::vector<int64_t>> send(static_cast<size_t>(ranks_));
-    std::vector<std::vector<int32_t>> compact_ids(tables.size());
-    std::vector<int64_t> uniques(tables.size());
     for (size_t i = 0; i < tables.size(); ++i) {
         const int t = tables[i];
-        const EmbeddingTableSpec& spec = plan_.tables[static_cast<size_t>(t)];
         const TablePlacement& place = plan_.placement[static_cast<size_t>(t)];
-        std::span<const int32_t> ids = batch.ids[static_cast<size_t>(t)];
-        std::vector<int32_t> uniq(ids.begin(), ids.end());
-        std::sort(uniq.begin(), uniq.end());
-        uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
-        ZT_CHECK(uniq.empty() || (uniq.front() >= 0 && uniq.back() < spec.rows), "embedding: ",
-                 spec.name, " has ", spec.rows, " rows, and the batch holds id ",
-                 uniq.front() < 0 ? uniq.front() : uniq.back(),
-                 "; ids must be in [0, rows) (check model.tables against the data)");
-        compact_ids[i].resize(ids.size());
-        for (size_t p = 0; p < ids.size(); ++p)
-            compact_ids[i][p] = static_cast<int32_t>(
-                std::lower_bound(uniq.begin(), uniq.end(), ids[p]) - uniq.begin());
-        uniques[i] = static_cast<int64_t>(uniq.size());
+        const std::vector<int32_t>& uniq = dd[i].uniq;
         for (size_t u = 0; u < uniq.size(); ++u) {
             const int64_t row = uniq[u];
             for (const TableShard& sh : place.shards) {
                 if (row < sh.row_begin || row >= sh.row_end) continue;
-                ex->to_owner[static_cast<size_t>(sh.rank)].push_back(
-                    {static_cast<int32_t>(i), static_cast<int32_t>(u), sh.col_begin, sh.col_end});
+                to_owner[static_cast<size_t>(sh.rank)].push_back({static_cast<int32_t>(i),
+                                                                  static_cast<int32_t>(u),
+                                                                  sh.col_begin, sh.col_end, 0});
                 send[static_cast<size_t>(sh.rank)].push_back(pack_request(t, row));
             }
         }
-        acc_unique_ids_ += uniques[i];
+        acc_unique_ids_ += static_cast<int64_t>(uniq.size());
+    }
+    std::vector<int64_t> send_counts(static_cast<size_t>(ranks_)), flat;
+    ex->reply_counts.assign(static_cast<size_t>(ranks_), 0);
+    {
+        int64_t at = 0;
+        for (int r = 0; r < ranks_; ++r) {
+            const auto ru = static_cast<size_t>(r);
+            send_counts[ru] = static_cast<int64_t>(send[ru].size());
+            flat.insert(flat.end(), send[ru].begin(), send[ru].end());
+            const int64_t before = at;
+            for (Exchange::Req q : to_owner[ru]) {
+                q.at = at;
+                at += q.c1 - q.c0;
+                ex->reqs.push_back(q);
+            }
+            ex->reply_counts[ru] = at - before;
+        }
     }
     // Requests: counts, then the packed (table, row) pairs.
-    std::vector<int64_t> send_counts(static_cast<size_t>(ranks_)), flat;
-    for (int r = 0; r < ranks_; ++r) {
-        send_counts[static_cast<size_t>(r)] = static_cast<int64_t>(send[static_cast<size_t>(r)].size());
-        flat.insert(flat.end(), send[static_cast<size_t>(r)].begin(),
-                    send[static_cast<size_t>(r)].end());
-    }
     ex->recv_counts.assign(static_cast<size_t>(ranks_), 0);
     if (comm_) {
         std::vector<int64_t> ones(static_cast<size_t>(ranks_), 1);
         comm_->all_to_all(send_counts.data(), ones, ex->recv_counts.data(), ones, CommType::kI64)
             ->wait();
         ex->recv_requests.resize(static_cast<size_t>(total(ex->recv_counts)));
-        comm_->all_to_all(flat.data(), send_counts, ex->recv_requests.data(), ex->recv_counts,
-                          CommType::kI64)
+        comm_
+            ->all_to_all(flat.data(), send_counts, ex->recv_requests.data(), ex->recv_counts,
+                         CommType::kI64)
             ->wait();
     } else {
         ex->recv_counts = send_counts;
-        ex->recv_requests = flat;
+        ex->recv_requests = std::move(flat);
     }
     // Owners: the rows, per source in rank order.
-    std::vector<float> reply;
-    ex->serve_counts.assign(static_cast<size_t>(ranks_), 0);
-    {
-        int64_t at = 0;
-        for (int s = 0; s < ranks_; ++s) {
-            const int64_t n = ex->recv_counts[static_cast<size_t>(s)];
-            const size_t before = reply.size();
-            serve_rows(std::span<const int64_t>(ex->recv_requests).subspan(
-                           static_cast<size_t>(at), static_cast<size_t>(n)),
-                       reply);
-            ex->serve_counts[static_cast<size_t>(s)] = static_cast<int64_t>(reply.size() - before);
-            at += n;
-        }
-    }
-    ex->reply_counts.assign(static_cast<size_t>(ranks_), 0);
-    for (int r = 0; r < ranks_; ++r)
-        for (const Exchange::Req& q : ex->to_owner[static_cast<size_t>(r)])
-            ex->reply_counts[static_cast<size_t>(r)] += q.c1 - q.c0;
+    std::vector<float> reply = serve_rows(ex->recv_requests, ex->recv_counts, ex->serve_counts);
     std::vector<float> rows(static_cast<size_t>(total(ex->reply_counts)));
     if (comm_)
-        comm_->all_to_all(reply.data(), ex->serve_counts, rows.data(), ex->reply_counts,
-                          CommType::kF32)
+        comm_
+            ->all_to_all(reply.data(), ex->serve_counts, rows.data(), ex->reply_counts,
+                         CommType::kF32)
             ->wait();
     else
         rows = std::move(reply);
-    // The compact tables, in the compute dtype.
+    // The compact tables, in the compute dtype; each request fills its own slot.
     const DType dt = options_.compute_dtype;
     const size_t esize = dtype_size(dt);
     std::vector<Tensor> compact(tables.size());
-    for (size_t i = 0; i < tables.size(); ++i)
-        compact[i] = Tensor::empty(tape.pool(), {uniques[i], plan_.tables[static_cast<size_t>(tables[i])].dim},
+    std::vector<char*> base(tables.size());
+    std::vector<int64_t> dims(tables.size());
+    for (size_t i = 0; i < tables.size(); ++i) {
+        dims[i] = plan_.tables[static_cast<size_t>(tables[i])].dim;
+        compact[i] = Tensor::empty(tape.pool(), {static_cast<int64_t>(dd[i].uniq.size()), dims[i]},
                                    dt, MemCategory::kActivations);
-    {
-        const float* src = rows.data();
-        for (int r = 0; r < ranks_; ++r)
-            for (const Exchange::Req& q : ex->to_owner[static_cast<size_t>(r)]) {
-                Tensor& c = compact[static_cast<size_t>(q.list)];
-                const int64_t dim = c.size(1);
-                char* dst = static_cast<char*>(c.raw()) +
-                            static_cast<size_t>(q.u * dim + q.c0) * esize;
-                convert(src, DType::kF32, dst, dt, static_cast<size_t>(q.c1 - q.c0));
-                src += q.c1 - q.c0;
-            }
+        base[i] = static_cast<char*>(compact[i].raw());
+    }
+    const auto nreq = static_cast<int64_t>(ex->reqs.size());
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(rows.size()) >= \
+                                              kParallelMinFloats)
+    for (int64_t k = 0; k < nreq; ++k) {
+        const Exchange::Req& q = ex->reqs[static_cast<size_t>(k)];
+        const auto li = static_cast<size_t>(q.list);
+        char* dst = base[li] + static_cast<size_t>(q.u * dims[li] + q.c0) * esize;
+        convert(rows.data() + q.at, DType::kF32, dst, dt, static_cast<size_t>(q.c1 - q.c0));
     }
     for (int r = 0; r < ranks_; ++r)  // bytes to other ranks: counts, requests, rows
         if (r != rank_)
@@ -207,7 +270,7 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     for (size_t i = 0; i < tables.size(); ++i) {
         Var table = record ? ex->compact[i] : make_var(compact[i]);
         const std::span<const float> w = batch.weights[static_cast<size_t>(tables[i])];
-        out.push_back(ops::embedding_bag(tape, table, compact_ids[i],
+        out.push_back(ops::embedding_bag(tape, table, dd[i].compact,
                                          batch.offsets[static_cast<size_t>(tables[i])], w,
                                          pooling[i]));
     }
@@ -216,19 +279,23 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
 
 void ShardedTables::backward_exchange(Exchange& ex) {
     Stopwatch timer;
-    std::vector<float> grads;
-    grads.reserve(static_cast<size_t>(total(ex.reply_counts)));
-    for (int r = 0; r < ranks_; ++r)
-        for (const Exchange::Req& q : ex.to_owner[static_cast<size_t>(r)]) {
-            const Tensor& g = ex.compact[static_cast<size_t>(q.list)]->grad;
-            const float* row = g.data<float>() + q.u * g.size(1);
-            grads.insert(grads.end(), row + q.c0, row + q.c1);
-        }
+    std::vector<float> grads(static_cast<size_t>(total(ex.reply_counts)));
+    const auto nreq = static_cast<int64_t>(ex.reqs.size());
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(grads.size()) >= \
+                                              kParallelMinFloats)
+    for (int64_t k = 0; k < nreq; ++k) {
+        const Exchange::Req& q = ex.reqs[static_cast<size_t>(k)];
+        const Tensor& g = ex.compact[static_cast<size_t>(q.list)]->grad;
+        const float* row = g.data<float>() + q.u * g.size(1);
+        std::memcpy(grads.data() + q.at, row + q.c0,
+                    static_cast<size_t>(q.c1 - q.c0) * sizeof(float));
+    }
     ex.compact.clear();  // the fetched rows and their gradients are no longer needed
     std::vector<float> received(static_cast<size_t>(total(ex.serve_counts)));
     if (comm_)
-        comm_->all_to_all(grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
-                          CommType::kF32)
+        comm_
+            ->all_to_all(grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
+                         CommType::kF32)
             ->wait();
     else
         received = std::move(grads);
@@ -236,8 +303,9 @@ void ShardedTables::backward_exchange(Exchange& ex) {
     int64_t at = 0;
     for (int s = 0; s < ranks_; ++s) {
         const int64_t n = ex.recv_counts[static_cast<size_t>(s)];
-        accept_grads(s, std::span<const int64_t>(ex.recv_requests)
-                            .subspan(static_cast<size_t>(at), static_cast<size_t>(n)),
+        accept_grads(s,
+                     std::span<const int64_t>(ex.recv_requests)
+                         .subspan(static_cast<size_t>(at), static_cast<size_t>(n)),
                      g);
         g += ex.serve_counts[static_cast<size_t>(s)];
         at += n;

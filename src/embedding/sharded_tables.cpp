@@ -8,22 +8,17 @@
 #include "comm/communicator.h"
 #include "embedding/sharded_tables_detail.h"
 #include "util/error.h"
+#include "util/radix_sort.h"
 #include "util/random.h"
 
 namespace zt {
 
 void ShardedTables::RowAcc::add(int64_t row, const float* g, int64_t cols) {
-    auto [it, fresh] = slot.try_emplace(row, static_cast<int64_t>(rows.size()));
-    if (fresh) {
-        rows.push_back(row);
-        grads.resize(grads.size() + static_cast<size_t>(cols), 0.0f);
-    }
-    float* dst = grads.data() + it->second * cols;
-    for (int64_t c = 0; c < cols; ++c) dst[c] += g[c];
+    rows.push_back(row);
+    grads.insert(grads.end(), g, g + cols);
 }
 
 void ShardedTables::RowAcc::clear() {
-    slot.clear();
     rows.clear();
     grads.clear();
 }
@@ -104,35 +99,78 @@ ShardedTables::Shard* ShardedTables::local_shard(int table) {
     return i < 0 ? nullptr : shards_[static_cast<size_t>(i)].get();
 }
 
+namespace {
+
+constexpr int64_t kParallelMinFloats = 1 << 14;  // merges and sums below this: one thread
+
+}  // namespace
+
 // Note [Merge order]: the gradient of a row is the sum over requesting ranks, in rank order, of
 // that rank's sum over its micro-batches, each micro-batch's part summed from zero in position
 // order (the embedding_bag backward). That is the order in which the dense data-parallel path
 // accumulates a replicated table's gradient and then reduces it over ranks (comm/communicator.h:
 // ((x_0 + x_1) + x_2) ...), so a sharded table takes the same update bits as the dense run.
+// Note [Merge order] by sorting: every (row, arrival) of every source gets a key (local row,
+// index in source-major arrival order); a stable radix sort by row puts a row's gradients
+// together, ordered by source and then arrival. Each distinct row is then one thread's: it sums
+// a source's gradients from zero in arrival order and adds that sum into the row's total, sources
+// in rank order, which is the accumulate-then-reduce order of the dense path.
+void ShardedTables::merge_grads(Shard& s) {
+    const int64_t cols = s.storage.cols;
+    size_t entries = 0;
+    for (const RowAcc& a : s.acc) entries += a.rows.size();
+    ZT_ASSERT(entries < (size_t{1} << 32) && s.storage.rows < (int64_t{1} << 31),
+              "too many gradient rows for one shard in one step");
+    std::vector<uint64_t> keys(entries), tmp;
+    std::vector<const float*> grad(entries);
+    std::vector<int32_t> source(entries);
+    size_t e = 0;
+    for (size_t src = 0; src < s.acc.size(); ++src) {
+        const RowAcc& a = s.acc[src];
+        for (size_t j = 0; j < a.rows.size(); ++j, ++e) {
+            ZT_ASSERT(a.rows[j] >= 0 && a.rows[j] < s.storage.rows,
+                      "a gradient row outside the shard");
+            keys[e] = static_cast<uint64_t>(a.rows[j]) << 32 | e;
+            grad[e] = a.grads.data() + static_cast<int64_t>(j) * cols;
+            source[e] = static_cast<int32_t>(src);
+        }
+    }
+    radix_sort_field(keys, 32, bits_below(s.storage.rows), tmp);
+    std::vector<int64_t> starts;  // first key of each distinct row, then the end
+    for (size_t k = 0; k < entries; ++k)
+        if (k == 0 || keys[k] >> 32 != keys[k - 1] >> 32) starts.push_back(static_cast<int64_t>(k));
+    starts.push_back(static_cast<int64_t>(entries));
+    const auto n = static_cast<int64_t>(starts.size()) - 1;
+    s.merged_rows.resize(static_cast<size_t>(n));
+    s.merged.assign(static_cast<size_t>(n * cols), 0.0f);
+#pragma omp parallel if (n * cols >= kParallelMinFloats)
+    {
+        std::vector<float> part(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < n; ++r) {
+            const auto k0 = static_cast<size_t>(starts[static_cast<size_t>(r)]);
+            const auto k1 = static_cast<size_t>(starts[static_cast<size_t>(r) + 1]);
+            s.merged_rows[static_cast<size_t>(r)] = static_cast<int64_t>(keys[k0] >> 32);
+            float* dst = s.merged.data() + r * cols;
+            for (size_t k = k0; k < k1;) {
+                const int32_t src = source[keys[k] & 0xffffffffu];
+                std::fill(part.begin(), part.end(), 0.0f);
+                for (; k < k1 && source[keys[k] & 0xffffffffu] == src; ++k) {
+                    const float* g = grad[keys[k] & 0xffffffffu];
+                    for (int64_t c = 0; c < cols; ++c) part[static_cast<size_t>(c)] += g[c];
+                }
+                for (int64_t c = 0; c < cols; ++c) dst[c] += part[static_cast<size_t>(c)];
+            }
+        }
+    }
+    for (RowAcc& a : s.acc) a.clear();
+}
+
 void ShardedTables::finish_grads() {
     rows_touched_ = 0;
     for (auto& sp : shards_) {
-        Shard& s = *sp;
-        const int64_t cols = s.storage.cols;
-        s.merged_rows.clear();
-        for (const RowAcc& a : s.acc) s.merged_rows.insert(s.merged_rows.end(), a.rows.begin(),
-                                                           a.rows.end());
-        std::sort(s.merged_rows.begin(), s.merged_rows.end());
-        s.merged_rows.erase(std::unique(s.merged_rows.begin(), s.merged_rows.end()),
-                            s.merged_rows.end());
-        const auto n = static_cast<int64_t>(s.merged_rows.size());
-        s.merged.assign(static_cast<size_t>(n * cols), 0.0f);
-        for (const RowAcc& a : s.acc) {
-            for (size_t j = 0; j < a.rows.size(); ++j) {
-                const int64_t m = std::lower_bound(s.merged_rows.begin(), s.merged_rows.end(),
-                                                   a.rows[j]) - s.merged_rows.begin();
-                float* dst = s.merged.data() + m * cols;
-                const float* src = a.grads.data() + static_cast<int64_t>(j) * cols;
-                for (int64_t c = 0; c < cols; ++c) dst[c] += src[c];
-            }
-        }
-        for (RowAcc& a : s.acc) a.clear();
-        rows_touched_ += n;
+        merge_grads(*sp);
+        rows_touched_ += static_cast<int64_t>(sp->merged_rows.size());
     }
     unique_ids_ = acc_unique_ids_;
     alltoall_bytes_ = acc_bytes_;
@@ -141,16 +179,33 @@ void ShardedTables::finish_grads() {
     acc_s_ = 0;
 }
 
+// Sums of squares per row in double, in parallel, then added in row order: the same bits for
+// any thread count.
 double ShardedTables::grad_sq_sum() const {
     double sum = 0;
-    for (const auto& s : shards_)
-        for (float g : s->merged) sum += static_cast<double>(g) * g;
+    for (const auto& s : shards_) {
+        const int64_t cols = s->storage.cols;
+        const auto n = static_cast<int64_t>(s->merged_rows.size());
+        std::vector<double> row_sum(static_cast<size_t>(n));
+#pragma omp parallel for schedule(static) if (n * cols >= kParallelMinFloats)
+        for (int64_t r = 0; r < n; ++r) {
+            double q = 0;
+            const float* g = s->merged.data() + r * cols;
+            for (int64_t c = 0; c < cols; ++c) q += static_cast<double>(g[c]) * g[c];
+            row_sum[static_cast<size_t>(r)] = q;
+        }
+        for (double q : row_sum) sum += q;
+    }
     return sum;
 }
 
 void ShardedTables::scale_grads(float coef) {
-    for (auto& s : shards_)
-        for (float& g : s->merged) g *= coef;
+    for (auto& s : shards_) {
+        const auto n = static_cast<int64_t>(s->merged.size());
+        float* g = s->merged.data();
+#pragma omp parallel for schedule(static) if (n >= kParallelMinFloats)
+        for (int64_t i = 0; i < n; ++i) g[i] *= coef;
+    }
 }
 
 void ShardedTables::step(double lr, double base_lr, int64_t update) {
@@ -182,14 +237,12 @@ Shape ShardedTables::shape(size_t i) const {
     return {t.rows, t.dim};
 }
 
-int64_t ShardedTables::state_cols(size_t i) const {
-    return optimizer_.state_per_row(shape(i)[1]);
-}
+int64_t ShardedTables::state_cols(size_t i) const { return optimizer_.state_per_row(shape(i)[1]); }
 
 int64_t ShardedTables::numel() const {
     int64_t n = 0;
-    for (int k : sharded_) n += plan_.tables[static_cast<size_t>(k)].rows *
-                                plan_.tables[static_cast<size_t>(k)].dim;
+    for (int k : sharded_)
+        n += plan_.tables[static_cast<size_t>(k)].rows * plan_.tables[static_cast<size_t>(k)].dim;
     return n;
 }
 

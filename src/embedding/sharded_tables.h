@@ -27,15 +27,15 @@
 namespace zt {
 
 struct ShardedTablesOptions {
-    DType storage = DType::kF32;       // kF32, or kBF16 (split-SGD halves; lookups read bf16)
+    DType storage = DType::kF32;  // kF32, or kBF16 (split-SGD halves; lookups read bf16)
     SparseOptimOptions optimizer;
-    double lr = 0;                     // the tables' own rate; 0: the dense optimizer's
+    double lr = 0;  // the tables' own rate; 0: the dense optimizer's
     uint64_t seed = 42;
     DType compute_dtype = DType::kF32;  // dtype of the rows handed to pooling
 };
 
 class ShardedTables : public SparseParams {
-public:
+  public:
     // inits: one per table of the plan (sharded or not; replicated ones are ignored here).
     ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<ParamInit> inits,
                   Communicator* comm, const ShardedTablesOptions& options);
@@ -64,24 +64,32 @@ public:
     std::vector<SparseBlock> blocks(size_t i) const override;
     void load_block(size_t i, const SparseBlock& b) override;
     bool overlaps(size_t i, const SparseBlock& b) const override;
-    std::string optimizer_name() const override { return sparse_optim_name(options_.optimizer.kind); }
+    std::string optimizer_name() const override {
+        return sparse_optim_name(options_.optimizer.kind);
+    }
 
     std::vector<std::string> describe() const override;
     nlohmann::json plan_json() const override;
     nlohmann::json step_counters() const override;
 
     // Implementation types (embedding_exchange.cpp and sharded_tables.cpp).
-    struct RowAcc;   // gradient rows from one requesting rank
-    struct Shard;    // one local shard: rows, state, accumulators, merged gradients
-    struct Exchange; // one lookup's routing, kept for its backward
+    struct RowAcc;    // gradient rows from one requesting rank
+    struct Shard;     // one local shard: rows, state, accumulators, merged gradients
+    struct Exchange;  // one lookup's routing, kept for its backward
 
-private:
+  private:
     void init_shard(Shard& s, const ParamInit& init);
     Shard* local_shard(int table);
     // Owner side of the forward and backward exchanges.
-    void serve_rows(std::span<const int64_t> requests, std::vector<float>& reply) const;
+    // The rows of `requests` (counts[s] of them from source s, in rank order), and the floats
+    // served to each source.
+    std::vector<float> serve_rows(std::span<const int64_t> requests,
+                                  std::span<const int64_t> counts,
+                                  std::vector<int64_t>& serve_counts) const;
     void accept_grads(int source, std::span<const int64_t> requests, const float* grads);
     void backward_exchange(Exchange& ex);
+    // The step's gradient of each used row of s, into merged_rows / merged (Note [Merge order]).
+    void merge_grads(Shard& s);
 
     MemoryPool& pool_;
     EmbeddingPlan plan_;
@@ -89,9 +97,9 @@ private:
     ShardedTablesOptions options_;
     SparseRowOptimizer optimizer_;
     int rank_ = 0, ranks_ = 1;
-    std::vector<int> sharded_;                   // plan indices of the sharded tables
+    std::vector<int> sharded_;                    // plan indices of the sharded tables
     std::vector<std::unique_ptr<Shard>> shards_;  // this rank's shards, in table order
-    std::vector<int> shard_of_table_;            // plan index -> index into shards_, or -1
+    std::vector<int> shard_of_table_;             // plan index -> index into shards_, or -1
     // Counters of the last step (step_counters()).
     int64_t rows_touched_ = 0, unique_ids_ = 0, alltoall_bytes_ = 0;
     double alltoall_s_ = 0;

@@ -3,19 +3,17 @@
 #pragma once
 
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "embedding/sharded_tables.h"
 
 namespace zt {
 
-// Gradient rows one requesting rank sent for one shard during a step, summed over its
-// micro-batches in arrival order (Note [Merge order]).
+// Gradient rows one requesting rank sent for one shard during a step, in arrival order (a row
+// comes once a micro-batch); finish_grads sums them (Note [Merge order]).
 struct ShardedTables::RowAcc {
-    std::unordered_map<int64_t, int64_t> slot;  // local row -> index into rows
-    std::vector<int64_t> rows;                   // local rows, in order of first arrival
-    std::vector<float> grads;                    // rows.size() x cols
+    std::vector<int64_t> rows;  // local rows, in arrival order
+    std::vector<float> grads;   // rows.size() x cols
     void add(int64_t row, const float* g, int64_t cols);
     void clear();
 };

@@ -31,6 +31,8 @@ namespace zt {
 namespace {
 
 using optim_detail::kParallelMinNumel;
+constexpr int64_t kPrefetchAhead =
+    8;  // rows fetched ahead of the update (scattered over big tables)
 
 // p, g: (cols,) f32.
 ZT_OPTIM_KERNEL void sgd_row(float* __restrict p, const float* __restrict g, int64_t cols,
@@ -261,6 +263,17 @@ void SparseRowOptimizer::step(SparseRowStorage& w, float* state, std::span<const
         std::vector<float> buf(split ? cols : 0);  // this thread's f32 master of a split row
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < n; ++i) {
+            // Rows are scattered over a table far larger than the caches: fetch ahead.
+            if (i + kPrefetchAhead < n) {
+                const int64_t ra = rows[i + kPrefetchAhead];
+                if (split) {
+                    __builtin_prefetch(w.hi + ra * cols, 1);
+                    __builtin_prefetch(w.lo + ra * cols, 1);
+                } else {
+                    __builtin_prefetch(w.f32 + ra * cols, 1);
+                }
+                if (spr > 0) __builtin_prefetch(state + ra * spr, 1);
+            }
             const int64_t r = rows[i];
             float* s = state + r * spr;
             const float* g = grads + i * cols;

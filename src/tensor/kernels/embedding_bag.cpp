@@ -8,6 +8,7 @@
 
 #include "tensor/kernels/vec16.h"
 #include "util/error.h"
+#include "util/radix_sort.h"
 
 namespace zt::kernels {
 
@@ -32,22 +33,6 @@ inline float bag_scale(const int64_t* offsets, int64_t b, BagMode mode) {
     const int64_t count = offsets[b + 1] - offsets[b];
     if (mode == BagMode::kSum) return 1.0f;
     return count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
-}
-
-// Stable LSD radix sort of keys by their high 32 bits (the id), 8 bits a pass over the bits an id
-// below R can have (3 passes for R = 100k). Keys enter in order of position, so stability keeps
-// each id's positions in order. O(nnz) a pass, where a comparison sort took twice the time here.
-void sort_by_id(std::vector<uint64_t>& keys, int64_t R) {
-    int bits = 0;
-    while (bits < 32 && (int64_t{1} << bits) < R) ++bits;
-    std::vector<uint64_t> tmp(keys.size());
-    for (int shift = 32; shift < 32 + bits; shift += 8) {
-        size_t start[257] = {};
-        for (uint64_t k : keys) ++start[((k >> shift) & 0xff) + 1];
-        for (int d = 0; d < 256; ++d) start[d + 1] += start[d];
-        for (uint64_t k : keys) tmp[start[(k >> shift) & 0xff]++] = k;
-        keys.swap(tmp);
-    }
 }
 
 }  // namespace
@@ -112,7 +97,9 @@ void embedding_bag_backward(const T* dout, const int32_t* ids, int64_t nnz, cons
             keys[p] = static_cast<uint64_t>(ids[p]) << 32 | static_cast<uint64_t>(p);
             bag_of[p] = static_cast<int32_t>(b);
         }
-    sort_by_id(keys, R);
+    // Stable, so each id's positions stay in order: O(nnz) a pass over the bits an id below R has.
+    std::vector<uint64_t> tmp;
+    radix_sort_field(keys, 32, bits_below(R), tmp);
     std::vector<int64_t> starts;  // first key of each distinct row, then nnz
     for (int64_t e = 0; e < nnz; ++e)
         if (e == 0 || keys[e] >> 32 != keys[e - 1] >> 32) starts.push_back(e);

@@ -252,7 +252,8 @@ inline void for_each_vec(int64_t C, F f) {
 // (static schedule) when n >= parallel_min. Shared by the flat elementwise kernels.
 constexpr int64_t kElemBlock = 4096;  // elements per parallel work item
 template <typename F>
-inline void for_each_block(int64_t n, [[maybe_unused]] int64_t parallel_min, F f) {  // unused without OpenMP
+inline void for_each_block(int64_t n, [[maybe_unused]] int64_t parallel_min,
+                           F f) {  // unused without OpenMP
     const int64_t blocks = (n + kElemBlock - 1) / kElemBlock;
 #pragma omp parallel for schedule(static) if (n >= parallel_min)
     for (int64_t b = 0; b < blocks; ++b) {
