@@ -167,16 +167,46 @@ void ShardedTables::merge_grads(Shard& s) {
 }
 
 void ShardedTables::finish_grads() {
-    rows_touched_ = 0;
+    // This rank's figures: rows touched per sharded table (a column split counts a row once, on
+    // the shard holding column 0), then ids requested, bytes sent and seconds in the exchanges.
+    const size_t nt = sharded_.size();
+    std::vector<double> mine(nt + 3, 0.0);
     for (auto& sp : shards_) {
         merge_grads(*sp);
-        rows_touched_ += static_cast<int64_t>(sp->merged_rows.size());
+        if (sp->range.col_begin != 0) continue;
+        const size_t i = static_cast<size_t>(
+            std::find(sharded_.begin(), sharded_.end(), sp->table) - sharded_.begin());
+        mine[i] += static_cast<double>(sp->merged_rows.size());
     }
-    unique_ids_ = acc_unique_ids_;
-    alltoall_bytes_ = acc_bytes_;
-    alltoall_s_ = acc_s_;
+    mine[nt] = static_cast<double>(acc_unique_ids_);
+    mine[nt + 1] = static_cast<double>(acc_bytes_);
+    mine[nt + 2] = acc_s_;
     acc_unique_ids_ = acc_bytes_ = 0;
     acc_s_ = 0;
+    // The group's figures: sums over ranks, the slowest rank's seconds. One small all-gather a
+    // step; every rank calls finish_grads once a step.
+    std::vector<double> all(mine.size() * static_cast<size_t>(ranks_));
+    if (comm_)
+        comm_->all_gather(mine.data(), all.data(),
+                          std::vector<int64_t>(static_cast<size_t>(ranks_),
+                                               static_cast<int64_t>(mine.size())),
+                          CommType::kF64)
+            ->wait();
+    else
+        all = mine;
+    table_rows_touched_.assign(nt, 0);
+    rows_touched_ = unique_ids_ = alltoall_bytes_ = 0;
+    alltoall_s_ = 0;
+    for (int r = 0; r < ranks_; ++r) {
+        const double* f = all.data() + static_cast<size_t>(r) * mine.size();
+        for (size_t i = 0; i < nt; ++i) {
+            table_rows_touched_[i] += static_cast<int64_t>(f[i]);
+            rows_touched_ += static_cast<int64_t>(f[i]);
+        }
+        unique_ids_ += static_cast<int64_t>(f[nt]);
+        alltoall_bytes_ += static_cast<int64_t>(f[nt + 1]);
+        alltoall_s_ = std::max(alltoall_s_, f[nt + 2]);
+    }
 }
 
 // Sums of squares per row in double, in parallel, then added in row order: the same bits for
@@ -262,10 +292,14 @@ nlohmann::json ShardedTables::plan_json() const {
 }
 
 nlohmann::json ShardedTables::step_counters() const {
+    nlohmann::json tables = nlohmann::json::object();
+    for (size_t i = 0; i < sharded_.size() && i < table_rows_touched_.size(); ++i)
+        tables[plan_.tables[static_cast<size_t>(sharded_[i])].name] = table_rows_touched_[i];
     return {{"embedding_rows_touched", rows_touched_},
             {"embedding_unique_ids", unique_ids_},
             {"alltoall_bytes", alltoall_bytes_},
-            {"alltoall_s", alltoall_s_}};
+            {"alltoall_s", alltoall_s_},
+            {"rows_touched", tables}};
 }
 
 }  // namespace zt

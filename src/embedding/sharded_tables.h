@@ -100,7 +100,10 @@ class ShardedTables : public SparseParams {
     std::vector<int> sharded_;                    // plan indices of the sharded tables
     std::vector<std::unique_ptr<Shard>> shards_;  // this rank's shards, in table order
     std::vector<int> shard_of_table_;             // plan index -> index into shards_, or -1
-    // Counters of the last step (step_counters()).
+    // Counters of the last step over the whole group (step_counters()): rows touched per sharded
+    // table and in all, ids requested and bytes sent summed over ranks, the slowest rank's
+    // seconds in the exchanges.
+    std::vector<int64_t> table_rows_touched_;
     int64_t rows_touched_ = 0, unique_ids_ = 0, alltoall_bytes_ = 0;
     double alltoall_s_ = 0;
     int64_t acc_unique_ids_ = 0, acc_bytes_ = 0;

@@ -91,17 +91,33 @@ TEST_F(DlrmShardedRun, PlanExportAndResumeOnAnotherPlan) {
     EXPECT_EQ(plan["tables"][0]["kind"], "row");
     EXPECT_EQ(plan["tables"][2]["kind"], "row");
     EXPECT_EQ(plan["optimizer"], "adam");
-    // Metrics lines carry the embedding counters.
-    std::ifstream metrics(dir_ / "a/metrics.jsonl");
-    int lines_with_counters = 0;
-    for (std::string line; std::getline(metrics, line);) {
-        const nlohmann::json j = nlohmann::json::parse(line);
-        if (!j.contains("embedding")) continue;
-        ++lines_with_counters;
-        EXPECT_GT(j["embedding"]["embedding_unique_ids"].get<int64_t>(), 0);
-        EXPECT_GT(j["embedding"]["alltoall_bytes"].get<int64_t>(), 0);
+    // Metrics lines carry the embedding counters, over both ranks: rows updated per table add up
+    // to the total, and cover at least the distinct ids of rank 0's own micro-batch.
+    auto counters = [](const fs::path& file) {
+        std::map<int64_t, nlohmann::json> by_step;
+        std::ifstream metrics(file);
+        for (std::string line; std::getline(metrics, line);) {
+            const nlohmann::json j = nlohmann::json::parse(line);
+            if (j.contains("embedding")) by_step[j["step"].get<int64_t>()] = j;
+        }
+        return by_step;
+    };
+    const auto row_wise = counters(dir_ / "a/metrics.jsonl");
+    EXPECT_EQ(row_wise.size(), 6u);
+    for (const auto& [step, j] : row_wise) {
+        const nlohmann::json& e = j["embedding"];
+        EXPECT_GT(e["embedding_unique_ids"].get<int64_t>(), 0);
+        EXPECT_GT(e["alltoall_bytes"].get<int64_t>(), 0);
+        ASSERT_EQ(e["rows_touched"].size(), kRows.size()) << step;
+        int64_t sum = 0;
+        for (size_t k = 0; k < kRows.size(); ++k) {
+            const auto n = e["rows_touched"]["emb_l." + std::to_string(k) + ".weight"].get<int64_t>();
+            EXPECT_GE(n, j["data"]["unique_ids"][k].get<int64_t>()) << step << " table " << k;
+            EXPECT_LE(n, kRows[k]);
+            sum += n;
+        }
+        EXPECT_EQ(sum, e["embedding_rows_touched"].get<int64_t>()) << step;
     }
-    EXPECT_EQ(lines_with_counters, 6);
     const auto ref = read_weights(dir_ / "a/model.safetensors");
     ASSERT_EQ(ref.size(), kRows.size() + 8);  // tables, bot_l.{0,2}.* and top_l.{0,2}.*
 
@@ -110,6 +126,13 @@ TEST_F(DlrmShardedRun, PlanExportAndResumeOnAnotherPlan) {
     run(config("row", 3, 2), dir_ / "b", 2);
     run(config("table", 6, 2), dir_ / "b", 2, TrainOptions::Resume::kLatest);
     const auto resumed = read_weights(dir_ / "b/model.safetensors");
+    // Rows touched depend on the data, not on the plan: table-wise steps 4-6 count what the
+    // row-wise run counted.
+    const auto table_wise = counters(dir_ / "b/metrics.jsonl");
+    for (int64_t step = 4; step <= 6; ++step)
+        EXPECT_EQ(table_wise.at(step)["embedding"]["rows_touched"],
+                  row_wise.at(step)["embedding"]["rows_touched"])
+            << step;
     ASSERT_EQ(resumed.size(), ref.size());
     for (const auto& [name, w] : ref)
         EXPECT_EQ(0, std::memcmp(w.data(), resumed.at(name).data(), w.size() * sizeof(float)))

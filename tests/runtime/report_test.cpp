@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -135,21 +136,27 @@ TEST_F(RunDir, ClickModelPlotsAucAndDistinctIdsPerTable) {
           "\"data\":{\"unique_ids\":[6,2]}}\n"
           "{\"step\":2,\"eval_loss\":0.55,\"eval_auc\":0.71,\"eval_log_loss\":0.55}\n"
           "{\"step\":3,\"loss\":0.5,\"lr\":0.1,\"samples_per_s\":5000,"
-          "\"data\":{\"unique_ids\":[7,3]}}\n"
+          "\"data\":{\"unique_ids\":[7,3]},\"embedding\":{\"alltoall_bytes\":4096,"
+          "\"alltoall_s\":0.002,\"rows_touched\":{\"emb_l.0.weight\":9,\"emb_l.1.weight\":4}}}\n"
           "{\"step\":3,\"eval_loss\":0.5,\"eval_auc\":0.74,\"eval_log_loss\":0.5}\n");
     const RunDirContents run = read_run_dir(dir_.string());
     ASSERT_EQ(run.log.evals.size(), 2u);
     EXPECT_DOUBLE_EQ(run.log.evals[1].extra.at("eval_auc"), 0.74);
     EXPECT_TRUE(run.log.samples);
     EXPECT_EQ(run.log.steps[2].unique_ids, (std::vector<double>{7, 3}));
+    EXPECT_EQ(run.log.steps[2].table_rows.at("emb_l.0.weight"), 9);
+    EXPECT_EQ(run.log.steps[2].alltoall_bytes, 4096);
+    EXPECT_TRUE(std::isnan(run.log.steps[0].alltoall_bytes));
     const std::string html = render_run_report(run);
-    for (const char* id : {"plot-auc", "plot-unique-ids"}) {
+    for (const char* id :
+         {"plot-auc", "plot-unique-ids", "plot-rows-touched", "plot-alltoall-bytes", "plot-alltoall-s"}) {
         const size_t at = html.find(std::string("id=\"") + id + "\"");
         ASSERT_NE(at, std::string::npos) << id;
         const std::string svg = html.substr(at, html.find("</svg>", at) - at);
         EXPECT_NE(svg.find("<polyline points=\""), std::string::npos) << id;
     }
     EXPECT_NE(html.find("table 1"), std::string::npos);  // one line per table, named
+    EXPECT_NE(html.find("emb_l.1.weight"), std::string::npos);
     EXPECT_NE(html.find("mean samples/s (after the first step)"), std::string::npos);
     EXPECT_EQ(html.find("tokens/s"), std::string::npos);
 }

@@ -1,9 +1,11 @@
 #include "runtime/report/html_report.h"
 
+#include <map>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 
 #include "runtime/config.h"
 #include "runtime/report/report_tables.h"
@@ -131,6 +133,32 @@ std::string plots(const RunLog& log) {
         s += svg_line_plot(ids, plot("plot-unique-ids",
                                      "Distinct ids per table (rows touched by a micro-batch)",
                                      "ids"));
+    }
+    // Sharded tables: rows each table's update touched, and the exchanges' traffic and time.
+    std::map<std::string, Series> rows;
+    bool have_exchange = false;
+    for (const StepRecord& r : log.steps) {
+        have_exchange = have_exchange || std::isfinite(r.alltoall_bytes);
+        for (const auto& [name, v] : r.table_rows) {
+            Series& t = rows.try_emplace(name, Series{name, {}, {}}).first->second;
+            t.x.push_back(static_cast<double>(r.step));
+            t.y.push_back(v);
+        }
+    }
+    if (!rows.empty()) {
+        std::vector<Series> per_table;
+        for (auto& [name, t] : rows) per_table.push_back(std::move(t));
+        s += svg_line_plot(per_table, plot("plot-rows-touched",
+                                           "Rows updated per sharded table (all ranks)", "rows"));
+    }
+    if (have_exchange) {
+        PlotOptions bo = plot("plot-alltoall-bytes", "Embedding all-to-all bytes sent (all ranks)",
+                              "bytes");
+        bo.bytes = true;
+        s += svg_line_plot({step_series(log, "bytes", &StepRecord::alltoall_bytes)}, bo);
+        s += svg_line_plot({step_series(log, "seconds", &StepRecord::alltoall_s)},
+                           plot("plot-alltoall-s",
+                                "Seconds in the embedding exchanges (slowest rank)", "s"));
     }
     bool have_mfu = false;
     for (const StepRecord& r : log.steps) have_mfu = have_mfu || std::isfinite(r.mfu);

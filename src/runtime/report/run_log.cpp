@@ -52,6 +52,13 @@ StepRecord step_record(const json& j) {
         j["data"]["unique_ids"].is_array())
         for (const json& e : j["data"]["unique_ids"])
             r.unique_ids.push_back(e.is_number() ? e.get<double>() : NAN);
+    if (auto e = j.find("embedding"); e != j.end() && e->is_object()) {
+        r.alltoall_bytes = number(*e, "alltoall_bytes");
+        r.alltoall_s = number(*e, "alltoall_s");
+        if (auto t = e->find("rows_touched"); t != e->end() && t->is_object())
+            for (auto it = t->begin(); it != t->end(); ++it)
+                if (it->is_number()) r.table_rows[it.key()] = it->get<double>();
+    }
     r.mfu_flops_per_s = number(j, "mfu_flops_per_s");
     r.comm_s = number(j, "comm_s");
     r.loss_scale = number(j, "loss_scale");

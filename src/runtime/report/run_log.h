@@ -5,6 +5,7 @@
 // are kept for the report to show.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <istream>
 #include <map>
@@ -39,6 +40,10 @@ struct StepRecord {
     std::map<std::string, CommKindRecord> comm;
     std::vector<RankRecord> ranks;  // every steps_per_print steps, on several ranks
     std::vector<double> unique_ids;  // data.unique_ids: distinct ids per table (click models)
+    // Sharded embedding tables (`embedding`): rows touched per table over the group, bytes the
+    // ranks sent in the exchanges, the slowest rank's seconds in them (NaN: absent).
+    std::map<std::string, double> table_rows;
+    double alltoall_bytes = NAN, alltoall_s = NAN;
 };
 
 struct EvalRecord {
