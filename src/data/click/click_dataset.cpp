@@ -5,6 +5,7 @@
 
 #include "data/tokens/token_dataset.h"  // epoch_permutation
 #include "util/error.h"
+#include "util/radix_sort.h"
 
 namespace zt {
 
@@ -110,11 +111,18 @@ void ClickDataset::fill(int64_t first, int64_t count, ClickBatchBuffers& out) co
 
 void count_unique_ids(ClickBatchBuffers& b) {
     b.unique_ids.assign(b.ids.size(), 0);
-    std::vector<int32_t> sorted;
+    std::vector<uint64_t> keys, tmp;  // radix sort: this runs beside the training threads
     for (size_t k = 0; k < b.ids.size(); ++k) {
-        sorted.assign(b.ids[k].begin(), b.ids[k].end());
-        std::sort(sorted.begin(), sorted.end());
-        b.unique_ids[k] = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+        keys.resize(b.ids[k].size());
+        uint64_t top = 0;
+        for (size_t p = 0; p < keys.size(); ++p) {
+            keys[p] = static_cast<uint32_t>(b.ids[k][p]);
+            top = std::max(top, keys[p]);
+        }
+        radix_sort_field(keys, 0, bits_below(static_cast<int64_t>(top) + 1), tmp);
+        int64_t n = 0;
+        for (size_t p = 0; p < keys.size(); ++p) n += p == 0 || keys[p] != keys[p - 1];
+        b.unique_ids[k] = n;
     }
 }
 
