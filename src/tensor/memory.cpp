@@ -1,6 +1,7 @@
 #include "tensor/memory.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -13,8 +14,8 @@
 namespace zt {
 
 const char* mem_category_name(MemCategory c) {
-    static const char* kNames[] = {"params",      "grads", "optimizer",
-                                   "activations", "comm",  "workspace", "embedding"};
+    static const char* kNames[] = {"params", "grads",     "optimizer", "activations",
+                                   "comm",   "workspace", "embedding"};
     return kNames[static_cast<int>(c)];
 }
 
@@ -27,6 +28,12 @@ namespace {
 size_t round_size(size_t bytes) {
     return (bytes + MemoryPool::kAlignment - 1) / MemoryPool::kAlignment * MemoryPool::kAlignment;
 }
+// The cache key and system size of a block of rounded size `size` (Note [Pool guarantees]).
+size_t size_class(size_t size) {
+    if (size < MemoryPool::kClassMinBytes) return size;
+    const size_t step = std::bit_floor(size) / 8;  // a multiple of kAlignment from 64 KiB on
+    return (size + step - 1) / step * step;
+}
 }  // namespace
 
 MemoryPool::~MemoryPool() { trim(); }
@@ -38,13 +45,14 @@ void* MemoryPool::allocate(size_t bytes, MemCategory category) {
     if (budget_ > 0 && stats_.total_current + static_cast<int64_t>(size) > budget_)
         throw_oom_locked(size, category);
     void* ptr = nullptr;
-    auto it = cache_.find(size);
+    const size_t cls = size_class(size);
+    auto it = cache_.find(cls);
     if (it != cache_.end() && !it->second.empty()) {
         ptr = it->second.back();
         it->second.pop_back();
-        cached_bytes_ -= static_cast<int64_t>(size);
+        cached_bytes_ -= static_cast<int64_t>(cls);
     } else {
-        ptr = system_alloc_locked(size, category);
+        ptr = system_alloc_locked(cls, category);
     }
     stats_.current[c] += static_cast<int64_t>(size);
     if (stats_.current[c] > stats_.peak[c]) stats_.peak[c] = stats_.current[c];
@@ -96,8 +104,9 @@ void MemoryPool::release(void* ptr, size_t bytes, MemCategory category) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.current[c] -= static_cast<int64_t>(size);
     stats_.total_current -= static_cast<int64_t>(size);
-    cache_[size].push_back(ptr);
-    cached_bytes_ += static_cast<int64_t>(size);
+    const size_t cls = size_class(size);
+    cache_[cls].push_back(ptr);
+    cached_bytes_ += static_cast<int64_t>(cls);
     auto it = live_.find(ptr);
     if (it == live_.end()) return;  // not ours: a bug upstream; nothing sane to report from here
     Block b = it->second;

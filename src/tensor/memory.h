@@ -22,9 +22,14 @@ namespace zt {
 // Note [Pool guarantees]
 // - Every block is at least kAlignment-aligned and its size is rounded up to a multiple of it;
 //   stats count rounded bytes.
-// - A freed block goes to a cache keyed by its rounded size and is handed out again for the next
-//   request of that size (last freed, first reused). A loop that repeats the same sequence of
+// - A freed block goes to a cache keyed by its size class and is handed out again for the next
+//   request of that class (last freed, first reused). A loop that repeats the same sequence of
 //   requests therefore makes system allocations only in its first iteration (stats.system_allocs).
+//   Below kClassMinBytes the class is the rounded size; from it on, sizes round up to 8 classes
+//   per power of two (at most 12.5% more reserved than requested), so requests whose size varies
+//   a little from step to step (a sparse batch's distinct rows) reuse blocks instead of taking
+//   fresh pages from the system each step. Live bytes (current, peak, budget) count the rounded
+//   request; reserved bytes count the class.
 // - The budget caps live bytes: an allocation that would take the live total past it throws
 //   (ErrorKind::kInput) before anything changes. Cached blocks count too when a request needs a
 //   new system block: cached blocks of other sizes are returned to the system first (largest
@@ -84,7 +89,7 @@ struct MemoryEvent {
 // pool's lock held, in event order: must not call into the pool and must not throw (frees run in
 // destructors); record failures and report them later.
 class MemoryEventSink {
-public:
+  public:
     virtual ~MemoryEventSink() = default;
     virtual void on_event(const MemoryEvent& event) noexcept = 0;
 };
@@ -104,8 +109,9 @@ using OomAdvisor =
     std::function<std::string(const MemoryStats& stats, int64_t budget, int64_t request)>;
 
 class MemoryPool {
-public:
-    static constexpr size_t kAlignment = 64;  // bytes; one cache line, an AVX-512 vector
+  public:
+    static constexpr size_t kAlignment = 64;            // bytes; one cache line, an AVX-512 vector
+    static constexpr size_t kClassMinBytes = 64 << 10;  // Note [Pool guarantees]: size classes
 
     MemoryPool() = default;
     ~MemoryPool();
@@ -142,7 +148,7 @@ public:
     // Replaces oom_advice (without hints) in the out-of-memory report (nullptr restores it).
     void set_oom_advisor(OomAdvisor advisor);
 
-private:
+  private:
     struct Block {
         int64_t bytes;
         MemCategory category;
@@ -160,7 +166,7 @@ private:
     MemoryStats stats_;
     int64_t budget_ = 0;
     int64_t cached_bytes_ = 0;
-    std::unordered_map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+    std::unordered_map<size_t, std::vector<void*>> cache_;  // size class -> free blocks
     std::unordered_map<void*, Block> live_;
     MemContext context_;
     std::deque<std::string> module_names_{std::string()};  // id -> name; id 0: no module
@@ -175,7 +181,7 @@ private:
 
 // Sets the allocation context for its lifetime and restores the previous one after.
 class MemScope {
-public:
+  public:
     // Sets the phase, keeps the module.
     MemScope(MemoryPool& pool, MemPhase phase) : pool_(&pool), saved_(pool.push_phase(phase)) {}
     // Sets module and phase.
@@ -185,7 +191,7 @@ public:
     MemScope(const MemScope&) = delete;
     MemScope& operator=(const MemScope&) = delete;
 
-private:
+  private:
     MemoryPool* pool_;
     MemContext saved_;
 };

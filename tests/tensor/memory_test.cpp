@@ -20,7 +20,7 @@ struct Recorded {
 };
 
 class RecordingSink : public MemoryEventSink {
-public:
+  public:
     void on_event(const MemoryEvent& e) noexcept override {
         events.push_back({e.op, e.bytes, e.category, e.phase, *e.module_name});
     }
@@ -208,6 +208,31 @@ TEST(MemoryPool, RepeatedPatternAllocatesFromTheSystemOnlyOnce) {
     EXPECT_EQ(first, 5);
     for (int i = 0; i < 3; ++i) iteration();
     EXPECT_EQ(pool.stats().system_allocs, first);
+}
+
+TEST(MemoryPool, LargeBlocksOfVaryingSizeReuseTheirSizeClass) {
+    // A sparse batch's compact tables change size a little every step: from kClassMinBytes on,
+    // sizes within one eighth of a power of two share a class and its cached block.
+    MemoryPool pool;
+    const int64_t base = static_cast<int64_t>(MemoryPool::kClassMinBytes) * 3 / 2;  // 96 KiB
+    const int64_t step_bytes =
+        static_cast<int64_t>(MemoryPool::kClassMinBytes) / 8;  // the class width
+    int64_t reserved_first = 0;
+    for (int i = 0; i < 6; ++i) {
+        const int64_t bytes = base + 4 * (1 + (i * 1237) % (step_bytes / 4 - 1));  // one class
+        Tensor t = Tensor::empty(pool, {bytes / 4}, DType::kF32, MemCategory::kActivations);
+        EXPECT_EQ(pool.stats().current[static_cast<int>(MemCategory::kActivations)],
+                  (bytes + 63) / 64 * 64)
+            << "live bytes count the request, not the class";
+        if (i == 0) reserved_first = pool.stats().reserved;
+    }
+    EXPECT_EQ(pool.stats().system_allocs, 1);
+    EXPECT_EQ(pool.stats().reserved, reserved_first);
+    EXPECT_EQ(reserved_first, base + step_bytes);
+    // Small blocks keep exact sizes: 512 and 576 bytes are two blocks.
+    { Tensor a = Tensor::empty(pool, {128}, DType::kF32, MemCategory::kActivations); }
+    { Tensor b = Tensor::empty(pool, {144}, DType::kF32, MemCategory::kActivations); }
+    EXPECT_EQ(pool.stats().system_allocs, 3);
 }
 
 }  // namespace zt
