@@ -21,8 +21,10 @@
 // Compared with pooling on the owner (TorchRec's table-wise path) this sends D floats per
 // distinct id instead of per bag: the same for one-hot features, less on skewed (Zipf) ids, more
 // for long multi-hot bags; OneFlow's OneEmbedding exchanges unique rows the same way.
-// Speed: the per-table deduplication runs tables in parallel (a radix sort of (id, position)
-// keys gives the distinct ids and every position's index into them in one pass), and the owner's
+// Speed: the per-table deduplication (index_distinct: one radix sort of (id, position) keys
+// gives the distinct ids and every position's index into them) is done by the data thread for
+// the next batch while this one trains (ClickBatch::distinct), else here, tables in parallel; the
+// owner's
 // row copies, the requester's compact-table assembly and the gradient gathers run requests in
 // parallel, each writing its own slot; none of it changes a bit of the result.
 
@@ -52,38 +54,6 @@ int64_t total(const std::vector<int64_t>& v) {
     int64_t n = 0;
     for (int64_t x : v) n += x;
     return n;
-}
-
-// One table's ids of a micro-batch: the distinct ids ascending, each position's index into them,
-// and the smallest and largest id (checked by the caller: nothing here may throw, it runs inside
-// an OpenMP region).
-struct Dedup {
-    std::vector<int32_t> uniq;
-    std::vector<int32_t> compact;
-    int32_t lo = 0, hi = 0;
-};
-
-void dedup_ids(std::span<const int32_t> ids, int64_t rows, Dedup& d, std::vector<uint64_t>& keys,
-               std::vector<uint64_t>& tmp) {
-    const size_t n = ids.size();
-    d.uniq.clear();
-    d.compact.resize(n);
-    if (n == 0) return;
-    keys.resize(n);
-    d.lo = std::numeric_limits<int32_t>::max();
-    d.hi = std::numeric_limits<int32_t>::min();
-    for (size_t p = 0; p < n; ++p) {
-        d.lo = std::min(d.lo, ids[p]);
-        d.hi = std::max(d.hi, ids[p]);
-        keys[p] = static_cast<uint64_t>(static_cast<uint32_t>(ids[p])) << 32 | p;
-    }
-    if (d.lo < 0 || d.hi >= rows) return;  // the caller reports it
-    radix_sort_field(keys, 32, bits_below(rows), tmp);
-    for (size_t e = 0; e < n; ++e) {
-        const auto id = static_cast<int32_t>(keys[e] >> 32);
-        if (d.uniq.empty() || d.uniq.back() != id) d.uniq.push_back(id);
-        d.compact[keys[e] & 0xffffffffu] = static_cast<int32_t>(d.uniq.size() - 1);
-    }
 }
 
 }  // namespace
@@ -146,25 +116,44 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     ZT_ASSERT(tables.size() == pooling.size(), "one pooling per table");
     Stopwatch timer;
     auto ex = std::make_shared<Exchange>();
-    // Distinct ids per table, tables in parallel.
-    std::vector<Dedup> dd(tables.size());
-    const auto nt = static_cast<int64_t>(tables.size());
+    // Distinct ids per table and each position's index into them: prepared by the data thread
+    // while the previous batch trained (ClickBatch::distinct), else here, tables in parallel.
+    const size_t nt = tables.size();
+    std::vector<std::span<const int32_t>> uniq(nt), index(nt);
+    std::vector<std::vector<int32_t>> own_uniq, own_index;
+    if (batch.distinct.size() == batch.ids.size() &&
+        batch.distinct_index.size() == batch.ids.size()) {
+        for (size_t i = 0; i < nt; ++i) {
+            uniq[i] = batch.distinct[static_cast<size_t>(tables[i])];
+            index[i] = batch.distinct_index[static_cast<size_t>(tables[i])];
+        }
+    } else {
+        own_uniq.resize(nt);
+        own_index.resize(nt);
 #pragma omp parallel if (nt > 1)
-    {
-        std::vector<uint64_t> keys, tmp;
+        {
+            std::vector<uint64_t> keys, tmp;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t i = 0; i < nt; ++i) {
-            const int t = tables[static_cast<size_t>(i)];
-            dedup_ids(batch.ids[static_cast<size_t>(t)], plan_.tables[static_cast<size_t>(t)].rows,
-                      dd[static_cast<size_t>(i)], keys, tmp);
+            for (int64_t i = 0; i < static_cast<int64_t>(nt); ++i) {
+                const auto u = static_cast<size_t>(i);
+                index_distinct(batch.ids[static_cast<size_t>(tables[u])], own_uniq[u], own_index[u],
+                               keys, tmp);
+            }
+        }
+        for (size_t i = 0; i < nt; ++i) {
+            uniq[i] = own_uniq[i];
+            index[i] = own_index[i];
         }
     }
-    for (size_t i = 0; i < tables.size(); ++i) {
+    for (size_t i = 0; i < nt; ++i) {
         const EmbeddingTableSpec& spec = plan_.tables[static_cast<size_t>(tables[i])];
-        ZT_CHECK(batch.ids[static_cast<size_t>(tables[i])].empty() ||
-                     (dd[i].lo >= 0 && dd[i].hi < spec.rows),
+        ZT_CHECK(index[i].size() == batch.ids[static_cast<size_t>(tables[i])].size(),
+                 "embedding: ", spec.name,
+                 ": the batch's distinct-id index does not match its ids");
+        // Ascending as unsigned: a negative id sorts last (index_distinct).
+        ZT_CHECK(uniq[i].empty() || (uniq[i].back() >= 0 && uniq[i].back() < spec.rows),
                  "embedding: ", spec.name, " has ", spec.rows, " rows, and the batch holds id ",
-                 dd[i].lo < 0 ? dd[i].lo : dd[i].hi,
+                 uniq[i].back(),
                  "; ids must be in [0, rows) (check model.tables against the data)");
     }
     // Requests per owner, in table order and ascending rows within a table.
@@ -173,9 +162,8 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     for (size_t i = 0; i < tables.size(); ++i) {
         const int t = tables[i];
         const TablePlacement& place = plan_.placement[static_cast<size_t>(t)];
-        const std::vector<int32_t>& uniq = dd[i].uniq;
-        for (size_t u = 0; u < uniq.size(); ++u) {
-            const int64_t row = uniq[u];
+        for (size_t u = 0; u < uniq[i].size(); ++u) {
+            const int64_t row = uniq[i][u];
             for (const TableShard& sh : place.shards) {
                 if (row < sh.row_begin || row >= sh.row_end) continue;
                 to_owner[static_cast<size_t>(sh.rank)].push_back({static_cast<int32_t>(i),
@@ -184,7 +172,7 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
                 send[static_cast<size_t>(sh.rank)].push_back(pack_request(t, row));
             }
         }
-        acc_unique_ids_ += static_cast<int64_t>(uniq.size());
+        acc_unique_ids_ += static_cast<int64_t>(uniq[i].size());
     }
     std::vector<int64_t> send_counts(static_cast<size_t>(ranks_)), flat;
     ex->reply_counts.assign(static_cast<size_t>(ranks_), 0);
@@ -236,8 +224,8 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     std::vector<int64_t> dims(tables.size());
     for (size_t i = 0; i < tables.size(); ++i) {
         dims[i] = plan_.tables[static_cast<size_t>(tables[i])].dim;
-        compact[i] = Tensor::empty(tape.pool(), {static_cast<int64_t>(dd[i].uniq.size()), dims[i]},
-                                   dt, MemCategory::kActivations);
+        compact[i] = Tensor::empty(tape.pool(), {static_cast<int64_t>(uniq[i].size()), dims[i]}, dt,
+                                   MemCategory::kActivations);
         base[i] = static_cast<char*>(compact[i].raw());
     }
     const auto nreq = static_cast<int64_t>(ex->reqs.size());
@@ -270,9 +258,8 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     for (size_t i = 0; i < tables.size(); ++i) {
         Var table = record ? ex->compact[i] : make_var(compact[i]);
         const std::span<const float> w = batch.weights[static_cast<size_t>(tables[i])];
-        out.push_back(ops::embedding_bag(tape, table, dd[i].compact,
-                                         batch.offsets[static_cast<size_t>(tables[i])], w,
-                                         pooling[i]));
+        out.push_back(ops::embedding_bag(
+            tape, table, index[i], batch.offsets[static_cast<size_t>(tables[i])], w, pooling[i]));
     }
     return out;
 }

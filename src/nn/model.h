@@ -1,5 +1,5 @@
-// Model: a Module that turns a batch into a scalar loss; what Engine trains. GPT (models/gpt) is one;
-// a C++ program can define its own (examples/custom_model.cpp).
+// Model: a Module that turns a batch into a scalar loss; what Engine trains. GPT (models/gpt) is
+// one; a C++ program can define its own (examples/custom_model.cpp).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,10 @@ struct ClickBatch {
     std::vector<std::span<const int32_t>> ids;      // K entries
     std::vector<std::span<const int64_t>> offsets;  // K entries of B + 1
     std::vector<std::span<const float>> weights;    // K entries, each empty or ids[k].size()
+    // Optional, prepared ahead by the data thread (index_distinct in util/radix_sort.h): per
+    // table, the distinct ids and each position's index into them. K entries each, or none.
+    std::vector<std::span<const int32_t>> distinct;
+    std::vector<std::span<const int32_t>> distinct_index;
     int64_t features() const { return static_cast<int64_t>(ids.size()); }
 };
 
@@ -37,7 +41,7 @@ struct Batch {
 };
 
 class Model : public Module {
-public:
+  public:
     using Module::Module;
     // Mean loss over the batch's counted targets, as a scalar f32 Var.
     virtual Var loss(Tape& tape, const Batch& batch) = 0;

@@ -136,16 +136,31 @@ TEST_F(ClickData, PrefetcherMatchesFillAndFallsBackOnMismatch) {
         // Distinct ids per table, counted independently.
         ASSERT_EQ(b.unique_ids.size(), b.ids.size());
         for (size_t k = 0; k < b.ids.size(); ++k)
-            EXPECT_EQ(b.unique_ids[k],
-                      static_cast<int64_t>(std::set<int32_t>(b.ids[k].begin(), b.ids[k].end()).size()));
+            EXPECT_EQ(
+                b.unique_ids[k],
+                static_cast<int64_t>(std::set<int32_t>(b.ids[k].begin(), b.ids[k].end()).size()));
+        // ... and indexed for the sharded tables: the distinct ids ascending, each position's
+        // index into them, visible through the view.
+        const ClickBatch v = b.view();
+        ASSERT_EQ(v.distinct.size(), b.ids.size());
+        for (size_t k = 0; k < b.ids.size(); ++k) {
+            const std::set<int32_t> want(b.ids[k].begin(), b.ids[k].end());
+            EXPECT_EQ(std::vector<int32_t>(v.distinct[k].begin(), v.distinct[k].end()),
+                      std::vector<int32_t>(want.begin(), want.end()));
+            ASSERT_EQ(v.distinct_index[k].size(), b.ids[k].size());
+            for (size_t p = 0; p < b.ids[k].size(); ++p)
+                EXPECT_EQ(v.distinct[k][static_cast<size_t>(v.distinct_index[k][p])], b.ids[k][p]);
+        }
     }
+    ds.fill(0, 8, ref);  // a plain fill carries no index, so a view of it offers none
+    EXPECT_TRUE(ref.view().distinct.empty());
     pf.prefetch(100, 4);
     const ClickBatchBuffers& m = pf.load(200, 5);  // not what was prefetched: filled now
     ds.fill(200, 5, ref);
     EXPECT_EQ(m.B, 5);
     EXPECT_EQ(m.ids, ref.ids);
     ASSERT_EQ(m.unique_ids.size(), m.ids.size());  // counted on the direct fill too
-    const ClickBatchBuffers& n = pf.load(7, 3);  // nothing prefetched
+    const ClickBatchBuffers& n = pf.load(7, 3);    // nothing prefetched
     ds.fill(7, 3, ref);
     EXPECT_EQ(n.labels, ref.labels);
     pf.prefetch(50, 2);  // destroyed with a prefetch pending: joins cleanly

@@ -72,7 +72,10 @@ void train_rank(const ClickDataset& ds, const DlrmEmbedding& emb, int ranks, int
     Engine engine(pool, std::move(model), std::move(eo));
     ClickBatchBuffers buf;
     for (int64_t step = 0; step < kSteps; ++step) {
-        const StepStats st = click_step(engine, ds, buf, step, accum, kMicro, rank, ranks);
+        // Odd steps bring the distinct-id index the data thread prepares; even steps leave the
+        // deduplication to the sharded tables: both must give the dense run's bits.
+        const StepStats st =
+            click_step(engine, ds, buf, step, accum, kMicro, rank, ranks, step % 2 == 1);
         if (rank == 0) out->loss.push_back(st.loss);
     }
     std::vector<float> arena = engine.gather_master();

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "util/error.h"
+#include "util/radix_sort.h"
 #include "util/random.h"
 #include "util/units.h"
 
@@ -72,6 +74,37 @@ TEST(Random, NormalHasUnitMoments) {
     // Standard error of the mean is 1/sqrt(n) = 0.0022; of the variance sqrt(2/n) = 0.0032.
     EXPECT_NEAR(mean, 0.0, 5 * 0.0023);
     EXPECT_NEAR(var, 1.0, 5 * 0.0032);
+}
+
+TEST(RadixSort, SortsStablyOnTheField) {
+    // Keys (value << 32 | original position): a stable sort on the value keeps positions in order.
+    std::vector<uint64_t> keys, tmp;
+    const std::vector<uint32_t> values = {700, 3, 70000, 3, 0, 700, 65536, 1u << 20, 3};
+    for (size_t p = 0; p < values.size(); ++p) keys.push_back(uint64_t{values[p]} << 32 | p);
+    std::vector<uint64_t> want = keys;
+    std::stable_sort(want.begin(), want.end(),
+                     [](uint64_t a, uint64_t b) { return a >> 32 < b >> 32; });
+    radix_sort_field(keys, 32, bits_below(int64_t{1} << 21), tmp);
+    EXPECT_EQ(keys, want);
+    EXPECT_EQ(bits_below(1), 0);
+    EXPECT_EQ(bits_below(256), 8);
+    EXPECT_EQ(bits_below(257), 9);
+}
+
+TEST(RadixSort, IndexDistinctGivesSortedDistinctIdsAndEachPositionsIndex) {
+    std::vector<int32_t> uniq, index;
+    std::vector<uint64_t> keys, tmp;
+    const std::vector<int32_t> ids = {5, 9, 5, 0, 123456, 9, 9, 1};
+    index_distinct(ids, uniq, index, keys, tmp);
+    EXPECT_EQ(uniq, (std::vector<int32_t>{0, 1, 5, 9, 123456}));
+    ASSERT_EQ(index.size(), ids.size());
+    for (size_t p = 0; p < ids.size(); ++p) EXPECT_EQ(uniq[static_cast<size_t>(index[p])], ids[p]);
+    // A negative id sorts last, so one look at the back says whether every id is in [0, R).
+    index_distinct(std::vector<int32_t>{4, -2, 4, 7}, uniq, index, keys, tmp);
+    EXPECT_EQ(uniq, (std::vector<int32_t>{4, 7, -2}));
+    index_distinct(std::vector<int32_t>{}, uniq, index, keys, tmp);
+    EXPECT_TRUE(uniq.empty());
+    EXPECT_TRUE(index.empty());
 }
 
 }  // namespace zt

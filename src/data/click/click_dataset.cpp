@@ -21,6 +21,11 @@ ClickBatch ClickBatchBuffers::view() const {
         b.weights.emplace_back(k < weights.size() ? std::span<const float>(weights[k])
                                                   : std::span<const float>());
     }
+    if (distinct.size() == ids.size() && distinct_index.size() == ids.size())
+        for (size_t k = 0; k < ids.size(); ++k) {
+            b.distinct.emplace_back(distinct[k]);
+            b.distinct_index.emplace_back(distinct_index[k]);
+        }
     return b;
 }
 
@@ -62,6 +67,9 @@ void ClickDataset::fill(int64_t first, int64_t count, ClickBatchBuffers& out) co
     const int64_t F = f.dense_features();
     const int K = f.tables();
     const int64_t S = size();
+    out.unique_ids.clear();  // the distinct-id index belongs to the batch it was made for
+    out.distinct.clear();
+    out.distinct_index.clear();
     // Record indices, one permutation lookup per epoch touched.
     std::vector<int64_t> rec(static_cast<size_t>(count));
     for (int64_t j = 0; j < count;) {
@@ -109,20 +117,15 @@ void ClickDataset::fill(int64_t first, int64_t count, ClickBatchBuffers& out) co
     }
 }
 
-void count_unique_ids(ClickBatchBuffers& b) {
-    b.unique_ids.assign(b.ids.size(), 0);
-    std::vector<uint64_t> keys, tmp;  // radix sort: this runs beside the training threads
-    for (size_t k = 0; k < b.ids.size(); ++k) {
-        keys.resize(b.ids[k].size());
-        uint64_t top = 0;
-        for (size_t p = 0; p < keys.size(); ++p) {
-            keys[p] = static_cast<uint32_t>(b.ids[k][p]);
-            top = std::max(top, keys[p]);
-        }
-        radix_sort_field(keys, 0, bits_below(static_cast<int64_t>(top) + 1), tmp);
-        int64_t n = 0;
-        for (size_t p = 0; p < keys.size(); ++p) n += p == 0 || keys[p] != keys[p - 1];
-        b.unique_ids[k] = n;
+void index_distinct_ids(ClickBatchBuffers& b) {
+    const size_t K = b.ids.size();
+    b.unique_ids.assign(K, 0);
+    b.distinct.resize(K);
+    b.distinct_index.resize(K);
+    std::vector<uint64_t> keys, tmp;
+    for (size_t k = 0; k < K; ++k) {
+        index_distinct(b.ids[k], b.distinct[k], b.distinct_index[k], keys, tmp);
+        b.unique_ids[k] = static_cast<int64_t>(b.distinct[k].size());
     }
 }
 

@@ -29,14 +29,16 @@ struct ClickBatchBuffers {
     std::vector<std::vector<float>> weights;
     int64_t B = 0;
     int64_t F = 0;
-    // Per table, the distinct ids of the batch (the rows its backward touches); filled by
-    // count_unique_ids (ClickPrefetcher calls it), empty otherwise.
+    // Per table: the number of distinct ids of the batch (the rows its backward touches), the
+    // distinct ids ascending and each position's index into them. Filled by index_distinct_ids
+    // (ClickPrefetcher calls it, on its thread, while the previous batch trains), empty otherwise.
     std::vector<int64_t> unique_ids;
+    std::vector<std::vector<int32_t>> distinct, distinct_index;
     ClickBatch view() const;  // spans into the vectors; valid while they are unchanged
 };
 
-// Sets b.unique_ids: per table, the number of distinct ids among the batch's bags (a sorted copy).
-void count_unique_ids(ClickBatchBuffers& b);
+// Sets b.unique_ids, b.distinct and b.distinct_index for every table (index_distinct).
+void index_distinct_ids(ClickBatchBuffers& b);
 
 struct ClickDatasetOptions {
     bool shuffle = true;

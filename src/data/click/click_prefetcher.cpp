@@ -25,7 +25,7 @@ void ClickPrefetcher::run() {
         lock.unlock();
         try {
             ds_.fill(first, count, slot_);  // slot_ is the thread's alone while requested_
-            count_unique_ids(slot_);
+            index_distinct_ids(slot_);
         } catch (...) {
             err = std::current_exception();
         }
@@ -66,7 +66,7 @@ const ClickBatchBuffers& ClickPrefetcher::load(int64_t first, int64_t count) {
     error_ = nullptr;  // a mismatched batch's error is dropped; the fill below meets it if it hits
     lock.unlock();
     ds_.fill(first, count, current_);
-    count_unique_ids(current_);
+    index_distinct_ids(current_);
     return current_;
 }
 

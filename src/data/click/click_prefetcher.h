@@ -1,7 +1,7 @@
 // Fills the next click batch on one background thread while the current one trains. One slot:
 // prefetch(first, count) asks for a batch; load(first, count) returns it when it matches (waiting
 // for it), else fills the asked batch on the calling thread. Either way the result equals
-// ClickDataset::fill, with count_unique_ids done. Leaves out: more than one batch in flight.
+// ClickDataset::fill, with index_distinct_ids done. Leaves out: more than one batch in flight.
 #pragma once
 
 #include <condition_variable>
