@@ -8,8 +8,8 @@
 #include <fstream>
 #include <map>
 
-#include "comm/local/local_comm.h"
 #include "checkpoint/safetensors.h"
+#include "comm/local/local_comm.h"
 #include "runtime/config.h"
 #include "runtime/trainer.h"
 
@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class DlrmShardedRun : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         dir_ = fs::temp_directory_path() /
                ("zt_dlrm_sharded_run_" +
@@ -34,23 +34,23 @@ protected:
 const std::vector<int64_t> kRows = {4000, 3000, 97, 2500};
 
 nlohmann::json config(const std::string& sharding, int64_t steps, int64_t accum) {
-    return {{"train_micro_batch_size_per_gpu", 16},
-            {"gradient_accumulation_steps", accum},
-            {"steps", steps},
-            {"steps_per_print", 1},
-            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
-            {"model",
-             {{"type", "dlrm"},
-              {"table_rows", kRows},
-              {"embedding_dim", 8},
-              {"bottom_mlp", {16, 8}},
-              {"top_mlp", {16}}}},
-            {"embedding",
-             {{"sharding", sharding}, {"optimizer", {{"type", "adam"}, {"lr", 0.01}}}}},
-            {"data", {{"type", "synthetic"}, {"records", 4000}, {"eval_records", 64}}},
-            {"eval_interval", 0},
-            {"checkpoint", {{"interval_steps", 3}}},
-            {"threads", 1}};
+    return {
+        {"train_micro_batch_size_per_gpu", 16},
+        {"gradient_accumulation_steps", accum},
+        {"steps", steps},
+        {"steps_per_print", 1},
+        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+        {"model",
+         {{"type", "dlrm"},
+          {"table_rows", kRows},
+          {"embedding_dim", 8},
+          {"bottom_mlp", {16, 8}},
+          {"top_mlp", {16}}}},
+        {"embedding", {{"sharding", sharding}, {"optimizer", {{"type", "adam"}, {"lr", 0.01}}}}},
+        {"data", {{"type", "synthetic"}, {"records", 4000}, {"eval_records", 64}}},
+        {"eval_interval", 0},
+        {"checkpoint", {{"interval_steps", 3}}},
+        {"threads", 1}};
 }
 
 void run(const nlohmann::json& j, const fs::path& run_dir, int ranks,
@@ -86,7 +86,8 @@ std::map<std::string, std::vector<float>> read_weights(const fs::path& file) {
 TEST_F(DlrmShardedRun, PlanExportAndResumeOnAnotherPlan) {
     // An unbroken run on 2 ranks, row-wise: the reference.
     run(config("row", 6, 2), dir_ / "a", 2);
-    const nlohmann::json plan = nlohmann::json::parse(std::ifstream(dir_ / "a/embedding_plan.json"));
+    const nlohmann::json plan =
+        nlohmann::json::parse(std::ifstream(dir_ / "a/embedding_plan.json"));
     ASSERT_EQ(plan["tables"].size(), kRows.size());
     EXPECT_EQ(plan["tables"][0]["kind"], "row");
     EXPECT_EQ(plan["tables"][2]["kind"], "row");
@@ -111,7 +112,8 @@ TEST_F(DlrmShardedRun, PlanExportAndResumeOnAnotherPlan) {
         ASSERT_EQ(e["rows_touched"].size(), kRows.size()) << step;
         int64_t sum = 0;
         for (size_t k = 0; k < kRows.size(); ++k) {
-            const auto n = e["rows_touched"]["emb_l." + std::to_string(k) + ".weight"].get<int64_t>();
+            const auto n =
+                e["rows_touched"]["emb_l." + std::to_string(k) + ".weight"].get<int64_t>();
             EXPECT_GE(n, j["data"]["unique_ids"][k].get<int64_t>()) << step << " table " << k;
             EXPECT_LE(n, kRows[k]);
             sum += n;
@@ -172,6 +174,46 @@ TEST_F(DlrmShardedRun, BadEmbeddingKeysAreErrorsNamingTheKey) {
     j = config("row", 2, 1);
     j["model"] = {{"type", "gpt"}};
     expect_error(j, "embedding");
+}
+
+TEST_F(DlrmShardedRun, TablesFourTimesOneRanksBudgetTrainOnFourRanks) {
+    // 16 MiB of tables against a budget of 4 MiB of tables (plus room for the small MLPs and the
+    // activations) per rank: one rank cannot hold them and says so before training; four ranks,
+    // row-wise, hold a quarter each and train.
+    const int64_t rows = 131072, dim = 8;
+    const int64_t table_bytes = 4 * rows * dim * 4;
+    nlohmann::json j = config("row", 2, 1);
+    j["model"]["table_rows"] = std::vector<int64_t>(4, rows);
+    j["embedding"]["optimizer"] = {{"type", "sgd"}};
+    j["memory"] = {{"budget_per_rank", table_bytes / 4 + (int64_t{3} << 20)}};
+    j.erase("checkpoint");
+    try {
+        run(j, dir_ / "one", 1);
+        ADD_FAILURE() << "one rank trained tables past its budget";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("embedding"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("budget"), std::string::npos) << msg;
+        EXPECT_FALSE(fs::exists(dir_ / "one/model.safetensors"));
+    }
+    run(j, dir_ / "four", 4);
+    const nlohmann::json plan =
+        nlohmann::json::parse(std::ifstream(dir_ / "four/embedding_plan.json"));
+    ASSERT_EQ(plan["tables"].size(), 4u);
+    for (const nlohmann::json& t : plan["tables"]) EXPECT_EQ(t["kind"], "row");
+    std::ifstream metrics(dir_ / "four/metrics.jsonl");
+    int steps = 0;
+    for (std::string line; std::getline(metrics, line);) {
+        const nlohmann::json m = nlohmann::json::parse(line);
+        if (!m.contains("step_time_s")) continue;
+        ++steps;
+        // Every rank's tracked bytes stayed within its budget, the tables a quarter on each.
+        EXPECT_LE(m["mem"]["peak"].get<int64_t>(), j["memory"]["budget_per_rank"].get<int64_t>());
+        EXPECT_GE(m["mem"]["embedding"].get<int64_t>(), table_bytes / 4);
+        EXPECT_LT(m["mem"]["embedding"].get<int64_t>(), table_bytes / 2);
+    }
+    EXPECT_EQ(steps, 2);
+    EXPECT_TRUE(fs::exists(dir_ / "four/model.safetensors"));
 }
 
 }  // namespace
