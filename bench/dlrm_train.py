@@ -54,6 +54,7 @@ DIM = 16
 DENSE = 13
 BOTTOM = [512, 256, 64, DIM]
 TOP = [512, 256, 1]
+PEER_MODEL = dict(dim=DIM, bottom=BOTTOM, top=TOP)  # other models: bench/dlrm_mlperf.py
 BATCH = 2048  # per process (per rank)
 LR = 0.01
 ZIPF = 1.05
@@ -85,18 +86,19 @@ def variant_tables(tables, variant, small_rows):
 # 3 x (sum over Linear(in, out) of 2 in out + out, plus 2 D P for the interaction's P dot products).
 
 
-def flops_per_sample(n_tables):
+def flops_per_sample(n_tables, model=PEER_MODEL):
+    dim = model["dim"]
     fwd, n_in = 0, DENSE
-    for w in BOTTOM:
+    for w in model["bottom"]:
         fwd += 2 * n_in * w + w
         n_in = w
     vectors = n_tables + 1
     pairs = vectors * (vectors - 1) // 2
-    n_in = DIM + pairs
-    for w in TOP:
+    n_in = dim + pairs
+    for w in model["top"]:
         fwd += 2 * n_in * w + w
         n_in = w
-    return 3 * (fwd + 2 * DIM * pairs)
+    return 3 * (fwd + 2 * dim * pairs)
 
 
 # Table bytes a step moves, per rank, fp32. Dense tables (zerotrain today, and the peer's --emb
@@ -147,7 +149,7 @@ def make_data(args, tables, variant, workdir):
     return dict(path=path, rows=rows, cmd=" ".join(cmd), wall_s=r["wall_s"])
 
 
-def zerotrain_config(args, tables, data_path, dtype, breakdown):
+def zerotrain_config(args, tables, data_path, dtype, breakdown, model=PEER_MODEL):
     steps = args.warmup + args.steps
     cfg = {
         "train_micro_batch_size_per_gpu": BATCH,
@@ -158,8 +160,8 @@ def zerotrain_config(args, tables, data_path, dtype, breakdown):
         # As the peer: torch.optim.SGD(lr=0.01) on tables and MLPs, no momentum, no scheduler.
         "optimizer": {"type": "SGD", "params": {"lr": LR}},
         "model": {"type": "dlrm", "dense_features": DENSE, "table_rows": tables,
-                  "embedding_dim": DIM, "bottom_mlp": BOTTOM, "top_mlp": TOP,
-                  "interaction": "dot"},
+                  "embedding_dim": model["dim"], "bottom_mlp": model["bottom"],
+                  "top_mlp": model["top"], "interaction": "dot"},
         "data": {"type": "ctr", "path": data_path, "shuffle": False},
     }
     if args.embedding != "none":  # sharded tables, sparse SGD (docs/embedding.md)
@@ -183,12 +185,14 @@ def read_metrics(path):
     return lines, err
 
 
-def run_zerotrain(args, variant, setting, dtype, tables, data, workdir, breakdown=False):
+def run_zerotrain(args, variant, setting, dtype, tables, data, workdir, breakdown=False,
+                  model=PEER_MODEL):
     s = SETTINGS[setting]
     run_dir = tempfile.mkdtemp(prefix=f"zt_{variant}_{setting}_{dtype}_", dir=workdir)
     cfg_path = os.path.join(run_dir, "config.json")
     with open(cfg_path, "w") as f:
-        json.dump(zerotrain_config(args, tables, data["path"], dtype, breakdown), f, indent=1)
+        json.dump(zerotrain_config(args, tables, data["path"], dtype, breakdown, model), f,
+                  indent=1)
     cmd = [args.zerotrain, "train", cfg_path, "--run-dir", os.path.join(run_dir, "run"),
            "--threads", str(s["threads"])]
     if not breakdown:
