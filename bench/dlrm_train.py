@@ -38,6 +38,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dlrm_torchrec  # noqa: E402  (TorchRec: its environment and runner)
 import dp_train  # noqa: E402  (imported for free_port and its process-tree CPU accounting)
 import gpt_train  # noqa: E402  (child runner, ceilings, machine and noise helpers)
 import peer_env  # noqa: E402  (the peers: where, what they need installed, how they ran)
@@ -370,7 +371,7 @@ def summarize(report):
             if row["samples_per_s"] and b["compute_bound"]:
                 row["compute_bound_share"] = row["samples_per_s"] / b["compute_bound"]
             if eng.startswith("zerotrain"):
-                for peer in ("torch-sparse", "torch-dense"):
+                for peer in ("torch-sparse", "torch-dense", "torch-torchrec"):
                     pairs = [(v[eng], v[peer]) for v in by_round.values()
                              if eng in v and peer in v]
                     row[f"ratio_{peer}"] = median_or_none(
@@ -414,6 +415,13 @@ def markdown(report):
     L.append("")
     L += ceilings_markdown(report["ceilings"], 2)
     L += peer_env.peers_markdown(report["peers"].values())
+    tr = report.get("torchrec")
+    if tr:
+        L.append("")
+        L.append(f"TorchRec (torch-torchrec, 1x2 only, bench/dlrm_torchrec.py): "
+                 + (f"{tr['versions']} (torch, fbgemm_gpu, torchrec) in {tr['venv']}, "
+                    "FusedEmbeddingBagCollection with the SGD fused into backward, tcmalloc, "
+                    "2 threads." if not tr.get("error") else f"not run: {tr['error']}"))
     L.append("")
     L.append("| tables | setting | engine | samples/s (rounds) | median | zerotrain / engine "
              "| peak RSS MiB (per process) | tracked peak MiB | of compute bound | runs ok |")
@@ -487,6 +495,8 @@ class Benchmark:
     def __init__(self, args, tables, malloc):
         self.args = args
         self.tables = tables
+        self.malloc = malloc
+        self.torchrec_python = None
         # torch-new at each setting's threads per process (OMP_NUM_THREADS, MKL_NUM_THREADS).
         self.specs = {k: peer_env.peer_specs(v["threads"], malloc)["torch-new"]
                       for k, v in SETTINGS.items()}
@@ -525,6 +535,8 @@ class Benchmark:
         e = [("zerotrain", "fp32")]
         if self.args.bf16 and setting == "1x2":
             e.append(("zerotrain", "bf16"))
+        if self.torchrec_python and setting == "1x2":
+            e.append(("torchrec", "fused"))
         return e + [("torch", emb) for emb in PEER_EMB]
 
     def run_one(self, variant, setting, what, rnd):
@@ -534,6 +546,10 @@ class Benchmark:
         kind, x = what
         if kind == "zerotrain":
             r = run_zerotrain(a, variant, setting, x, tables, self.data[variant], self.workdir)
+        elif kind == "torchrec":
+            r = dlrm_torchrec.run(a, self.torchrec_python, self.malloc,
+                                  self.data[variant]["path"], SETTINGS[setting]["threads"], LR,
+                                  BATCH, self.workdir)
         else:
             r = run_peer(a, self.specs[setting], variant, setting, x, tables, self.workdir)
         # Disturbed: other processes, or the hypervisor (steal), took CPU time meanwhile.
@@ -580,6 +596,9 @@ class Benchmark:
                 self.report["peers"].update(recs)
                 if recs[name].get("error"):
                     raise SystemExit(f"the peer cannot run: {recs[name]['error']}")
+            if self.args.torchrec and "1x2" in self.args.settings:
+                self.torchrec_python, rec = dlrm_torchrec.setup(self.args.torchrec_venv)
+                self.report["torchrec"] = rec
             for variant in self.args.variants:
                 tables = variant_tables(self.tables, variant, self.args.small_rows)
                 self.data[variant] = make_data(self.args, tables, variant, self.workdir)
@@ -630,6 +649,10 @@ def main():
                     help="also run zerotrain in bf16 at 1x2 (the peer has no bf16; default on)")
     ap.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=True,
                     help="one more zerotrain run per variant with wall_clock_breakdown")
+    ap.add_argument("--torchrec", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run TorchRec (1x2) where it installs (bench/dlrm_torchrec.py)")
+    ap.add_argument("--torchrec-venv", default=dlrm_torchrec.default_venv(),
+                    help="TorchRec's own environment, created there when missing")
     ap.add_argument("--embedding", default="auto",
                     help="zerotrain's embedding.sharding (auto, table, row, column, "
                          "data_parallel), or none: the tables as dense parameters (default auto)")
