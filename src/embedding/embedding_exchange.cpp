@@ -58,9 +58,9 @@ int64_t total(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-std::vector<float> ShardedTables::serve_rows(std::span<const int64_t> requests,
-                                             std::span<const int64_t> counts,
-                                             std::vector<int64_t>& serve_counts) const {
+void ShardedTables::serve_rows(std::span<const int64_t> requests, std::span<const int64_t> counts,
+                               std::vector<int64_t>& serve_counts,
+                               std::vector<float>& reply) const {
     // Offsets first (and every check, outside the parallel copy).
     std::vector<int64_t> at(requests.size() + 1, 0);
     serve_counts.assign(counts.size(), 0);
@@ -77,7 +77,7 @@ std::vector<float> ShardedTables::serve_rows(std::span<const int64_t> requests,
             at[q + 1] = at[q] + s.storage.cols;
             serve_counts[src] += s.storage.cols;
         }
-    std::vector<float> reply(static_cast<size_t>(at.back()));
+    reply.resize(static_cast<size_t>(at.back()));
     const auto n = static_cast<int64_t>(requests.size());
 #pragma omp parallel for schedule(static) if (at.back() >= kParallelMinFloats)
     for (int64_t i = 0; i < n; ++i) {
@@ -96,7 +96,6 @@ std::vector<float> ShardedTables::serve_rows(std::span<const int64_t> requests,
             }
         }
     }
-    return reply;
 }
 
 void ShardedTables::accept_grads(int source, std::span<const int64_t> requests,
@@ -207,15 +206,16 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
         ex->recv_requests = std::move(flat);
     }
     // Owners: the rows, per source in rank order.
-    std::vector<float> reply = serve_rows(ex->recv_requests, ex->recv_counts, ex->serve_counts);
-    std::vector<float> rows(static_cast<size_t>(total(ex->reply_counts)));
+    // send_buf_ and recv_buf_ live as long as the tables: fresh vectors took fresh pages from
+    // the system every step.
+    serve_rows(ex->recv_requests, ex->recv_counts, ex->serve_counts, send_buf_);
+    std::vector<float>& rows = comm_ ? recv_buf_ : send_buf_;
+    rows.resize(static_cast<size_t>(total(ex->reply_counts)));
     if (comm_)
         comm_
-            ->all_to_all(reply.data(), ex->serve_counts, rows.data(), ex->reply_counts,
+            ->all_to_all(send_buf_.data(), ex->serve_counts, rows.data(), ex->reply_counts,
                          CommType::kF32)
             ->wait();
-    else
-        rows = std::move(reply);
     // The compact tables, in the compute dtype; each request fills its own slot.
     const DType dt = options_.compute_dtype;
     const size_t esize = dtype_size(dt);
@@ -266,7 +266,8 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
 
 void ShardedTables::backward_exchange(Exchange& ex) {
     Stopwatch timer;
-    std::vector<float> grads(static_cast<size_t>(total(ex.reply_counts)));
+    std::vector<float>& grads = send_buf_;
+    grads.resize(static_cast<size_t>(total(ex.reply_counts)));
     const auto nreq = static_cast<int64_t>(ex.reqs.size());
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(grads.size()) >= \
                                               kParallelMinFloats)
@@ -278,14 +279,13 @@ void ShardedTables::backward_exchange(Exchange& ex) {
                     static_cast<size_t>(q.c1 - q.c0) * sizeof(float));
     }
     ex.compact.clear();  // the fetched rows and their gradients are no longer needed
-    std::vector<float> received(static_cast<size_t>(total(ex.serve_counts)));
+    std::vector<float>& received = comm_ ? recv_buf_ : send_buf_;
+    received.resize(static_cast<size_t>(total(ex.serve_counts)));
     if (comm_)
         comm_
             ->all_to_all(grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
                          CommType::kF32)
             ->wait();
-    else
-        received = std::move(grads);
     const float* g = received.data();
     int64_t at = 0;
     for (int s = 0; s < ranks_; ++s) {

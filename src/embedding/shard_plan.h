@@ -16,10 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace zt {
 
@@ -33,7 +32,7 @@ ShardKind parse_shard_kind(const std::string& name, const std::string& key);
 constexpr int64_t kAutoReplicateBytes = int64_t{1} << 20;  // 1 MiB
 
 struct EmbeddingTableSpec {
-    std::string name;         // "emb_l.3.weight": for messages and the plan file
+    std::string name;  // "emb_l.3.weight": for messages and the plan file
     int64_t rows = 0;
     int64_t dim = 0;
     double ids_per_sample = 1;  // mean bag length: how often a sample reads the table
@@ -43,13 +42,13 @@ struct EmbeddingPlanOptions {
     int ranks = 1;
     // One entry: every table; else one per table (kAuto allowed per table).
     std::vector<ShardKind> sharding = {ShardKind::kAuto};
-    int64_t samples_per_rank = 1;        // micro-batch samples per rank, for all-to-all bytes
-    int64_t micro_batches = 1;           // per optimizer step
-    int64_t weight_bytes_per_elem = 4;   // sharded tables: 4 (f32) or 4 (bf16 split: hi + lo)
-    int64_t state_floats_per_row = 0;    // sharded tables: sparse optimizer state per full row
-                                         // (a column shard holds its share of it)
-    int64_t dense_bytes_per_elem = 12;   // replicated tables: weight + gradient + optimizer state
-    int64_t budget_bytes_per_rank = 0;   // 0: no budget
+    int64_t samples_per_rank = 1;       // micro-batch samples per rank, for all-to-all bytes
+    int64_t micro_batches = 1;          // per optimizer step
+    int64_t weight_bytes_per_elem = 4;  // sharded tables: 4 (f32) or 4 (bf16 split: hi + lo)
+    int64_t state_floats_per_row = 0;   // sharded tables: sparse optimizer state per full row
+                                        // (a column shard holds its share of it)
+    int64_t dense_bytes_per_elem = 12;  // replicated tables: weight + gradient + optimizer state
+    int64_t budget_bytes_per_rank = 0;  // 0: no budget
 };
 
 // One rank's block of a table: rows [row_begin, row_end) x columns [col_begin, col_end).
@@ -66,12 +65,12 @@ struct TablePlacement {
 
 struct EmbeddingPlan {
     std::vector<EmbeddingTableSpec> tables;
-    std::vector<TablePlacement> placement;   // one per table
-    std::vector<int64_t> table_bytes;        // per table: its bytes summed over the ranks
-    std::vector<int64_t> rank_bytes;         // per rank: every table byte it holds
+    std::vector<TablePlacement> placement;     // one per table
+    std::vector<int64_t> table_bytes;          // per table: its bytes summed over the ranks
+    std::vector<int64_t> rank_bytes;           // per rank: every table byte it holds
     std::vector<int64_t> rank_alltoall_bytes;  // per rank and step: bytes it sends at most
-    int64_t total_bytes = 0;                 // sum of rank_bytes (and of table_bytes)
-    int64_t alltoall_bytes_per_step = 0;     // sum of rank_alltoall_bytes
+    int64_t total_bytes = 0;                   // sum of rank_bytes (and of table_bytes)
+    int64_t alltoall_bytes_per_step = 0;       // sum of rank_alltoall_bytes
 
     bool sharded(size_t table) const { return placement[table].kind != ShardKind::kDataParallel; }
     // The shard of `table` on `rank` (nullptr when it holds none).
@@ -86,9 +85,9 @@ struct EmbeddingPlan {
 
 // The plan. Errors (zt::Error, input): a sharding list whose length is neither 1 nor the table
 // count; a column split of a table with dim < 2 is fine (one shard); a plan where some rank holds
-// more than budget_bytes_per_rank: the message says the bytes needed in all, what all ranks' budgets
-// give, and which sharding would fit (row-wise if it does, else how many ranks row-wise needs, or
-// that only a larger budget helps when one row of each table a rank is already too much).
+// more than budget_bytes_per_rank: the message says the bytes needed in all, what all ranks'
+// budgets give, and which sharding would fit (row-wise if it does, else how many ranks row-wise
+// needs, or that only a larger budget helps when one row of each table a rank is already too much).
 // Byte and all-to-all formulas: Note [Shard bytes] and Note [All-to-all bytes] in shard_plan.cpp.
 EmbeddingPlan plan_embeddings(const std::vector<EmbeddingTableSpec>& tables,
                               const EmbeddingPlanOptions& options);

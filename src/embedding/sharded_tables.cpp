@@ -121,9 +121,12 @@ void ShardedTables::merge_grads(Shard& s) {
     for (const RowAcc& a : s.acc) entries += a.rows.size();
     ZT_ASSERT(entries < (size_t{1} << 32) && s.storage.rows < (int64_t{1} << 31),
               "too many gradient rows for one shard in one step");
-    std::vector<uint64_t> keys(entries), tmp;
-    std::vector<const float*> grad(entries);
-    std::vector<int32_t> source(entries);
+    std::vector<uint64_t>& keys = merge_keys_;  // members: reused step after step
+    std::vector<const float*>& grad = merge_grad_;
+    std::vector<int32_t>& source = merge_source_;
+    keys.resize(entries);
+    grad.resize(entries);
+    source.resize(entries);
     size_t e = 0;
     for (size_t src = 0; src < s.acc.size(); ++src) {
         const RowAcc& a = s.acc[src];
@@ -135,7 +138,7 @@ void ShardedTables::merge_grads(Shard& s) {
             source[e] = static_cast<int32_t>(src);
         }
     }
-    radix_sort_field(keys, 32, bits_below(s.storage.rows), tmp);
+    radix_sort_field(keys, 32, bits_below(s.storage.rows), merge_tmp_);
     std::vector<int64_t> starts;  // first key of each distinct row, then the end
     for (size_t k = 0; k < entries; ++k)
         if (k == 0 || keys[k] >> 32 != keys[k - 1] >> 32) starts.push_back(static_cast<int64_t>(k));
@@ -187,10 +190,11 @@ void ShardedTables::finish_grads() {
     // step; every rank calls finish_grads once a step.
     std::vector<double> all(mine.size() * static_cast<size_t>(ranks_));
     if (comm_)
-        comm_->all_gather(mine.data(), all.data(),
-                          std::vector<int64_t>(static_cast<size_t>(ranks_),
-                                               static_cast<int64_t>(mine.size())),
-                          CommType::kF64)
+        comm_
+            ->all_gather(mine.data(), all.data(),
+                         std::vector<int64_t>(static_cast<size_t>(ranks_),
+                                              static_cast<int64_t>(mine.size())),
+                         CommType::kF64)
             ->wait();
     else
         all = mine;

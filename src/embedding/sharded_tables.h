@@ -83,9 +83,8 @@ class ShardedTables : public SparseParams {
     // Owner side of the forward and backward exchanges.
     // The rows of `requests` (counts[s] of them from source s, in rank order), and the floats
     // served to each source.
-    std::vector<float> serve_rows(std::span<const int64_t> requests,
-                                  std::span<const int64_t> counts,
-                                  std::vector<int64_t>& serve_counts) const;
+    void serve_rows(std::span<const int64_t> requests, std::span<const int64_t> counts,
+                    std::vector<int64_t>& serve_counts, std::vector<float>& reply) const;
     void accept_grads(int source, std::span<const int64_t> requests, const float* grads);
     void backward_exchange(Exchange& ex);
     // The step's gradient of each used row of s, into merged_rows / merged (Note [Merge order]).
@@ -100,6 +99,13 @@ class ShardedTables : public SparseParams {
     std::vector<int> sharded_;                    // plan indices of the sharded tables
     std::vector<std::unique_ptr<Shard>> shards_;  // this rank's shards, in table order
     std::vector<int> shard_of_table_;             // plan index -> index into shards_, or -1
+    // The exchanges' float buffers, reused (fresh vectors took fresh pages from the system every
+    // step): what this rank sends (rows it serves, gradients it returns) and what it receives.
+    std::vector<float> send_buf_, recv_buf_;
+    // merge_grads' scratch, reused.
+    std::vector<uint64_t> merge_keys_, merge_tmp_;
+    std::vector<const float*> merge_grad_;
+    std::vector<int32_t> merge_source_;
     // Counters of the last step over the whole group (step_counters()): rows touched per sharded
     // table and in all, ids requested and bytes sent summed over ranks, the slowest rank's
     // seconds in the exchanges.

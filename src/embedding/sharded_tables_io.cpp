@@ -110,11 +110,11 @@ void ShardedTables::load_block(size_t i, const SparseBlock& b) {
     const int64_t bstate = optimizer_.state_per_row(bcols);
     const int64_t sstate = optimizer_.state_per_row(cols);
     const bool has_state = sstate > 0 && !b.state.empty();
-    ZT_CHECK(!has_state ||
-                 static_cast<int64_t>(b.state.size()) == (b.row_end - b.row_begin) * bstate,
-             "embedding: a checkpoint block of ", plan_.tables[static_cast<size_t>(t)].name,
-             " holds optimizer state of another kind (", b.state.size(), " values for ",
-             b.row_end - b.row_begin, " rows); resume with the optimizer it was written with");
+    ZT_CHECK(
+        !has_state || static_cast<int64_t>(b.state.size()) == (b.row_end - b.row_begin) * bstate,
+        "embedding: a checkpoint block of ", plan_.tables[static_cast<size_t>(t)].name,
+        " holds optimizer state of another kind (", b.state.size(), " values for ",
+        b.row_end - b.row_begin, " rows); resume with the optimizer it was written with");
     const bool per_row = sstate == 1 && cols > 1;  // row-wise Adagrad
     const int64_t planes = per_row || cols == 0 ? 0 : sstate / cols;
     std::vector<float> row(static_cast<size_t>(cols));
