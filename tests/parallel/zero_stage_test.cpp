@@ -142,13 +142,17 @@ TEST(ZeroStage, GradientReductionSumsOverRanksIntoTheUpdateRange) {
 }
 
 // The gradient norm's sum: stage 0 takes every rank's partition locally, stages 1-3 their own
-// and sum over ranks; both add the partitions in rank order, so the bits are the same.
+// and sum over ranks; both add the partitions in rank order, so the bits are the same. The
+// partitions' sums (about 1.09, 1e20 and -1e20) make the order visible: 0 in rank order, 1.09 in
+// reverse.
 TEST(ZeroStage, PartitionedSumAddsPartitionsInRankOrderAtEveryStage) {
     std::vector<float> whole(kPadded);
     for (int64_t i = 0; i < kPadded; ++i) whole[static_cast<size_t>(i)] = 1.0f / (3.0f + i);
+    whole[5] = 1e20f;    // rank 1's partition
+    whole[10] = -1e20f;  // rank 2's
     auto part = [](float* g, int64_t n) {
         double s = 0;
-        for (int64_t k = 0; k < n; ++k) s += static_cast<double>(g[k]) * g[k] * 1.1;
+        for (int64_t k = 0; k < n; ++k) s += g[k];
         return s;
     };
     double want = 0;
@@ -156,6 +160,7 @@ TEST(ZeroStage, PartitionedSumAddsPartitionsInRankOrderAtEveryStage) {
         const Range pr = owned_range(kPadded, kRanks, q);
         want += part(whole.data() + pr.lo, pr.size());
     }
+    ASSERT_EQ(want, 0.0);
     for (int stage = 0; stage <= 3; ++stage)
         run_local_ranks(kRanks, [&](Communicator& c) {
             Rank R(c, options(stage), DType::kF32);
