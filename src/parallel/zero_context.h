@@ -1,0 +1,68 @@
+// What every part of a ZeRO stage shares: the data-parallel group, the arena and its ZeRO layout
+// (owned range, parameter ranges, gradient buckets), the zero_optimization settings, and the clock
+// of communication the caller waited for. ZeroDataParallel builds it once; the stage's parts
+// (zero_stage.h) borrow it. It holds no stage-specific state: what differs by stage is a type.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/param_arena.h"
+#include "comm/communicator.h"
+#include "parallel/zero_layout.h"
+
+namespace zt {
+
+// DeepSpeed's zero_optimization settings that act here; sizes count elements.
+struct ZeroOptions {
+    int stage = 0;
+    int64_t reduce_bucket_size = 500000000;
+    int64_t allgather_bucket_size = 500000000;
+    bool overlap_comm = false;  // reduce each bucket as soon as backward has finished it
+    int64_t prefetch_bucket_size = 50000000;   // stage 3: elements gathered ahead of use
+    int64_t persistence_threshold = 100000;    // stage 3: modules with fewer stay gathered
+    int64_t max_live_parameters = 1000000000;  // stage 3: prefetch stops at this many gathered
+    DType comm_dtype = DType::kF32;            // gradient reductions (communication_data_type)
+};
+
+CommType comm_type_of(DType t);
+
+// A view of elements [lo, lo + n) of a 1-D tensor.
+Tensor flat_slice(const Tensor& t, int64_t lo, int64_t n);
+
+// fn(m) for m and each module below it, parents first: the order hooks are installed in.
+template <typename Fn>
+void for_each_module(Module& m, Fn&& fn) {
+    fn(m);
+    for (Module* c : m.children()) for_each_module(*c, fn);
+}
+
+struct ZeroContext {
+    // comm: the data-parallel group; null means one rank. Checks that the arena's layout is
+    // zero_arena_options()'s for options.stage and this group, and plans the gradient buckets.
+    ZeroContext(MemoryPool& pool, ParamArena& arena, Communicator* comm, ZeroOptions options);
+    ZeroContext(const ZeroContext&) = delete;
+    ZeroContext& operator=(const ZeroContext&) = delete;
+
+    int64_t padded() const { return arena.padded_numel(); }
+    Parameter& param(int i) const { return *arena.params()[static_cast<size_t>(i)]; }
+    // Waits for h, adding the seconds waited to exposed_s.
+    void wait_exposed(const CommHandle& h);
+    // x summed over ranks in rank order (an all-gather of one double per rank).
+    double sum_over_ranks(double x);
+
+    MemoryPool& pool;
+    ParamArena& arena;
+    Communicator* comm;
+    ZeroOptions options;
+    int ranks = 1, rank = 0;
+    Range owned;                      // this rank's range of the padded arena
+    std::vector<Range> param_ranges;  // per arena parameter
+    std::unordered_map<const Parameter*, int> param_index;
+    std::vector<Bucket> buckets;  // plan_buckets() with reduce_bucket_size
+    std::vector<int> bucket_of;   // parameter -> bucket
+    double exposed_s = 0;         // seconds waited for communication
+};
+
+}  // namespace zt

@@ -1,0 +1,94 @@
+#include "parallel/zero_grad_buckets.h"
+
+#include <algorithm>
+
+namespace zt {
+
+GradBuckets::GradBuckets(ZeroContext& ctx, Module& model, GradReduce& reduce)
+    : ctx_(ctx), reduce_(reduce) {
+    ready_count_.assign(ctx_.buckets.size(), 0);
+    launched_.assign(ctx_.buckets.size(), 0);
+    param_ready_.assign(ctx_.arena.params().size(), 0);
+    if (ctx_.ranks == 1 && !reduce_.partitioned()) return;  // nothing is ever reduced
+    for_each_module(model, [this](Module& m) {
+        if (!m.own_parameters().empty())
+            m.add_hook(HookPoint::kPostBackward, [this](Module& mm) { mark_ready(mm); });
+    });
+}
+
+GradBuckets::~GradBuckets() {
+    for (auto& p : pending_)
+        if (p->handle) try {
+                p->handle->wait();
+            } catch (...) {
+            }
+}
+
+void GradBuckets::begin_backward(bool boundary) {
+    reducing_ = reduce_.partitioned() || (boundary && ctx_.ranks > 1);
+    std::fill(ready_count_.begin(), ready_count_.end(), 0);
+    std::fill(launched_.begin(), launched_.end(), 0);
+    std::fill(param_ready_.begin(), param_ready_.end(), 0);
+}
+
+void GradBuckets::mark_ready(Module& m) {
+    if (!reducing_) return;
+    for (Parameter* p : m.own_parameters()) {
+        const size_t i = static_cast<size_t>(ctx_.param_index.at(p));
+        if (param_ready_[i]) continue;
+        param_ready_[i] = 1;
+        const int b = ctx_.bucket_of[i];
+        if (++ready_count_[static_cast<size_t>(b)] <
+            static_cast<int>(ctx_.buckets[static_cast<size_t>(b)].params.size()))
+            continue;
+        if (ctx_.options.overlap_comm) {
+            launch(b);
+        } else if (reduce_.partitioned()) {  // reduce now, waiting, so the bucket's memory returns
+            launch(b);
+            finish_all();
+        }
+    }
+    // Retire finished reductions from the front, so lent bucket memory goes back early.
+    while (!pending_.empty() && (!pending_.front()->handle || pending_.front()->handle->test())) {
+        finish(*pending_.front());
+        pending_.erase(pending_.begin());
+    }
+}
+
+void GradBuckets::launch(int b) {
+    launched_[static_cast<size_t>(b)] = 1;
+    const int64_t n = ctx_.buckets[static_cast<size_t>(b)].range.size();
+    MemScope scope(ctx_.pool, MemPhase::kComm);
+    auto r = std::make_unique<BucketReduction>();
+    r->bucket = b;
+    Tensor src = reduce_.bucket_grads(b);
+    Tensor wire = src;
+    if (ctx_.options.comm_dtype != src.dtype()) {
+        r->send = Tensor::empty(ctx_.pool, {n}, ctx_.options.comm_dtype, MemCategory::kComm);
+        r->send.copy_from(src);
+        wire = r->send;
+    }
+    reduce_.issue(*r, wire);
+    pending_.push_back(std::move(r));
+}
+
+void GradBuckets::finish(BucketReduction& r) {
+    if (r.handle) ctx_.wait_exposed(r.handle);
+    r.handle = nullptr;
+    reduce_.finish(r);
+}
+
+void GradBuckets::finish_all() {
+    for (auto& r : pending_) finish(*r);
+    pending_.clear();
+}
+
+void GradBuckets::end_backward() {
+    if (!reducing_) return;
+    for (size_t b = 0; b < ctx_.buckets.size(); ++b)
+        if (!launched_[b]) launch(static_cast<int>(b));
+    finish_all();
+    reducing_ = false;
+}
+
+}  // namespace zt

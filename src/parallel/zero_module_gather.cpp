@@ -1,0 +1,175 @@
+#include "parallel/zero_module_gather.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace zt {
+
+struct ModuleGather::Group {
+    Range range;              // a module's own parameters: one contiguous arena range
+    std::vector<int> params;  // indices into the arena's parameter list
+    bool persistent = false;
+    Tensor buffer;         // gathered compute weights of `range`, while live or in flight
+    CommHandle handle;     // the gather, while in flight (null for one rank)
+    bool unbound = false;  // gathered or in flight, parameters not yet pointing at buffer
+    int refs = 0;          // modules inside whose forward or backward we are
+};
+
+ModuleGather::ModuleGather(ZeroContext& ctx, Module& model) : ctx_(ctx) {
+    const int64_t P = ctx_.padded();
+    std::unordered_map<const Module*, int> group_of_module;
+    group_of_param_.assign(ctx_.arena.params().size(), -1);
+    for_each_module(model, [&](Module& m) {
+        std::vector<Parameter*> own = m.own_parameters();
+        if (own.empty()) return;
+        auto g = std::make_unique<Group>();
+        g->range = {P, 0};
+        for (Parameter* p : own) {
+            const int i = ctx_.param_index.at(p);
+            g->params.push_back(i);
+            g->range.lo = std::min(g->range.lo, p->offset);
+            g->range.hi = std::max(g->range.hi, p->offset + p->numel());
+            group_of_param_[static_cast<size_t>(i)] = static_cast<int>(groups_.size());
+        }
+        int64_t held = 0;
+        for (Parameter* p : own) held += p->numel();
+        ZT_ASSERT(held == g->range.size(), "module ", m.name(),
+                  "'s parameters are not contiguous in the arena");
+        g->persistent = g->range.size() < ctx_.options.persistence_threshold;
+        group_of_module[&m] = static_cast<int>(groups_.size());
+        groups_.push_back(std::move(g));
+    });
+    for_each_module(model, [&](Module& m) {
+        std::vector<int> gs;
+        if (auto it = group_of_module.find(&m); it != group_of_module.end())
+            gs.push_back(it->second);
+        for (Parameter* p : m.used_parameters()) {
+            const int g = group_of_param_[static_cast<size_t>(ctx_.param_index.at(p))];
+            if (std::find(gs.begin(), gs.end(), g) == gs.end()) gs.push_back(g);
+        }
+        if (gs.empty()) return;
+        auto take = [this, gs](Module&) {
+            for (int g : gs) acquire(g);
+        };
+        auto drop = [this, gs](Module&) {
+            for (int g : gs) release(g);
+        };
+        m.add_hook(HookPoint::kPreForward, take);
+        m.add_hook(HookPoint::kPostForward, drop);
+        m.add_hook(HookPoint::kPreBackward, take);
+        m.add_hook(HookPoint::kPostBackward, drop);
+    });
+}
+
+ModuleGather::~ModuleGather() {
+    for (auto& g : groups_)
+        if (g->handle) try {
+                g->handle->wait();
+            } catch (...) {
+            }
+}
+
+void ModuleGather::after_update() {
+    for (size_t g = 0; g < groups_.size(); ++g)
+        if (groups_[g]->persistent) {
+            start_gather(static_cast<int>(g));
+            finish_gather(static_cast<int>(g));
+        }
+}
+
+void ModuleGather::end_backward() {
+    tracing_ = false;
+    cursor_ = 0;
+    release_transient();
+}
+
+void ModuleGather::end_forward_only() {
+    cursor_ = 0;
+    release_transient();
+}
+
+void ModuleGather::start_gather(int g) {
+    Group& G = *groups_[static_cast<size_t>(g)];
+    const DType ct = ctx_.arena.options().compute_dtype;
+    MemScope scope(ctx_.pool, MemPhase::kComm);
+    if (!G.buffer.defined()) {
+        G.buffer = Tensor::empty(ctx_.pool, {G.range.size()}, ct, MemCategory::kComm);
+        live_elems_ += G.range.size();
+    }
+    G.unbound = true;
+    const Range mine = intersect(G.range, ctx_.owned);
+    const size_t es = dtype_size(ct);
+    const char* src =
+        static_cast<const char*>(ctx_.arena.compute().raw()) + (mine.lo - ctx_.owned.lo) * es;
+    if (ctx_.ranks > 1)
+        G.handle = ctx_.comm->all_gather(
+            src, G.buffer.raw(), rank_counts(G.range, ctx_.padded(), ctx_.ranks), comm_type_of(ct));
+    else
+        std::copy(src, src + mine.size() * static_cast<int64_t>(es),
+                  static_cast<char*>(G.buffer.raw()));
+}
+
+void ModuleGather::finish_gather(int g) {
+    Group& G = *groups_[static_cast<size_t>(g)];
+    if (G.handle) ctx_.wait_exposed(G.handle);
+    G.handle = nullptr;
+    G.unbound = false;
+    const DType ct = ctx_.arena.options().compute_dtype;
+    for (int i : G.params) {
+        Parameter& p = ctx_.param(i);
+        p.var->value = Tensor::view_of(G.buffer.storage(), p.offset - G.range.lo, p.shape, ct);
+    }
+}
+
+void ModuleGather::acquire(int g) {
+    Group& G = *groups_[static_cast<size_t>(g)];
+    if (tracing_) trace_.push_back(g);
+    if (!G.buffer.defined()) start_gather(g);
+    if (G.unbound) finish_gather(g);
+    ++G.refs;
+    if (!tracing_) prefetch_after(g);
+}
+
+void ModuleGather::release(int g) {
+    Group& G = *groups_[static_cast<size_t>(g)];
+    ZT_ASSERT(G.refs > 0, "ZeRO-3: release without acquire");
+    if (--G.refs > 0 || G.persistent) return;
+    for (int i : G.params) ctx_.param(i).var->value = Tensor();
+    G.buffer = Tensor();
+    live_elems_ -= G.range.size();
+}
+
+void ModuleGather::prefetch_after(int g) {
+    if (trace_.empty() || ctx_.options.prefetch_bucket_size <= 0) return;
+    auto it =
+        std::find(trace_.begin() + static_cast<std::ptrdiff_t>(std::min(cursor_, trace_.size())),
+                  trace_.end(), g);
+    if (it == trace_.end()) it = std::find(trace_.begin(), trace_.end(), g);
+    if (it == trace_.end()) return;
+    size_t pos = static_cast<size_t>(it - trace_.begin());
+    cursor_ = pos + 1;
+    int64_t ahead = 0;
+    for (size_t k = pos + 1; k < trace_.size(); ++k) {
+        Group& H = *groups_[static_cast<size_t>(trace_[k])];
+        if (H.persistent || trace_[k] == g) continue;
+        ahead += H.range.size();
+        if (ahead > ctx_.options.prefetch_bucket_size) break;
+        if (H.buffer.defined()) continue;  // live or already in flight
+        if (live_elems_ + H.range.size() > ctx_.options.max_live_parameters) break;
+        start_gather(trace_[k]);
+    }
+}
+
+void ModuleGather::release_transient() {
+    for (auto& G : groups_) {
+        if (G->persistent || G->refs > 0 || !G->buffer.defined()) continue;
+        if (G->handle) ctx_.wait_exposed(G->handle);
+        G->handle = nullptr;
+        G->unbound = false;
+        for (int i : G->params) ctx_.param(i).var->value = Tensor();
+        G->buffer = Tensor();
+        live_elems_ -= G->range.size();
+    }
+}
+
+}  // namespace zt

@@ -1,0 +1,48 @@
+// ZeRO-3's parameter gathering: each module's own parameters are one gather unit, all-gathered
+// from the owned compute ranges before the module's forward and backward (with those of tied
+// weights it uses) and released after them. Units under persistence_threshold elements stay
+// gathered and are refreshed after each update. The gather order of the first training
+// micro-step is recorded; later gathers prefetch the next units in it, up to
+// prefetch_bucket_size elements ahead and max_live_parameters alive.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "parallel/zero_gather.h"
+
+namespace zt {
+
+class ModuleGather final : public ParamGather {
+  public:
+    // Installs pre/post forward and backward hooks on each module that owns or uses parameters.
+    ModuleGather(ZeroContext& ctx, Module& model);
+    ~ModuleGather() override;  // waits for gathers in flight
+    ModuleGather(const ModuleGather&) = delete;
+    ModuleGather& operator=(const ModuleGather&) = delete;
+
+    void after_update() override;  // gathers the persistent units
+    void end_backward() override;  // ends the recording of the gather order; drops transients
+    void end_forward_only() override;
+    int64_t live_gathered() const override { return live_elems_; }
+
+  private:
+    struct Group;  // one gather unit
+
+    void acquire(int g);
+    void release(int g);
+    void start_gather(int g);
+    void finish_gather(int g);
+    void prefetch_after(int g);
+    void release_transient();
+
+    ZeroContext& ctx_;
+    std::vector<std::unique_ptr<Group>> groups_;
+    std::vector<int> group_of_param_;
+    std::vector<int> trace_;  // gather order seen in the first training micro-step
+    bool tracing_ = true;
+    size_t cursor_ = 0;
+    int64_t live_elems_ = 0;
+};
+
+}  // namespace zt
