@@ -126,6 +126,7 @@ ZT_OPTIM_KERNEL void adam_avx512(const AdamRange& r, const AdamCoefs& c) {
     const float* __restrict g = r.g;
     float* __restrict m = r.m;
     float* __restrict v = r.v;
+    void* const copy = r.copy;  // a local: the stores through p, m, v cannot change it
     const int64_t n = r.n;
     const __m512 decay_factor = _mm512_set1_ps(c.decay_factor);
     const __m512 l2 = _mm512_set1_ps(c.l2);
@@ -160,14 +161,14 @@ ZT_OPTIM_KERNEL void adam_avx512(const AdamRange& r, const AdamCoefs& c) {
             _mm512_mask_storeu_ps(p + i, k, pn);
         }
         if constexpr (kCopy == Copy::kF32) {
-            float* cp = static_cast<float*>(r.copy) + i;
+            float* cp = static_cast<float*>(copy) + i;
             if (whole)
                 _mm512_storeu_ps(cp, pn);
             else
                 _mm512_mask_storeu_ps(cp, k, pn);
         }
         if constexpr (kCopy == Copy::kBF16 || kCopy == Copy::kF16) {
-            uint16_t* cp = static_cast<uint16_t*>(r.copy) + i;
+            uint16_t* cp = static_cast<uint16_t*>(copy) + i;
             const __m256i h = kCopy == Copy::kBF16 ? adam_to_bf16(pn) : adam_to_f16(pn);
             if (whole)
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(cp), h);
