@@ -5,6 +5,7 @@
 #include "optim/adam_kernel.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -138,6 +139,11 @@ void check_against_reference(const Case& k) {
     const std::vector<OptimSegment> segs = odd_segments(k.n);
 
     set_num_threads(k.threads);
+    int team = 0;  // the step's parallel region really splits the range at 2 threads
+#pragma omp parallel
+#pragma omp single
+    team = omp_get_num_threads();
+    ASSERT_EQ(team, k.threads);
     MemoryPool pool;
     AdamW opt(k.o);
     opt.init_state(pool, k.n);
