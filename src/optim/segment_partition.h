@@ -58,7 +58,7 @@ void for_each_share_part(std::span<const OptimSegment> segments, int64_t numel, 
 }
 
 // Writes params [b, e) into the compute copy (when there is one) with convert(): for an optimizer
-// whose kernel does not fuse the copy, called on the part it just updated, while it is in cache.
+// whose kernel does not fuse the copy (Sgd), a second pass over the part it just updated.
 inline void write_compute_copy(const float* params, const ComputeCopy& copy, int64_t b, int64_t e) {
     if (copy.data == nullptr || b >= e) return;
     char* dst = static_cast<char*>(copy.data) + b * static_cast<int64_t>(dtype_size(copy.dtype));
