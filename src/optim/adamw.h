@@ -1,7 +1,9 @@
 // AdamW (decoupled weight decay) and classic Adam (L2 decay added to the gradient), one fused pass
 // over the flat range: PyTorch's torch.optim.AdamW / Adam update, op for op in f32 (Note [AdamW
-// op order] in adamw.cpp). State: exp_avg and exp_avg_sq, flat f32, as long as the range.
-// Decay applies only on segments marked `decay`. The learning rate comes with each step.
+// op order] in adamw.cpp), AVX-512 where the target has it (optim/adam_kernel.h), threads over
+// contiguous shares; the same bits for any thread count and either path. The pass can also write
+// the compute copy of the updated weights (ComputeCopy, bf16/f16/f32). State: exp_avg and
+// exp_avg_sq, flat f32, as long as the range. Decay applies only on segments marked `decay`.
 #pragma once
 
 #include "optim/optimizer.h"
@@ -23,7 +25,7 @@ public:
 
     void init_state(MemoryPool& pool, int64_t numel) override;
     void step(float* params, const float* grads, std::span<const OptimSegment> segments, float lr,
-              int64_t step) override;
+              int64_t step, const ComputeCopy& copy = {}) override;
     std::vector<std::pair<std::string, Tensor>> state() override;
     std::string name() const override { return options_.adam_w_mode ? "AdamW" : "Adam"; }
 
@@ -35,5 +37,13 @@ private:
     Tensor exp_avg_;     // (numel,) f32
     Tensor exp_avg_sq_;  // (numel,) f32
 };
+
+// The fused step over state the caller holds (an offload tier streams master weights and moments
+// through its own buffers): params, grads, exp_avg, exp_avg_sq (numel,) f32; copy as in
+// Optimizer::step. Threads over contiguous shares of [0, numel) (the OpenMP thread count; one
+// thread below 32Ki elements). AdamW::step is this over its own state.
+void adamw_step(const AdamWOptions& options, float* params, const float* grads, float* exp_avg,
+                float* exp_avg_sq, int64_t numel, std::span<const OptimSegment> segments, float lr,
+                int64_t step, const ComputeCopy& copy = {});
 
 }  // namespace zt

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "optim/optimizer.h"
+#include "tensor/dtype.h"
 #include "util/error.h"
 
 namespace zt::optim_detail {
@@ -54,6 +55,14 @@ void for_each_share_part(std::span<const OptimSegment> segments, int64_t numel, 
         const int64_t e = std::min(s.offset + s.numel, hi);
         if (b < e) fn(b, e, s.decay);
     }
+}
+
+// Writes params [b, e) into the compute copy (when there is one) with convert(): for an optimizer
+// whose kernel does not fuse the copy (Sgd), a second pass over the part it just updated.
+inline void write_compute_copy(const float* params, const ComputeCopy& copy, int64_t b, int64_t e) {
+    if (copy.data == nullptr || b >= e) return;
+    char* dst = static_cast<char*>(copy.data) + b * static_cast<int64_t>(dtype_size(copy.dtype));
+    convert(params + b, DType::kF32, dst, copy.dtype, static_cast<size_t>(e - b));
 }
 
 }  // namespace zt::optim_detail

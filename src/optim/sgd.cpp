@@ -96,7 +96,7 @@ void Sgd::init_state(MemoryPool& pool, int64_t numel) {
 }
 
 void Sgd::step(float* params, const float* grads, std::span<const OptimSegment> segments, float lr,
-               int64_t step) {
+               int64_t step, const ComputeCopy& copy) {
     ZT_ASSERT(numel_ >= 0, "Sgd::step before init_state");
     ZT_ASSERT(step >= 1, "SGD steps count from 1, got ", step);
     optim_detail::check_segments(segments, numel_);
@@ -115,6 +115,7 @@ void Sgd::step(float* params, const float* grads, std::span<const OptimSegment> 
             sgd_dispatch<true>(params + b, grads + b, bb, e - b, c, momentum, first, o.nesterov);
         else
             sgd_dispatch<false>(params + b, grads + b, bb, e - b, c, momentum, first, o.nesterov);
+        optim_detail::write_compute_copy(params, copy, b, e);
     });
 }
 

@@ -20,7 +20,7 @@ public:
 
     void init_state(MemoryPool& pool, int64_t numel) override;
     void step(float* params, const float* grads, std::span<const OptimSegment> segments, float lr,
-              int64_t step) override;
+              int64_t step, const ComputeCopy& copy = {}) override;
     std::vector<std::pair<std::string, Tensor>> state() override;
     std::string name() const override { return "SGD"; }
 

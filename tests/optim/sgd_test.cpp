@@ -138,6 +138,35 @@ TEST(Sgd, SameBitsForOneAndTwoThreads) {
     EXPECT_EQ(out[0], out[1]);
 }
 
+// The compute copy a step writes is convert() of the updated weights, on the segments' elements
+// only (the gap between two segments keeps its bits).
+TEST(Sgd, ComputeCopyIsTheConvertedUpdate) {
+    const int64_t n = 40001;  // above the parallel threshold, odd
+    SgdOptions o;
+    o.momentum = 0.9;
+    o.weight_decay = 0.1;
+    const std::vector<OptimSegment> segs{{0, 20001, true}, {20004, n - 20004, false}};
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+        std::mt19937 rng(3);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> p(n), g(n);
+        for (float& x : p) x = normal(rng);
+        for (float& x : g) x = normal(rng);
+        std::vector<uint16_t> copy(n, 0x1234), expect(n, 0x1234);
+        MemoryPool pool;
+        Sgd opt(o);
+        opt.init_state(pool, n);
+        set_num_threads(2);
+        opt.step(p.data(), g.data(), segs, 0.01f, 1, ComputeCopy{copy.data(), dt});
+        set_num_threads(1);
+        for (const OptimSegment& s : segs)
+            convert(p.data() + s.offset, DType::kF32, expect.data() + s.offset, dt,
+                    size_t(s.numel));
+        EXPECT_EQ(copy, expect) << dtype_name(dt);
+        EXPECT_EQ(copy[20002], 0x1234);
+    }
+}
+
 TEST(Sgd, RejectsNesterovWithoutMomentum) {
     SgdOptions o;
     o.nesterov = true;
