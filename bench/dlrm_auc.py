@@ -6,7 +6,8 @@ Data: `zerotrain data synth-ctr` with the PyTorch peer's 26 tables (../shared/pe
 TABLES, each capped at --max-rows so the PyTorch side's tables fit beside zerotrain's), Zipf(1.05)
 ids, --records training records and a held-out file of --eval-batches x 2048 records from the same
 teacher. Model: the peer's (dim 16, bottom 13-512-256-64-16, top 367-512-256-1, dot interaction),
-SGD at --lr on everything, batch 2048, one pass in file order. zerotrain runs with its sharded
+SGD at --lr on everything, batch 2048, one pass in file order, both from zerotrain's initial
+weights (`zerotrain export CONFIG`, loaded into PyTorch). zerotrain runs with its sharded
 tables (sparse SGD) and evaluates once at the end on the whole held-out file; PyTorch runs
 bench/dlrm_auc_torch.py (the reference layout of tests/python/dlrm_reference.py with sparse
 EmbeddingBag gradients) under the pip PyTorch with tcmalloc, 2 threads. Issue 13's target: the two
@@ -65,6 +66,12 @@ def run_zerotrain(args, tables, path, held, workdir):
     r = run_child(cmd, dict(os.environ), run_dir, args.timeout)
     if r["rc"] != 0:
         raise SystemExit(f"zerotrain failed (exit {r['rc']}): {tail(r['stderr'], 800)}")
+    # The initial weights (a function of the seed alone), for the PyTorch side to start from.
+    init = os.path.join(workdir, "init.safetensors")
+    e = run_child([args.zerotrain, "export", cfg_path, "--out", init], dict(os.environ), run_dir,
+                  args.timeout)
+    if e["rc"] != 0:
+        raise SystemExit(f"zerotrain export failed: {tail(e['stderr'], 600)}")
     evals, rates = [], []
     with open(os.path.join(run_dir, "run", "metrics.jsonl")) as f:
         for line in f:
@@ -76,18 +83,20 @@ def run_zerotrain(args, tables, path, held, workdir):
     if not evals:
         raise SystemExit("zerotrain wrote no evaluation line")
     return dict(auc=evals[-1]["eval_auc"], log_loss=evals[-1].get("eval_log_loss"), steps=steps,
+                init=init,
                 samples_per_s=sorted(rates)[len(rates) // 2] if rates else None,
                 cmd=" ".join(shlex.quote(c) for c in cmd), wall_s=r["wall_s"])
 
 
-def run_torch(args, tables, path, held, workdir):
+def run_torch(args, tables, path, held, init, workdir):
     model = dict(tables=[dict(rows=n, dim=dlrm_train.DIM, pooling="sum") for n in tables],
                  dense_features=dlrm_train.DENSE, bottom_mlp=dlrm_train.BOTTOM,
                  top_mlp=dlrm_train.TOP, self_interaction=False)
     spec = peer_env.peer_specs(2, peer_env.peer_malloc())["torch-new"]
     peer_env.probe_peers(["torch-new"], {"torch-new": spec})
+    peer_env.pip_install(spec["python"], "safetensors")  # to read the initial weights
     cmd = [spec["python"], TORCH_SIDE, json.dumps(model), path, held, str(dlrm_train.BATCH),
-           str(args.lr)]
+           str(args.lr), init]
     log(f"PyTorch: {spec['python']} {TORCH_SIDE} MODEL {path} {held} ...")
     r = run_child(cmd, {**os.environ, **spec["env"]}, workdir, args.timeout)
     for line in r["stdout"].splitlines():
@@ -106,7 +115,8 @@ def markdown(rep):
         f"Measured {rep['started']} to {rep['finished']} on {m['cpu_model']}, {m['cpu_count']} "
         f"CPUs; checkout {rep['git']}. Data: `{rep['data_cmd']}` ({rep['records']:,} training "
         f"records, {rep['eval_records']:,} held out; tables capped at {rep['max_rows']:,} rows); "
-        f"SGD lr {rep['lr']}, batch {dlrm_train.BATCH}, one pass in file order.", "",
+        f"SGD lr {rep['lr']}, batch {dlrm_train.BATCH}, one pass in file order, both from "
+        "zerotrain's initial weights.", "",
         "| | held-out AUC | held-out log loss | training samples/s |",
         "|---|---:|---:|---:|",
         f"| teacher (the data's own model, on its {teacher.get('teacher_on', '?')} records) | "
@@ -146,7 +156,7 @@ def main():
     try:
         path, held, rep["teacher"], rep["data_cmd"] = synth(args, tables, workdir)
         rep["zerotrain"] = run_zerotrain(args, tables, path, held, workdir)
-        rep["torch"] = run_torch(args, tables, path, held, workdir)
+        rep["torch"] = run_torch(args, tables, path, held, rep["zerotrain"]["init"], workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     rep["finished"] = datetime.datetime.now().isoformat(timespec="seconds")

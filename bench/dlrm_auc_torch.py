@@ -8,7 +8,9 @@ MLPs, the dot interaction), at PyTorch's own initialization. The files are read 
 their layout (Note [ZTCLICK layout], src/data/click/ctr_file.h) with numpy; batches are taken in
 file order, as zerotrain does with "shuffle": false.
 
-usage: dlrm_auc_torch.py MODEL_JSON TRAIN.ctr EVAL.ctr BATCH LR
+usage: dlrm_auc_torch.py MODEL_JSON TRAIN.ctr EVAL.ctr BATCH LR [INIT.safetensors]
+(INIT: the initial weights to start from, e.g. `zerotrain export CONFIG --out INIT`; without it,
+PyTorch's own initialization.)
 Prints one line: RESULT {"auc", "log_loss", "steps", "train_s", "samples_per_s", "torch"}.
 """
 import json
@@ -96,6 +98,9 @@ def main():
     bs, lr = int(sys.argv[4]), float(sys.argv[5])
     torch.manual_seed(0)
     model = Dlrm(model_cfg)
+    if len(sys.argv) > 6:
+        from safetensors.torch import load_file
+        model.load_state_dict(load_file(sys.argv[6]), strict=True)
     for emb in model.emb_l:
         emb.sparse = True  # SGD on the rows a batch looked up, as zerotrain's sparse tables
     opt = torch.optim.SGD(model.parameters(), lr=lr)
