@@ -35,13 +35,6 @@ AdamW::AdamW(const AdamWOptions& options) : options_(options) {
              o.weight_decay);
 }
 
-void AdamW::init_state(MemoryPool& pool, int64_t numel) {
-    ZT_ASSERT(numel >= 0);
-    numel_ = numel;
-    exp_avg_ = Tensor::zeros(pool, {numel}, DType::kF32, MemCategory::kOptimizer);
-    exp_avg_sq_ = Tensor::zeros(pool, {numel}, DType::kF32, MemCategory::kOptimizer);
-}
-
 void adamw_step(const AdamWOptions& options, float* params, const float* grads, float* exp_avg,
                 float* exp_avg_sq, int64_t numel, std::span<const OptimSegment> segments, float lr,
                 int64_t step, const ComputeCopy& copy) {
@@ -66,15 +59,10 @@ void adamw_step(const AdamWOptions& options, float* params, const float* grads, 
     });
 }
 
-void AdamW::step(float* params, const float* grads, std::span<const OptimSegment> segments,
-                 float lr, int64_t step, const ComputeCopy& copy) {
-    ZT_ASSERT(exp_avg_.defined(), "AdamW::step before init_state");
-    adamw_step(options_, params, grads, exp_avg_.data<float>(), exp_avg_sq_.data<float>(), numel_,
-               segments, lr, step, copy);
-}
-
-std::vector<std::pair<std::string, Tensor>> AdamW::state() {
-    return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
+void AdamW::step_on(float* params, const float* grads, float* const* state, int64_t numel,
+                    std::span<const OptimSegment> segments, float lr, int64_t step,
+                    const ComputeCopy& copy) const {
+    adamw_step(options_, params, grads, state[0], state[1], numel, segments, lr, step, copy);
 }
 
 }  // namespace zt

@@ -23,25 +23,22 @@ class AdamW final : public Optimizer {
 public:
     explicit AdamW(const AdamWOptions& options);
 
-    void init_state(MemoryPool& pool, int64_t numel) override;
-    void step(float* params, const float* grads, std::span<const OptimSegment> segments, float lr,
-              int64_t step, const ComputeCopy& copy = {}) override;
-    std::vector<std::pair<std::string, Tensor>> state() override;
+    std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+    void step_on(float* params, const float* grads, float* const* state, int64_t numel,
+                 std::span<const OptimSegment> segments, float lr, int64_t step,
+                 const ComputeCopy& copy) const override;
     std::string name() const override { return options_.adam_w_mode ? "AdamW" : "Adam"; }
 
     const AdamWOptions& options() const { return options_; }
 
 private:
     AdamWOptions options_;
-    int64_t numel_ = 0;
-    Tensor exp_avg_;     // (numel,) f32
-    Tensor exp_avg_sq_;  // (numel,) f32
 };
 
 // The fused step over state the caller holds (an offload tier streams master weights and moments
 // through its own buffers): params, grads, exp_avg, exp_avg_sq (numel,) f32; copy as in
 // Optimizer::step. Threads over contiguous shares of [0, numel) (the OpenMP thread count; one
-// thread below 32Ki elements). AdamW::step is this over its own state.
+// thread below 32Ki elements). AdamW::step_on is this over state[0], state[1].
 void adamw_step(const AdamWOptions& options, float* params, const float* grads, float* exp_avg,
                 float* exp_avg_sq, int64_t numel, std::span<const OptimSegment> segments, float lr,
                 int64_t step, const ComputeCopy& copy = {});

@@ -88,26 +88,24 @@ Sgd::Sgd(const SgdOptions& options) : options_(options) {
              "; set a momentum or turn nesterov off");
 }
 
-void Sgd::init_state(MemoryPool& pool, int64_t numel) {
-    ZT_ASSERT(numel >= 0);
-    numel_ = numel;
-    if (options_.momentum != 0.0)
-        momentum_buf_ = Tensor::zeros(pool, {numel}, DType::kF32, MemCategory::kOptimizer);
+std::vector<std::string> Sgd::state_names() const {
+    if (options_.momentum == 0.0) return {};
+    return {"momentum_buffer"};
 }
 
-void Sgd::step(float* params, const float* grads, std::span<const OptimSegment> segments, float lr,
-               int64_t step, const ComputeCopy& copy) {
-    ZT_ASSERT(numel_ >= 0, "Sgd::step before init_state");
+void Sgd::step_on(float* params, const float* grads, float* const* state, int64_t numel,
+                  std::span<const OptimSegment> segments, float lr, int64_t step,
+                  const ComputeCopy& copy) const {
     ZT_ASSERT(step >= 1, "SGD steps count from 1, got ", step);
-    optim_detail::check_segments(segments, numel_);
+    optim_detail::check_segments(segments, numel);
     const SgdOptions& o = options_;
     const SgdCoefs c{static_cast<float>(o.weight_decay), static_cast<float>(o.momentum),
                      static_cast<float>(-static_cast<double>(lr))};
     const bool momentum = o.momentum != 0.0;
     const bool first = step == 1;
     const bool any_decay = o.weight_decay != 0.0;
-    float* buf = momentum ? momentum_buf_.data<float>() : nullptr;
-    const int64_t n = numel_;
+    float* buf = momentum ? state[0] : nullptr;
+    const int64_t n = numel;
 #pragma omp parallel if (n >= optim_detail::kParallelMinNumel)
     optim_detail::for_each_share_part(segments, n, [&](int64_t b, int64_t e, bool decay) {
         float* bb = buf ? buf + b : nullptr;
@@ -117,11 +115,6 @@ void Sgd::step(float* params, const float* grads, std::span<const OptimSegment> 
             sgd_dispatch<false>(params + b, grads + b, bb, e - b, c, momentum, first, o.nesterov);
         optim_detail::write_compute_copy(params, copy, b, e);
     });
-}
-
-std::vector<std::pair<std::string, Tensor>> Sgd::state() {
-    if (!momentum_buf_.defined()) return {};
-    return {{"momentum_buffer", momentum_buf_}};
 }
 
 }  // namespace zt

@@ -18,18 +18,17 @@ class Sgd final : public Optimizer {
 public:
     explicit Sgd(const SgdOptions& options);
 
-    void init_state(MemoryPool& pool, int64_t numel) override;
-    void step(float* params, const float* grads, std::span<const OptimSegment> segments, float lr,
-              int64_t step, const ComputeCopy& copy = {}) override;
-    std::vector<std::pair<std::string, Tensor>> state() override;
+    // {"momentum_buffer"} with momentum, else none.
+    std::vector<std::string> state_names() const override;
+    void step_on(float* params, const float* grads, float* const* state, int64_t numel,
+                 std::span<const OptimSegment> segments, float lr, int64_t step,
+                 const ComputeCopy& copy) const override;
     std::string name() const override { return "SGD"; }
 
     const SgdOptions& options() const { return options_; }
 
 private:
     SgdOptions options_;
-    int64_t numel_ = -1;   // -1 until init_state
-    Tensor momentum_buf_;  // (numel,) f32; undefined when momentum == 0
 };
 
 }  // namespace zt
