@@ -24,6 +24,7 @@ class HostStore final : public Store {
     Ticket write(uint64_t offset, const void* src, size_t bytes) override;
     void wait(Ticket t) override;
     StoreStats stats() const override { return stats_; }
+    void* mapped(uint64_t offset) override { return data_ + offset; }
 
   private:
     void check(uint64_t offset, const void* buf, size_t bytes, const char* what) const;

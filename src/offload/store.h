@@ -42,6 +42,9 @@ class Store {
     // Each ticket is waited for exactly once.
     virtual void wait(Ticket t) = 0;
     virtual StoreStats stats() const = 0;
+    // The store's bytes at `offset` as memory the caller may read and write in place, or nullptr
+    // where the store is not addressable memory (a file).
+    virtual void* mapped(uint64_t offset) { (void)offset; return nullptr; }
 };
 
 // Host memory for staging buffers and the cpu tier: `bytes` rounded up to kStoreAlign, aligned to
