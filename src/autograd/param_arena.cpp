@@ -20,17 +20,18 @@ ParamArena::ParamArena(MemoryPool& pool, std::vector<Parameter*> params, ArenaOp
     ZT_ASSERT(0 <= lo_ && lo_ <= hi_ && hi_ <= padded_, "owned range [", lo_, ", ", hi_,
               ") outside the arena of ", padded_);
     const int64_t owned = hi_ - lo_;
-    master_ = Tensor::zeros(pool, {options_.full_master ? padded_ : owned}, DType::kF32,
-                            MemCategory::kParams);
+    if (options_.hold_master)
+        master_ = Tensor::zeros(pool, {options_.full_master ? padded_ : owned}, DType::kF32,
+                                MemCategory::kParams);
     grads_ = Tensor::zeros(pool, {options_.full_grads ? padded_ : owned}, options_.grad_dtype,
                            MemCategory::kGrads);
-    const bool alias = options_.compute_dtype == DType::kF32 &&
+    const bool alias = options_.hold_master && options_.compute_dtype == DType::kF32 &&
                        options_.full_compute == options_.full_master;
     compute_ = alias ? master_
                      : Tensor::zeros(pool, {options_.full_compute ? padded_ : owned},
                                      options_.compute_dtype, MemCategory::kParams);
     for (Parameter* p : params_) {
-        p->master = options_.full_master
+        p->master = options_.full_master && options_.hold_master
                         ? Tensor::view_of(master_.storage(), p->offset, p->shape, DType::kF32)
                         : Tensor();
         p->grad = options_.full_grads ? Tensor::view_of(grads_.storage(), p->offset, p->shape,
@@ -63,32 +64,34 @@ float param_init_value(const ParamInit& init, uint64_t seed, uint64_t stream, in
     return 0.0f;
 }
 
-void ParamArena::init_weights(uint64_t seed) {
+void ParamArena::fill_init(uint64_t seed, int64_t lo, int64_t n, float* out) const {
     // Element i of the arena is element i - offset of its parameter; each layout fills the
     // elements it holds with the values one process would have.
-    const int64_t held_lo = options_.full_master ? 0 : lo_;
-    const int64_t held_hi = options_.full_master ? padded_ : hi_;
-    float* base = master_.data<float>() - held_lo;  // arena index -> pointer (held range only)
+    ZT_ASSERT(lo >= 0 && n >= 0 && lo + n <= padded_);
+    float* base = out - lo;  // arena index -> pointer ([lo, lo + n) only)
+    std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
     for (Parameter* p : params_) {
-        const int64_t b = std::max(held_lo, p->offset);
-        const int64_t e = std::min(held_hi, p->offset + p->numel());
-        if (b >= e) continue;
-        float* w = base;
+        const int64_t b = std::max(lo, p->offset);
+        const int64_t e = std::min(lo + n, p->offset + p->numel());
+        if (b >= e || p->init.kind == ParamInit::Kind::kZeros) continue;
         const int64_t off = p->offset;
-        uint64_t stream = hash_string(p->name);
-        if (p->init.kind == ParamInit::Kind::kZeros) {
-            std::memset(w + b, 0, (e - b) * sizeof(float));
-            continue;
-        }
+        const uint64_t stream = hash_string(p->name);
         const ParamInit init = p->init;
 #pragma omp parallel for schedule(static)
-        for (int64_t i = b; i < e; ++i) w[i] = param_init_value(init, seed, stream, i - off);
+        for (int64_t i = b; i < e; ++i) base[i] = param_init_value(init, seed, stream, i - off);
     }
+}
+
+void ParamArena::init_weights(uint64_t seed) {
+    if (!options_.hold_master) return;  // the tier fills its master from fill_init
+    const int64_t held_lo = options_.full_master ? 0 : lo_;
+    const int64_t held_hi = options_.full_master ? padded_ : hi_;
+    fill_init(seed, held_lo, held_hi - held_lo, master_.data<float>());
     sync_compute();
 }
 
 void ParamArena::sync_compute() {
-    if (compute_.storage() == master_.storage()) return;
+    if (!options_.hold_master || compute_.storage() == master_.storage()) return;
     if (options_.full_master == options_.full_compute) {
         compute_.copy_from(master_);
     } else {  // master holds the owned range, the compute copy the whole arena

@@ -23,6 +23,9 @@ struct ArenaOptions {
     bool full_master = true;   // false: master holds the owned range only
     bool full_grads = true;    // false: grads hold the owned range only
     bool full_compute = true;  // false: the compute copy holds the owned range only
+    // false: no master weights here (an offload tier holds them; offload/update_state.h); the
+    // compute copy is then its own buffer even in f32, and init_weights leaves it to the tier.
+    bool hold_master = true;
 };
 
 class ParamArena {
@@ -34,6 +37,9 @@ public:
     // Fills the held master weights from each parameter's init, keyed by (seed, name, element
     // index), so every layout starts from the same weights.
     void init_weights(uint64_t seed);
+    // The initial values of arena elements [lo, lo + n) (padding: zero), as init_weights sets
+    // them: for a tier that holds the master weights elsewhere.
+    void fill_init(uint64_t seed, int64_t lo, int64_t n, float* out) const;
     // Copies held master weights into the compute copy where both hold them (no-op when the
     // compute copy is the master, in f32).
     void sync_compute();
@@ -46,7 +52,8 @@ public:
     const std::vector<Parameter*>& params() const { return params_; }
     Parameter* find(const std::string& name) const;
 
-    Tensor& master() { return master_; }   // f32: the padded arena, or the owned range
+    Tensor& master() { return master_; }   // f32: the padded arena, or the owned range; undefined
+                                           // without hold_master
     Tensor& grads() { return grads_; }     // grad dtype: the padded arena, or the owned range
     Tensor& compute() { return compute_; } // compute dtype; aliases master when f32 and alike
     // Views of the owned range of each buffer, however much of the arena it holds.

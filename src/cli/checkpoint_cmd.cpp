@@ -91,8 +91,9 @@ void load_checkpoint_weights(const std::string& dir, Engine& engine) {
                  "'");
     }
     ShardReader reader(ck, m);
-    reader.read("master", 0, m.numel, engine.arena().master().data<float>());
-    engine.arena().sync_compute();
+    std::vector<float> whole(static_cast<size_t>(engine.arena().padded_numel()), 0.0f);
+    reader.read("master", 0, m.numel, whole.data());
+    engine.load_master(whole.data());  // whatever tier holds the master weights
     load_sparse_blocks(engine, m, ck);
     std::fprintf(stderr, "read the weights of %s (written by %d ranks, ZeRO stage %d)\n",
                  ck.c_str(), m.ranks, m.zero_stage);

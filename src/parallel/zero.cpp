@@ -7,7 +7,7 @@ namespace zt {
 ZeroDataParallel::ZeroDataParallel(MemoryPool& pool, Module& model, ParamArena& arena,
                                    Communicator* comm, ZeroOptions options)
     : ctx_(pool, arena, comm, options), stage_(make_zero_stage(ctx_, model)) {
-    after_update();  // every rank's compute weights from the initial master weights
+    after_update();  // every rank's compute weights from the initial ones (init_weights)
 }
 
 std::vector<OptimSegment> ZeroDataParallel::update_segments() const {
@@ -25,8 +25,19 @@ std::vector<OptimSegment> ZeroDataParallel::update_segments() const {
 // (which is the update range whenever the buffer is partitioned: zero_arena_options()).
 Tensor ZeroDataParallel::update_master() {
     const Range u = update_range();
+    if (!ctx_.arena.options().hold_master) return Tensor();
     if (ctx_.arena.options().full_master) return flat_slice(ctx_.arena.master(), u.lo, u.size());
     return ctx_.arena.master();
+}
+
+ComputeCopy ZeroDataParallel::update_compute() {
+    ParamArena& a = ctx_.arena;
+    if (a.options().hold_master && a.compute().storage() == a.master().storage()) return {};
+    const Range u = update_range();
+    const Tensor& c = a.compute();
+    char* base = static_cast<char*>(c.raw());
+    if (a.options().full_compute) base += u.lo * static_cast<int64_t>(dtype_size(c.dtype()));
+    return {base, c.dtype()};
 }
 
 Tensor ZeroDataParallel::update_grads() {
@@ -40,33 +51,17 @@ void ZeroDataParallel::end_backward() {
     stage_->gather().end_backward();
 }
 
-void ZeroDataParallel::after_update() {
-    ctx_.arena.sync_compute();
-    stage_->gather().after_update();
-}
-
-std::vector<float> ZeroDataParallel::gather_master() {
-    ParamArena& arena = ctx_.arena;
-    const int64_t P = arena.padded_numel();
+std::vector<float> ZeroDataParallel::gather_update_ranges(const float* mine) {
+    const Range u = update_range();
+    const int64_t P = ctx_.padded();
     std::vector<float> out(static_cast<size_t>(P));
-    if (arena.options().full_master) return arena.master().to_vector();
-    const float* mine = arena.master().data<float>();
-    if (ctx_.ranks == 1) {
-        std::copy(mine, mine + P, out.begin());
+    if (ctx_.ranks == 1 || u.size() == P) {
+        std::copy(mine, mine + u.size(), out.begin() + u.lo);
         return out;
     }
     ctx_.wait_exposed(ctx_.comm->all_gather(mine, out.data(), rank_counts({0, P}, P, ctx_.ranks),
                                             CommType::kF32));
     return out;
-}
-
-void ZeroDataParallel::load_master(const float* whole) {
-    float* m = ctx_.arena.master().data<float>();
-    if (ctx_.arena.options().full_master)
-        std::copy(whole, whole + ctx_.arena.padded_numel(), m);
-    else
-        std::copy(whole + ctx_.owned.lo, whole + ctx_.owned.hi, m);
-    after_update();
 }
 
 }  // namespace zt

@@ -36,7 +36,11 @@ class ZeroDataParallel {
     // The range this rank's optimizer updates: the whole arena at stage 0, the owned range above.
     Range update_range() const { return stage_->update().range(); }
     std::vector<OptimSegment> update_segments() const;  // offsets relative to update_range()
-    Tensor update_master();                             // f32 master weights of update_range()
+    // f32 master weights of update_range() in the arena (undefined when an offload tier holds them).
+    Tensor update_master();
+    // The compute copy of update_range() as an optimizer step writes it (offload/update_state.h);
+    // data == nullptr where the compute weights are the arena's master weights (f32).
+    ComputeCopy update_compute();
     Tensor update_grads();  // reduced gradients of update_range() (valid after end_backward)
 
     // Around each micro-step: begin_backward before the backward (`boundary`: the last micro-step
@@ -54,14 +58,14 @@ class ZeroDataParallel {
     }
     // x summed over ranks in rank order.
     double sum_over_ranks(double x) { return ctx_.sum_over_ranks(x); }
-    // After the optimizer updated update_master(): refreshes the compute weights every rank needs
-    // (owned compute copy; all-gather at stages 1-2; the persistent gathers at stage 3).
-    void after_update();
+    // After the compute copy of update_range() was rewritten (an optimizer step, a load): makes
+    // the compute weights every rank needs whole again (all-gather at stages 1-2; the persistent
+    // gathers at stage 3). A collective.
+    void after_update() { stage_->gather().after_update(); }
 
-    // Whole-arena f32 master weights on every rank (export from any stage).
-    std::vector<float> gather_master();
-    // Sets the held master weights from a whole-arena copy and refreshes the compute weights.
-    void load_master(const float* whole);
+    // The whole arena on every rank from each rank's update_range() values `mine` (a collective
+    // where the ranges are partitions).
+    std::vector<float> gather_update_ranges(const float* mine);
 
     // Seconds the caller spent waiting for communication (not hidden behind compute).
     double exposed_comm_s() const { return ctx_.exposed_s; }

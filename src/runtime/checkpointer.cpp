@@ -68,17 +68,25 @@ Range shard_range(Engine& e) {
     return intersect(own, {0, e.arena().numel()});
 }
 
-// The names and this rank's data of every tensor a shard holds, over shard_range().
-void shard_tensors(Engine& e, std::vector<std::string>* names, std::vector<const float*>* data) {
+// The names and this rank's data of every tensor a shard holds, over shard_range(): the master
+// weights and optimizer state in place where their tier is memory, else read from the tier into
+// `copies` (which must outlive the pointers).
+void shard_tensors(Engine& e, std::vector<std::string>* names, std::vector<const float*>* data,
+                   std::vector<std::vector<float>>* copies) {
     const Range r = shard_range(e);
-    ParamArena& a = e.arena();
-    const int64_t master_base = a.options().full_master ? 0 : a.owned_lo();
-    names->push_back("master");
-    data->push_back(a.master().data<float>() + (r.lo - master_base));
     const Range u = e.data_parallel().update_range();
-    for (auto& [name, t] : e.optimizer().state()) {
-        names->push_back(name);
-        data->push_back(t.data<float>() + (r.lo - u.lo));
+    UpdateState& st = e.update_state();
+    const std::vector<std::string> all = st.names();
+    for (size_t i = 0; i < all.size(); ++i) {
+        const int which = static_cast<int>(i);
+        names->push_back(all[i]);
+        if (const float* v = st.view(which)) {
+            data->push_back(v + (r.lo - u.lo));
+            continue;
+        }
+        copies->emplace_back(static_cast<size_t>(r.size()));
+        st.read(which, r.lo - u.lo, r.size(), copies->back().data());
+        data->push_back(copies->back().data());
     }
 }
 
@@ -95,8 +103,7 @@ Manifest manifest_of(Engine& e) {
     m.numel = e.arena().numel();
     for (Parameter* p : e.arena().params()) m.params.push_back({p->name, p->shape, p->offset});
     m.optimizer = e.optimizer().name();
-    m.tensors.push_back("master");
-    for (auto& [name, t] : e.optimizer().state()) m.tensors.push_back(name);
+    m.tensors = e.update_state().names();  // "master", then the optimizer's state
     // Derived state, recorded for `checkpoint inspect`: the data cursor is the step (sample k of
     // a step is a function of it) and the learning-rate schedule a function of the updates.
     if (SparseParams* sp = e.sparse_params())  // files are added once written (complete())
@@ -129,7 +136,7 @@ void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
     }
     ZT_CHECK(m.optimizer == e.optimizer().name(), where, " was written with optimizer ",
              m.optimizer, ", this run uses ", e.optimizer().name());
-    for (auto& [name, t] : e.optimizer().state())
+    for (const std::string& name : e.optimizer().state_names())
         ZT_CHECK(std::find(m.tensors.begin(), m.tensors.end(), name) != m.tensors.end(), where,
                  " holds no optimizer state \"", name, "\"");
 }
@@ -226,6 +233,7 @@ struct Checkpointer::Pending {
     Range range;
     std::vector<std::string> names;
     std::vector<const float*> data;
+    std::vector<std::vector<float>> copies;  // tensors read from an offload tier
     std::thread thread;
     std::atomic<bool> done{false};
     CheckpointFile file;
@@ -241,10 +249,7 @@ Checkpointer::Checkpointer(Engine& engine, Communicator* comm, CheckpointOptions
     // more than the others: allocated by it, they stalled it 0.9-10 s for a 1.5 GB shard on this
     // project's virtual machine (page faults the host serves slowly), against 0.1 s for a copy.
     if (options_.async && options_.interval_steps > 0) {
-        std::vector<std::string> names;
-        std::vector<const float*> data;
-        shard_tensors(engine_, &names, &data);
-        staging_.resize(data.size());
+        staging_.resize(engine_.update_state().names().size());
         for (auto& s : staging_) s.resize(static_cast<size_t>(shard_range(engine_).size()));
     }
 }
@@ -282,7 +287,7 @@ void Checkpointer::save() {
         return;
     }
     p->range = shard_range(engine_);
-    shard_tensors(engine_, &p->names, &p->data);
+    shard_tensors(engine_, &p->names, &p->data, &p->copies);
     p->sparse = sparse_blocks(engine_);
     const int rank = comm_ ? comm_->rank() : 0;
     auto write = [pp = p.get(), rank, io = options_.io] {
@@ -411,25 +416,22 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
     for (size_t b = 0, e; (e = list.find('\n', b)) != std::string::npos; b = e + 1)
         candidates.push_back(list.substr(b, e - b));
 
-    ParamArena& arena = engine.arena();
-    ZeroDataParallel& dp = engine.data_parallel();
-    const Range held = arena.options().full_master ? Range{0, arena.padded_numel()}
-                                                   : Range{arena.owned_lo(), arena.owned_hi()};
-    const Range upd = dp.update_range();
+    // The master weights and optimizer state of the update range, whatever tier holds them;
+    // Engine::restore makes the compute weights (and any whole master) from them.
+    UpdateState& st = engine.update_state();
+    const std::vector<std::string> names = st.names();
+    const Range upd = engine.data_parallel().update_range();
     for (const std::string& cand : candidates) {
         std::optional<Manifest> m;
-        std::vector<float> master;
-        std::vector<std::vector<float>> state;
+        std::vector<std::vector<float>> state;  // per names()
         std::vector<std::pair<size_t, SparseBlock>> sparse;
         std::string error;
         try {
             m = read_manifest(cand);
             check_same_model(*m, engine, cand);
             ShardReader reader(cand, *m, io);  // one pass over each shard for all tensors
-            master.resize(static_cast<size_t>(held.size()));
-            reader.add("master", held.lo, held.hi, master.data());
-            state.reserve(engine.optimizer().state().size());
-            for (auto& [name, t] : engine.optimizer().state()) {
+            state.reserve(names.size());
+            for (const std::string& name : names) {
                 state.emplace_back(static_cast<size_t>(upd.size()));
                 reader.add(name, upd.lo, upd.hi, state.back().data());
             }
@@ -447,10 +449,8 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
             if (skipped) skipped->push_back(cand + ": " + why);
             continue;
         }
-        std::copy(master.begin(), master.end(), arena.master().data<float>());
-        size_t i = 0;
-        for (auto& [name, t] : engine.optimizer().state())
-            std::copy(state[i].begin(), state[i].end(), t.data<float>()), ++i;
+        for (size_t i = 0; i < names.size(); ++i)
+            st.write(static_cast<int>(i), 0, upd.size(), state[i].data());
         for (const auto& [tensor, block] : sparse) engine.sparse_params()->load_block(tensor, block);
         EngineCounters c = engine.counters();
         c.steps_done = m->step;

@@ -338,19 +338,71 @@ void require_true(Section& z, const char* k, const char* why) {
              " (set it to true or remove it)");
 }
 
-void parse_offload(Section& z) {
-    for (const char* k : {"offload_optimizer", "offload_param"}) {
-        Section o = z.section(k);
-        const std::string device = o.get_choice("device", "none", {"none", "cpu", "nvme"});
-        const bool optimizer = std::strcmp(k, "offload_optimizer") == 0;
-        ZT_CHECK(device == "none", o.key("device"), ": offload to \"", device,
-                 "\" is not supported yet by the engine",
-                 optimizer ? " (the estimator models \"cpu\": zerotrain estimate CONFIG "
-                             "--offload-optimizer cpu)"
-                           : "",
-                 "; use \"none\"");
-        o.take_all();  // pin_memory, nvme_path, ...: nothing to do without a device
-    }
+// Note [Offload keys]: DeepSpeed's zero_optimization.offload_optimizer moves the master weights
+// and optimizer state to the "cpu" tier (host memory outside the per-rank budget) or the "nvme"
+// tier (swap files under nvme_path), streamed through buffer_count staging buffers a
+// sub_group_size at a time (docs/offload.md). Partial offload (ratio < 1) and offload_param are
+// refused until they are built; hints with no meaning here are accepted with a warning.
+void parse_offload(Section& z, ZeroConfig& zc, std::vector<std::string>& warnings) {
+    OffloadOptimizerOptions& oo = zc.offload_optimizer;
+    Section o = z.section("offload_optimizer");
+    oo.device = o.get_choice("device", "none", {"none", "cpu", "nvme"});
+    oo.nvme_path = o.get_string("nvme_path", "");
+    oo.buffer_count = static_cast<int>(o.get_int("buffer_count", oo.buffer_count, 1, 1024));
+    oo.pin_memory = o.get_bool("pin_memory", false);
+    if (oo.device == "nvme")
+        o.guard([&] {
+            ZT_CHECK(!oo.nvme_path.empty(), o.key("nvme_path"),
+                     ": device \"nvme\" needs the directory for its swap files");
+        });
+    o.guard([&] {
+        ZT_CHECK(o.get_number("ratio", 1.0, 0.0, 1.0) == 1.0, o.key("ratio"),
+                 ": partial offload is not supported yet; use 1.0 (all of the optimizer state "
+                 "on the tier)");
+    });
+    for (const char* k : {"pipeline_read", "pipeline_write", "pipeline", "fast_init"})
+        if (o.has(k)) {
+            o.get_bool(k, false);
+            if (oo.device != "none")
+                warnings.push_back(str_cat(o.key(k), ": has no effect in zerotrain (the step "
+                                                     "always reads ahead and writes behind)"));
+        }
+    if (oo.pin_memory && oo.device != "none")
+        warnings.push_back(str_cat(o.key("pin_memory"), ": has no effect on a machine without an "
+                                   "accelerator (staging buffers are plain host memory)"));
+    o.finish();
+
+    Section p = z.section("offload_param");
+    const std::string device = p.get_choice("device", "none", {"none", "cpu", "nvme"});
+    p.guard([&] {
+        ZT_CHECK(device == "none", p.key("device"), ": offloading parameters to \"", device,
+                 "\" is not supported yet; use \"none\" (offload_optimizer moves the master "
+                 "weights and optimizer state, 14 of every 16 bytes per parameter)");
+    });
+    p.take_all();  // pin_memory, nvme_path, ...: nothing to do without a device
+}
+
+// DeepSpeed's top-level "aio" section: how the NVMe tier drives the disk.
+void parse_aio(Section& root, ZeroConfig& zc, std::vector<std::string>& warnings) {
+    Section a = root.section("aio");
+    AioOptions& aio = zc.offload_optimizer.aio;
+    aio.block_size = a.get_int("block_size", aio.block_size, 4096);
+    aio.queue_depth = static_cast<int>(a.get_int("queue_depth", aio.queue_depth, 1, 4096));
+    aio.thread_count = static_cast<int>(a.get_int("thread_count", aio.thread_count, 1, 1024));
+    aio.thread_count = static_cast<int>(
+        a.get_int("intra_op_parallelism", aio.thread_count, 1, 1024));  // newer DeepSpeed's name
+    aio.single_submit = a.get_bool("single_submit", aio.single_submit);
+    aio.overlap_events = a.get_bool("overlap_events", aio.overlap_events);
+    a.guard([&] {
+        ZT_CHECK(aio.block_size % 4096 == 0, a.key("block_size"),
+                 ": expected a multiple of 4096 (O_DIRECT transfers), got ", aio.block_size);
+        ZT_CHECK(!a.get_bool("use_gds", false), a.key("use_gds"),
+                 ": GPUDirect Storage needs a GPU; set it to false");
+    });
+    if (!a.empty() && zc.offload_optimizer.device != "nvme")
+        warnings.push_back("aio: has no effect without zero_optimization.offload_optimizer.device "
+                           "\"nvme\"");
+    a.finish();
 }
 
 // Note [ZeRO keys]: what zero_optimization's keys become here (docs/config.md has the table).
@@ -403,7 +455,6 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
          "each bucket is one collective over the data-parallel group"},
         {"memory_efficient_linear", true, 0,
          "ZeRO-3 gathers and releases weights per module, whatever its type"},
-        {"sub_group_size", false, 1, "the optimizer step runs over one flat range"},
         {"stage3_max_reuse_distance", false, 0,
          "ZeRO-3 releases weights after each use unless persistent"},
         {"stage3_model_persistence_threshold", false, 0,
@@ -421,7 +472,14 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
         warnings.push_back(str_cat(z.key(k.key), ": has no effect in zerotrain (", k.why, ")"));
     }
 
-    parse_offload(z);
+    const bool has_sub_group = z.has("sub_group_size");
+    zc.offload_optimizer.sub_group_size =
+        zero_size(z, "sub_group_size", zc.offload_optimizer.sub_group_size);
+    parse_offload(z, zc, warnings);
+    if (has_sub_group && zc.offload_optimizer.device == "none")
+        warnings.push_back(str_cat(z.key("sub_group_size"),
+                                   ": has no effect in zerotrain without offload_optimizer (the "
+                                   "in-memory step runs over one flat range)"));
     for (const char* k : {"cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
                           "zero_quantized_weights", "zero_quantized_gradients",
                           "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather"})
@@ -461,7 +519,6 @@ void refuse_features(Section& root, std::vector<std::string>& warnings) {
           "eigenvalue", "quantize_training", "nebula", "hybrid_engine"})
         root.refuse_if_enabled(k, later);
     root.refuse_if_nonempty("pipeline", "not supported; pipeline parallelism is parallel.pipeline");
-    root.refuse_if_nonempty("aio", "only NVMe offload uses it, and that is not supported yet");
     for (const char* k : {"sparse_attention", "compression_training", "weight_quantization"})
         root.refuse_if_nonempty(k, later);
     for (const char* k : {"prescale_gradients", "sparse_gradients", "dump_state",
@@ -641,6 +698,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] { parse_scheduler(root, c, c.scheduler); });
     root.guard([&] { parse_precision(root, c); });
     root.guard([&] { parse_zero(root, c.zero, out.warnings); });
+    root.guard([&] { parse_aio(root, c.zero, out.warnings); });
     root.guard([&] { config_detail::parse_monitor(root, c.precision, c.monitor); });
     root.guard([&] { parse_breakdowns(root, c); });
     root.guard([&] { refuse_features(root, out.warnings); });

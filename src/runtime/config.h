@@ -14,6 +14,7 @@
 
 #include "comm/communicator.h"
 #include "models/family.h"
+#include "offload/update_tier.h"
 #include "optim/lr_schedule.h"
 
 namespace zt {
@@ -65,6 +66,8 @@ struct ZeroConfig {
                                                      // 0: no prefetch
     int64_t stage3_param_persistence_threshold = 100000;  // stage 3: smaller params stay whole
     int64_t stage3_max_live_parameters = 1000000000;      // stage 3: caps prefetch (elements)
+    // offload_optimizer, sub_group_size and the top-level "aio" section (docs/offload.md).
+    OffloadOptimizerOptions offload_optimizer;
 };
 
 // "comm": how ranks talk. The world is the MPI world under "mpi" (1 without mpirun/srun) and

@@ -37,15 +37,26 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     std::vector<Parameter*> params = model_->parameters();
     int64_t numel = 0;
     for (Parameter* p : params) numel += p->numel();
-    arena_ = std::make_unique<ParamArena>(
-        pool_, std::move(params),
-        zero_arena_options(options_.zero.stage, options_.compute_dtype, options_.grad_dtype, numel,
-                           ranks, rank));
+    ArenaOptions ao = zero_arena_options(options_.zero.stage, options_.compute_dtype,
+                                         options_.grad_dtype, numel, ranks, rank);
+    const bool offloaded = options_.offload_optimizer.device != "none";
+    ao.hold_master = !offloaded;
+    arena_ = std::make_unique<ParamArena>(pool_, std::move(params), ao);
     arena_->init_weights(options_.seed);
     dp_ = std::make_unique<ZeroDataParallel>(pool_, *model_, *arena_, options_.comm, options_.zero);
     segments_ = dp_->update_segments();
-    const int64_t update_numel = dp_->update_range().size();
-    options_.optimizer->init_state(pool_, update_numel);
+    const Range u = dp_->update_range();
+    const int64_t update_numel = u.size();
+    Tensor master = dp_->update_master();
+    state_ = make_update_state(options_.offload_optimizer, *options_.optimizer, pool_,
+                               master.defined() ? master.data<float>() : nullptr, update_numel,
+                               dp_->update_compute(), std::to_string(rank));
+    if (offloaded) {  // the tier starts empty: the initial weights go there, then everywhere
+        state_->init([&](int64_t lo, int64_t n, float* out) {
+            arena_->fill_init(options_.seed, u.lo + lo, n, out);
+        });
+        dp_->after_update();
+    }
     if (options_.grad_dtype != DType::kF32)
         grad_f32_ = Tensor::zeros(pool_, {update_numel}, DType::kF32, MemCategory::kWorkspace);
     if (options_.compute_dtype == DType::kF16)
@@ -154,8 +165,7 @@ StepStats Engine::step() {
         }
         const int64_t update = ++updates_done_;
         if (sparse_) sparse_->step(static_cast<float>(st.lr), options_.lr, update);
-        options_.optimizer->step(dp_->update_master().data<float>(), grads, segments_,
-                                 static_cast<float>(st.lr), update);
+        state_->step(grads, segments_, static_cast<float>(st.lr), update);
         dp_->after_update();
     }
     ++steps_done_;
@@ -179,6 +189,21 @@ void Engine::restore(const EngineCounters& c) {
     steps_done_ = c.steps_done;
     updates_done_ = c.updates_done;
     if (scaler_ && c.has_scaler) scaler_->restore(c.scaler);
+    state_->refresh_compute();
+    dp_->after_update();
+}
+
+std::vector<float> Engine::gather_master() {
+    const int64_t n = state_->numel();
+    if (const float* v = state_->view(0)) return dp_->gather_update_ranges(v);
+    std::vector<float> mine(static_cast<size_t>(n));
+    state_->read(0, 0, n, mine.data());
+    return dp_->gather_update_ranges(mine.data());
+}
+
+void Engine::load_master(const float* whole) {
+    state_->write(0, 0, state_->numel(), whole + dp_->update_range().lo);
+    state_->refresh_compute();
     dp_->after_update();
 }
 

@@ -11,6 +11,7 @@
 #include "autograd/param_arena.h"
 #include "autograd/tape.h"
 #include "nn/model.h"
+#include "offload/update_tier.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -40,6 +41,8 @@ struct EngineOptions {
     // Every rank scales its micro-losses by 1 / (grad_accum x ranks) (the equivalence rule).
     Communicator* comm = nullptr;
     ZeroOptions zero;
+    // Where the master weights and optimizer state live (zero_optimization.offload_optimizer).
+    OffloadOptimizerOptions offload_optimizer;
 };
 
 struct StepStats {
@@ -86,9 +89,11 @@ public:
     // Parameters outside the arena (sharded embedding tables); null when the model has none.
     SparseParams* sparse_params() { return sparse_; }
     // Whole-arena f32 master weights (every rank calls it: a collective when they are
-    // partitioned), and loading them from such a copy (init_from).
-    std::vector<float> gather_master() { return dp_->gather_master(); }
-    void load_master(const float* whole) { dp_->load_master(whole); }
+    // partitioned), and loading them from such a copy (init_from; a collective too).
+    std::vector<float> gather_master();
+    void load_master(const float* whole);
+    // This rank's master weights and optimizer state over the update range, on their tier.
+    UpdateState& update_state() { return *state_; }
     MemoryPool& pool() { return pool_; }
     int64_t steps_done() const { return steps_done_; }
     Optimizer& optimizer() { return *options_.optimizer; }
@@ -111,6 +116,7 @@ private:
     EngineOptions options_;
     std::unique_ptr<ParamArena> arena_;
     std::unique_ptr<ZeroDataParallel> dp_;
+    std::unique_ptr<UpdateState> state_;
     Tape tape_;
     std::vector<OptimSegment> segments_;
     Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)

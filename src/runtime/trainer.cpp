@@ -216,6 +216,22 @@ private:
     std::thread thread_;
 };
 
+// One step of the offload tier (offload/update_state.h): seconds of the optimizer step, of the
+// update in it and of waiting for the tier's I/O (the I/O not hidden behind the update), and
+// the bytes moved.
+nlohmann::json offload_json(const UpdateState& us, const UpdateStateStats& before) {
+    const UpdateStateStats now = us.stats();
+    nlohmann::json j = {{"tier", us.tier()},
+                        {"step_s", now.step_s - before.step_s},
+                        {"compute_s", now.compute_s - before.compute_s},
+                        {"io_wait_s", now.io_wait_s - before.io_wait_s},
+                        {"read_bytes", now.bytes_read - before.bytes_read},
+                        {"written_bytes", now.bytes_written - before.bytes_written},
+                        {"d2h_bytes", now.d2h_bytes - before.d2h_bytes},
+                        {"h2d_bytes", now.h2d_bytes - before.h2d_bytes}};
+    return j;
+}
+
 nlohmann::json comm_json(const CommStats& s) {
     nlohmann::json j = nlohmann::json::object();
     for (int k = 0; k < kCollectiveKindCount; ++k)
@@ -329,6 +345,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.zero.persistence_threshold = z.stage3_param_persistence_threshold;
     eo.zero.max_live_parameters = z.stage3_max_live_parameters;
     eo.zero.comm_dtype = parse_dtype(cfg.communication_data_type);
+    eo.offload_optimizer = z.offload_optimizer;
     eo.optimizer = make_optimizer(cfg.optimizer);
     if (!cfg.scheduler.type.empty()) eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
     return eo;
@@ -340,18 +357,32 @@ void check_budget_before_start(const TrainConfig& cfg) {
     if (cfg.memory_budget <= 0) return;
     // Sharded embedding tables that cannot fit: the plan says which sharding would.
     cfg.model->check_sparse_fit(static_cast<int>(cfg.dp), cfg.memory_budget);
-    const Estimate e = estimate_run(estimate_spec(cfg, cfg.zero.stage, false, cfg.dp));
+    const bool offloaded = cfg.zero.offload_optimizer.device != "none";
+    const Estimate e = estimate_run(estimate_spec(cfg, cfg.zero.stage, offloaded, cfg.dp));
     const int64_t need = certain_bytes(e);
     if (need <= cfg.memory_budget) return;
     std::string lines;
     for (int c = 0; c < kMemCategoryCount; ++c)
         lines += str_cat("  ", mem_category_name(static_cast<MemCategory>(c)), ": ",
                          format_bytes(static_cast<double>(e.device[c])), "\n");
+    // Offloading the optimizer (master weights and state off the device), at this stage and
+    // rank count, when that alone fits.
+    std::string offload;
+    if (!offloaded) {
+        const int64_t per_rank =
+            certain_bytes(estimate_run(estimate_spec(cfg, cfg.zero.stage, true, cfg.dp)));
+        if (per_rank <= cfg.memory_budget)
+            offload = str_cat(", or offload the optimizer: zero_optimization.offload_optimizer "
+                              "{\"device\": \"cpu\"} (or \"nvme\" with an nvme_path; ",
+                              format_bytes(static_cast<double>(per_rank)),
+                              " per rank, docs/offload.md)");
+    }
     // The fewest ranks over which ZeRO stage 3 (every parameter, embedding tables included,
     // partitioned) brings the same micro-batch under the budget, if any does.
     std::string sharded;
     for (int64_t n = std::max<int64_t>(2, cfg.dp); n <= 4096; n *= 2) {
-        const int64_t per_rank = certain_bytes(estimate_run(estimate_spec(cfg, 3, false, n)));
+        const int64_t per_rank =
+            certain_bytes(estimate_run(estimate_spec(cfg, 3, offloaded, n)));
         if (per_rank <= cfg.memory_budget) {
             sharded = str_cat("; or zero_optimization.stage 3 over ", n, " ranks (",
                               format_bytes(static_cast<double>(per_rank)), " per rank)");
@@ -366,7 +397,7 @@ void check_budget_before_start(const TrainConfig& cfg) {
             cfg.model->activation_policies(1, DType::kF32).size() > 1
                 ? ", or turn on activation_checkpointing (see `zerotrain estimate` for each policy)"
                 : "",
-            sharded);
+            offload, sharded);
 }
 
 void agree_on_config(Communicator& comm, uint64_t digest, const std::string& error) {
@@ -558,6 +589,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         for (const std::string& note : data->notes()) say(note);
 
         double last_checkpoint_s = -1;  // the step loop's stall for the checkpoint of a step
+        UpdateStateStats offload_before = engine.update_state().stats();
+        if (std::string(engine.update_state().tier()) != "none") {
+            const UpdateStateStats& os = offload_before;
+            say(str_cat("optimizer offload: master weights and ", cfg.optimizer.type,
+                        " state on the ", engine.update_state().tier(), " tier (",
+                        format_bytes(static_cast<double>(os.tier_bytes)), " per rank, ",
+                        format_bytes(static_cast<double>(os.staging_bytes)), " of staging buffers)"));
+        }
         // Throughput in tokens for a token model, else in samples (ModelFamily).
         const int64_t units_per_step =
             cfg.train_batch_size * (tokens_per_sample > 0 ? tokens_per_sample : 1);
@@ -649,6 +688,10 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     if (busy > 0) line["comm_overlap"]["hidden"] = 1.0 - exposed / busy;
                 }
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
+                if (UpdateState& us = engine.update_state(); std::string(us.tier()) != "none") {
+                    line["offload"] = offload_json(us, offload_before);  // rank 0's
+                    offload_before = us.stats();
+                }
                 if (nlohmann::json c = data->counters(); !c.empty()) line["data"] = c;
                 if (SparseParams* sp = engine.sparse_params()) line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;

@@ -49,6 +49,18 @@ struct Rank {
             zero_arena_options(z.stage, compute, DType::kF32, kNumel, comm.size(), comm.rank()));
         dp = std::make_unique<ZeroDataParallel>(pool, net, *arena, &comm, z);
     }
+    // What the engine's load_master does over the in-memory tier: this rank's update range of
+    // `whole` into the master weights, the compute copy from them, then after_update().
+    void load_master(const std::vector<float>& whole) {
+        Tensor m = dp->update_master();
+        const int64_t lo = dp->update_range().lo;
+        std::copy(whole.begin() + lo, whole.begin() + lo + m.numel(), m.data<float>());
+        arena->sync_compute();
+        dp->after_update();
+    }
+    std::vector<float> gather_master() {
+        return dp->gather_update_ranges(dp->update_master().data<float>());
+    }
 };
 
 // Rank r's gradient of arena element i in micro-step m.
@@ -170,7 +182,7 @@ TEST(ZeroStage, PartitionedSumAddsPartitionsInRankOrderAtEveryStage) {
         });
 }
 
-// Parameter gathering at stages 1-2: after load_master() (which ends in after_update()), the
+// Parameter gathering at stages 1-2: after loading master weights (ending in after_update()), the
 // compute copy every rank holds whole equals the master weights each rank set in its owned
 // range; at every stage gather_master() returns them whole.
 TEST(ZeroStage, AllGatherWeightsMakesTheComputeCopyWhole) {
@@ -180,10 +192,10 @@ TEST(ZeroStage, AllGatherWeightsMakesTheComputeCopyWhole) {
         for (int stage = 0; stage <= 3; ++stage)
             run_local_ranks(kRanks, [&](Communicator& c) {
                 Rank R(c, options(stage), compute);
-                R.dp->load_master(whole.data());
+                R.load_master(whole);
                 const std::string what =
                     "stage " + std::to_string(stage) + ", compute " + dtype_name(compute);
-                EXPECT_EQ(R.dp->gather_master(), whole) << what;
+                EXPECT_EQ(R.gather_master(), whole) << what;
                 if (stage == 3) return;  // compute copy partitioned: ModuleGather's test
                 EXPECT_EQ(R.arena->compute().to_vector(), whole) << what;
             });
@@ -206,7 +218,7 @@ TEST(ZeroStage, ModuleGatherHoldsParametersAroundEachUse) {
     };
     run_local_ranks(kRanks, [&](Communicator& c) {
         Rank R(c, options(3), DType::kBF16);
-        R.dp->load_master(whole.data());
+        R.load_master(whole);
         EXPECT_EQ(R.dp->live_gathered(), 0);
         for (int l = 0; l < 2; ++l) {
             Module& leaf = R.net.leaf(l);
@@ -225,7 +237,7 @@ TEST(ZeroStage, ModuleGatherHoldsParametersAroundEachUse) {
         ZeroOptions z = options(3);
         z.persistence_threshold = kLeafNumel + 1;  // both leaves stay gathered
         Rank R(c, z, DType::kBF16);
-        R.dp->load_master(whole.data());
+        R.load_master(whole);
         EXPECT_EQ(R.dp->live_gathered(), kNumel);
         for (int l = 0; l < 2; ++l) expect_gathered(R.net.leaf(l), 0.0f, "persistent");
         R.net.leaf(1).run_hooks(HookPoint::kPreForward);
@@ -234,7 +246,7 @@ TEST(ZeroStage, ModuleGatherHoldsParametersAroundEachUse) {
         // An update of the owned master range reaches the persistent copies.
         std::vector<float> shifted = whole;
         for (int64_t i = 0; i < kNumel; ++i) shifted[static_cast<size_t>(i)] += 1.0f;
-        R.dp->load_master(shifted.data());
+        R.load_master(shifted);
         for (int l = 0; l < 2; ++l) expect_gathered(R.net.leaf(l), 1.0f, "after the update");
     });
 }

@@ -127,20 +127,48 @@ TEST(ConfigZero, BehaviourZerotrainAlwaysHasIsRefusedWhenTurnedOff) {
                     {"zero_optimization.ignore_unused_parameters"});
     expect_mentions(err({{"load_from_fp32_weights", false}}),
                     {"zero_optimization.load_from_fp32_weights"});
-    for (const char* device : {"cpu", "nvme"}) {
-        expect_mentions(err({{"stage", 2}, {"offload_optimizer", {{"device", device}}}}),
-                        {"zero_optimization.offload_optimizer.device", device,
-                         "not supported yet by the engine", "--offload-optimizer"});
+    for (const char* device : {"cpu", "nvme"})
         expect_mentions(err({{"stage", 3}, {"offload_param", {{"device", device}}}}),
-                        {"zero_optimization.offload_param.device", device,
-                         "not supported yet by the engine"});
-    }
+                        {"zero_optimization.offload_param.device", device, "not supported yet",
+                         "offload_optimizer"});
+    expect_mentions(err({{"stage", 2}, {"offload_optimizer", {{"device", "nvme"}}}}),
+                    {"zero_optimization.offload_optimizer.nvme_path", "needs the directory"});
+    expect_mentions(err({{"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.3}}}}),
+                    {"zero_optimization.offload_optimizer.ratio", "partial offload"});
+    expect_mentions(err({{"offload_optimizer", {{"device", "cpu"}, {"buffer_count", 0}}}}),
+                    {"zero_optimization.offload_optimizer.buffer_count"});
     expect_mentions(err({{"offload_param", {{"device", "gpu"}}}}),
                     {"zero_optimization.offload_param.device: expected one of"});
     expect_mentions(err({{"zero_quantized_gradients", true}}),
                     {"zero_optimization.zero_quantized_gradients", "not supported yet"});
     expect_mentions(err({{"zero_hpz_partition_size", 8}}),
                     {"zero_optimization.zero_hpz_partition_size"});
+}
+
+// Offload as DeepSpeed's ZeRO-Infinity examples write it: every key read, none unknown.
+TEST(ConfigZero, OffloadAndAioSectionsAreRead) {
+    const ParsedConfig p = parse_config(json::parse(R"({"zero_optimization": {
+        "stage": 3, "sub_group_size": 1e8,
+        "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "pin_memory": false,
+                              "buffer_count": 5, "ratio": 1.0, "fast_init": false},
+        "offload_param": {"device": "none"}},
+        "aio": {"block_size": 1048576, "queue_depth": 16, "thread_count": 2,
+                "single_submit": true, "overlap_events": true}})"));
+    EXPECT_EQ(p.warnings.size(), 1u) << "fast_init has no effect";
+    const OffloadOptimizerOptions& o = p.config.zero.offload_optimizer;
+    EXPECT_EQ(o.device, "nvme");
+    EXPECT_EQ(o.nvme_path, "/local_nvme");
+    EXPECT_EQ(o.buffer_count, 5);
+    EXPECT_EQ(o.sub_group_size, 100000000);
+    EXPECT_EQ(o.aio.queue_depth, 16);
+    EXPECT_EQ(o.aio.block_size, 1048576);
+    EXPECT_TRUE(o.aio.single_submit);
+    // aio without an NVMe tier is read and said to change nothing.
+    const ParsedConfig q = parse_config({{"aio", {{"queue_depth", 4}}}});
+    ASSERT_EQ(q.warnings.size(), 1u);
+    expect_mentions(q.warnings[0], {"aio", "no effect", "nvme"});
+    expect_mentions(error_of({{"aio", {{"block_size", 5000}}}}),
+                    {"aio.block_size", "multiple of 4096"});
 }
 
 TEST(ConfigZero, DeepSpeedsTypicalStage3SectionIsAccepted) {
@@ -187,7 +215,7 @@ TEST(ConfigZero, KeysWithNoEffectWarnWithTheReason) {
         {"stage3_max_reuse_distance", 1e9, "unless persistent"},
         {"stage3_model_persistence_threshold", 0, "stage3_param_persistence_threshold"},
         {"round_robin_gradients", true, "laid out by owner"},
-        {"sub_group_size", "auto", "one flat range"},
+        {"sub_group_size", "auto", "without offload_optimizer"},
         {"stage3_gather_16bit_weights_on_model_save", true, "consolidated weights"},
         {"stage3_gather_fp16_weights_on_model_save", false, "consolidated weights"},
     };

@@ -1,0 +1,43 @@
+// Choosing the tier of the update range (offload/update_state.h) from the run's settings:
+// DeepSpeed's zero_optimization.offload_optimizer and aio keys, as the engine receives them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "offload/update_state.h"
+
+namespace zt {
+
+// DeepSpeed's "aio" section: how the NVMe tier drives the disk.
+struct AioOptions {
+    int64_t block_size = 1048576;  // bytes per request: large transfers are cut into these
+    int queue_depth = 8;           // requests in flight
+    int thread_count = 1;          // accepted; io_uring needs no submission threads
+    bool single_submit = false;    // submit each request as issued, not in batches
+    bool overlap_events = true;    // reads ahead and writes behind while the update runs
+};
+
+struct OffloadOptimizerOptions {
+    std::string device = "none";  // "none", "cpu" or "nvme"
+    std::string nvme_path;        // nvme: the directory of the swap files
+    int buffer_count = 4;         // staging buffers the step streams sub-groups through
+    bool pin_memory = false;      // accepted: host buffers are always page-locked-equivalent here
+    int64_t sub_group_size = 1000000000;  // elements per sub-group
+    AioOptions aio;
+};
+
+// The update state of `numel` elements for `optimizer` on the configured tier. master: the arena's
+// f32 master weights of the range ("none" only); compute: where a step writes the compute copy.
+// `name` makes the swap file's name unique per rank (the rank number). "none" keeps the master as
+// initialized; "cpu" and "nvme" start empty: call init().
+std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& options,
+                                               Optimizer& optimizer, MemoryPool& pool,
+                                               float* master, int64_t numel, ComputeCopy compute,
+                                               const std::string& name);
+
+// Bytes the tier needs for `numel` elements (0 for "none"): the swap file or host memory.
+uint64_t update_tier_bytes(const OffloadOptimizerOptions& options, const Optimizer& optimizer,
+                           int64_t numel);
+
+}  // namespace zt
