@@ -122,3 +122,41 @@ TEST_F(Offload, CheckpointsResumeWithAndWithoutOffloadBitForBit) {
         }
     }
 }
+
+// Model states of 18 bytes per parameter (bf16 weights, f32 gradients, master weights and Adam's
+// two moments) past a budget that 6 bytes per parameter fit: refused before the first step with a
+// report that names offload and what it would take, and trained with it, the optimizer's bytes
+// off the budget.
+TEST_F(Offload, ModelStatesPastTheBudgetTrainOnlyWithOffload) {
+    nlohmann::json j = config(4, 1, 1, "bf16");
+    j["train_batch_size"] = 2;
+    j["train_micro_batch_size_per_gpu"] = 2;
+    j["model"] = {{"type", "gpt"}, {"vocab_size", 256}, {"seq_len", 16}, {"d_model", 64},
+                  {"n_layers", 2}, {"n_heads", 2}};
+    j["memory"] = {{"budget_per_rank", "1.5MiB"}};
+    CommandResult r = train(j, "in_memory", "");
+    EXPECT_EQ(r.code, 2) << r.output;
+    for (const char* s : {"out of memory before the first step", "optimizer: 918.00 KiB",
+                          "offload the optimizer", "offload_optimizer {\"device\": \"cpu\"}",
+                          "per rank, docs/offload.md"})
+        EXPECT_NE(r.output.find(s), std::string::npos) << s << " in:\n" << r.output;
+    r = train(offloaded(j, "cpu"), "offloaded", "");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const RunLog got = read("offloaded");
+    EXPECT_LT(got.loss.back(), got.loss.front());
+    std::ifstream f(dir_ / "offloaded" / "metrics.jsonl");
+    std::string line;
+    int steps = 0;
+    while (std::getline(f, line)) {
+        const auto m = nlohmann::json::parse(line);
+        if (!m.contains("loss")) continue;
+        ++steps;
+        EXPECT_EQ(m["mem"]["optimizer"].get<int64_t>(), 0) << "the state lives on the host tier";
+        EXPECT_LE(m["mem"]["peak"].get<int64_t>(), int64_t{3} << 19);
+        EXPECT_EQ(m["offload"]["tier"], "cpu");
+        // Every step moves each f32 gradient out and each bf16 weight back once.
+        EXPECT_EQ(m["offload"]["d2h_bytes"].get<int64_t>(), 117504 * 4);
+        EXPECT_EQ(m["offload"]["h2d_bytes"].get<int64_t>(), 117504 * 2);
+    }
+    EXPECT_EQ(steps, 4);
+}
