@@ -7,40 +7,14 @@
 #include "optim/segment_partition.h"
 #include "util/error.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// GCC 12's intrinsic headers trip -Wuninitialized (GCC bug 105593; see tensor/kernels/vec16.h).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#define ZT_ADAM_AVX512 1
-#endif
-
 namespace zt::optim_detail {
-
-// Note [Fused compute copy]
-// The copy is the updated p converted as f32_to_bf16 / f32_to_f16 convert it (round to nearest
-// even; a NaN becomes bf16 (bits >> 16) | 0x40, f16 sign | 0x7e00), so a step that writes it gives
-// the bits that a convert() of the master weights after the step would (up to f16 NaN payloads,
-// which convert()'s vector body keeps). AVX-512: bf16 by integer rounding, not VCVTNEPS2BF16,
-// which flushes f32 denormals to zero; f16 by VCVTPS2PH, exact under nearest even, with the NaN
-// lanes replaced.
 
 namespace {
 
-enum class Copy : uint8_t { kNone, kF32, kBF16, kF16 };
+using Copy = CopyKind;  // Note [Fused compute copy] in segment_partition.h
 
 // ---- Portable path: 16-element blocks, a tail in a zero-padded block (Note [One compiled
 // update]).
-
-template <Copy kCopy>
-void copy_block(const float* p, void* copy, int64_t at, int64_t n) {
-    if constexpr (kCopy == Copy::kF32) std::copy_n(p, n, static_cast<float*>(copy) + at);
-    if constexpr (kCopy == Copy::kBF16)
-        for (int64_t j = 0; j < n; ++j) static_cast<bf16*>(copy)[at + j] = f32_to_bf16(p[j]);
-    if constexpr (kCopy == Copy::kF16)
-        for (int64_t j = 0; j < n; ++j) static_cast<f16*>(copy)[at + j] = f32_to_f16(p[j]);
-}
 
 // p, g, m, v: (nblocks * kBlock,) f32; copy: the same count in the copy's dtype (kCopy).
 template <AdamDecay kDecay, bool kLerpFromM, Copy kCopy>
@@ -93,31 +67,9 @@ void adam_portable(const AdamRange& r, const AdamCoefs& c) {
     }
 }
 
-#ifdef ZT_ADAM_AVX512
+#ifdef ZT_OPTIM_AVX512
 // ---- AVX-512 path: 16 lanes a step, the tail under a lane mask; the same instructions (IEEE
 // add, mul, div, sqrt in the order of the portable path, no FMA) for every lane.
-
-#define ZT_ADAM_INLINE __attribute__((always_inline)) inline
-
-ZT_ADAM_INLINE __m256i adam_to_bf16(__m512 x) {  // f32_to_bf16, lane by lane
-    const __m512i u = _mm512_castps_si512(x);
-    const __m512i hi = _mm512_srli_epi32(u, 16);
-    const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
-    return _mm512_cvtepi32_epi16(r);
-}
-
-ZT_ADAM_INLINE __m256i adam_to_f16(__m512 x) {  // f32_to_f16, lane by lane
-    const __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    const __m512i sign =
-        _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 16), _mm512_set1_epi32(0x8000));
-    const __m256i qnan = _mm512_cvtepi32_epi16(_mm512_or_si512(sign, _mm512_set1_epi32(0x7e00)));
-    return _mm256_mask_mov_epi16(h, nan, qnan);
-}
 
 template <AdamDecay kDecay, bool kLerpFromM, Copy kCopy>
 ZT_OPTIM_KERNEL void adam_avx512(const AdamRange& r, const AdamCoefs& c) {
@@ -160,28 +112,14 @@ ZT_OPTIM_KERNEL void adam_avx512(const AdamRange& r, const AdamCoefs& c) {
             _mm512_mask_storeu_ps(v + i, k, vn);
             _mm512_mask_storeu_ps(p + i, k, pn);
         }
-        if constexpr (kCopy == Copy::kF32) {
-            float* cp = static_cast<float*>(copy) + i;
-            if (whole)
-                _mm512_storeu_ps(cp, pn);
-            else
-                _mm512_mask_storeu_ps(cp, k, pn);
-        }
-        if constexpr (kCopy == Copy::kBF16 || kCopy == Copy::kF16) {
-            uint16_t* cp = static_cast<uint16_t*>(copy) + i;
-            const __m256i h = kCopy == Copy::kBF16 ? adam_to_bf16(pn) : adam_to_f16(pn);
-            if (whole)
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(cp), h);
-            else
-                _mm256_mask_storeu_epi16(cp, k, h);
-        }
+        avx512_store_copy<kCopy>(copy, i, pn, whole, k);
     }
 }
-#endif  // ZT_ADAM_AVX512
+#endif  // ZT_OPTIM_AVX512
 
 template <AdamDecay kDecay, bool kLerpFromM, Copy kCopy>
 void adam_path(const AdamRange& r, const AdamCoefs& c, KernelPath path) {
-#ifdef ZT_ADAM_AVX512
+#ifdef ZT_OPTIM_AVX512
     if (path == KernelPath::kBest) return adam_avx512<kDecay, kLerpFromM, kCopy>(r, c);
 #endif
     (void)path;
@@ -208,20 +146,6 @@ void adam_lerp_dispatch(const AdamRange& r, Copy copy, const AdamCoefs& c, Kerne
     adam_copy_dispatch<kDecay, false>(r, copy, c, path);
 }
 
-Copy copy_kind(const void* copy, DType dtype) {
-    if (copy == nullptr) return Copy::kNone;
-    switch (dtype) {
-        case DType::kF32:
-            return Copy::kF32;
-        case DType::kBF16:
-            return Copy::kBF16;
-        case DType::kF16:
-            return Copy::kF16;
-    }
-    ZT_ASSERT(false, "adam: unknown compute copy dtype");
-    return Copy::kNone;
-}
-
 }  // namespace
 
 AdamCoefs adam_coefs(const AdamWOptions& o, float lr, int64_t step) {
@@ -242,13 +166,7 @@ AdamCoefs adam_coefs(const AdamWOptions& o, float lr, int64_t step) {
     return c;
 }
 
-bool adam_has_avx512_path() {
-#ifdef ZT_ADAM_AVX512
-    return true;
-#else
-    return false;
-#endif
-}
+bool adam_has_avx512_path() { return kHasAvx512Path; }
 
 void adam_update_range(const AdamRange& r, AdamDecay decay, DType copy_dtype, const AdamCoefs& c,
                        KernelPath path) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "optim/adamw.h"
+#include "optim/segment_partition.h"  // KernelPath
 #include "tensor/dtype.h"
 
 namespace zt::optim_detail {
@@ -36,11 +37,6 @@ struct AdamRange {
     float* v;
     void* copy;
     int64_t n;
-};
-
-enum class KernelPath : uint8_t {
-    kBest,      // AVX-512 where compiled, else portable
-    kPortable,  // 16-element blocks in plain C++ (for tests of the portable path anywhere)
 };
 
 // The scalars of update number `step` (from 1) at learning rate lr.

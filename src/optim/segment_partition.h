@@ -1,6 +1,8 @@
 // Internal to optim: splits an optimizer's flat range into static per-thread shares and walks the
 // segments that fall into the calling thread's share. Elementwise updates computed this way give
-// the same bits for any thread count, since no element's result depends on who computes it.
+// the same bits for any thread count, since no element's result depends on who computes it. Also
+// what the fused kernels (adam_kernel.cpp, adagrad.cpp, lion.cpp) share: the no-contraction
+// markers, the kernel path, and the compute-copy conversions (Note [Fused compute copy]).
 #pragma once
 
 #include <omp.h>
@@ -12,6 +14,15 @@
 #include "optim/optimizer.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// GCC 12's intrinsic headers trip -Wuninitialized (GCC bug 105593; see tensor/kernels/vec16.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#define ZT_OPTIM_AVX512 1
+#endif
 
 namespace zt::optim_detail {
 
@@ -64,5 +75,101 @@ inline void write_compute_copy(const float* params, const ComputeCopy& copy, int
     char* dst = static_cast<char*>(copy.data) + b * static_cast<int64_t>(dtype_size(copy.dtype));
     convert(params + b, DType::kF32, dst, copy.dtype, static_cast<size_t>(e - b));
 }
+
+enum class KernelPath : uint8_t {
+    kBest,      // AVX-512 where compiled, else portable
+    kPortable,  // 16-element blocks in plain C++ (for tests of the portable path anywhere)
+};
+
+constexpr bool kHasAvx512Path =
+#ifdef ZT_OPTIM_AVX512
+    true;
+#else
+    false;
+#endif
+
+// Note [Fused compute copy]
+// The copy is the updated p converted as f32_to_bf16 / f32_to_f16 convert it (round to nearest
+// even; a NaN becomes bf16 (bits >> 16) | 0x40, f16 sign | 0x7e00), so a step that writes it gives
+// the bits that a convert() of the master weights after the step would (up to f16 NaN payloads,
+// which convert()'s vector body keeps). AVX-512: bf16 by integer rounding, not VCVTNEPS2BF16,
+// which flushes f32 denormals to zero; f16 by VCVTPS2PH, exact under nearest even, with the NaN
+// lanes replaced.
+
+enum class CopyKind : uint8_t { kNone, kF32, kBF16, kF16 };
+
+inline CopyKind copy_kind(const void* copy, DType dtype) {
+    if (copy == nullptr) return CopyKind::kNone;
+    switch (dtype) {
+        case DType::kF32:
+            return CopyKind::kF32;
+        case DType::kBF16:
+            return CopyKind::kBF16;
+        case DType::kF16:
+            return CopyKind::kF16;
+    }
+    ZT_ASSERT(false, "optim: unknown compute copy dtype");
+    return CopyKind::kNone;
+}
+
+// Portable path: p (n,) converted into copy[at, at + n).
+template <CopyKind kCopy>
+void copy_block(const float* p, void* copy, int64_t at, int64_t n) {
+    if constexpr (kCopy == CopyKind::kF32) std::copy_n(p, n, static_cast<float*>(copy) + at);
+    if constexpr (kCopy == CopyKind::kBF16)
+        for (int64_t j = 0; j < n; ++j) static_cast<bf16*>(copy)[at + j] = f32_to_bf16(p[j]);
+    if constexpr (kCopy == CopyKind::kF16)
+        for (int64_t j = 0; j < n; ++j) static_cast<f16*>(copy)[at + j] = f32_to_f16(p[j]);
+}
+
+// Bytes of one copy element (the portable tails' scratch copy).
+template <CopyKind kCopy>
+constexpr size_t copy_elem_bytes() {
+    return kCopy == CopyKind::kF32 ? 4 : 2;
+}
+
+#ifdef ZT_OPTIM_AVX512
+#define ZT_OPTIM_INLINE __attribute__((always_inline)) inline
+
+ZT_OPTIM_INLINE __m256i avx512_to_bf16(__m512 x) {  // f32_to_bf16, lane by lane
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i hi = _mm512_srli_epi32(u, 16);
+    const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+ZT_OPTIM_INLINE __m256i avx512_to_f16(__m512 x) {  // f32_to_f16, lane by lane
+    const __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const __m512i sign =
+        _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 16), _mm512_set1_epi32(0x8000));
+    const __m256i qnan = _mm512_cvtepi32_epi16(_mm512_or_si512(sign, _mm512_set1_epi32(0x7e00)));
+    return _mm256_mask_mov_epi16(h, nan, qnan);
+}
+
+// Writes lanes k of pn (the 16 elements from copy element i on) into the copy; whole: all 16.
+template <CopyKind kCopy>
+ZT_OPTIM_INLINE void avx512_store_copy(void* copy, int64_t i, __m512 pn, bool whole, __mmask16 k) {
+    if constexpr (kCopy == CopyKind::kF32) {
+        float* cp = static_cast<float*>(copy) + i;
+        if (whole)
+            _mm512_storeu_ps(cp, pn);
+        else
+            _mm512_mask_storeu_ps(cp, k, pn);
+    }
+    if constexpr (kCopy == CopyKind::kBF16 || kCopy == CopyKind::kF16) {
+        uint16_t* cp = static_cast<uint16_t*>(copy) + i;
+        const __m256i h = kCopy == CopyKind::kBF16 ? avx512_to_bf16(pn) : avx512_to_f16(pn);
+        if (whole)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(cp), h);
+        else
+            _mm256_mask_storeu_epi16(cp, k, h);
+    }
+}
+#endif  // ZT_OPTIM_AVX512
 
 }  // namespace zt::optim_detail

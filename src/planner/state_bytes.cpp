@@ -27,7 +27,14 @@ namespace {
 
 bool is_mixed(const StateSpec& s) { return s.compute_dtype != DType::kF32; }
 
-std::vector<std::string> optimizer_state_names(int count) {
+std::vector<std::string> optimizer_state_names(const StateSpec& spec) {
+    const int count = spec.optimizer_states;
+    if (!spec.optimizer_state_names.empty()) {
+        ZT_ASSERT(static_cast<int>(spec.optimizer_state_names.size()) == count,
+                  "estimate: ", spec.optimizer_state_names.size(), " state names for ", count,
+                  " optimizer states");
+        return spec.optimizer_state_names;
+    }
     if (count == 2) return {"exp_avg", "exp_avg_sq"};
     if (count == 1) return {"momentum_buffer"};
     std::vector<std::string> names;
@@ -46,6 +53,15 @@ std::string formula_term(int64_t bytes, bool with_g, bool sharded) {
 }
 
 }  // namespace
+
+std::vector<std::string> optimizer_state_names_of(const std::string& type, bool momentum) {
+    if (type == "SGD")
+        return momentum ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+    if (type == "Adagrad") return {"sum"};
+    if (type == "Lion") return {"exp_avg"};
+    ZT_ASSERT(type == "AdamW" || type == "Adam", "estimate: unknown optimizer ", type);
+    return {"exp_avg", "exp_avg_sq"};
+}
 
 StateEstimate estimate_state(const StateSpec& spec) {
     ZT_CHECK(spec.param_count >= 1, "estimate: expected a parameter count >= 1, got ",
@@ -85,7 +101,7 @@ StateEstimate estimate_state(const StateSpec& spec) {
     }
     add(str_cat("gradients (", dtype_name(spec.grad_dtype), ")"), MemCategory::kGrads, false,
         stage >= 2 ? S : P, g);
-    for (const std::string& name : optimizer_state_names(spec.optimizer_states))
+    for (const std::string& name : optimizer_state_names(spec))
         add(name + " (f32)", MemCategory::kOptimizer, off, update_numel, 4);
     if (g != 4 || off)
         add("gradients (f32 copy for the update)", MemCategory::kWorkspace, off, update_numel, 4);

@@ -28,6 +28,9 @@ struct StateSpec {
     DType compute_dtype = DType::kF32;  // f32; bf16 or f16: mixed precision with f32 master
     DType grad_dtype = DType::kF32;     // accumulation dtype (grad_accum_dtype)
     int optimizer_states = 2;           // f32 buffers per element: Adam 2, SGD with momentum 1
+    // Their names in the report (the optimizer's state_names()); empty: named by the count as
+    // Adam's (2) or SGD's (1) are.
+    std::vector<std::string> optimizer_state_names;
     bool offload_optimizer = false;     // master, optimizer state and f32 gradients on the host
     int64_t reduce_bucket_numel = kDefaultReduceBucketNumel;
     int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;
@@ -55,6 +58,10 @@ struct StateEstimate {
 };
 
 StateEstimate estimate_state(const StateSpec& spec);
+
+// A config's optimizer state, for StateSpec: its f32 buffers per element ("AdamW", "Adam": 2 ;
+// "SGD": 1 with momentum, else 0; "Adagrad": sum, "Lion": exp_avg, 1 each).
+std::vector<std::string> optimizer_state_names_of(const std::string& type, bool momentum);
 
 // DESIGN.md's expression for the per-rank model-state bytes of a spec: replicated x Psi +
 // sharded x Psi / N, with `text` as DESIGN.md writes it ("(2+g)Psi + 12Psi/N").

@@ -159,19 +159,25 @@ void warn_no_effect(Section& s, const char* k, const char* why,
     warnings.push_back(str_cat(s.key(k), ": has no effect in zerotrain (", why, ")"));
 }
 
-void parse_adam(Section& p, const std::string& type, OptimizerConfig& o,
-                std::vector<std::string>& warnings) {
+// optimizer.params.betas: two numbers in [0, 1) ([0, 1] with `closed`, as Lion allows).
+void parse_betas(Section& p, OptimizerConfig& o, bool closed = false) {
     if (const json* b = p.take("betas")) {
         p.guard([&] {
             if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number())
                 fail_type(p.key("betas"), "two numbers [beta1, beta2]", *b);
             const double b1 = (*b)[0].get<double>(), b2 = (*b)[1].get<double>();
-            ZT_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, p.key("betas"),
-                     ": expected values in [0, 1), got ", show(*b));
+            auto in = [&](double x) { return x >= 0 && (closed ? x <= 1 : x < 1); };
+            ZT_CHECK(in(b1) && in(b2), p.key("betas"), ": expected values in [0, 1",
+                     closed ? "]" : ")", ", got ", show(*b));
             o.beta1 = b1;
             o.beta2 = b2;
         });
     }
+}
+
+void parse_adam(Section& p, const std::string& type, OptimizerConfig& o,
+                std::vector<std::string>& warnings) {
+    parse_betas(p, o);
     o.eps = p.get_number("eps", o.eps, 0.0);
     o.bias_correction = p.get_bool("bias_correction", true);
     bool adam_w_mode = p.get_bool("adam_w_mode", true);
@@ -186,25 +192,34 @@ void parse_adam(Section& p, const std::string& type, OptimizerConfig& o,
     o.type = adam_w_mode ? "AdamW" : "Adam";
 }
 
+// Keys of Adam/AdamW alone, refused under the other optimizers.
+constexpr std::initializer_list<const char*> kAdamOnly = {"adam_w_mode", "bias_correction",
+                                                          "amsgrad", "torch_adam"};
+
 void parse_optimizer(Section& root, OptimizerConfig& o, std::vector<std::string>& warnings) {
     Section s = root.section("optimizer");
     if (s.empty()) return s.finish();
     const std::string given = s.get_string("type", "");
     const std::string type = to_lower(given);
     Section p = s.section("params");
-    static const std::set<std::string> kLater = {"lamb",       "onebitadam", "zerooneadam",
-                                                 "onebitlamb", "adagrad",    "lion",
-                                                 "muadam",     "muadamw",    "musgd"};
+    static const std::set<std::string> kLater = {
+        "lamb", "onebitadam", "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd"};
+    const char* kSupported = "\"Adam\", \"AdamW\", \"SGD\", \"Adagrad\" or \"Lion\"";
     ZT_CHECK(!kLater.count(type), s.key("type"), ": \"", given,
-             "\" is not supported yet; use \"Adam\", \"AdamW\" or \"SGD\"");
-    ZT_CHECK(type == "adam" || type == "adamw" || type == "sgd", s.key("type"),
-             ": expected \"Adam\", \"AdamW\" or \"SGD\" (any case), got ",
+             "\" is not supported yet; use ", kSupported);
+    ZT_CHECK(type == "adam" || type == "adamw" || type == "sgd" || type == "adagrad" ||
+                 type == "lion",
+             s.key("type"), ": expected ", kSupported, " (any case), got ",
              given.empty() ? std::string("nothing") : "\"" + given + "\"");
     o.lr = p.get_number("lr", o.lr, 0.0);
     o.weight_decay = p.get_number("weight_decay", 0.0, 0.0);
+    const std::initializer_list<const char*> sgd_only = {"momentum", "nesterov", "dampening"};
+    const std::initializer_list<const char*> adagrad_only = {"lr_decay",
+                                                             "initial_accumulator_value"};
     if (type == "sgd") {
-        refuse_foreign(
-            p, {"betas", "eps", "adam_w_mode", "bias_correction", "amsgrad", "torch_adam"}, "SGD");
+        refuse_foreign(p, {"betas", "eps"}, "SGD");
+        refuse_foreign(p, kAdamOnly, "SGD");
+        refuse_foreign(p, adagrad_only, "SGD");
         o.type = "SGD";
         o.momentum = p.get_number("momentum", 0.0, 0.0);
         o.nesterov = p.get_bool("nesterov", false);
@@ -212,8 +227,26 @@ void parse_optimizer(Section& root, OptimizerConfig& o, std::vector<std::string>
                  ": Nesterov momentum needs optimizer.params.momentum > 0, got ", o.momentum);
         ZT_CHECK(p.get_number("dampening", 0.0) == 0.0, p.key("dampening"),
                  ": only 0 is supported; remove it");
+    } else if (type == "adagrad") {  // torch.optim.Adagrad's parameters and defaults
+        refuse_foreign(p, {"betas"}, "Adagrad");
+        refuse_foreign(p, kAdamOnly, "Adagrad");
+        refuse_foreign(p, sgd_only, "Adagrad");
+        o.type = "Adagrad";
+        o.eps = p.get_number("eps", 1e-10, 0.0);
+        o.lr_decay = p.get_number("lr_decay", 0.0, 0.0);
+        o.initial_accumulator_value = p.get_number("initial_accumulator_value", 0.0, 0.0);
+    } else if (type == "lion") {  // lion-pytorch's parameters and defaults
+        refuse_foreign(p, {"eps"}, "Lion");
+        refuse_foreign(p, kAdamOnly, "Lion");
+        refuse_foreign(p, sgd_only, "Lion");
+        refuse_foreign(p, adagrad_only, "Lion");
+        o.type = "Lion";
+        o.beta1 = 0.9;
+        o.beta2 = 0.99;
+        parse_betas(p, o, true);
     } else {
-        refuse_foreign(p, {"momentum", "nesterov", "dampening"}, given);
+        refuse_foreign(p, sgd_only, given);
+        refuse_foreign(p, adagrad_only, given);
         parse_adam(p, type, o, warnings);
     }
     p.finish();

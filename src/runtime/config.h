@@ -20,15 +20,17 @@
 namespace zt {
 
 struct OptimizerConfig {
-    std::string type = "AdamW";  // "AdamW" or "SGD" (DeepSpeed's "Adam" becomes "AdamW" unless
-                                 // adam_w_mode is false, then "Adam")
+    std::string type = "AdamW";  // "AdamW", "SGD", "Adagrad" or "Lion" (DeepSpeed's "Adam"
+                                 // becomes "AdamW" unless adam_w_mode is false, then "Adam")
     double lr = 1e-3;
-    double beta1 = 0.9, beta2 = 0.999;
-    double eps = 1e-8;
+    double beta1 = 0.9, beta2 = 0.999;  // Adam, AdamW; Lion (its default: 0.9, 0.99)
+    double eps = 1e-8;                  // Adam, AdamW; Adagrad (its default: 1e-10)
     double weight_decay = 0.0;
     bool bias_correction = true;  // Adam, AdamW (DeepSpeed's optimizer.params.bias_correction)
     double momentum = 0.0;        // SGD
     bool nesterov = false;        // SGD
+    double lr_decay = 0.0;        // Adagrad
+    double initial_accumulator_value = 0.0;  // Adagrad
 };
 
 // The "scheduler" section: the optim layer's options, field for field.

@@ -16,7 +16,9 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     st.zero_stage = zero_stage;
     st.compute_dtype = parse_dtype(cfg.precision);
     st.grad_dtype = parse_dtype(cfg.grad_accum_dtype);
-    st.optimizer_states = cfg.optimizer.type == "SGD" ? (cfg.optimizer.momentum != 0.0 ? 1 : 0) : 2;
+    st.optimizer_state_names =
+        optimizer_state_names_of(cfg.optimizer.type, cfg.optimizer.momentum != 0.0);
+    st.optimizer_states = static_cast<int>(st.optimizer_state_names.size());
     st.offload_optimizer = offload_optimizer;
     st.reduce_bucket_numel = cfg.zero.reduce_bucket_size;
     st.prefetch_bucket_numel = cfg.zero.stage3_prefetch_bucket_size;

@@ -12,7 +12,9 @@
 #include <cstdlib>
 
 #include "checkpoint/durable_file.h"
+#include "optim/adagrad.h"
 #include "optim/adamw.h"
+#include "optim/lion.h"
 #include "optim/sgd.h"
 #include "runtime/checkpointer.h"
 #include "data/tokens/token_dataset.h"
@@ -51,6 +53,21 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
         so.nesterov = o.nesterov;
         so.weight_decay = o.weight_decay;
         return std::make_unique<Sgd>(so);
+    }
+    if (o.type == "Adagrad") {
+        AdagradOptions ao;
+        ao.lr_decay = o.lr_decay;
+        ao.weight_decay = o.weight_decay;
+        ao.initial_accumulator_value = o.initial_accumulator_value;
+        ao.eps = o.eps;
+        return std::make_unique<Adagrad>(ao);
+    }
+    if (o.type == "Lion") {
+        LionOptions lo;
+        lo.beta1 = o.beta1;
+        lo.beta2 = o.beta2;
+        lo.weight_decay = o.weight_decay;
+        return std::make_unique<Lion>(lo);
     }
     AdamWOptions ao;
     ao.beta1 = o.beta1;

@@ -150,6 +150,29 @@ TEST(StateBytes, SgdStateAndOptimizerOffload) {
     EXPECT_EQ(model_state(off.device) + model_state(off.host), model_state(on_device.device));
 }
 
+// Adagrad and Lion keep one f32 buffer per element (4 bytes), named as the optimizer names it.
+TEST(StateBytes, AdagradAndLionKeepOneBufferEach) {
+    EXPECT_EQ(optimizer_state_names_of("Adagrad", false), std::vector<std::string>{"sum"});
+    EXPECT_EQ(optimizer_state_names_of("Lion", false), std::vector<std::string>{"exp_avg"});
+    EXPECT_EQ(optimizer_state_names_of("AdamW", false).size(), 2u);
+    EXPECT_EQ(optimizer_state_names_of("SGD", true), std::vector<std::string>{"momentum_buffer"});
+    EXPECT_TRUE(optimizer_state_names_of("SGD", false).empty());
+    StateSpec s;
+    s.param_count = 1001;
+    s.ranks = 4;
+    s.zero_stage = 1;
+    s.compute_dtype = DType::kBF16;
+    s.alignment = 1;
+    s.optimizer_state_names = optimizer_state_names_of("Lion", false);
+    s.optimizer_states = 1;
+    const StateEstimate e = estimate_state(s);
+    EXPECT_EQ(at(e.device, MemCategory::kOptimizer), 4 * (1004 / 4));
+    bool named = false;
+    for (const BufferEstimate& b : e.buffers) named = named || b.name == "exp_avg (f32)";
+    EXPECT_TRUE(named);
+    EXPECT_EQ(zero_formula(s).text, "(2+g)Psi + 8Psi/N");  // master 4 + state 4, sharded
+}
+
 TEST(Estimate, ParamCountMatchesTheModel) {
     for (const GptOptions& o : {GptOptions{256, 64, 64, 2, 4}, GptOptions{37, 11, 16, 3, 2}}) {
         Gpt gpt(o);
@@ -205,6 +228,8 @@ TEST(Estimate, MatchesTheEngineOnTheExample) {
         {"bf16.enabled=true"},
         {"bf16.enabled=true", "data_types.grad_accum_dtype=\"bf16\""},
         {"optimizer={\"type\": \"SGD\", \"params\": {\"lr\": 0.1, \"momentum\": 0.9}}"},
+        {"optimizer={\"type\": \"Adagrad\", \"params\": {\"lr\": 0.01}}"},
+        {"bf16.enabled=true", "optimizer={\"type\": \"Lion\", \"params\": {\"lr\": 1e-4}}"},
         {"activation_checkpointing.policy=\"every\""},
         {"activation_checkpointing.policy=\"every_k\"", "activation_checkpointing.every_k=2"},
         {"bf16.enabled=true", "activation_checkpointing.policy=\"selective\""},

@@ -47,7 +47,7 @@ TEST(ConfigErrors, ErrorsOfDifferentSectionsAllReported) {
         "steps": 0, "seed": -1,
         "model": {"n_heads": "four", "d_model": 64},
         "data": {"type": "tokens"},
-        "optimizer": {"type": "Lion"},
+        "optimizer": {"type": "Lamb"},
         "zero_optimization": {"stage": 7},
         "checkpoint": {"on_error": "retry"},
         "amp": {"enabled": true}
