@@ -60,13 +60,19 @@ uint64_t TieredState::store_bytes(const Optimizer& optimizer, int64_t numel,
            sizeof(float);
 }
 
+uint64_t TieredState::staging_bytes(int states, int64_t numel, DType compute,
+                                    const TieredStateOptions& options, bool mapped) {
+    const auto g = static_cast<uint64_t>(group_elems(numel, options));
+    const uint64_t tensors = 1 + static_cast<uint64_t>(states);
+    const uint64_t per = (mapped ? 0 : round_up(tensors * g * sizeof(float))) +
+                         round_up(g * sizeof(float)) + round_up(g * dtype_size(compute));
+    return per * static_cast<uint64_t>(std::max(1, options.buffer_count));
+}
+
 uint64_t TieredState::staging_bytes(const Optimizer& optimizer, int64_t numel, DType compute,
                                     const TieredStateOptions& options) {
-    const auto g = static_cast<uint64_t>(group_elems(numel, options));
-    const uint64_t tensors = 1 + optimizer.state_names().size();
-    const uint64_t per = round_up(tensors * g * sizeof(float)) + round_up(g * sizeof(float)) +
-                         round_up(g * dtype_size(compute));
-    return per * static_cast<uint64_t>(std::max(1, options.buffer_count));
+    return staging_bytes(static_cast<int>(optimizer.state_names().size()), numel, compute,
+                         options, false);
 }
 
 TieredState::TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy compute,

@@ -26,6 +26,10 @@ class TieredState final : public UpdateState {
                                 const TieredStateOptions& options);
     static uint64_t staging_bytes(const Optimizer& optimizer, int64_t numel, DType compute,
                                   const TieredStateOptions& options);
+    // The same from the state count, for a tier that is addressable memory (`mapped`: records
+    // updated in place, no record buffers) or not: the estimator's figure (planner/).
+    static uint64_t staging_bytes(int states, int64_t numel, DType compute,
+                                  const TieredStateOptions& options, bool mapped);
 
     // compute: where the range's compute weights go (always a separate buffer: the arena holds
     // no master under offload). The store must hold store_bytes().

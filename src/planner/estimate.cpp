@@ -27,6 +27,7 @@ Estimate estimate_run(const EstimateSpec& spec) {
 
     est.device = est.state.device;
     est.host = est.state.host;
+    est.nvme = est.state.nvme;
     est.device[static_cast<int>(MemCategory::kActivations)] += est.activations.peak;
     est.device[static_cast<int>(MemCategory::kWorkspace)] += est.workspace_transient;
     est.device[static_cast<int>(MemCategory::kEmbedding)] +=
@@ -34,6 +35,7 @@ Estimate estimate_run(const EstimateSpec& spec) {
     for (int c = 0; c < kMemCategoryCount; ++c) {
         est.device_total += est.device[c];
         est.host_total += est.host[c];
+        est.nvme_total += est.nvme[c];
     }
     return est;
 }

@@ -34,8 +34,10 @@ struct Estimate {
     // device. An upper bound of the device peak: the categories peak at about the same time.
     CategoryBytes device{};
     CategoryBytes host{};
+    CategoryBytes nvme{};  // offload "nvme": the swap files' bytes
     int64_t device_total = 0;
     int64_t host_total = 0;
+    int64_t nvme_total = 0;
 };
 
 Estimate estimate_run(const EstimateSpec& spec);

@@ -58,8 +58,11 @@ void write_byte_model(std::ostringstream& os, const Estimate& est) {
        << " elements) and round every buffer up to " << st.alignment
        << " bytes, as the tracked pool does\n";
     if (st.offload_optimizer)
-        os << "  offload_optimizer cpu: f32 master weights, optimizer state and an f32 gradient "
-              "copy of the rank's range live in host memory\n";
+        os << "  offload_optimizer " << (st.offload_nvme ? "nvme" : "cpu")
+           << ": f32 master weights and optimizer state of the rank's range live "
+           << (st.offload_nvme ? "in swap files on the NVMe disk" : "in host memory") << ", with "
+           << st.offload_buffers << " staging buffers of sub_group_size "
+           << group_digits(st.offload_sub_group) << " elements in host memory\n";
 }
 
 void write_buffers(std::ostringstream& os, const Estimate& est) {
@@ -72,7 +75,7 @@ void write_buffers(std::ostringstream& os, const Estimate& est) {
         std::snprintf(line, sizeof line, "  %-38s %14s %4lld %16s  %-10s %s\n", b.name.c_str(),
                       group_digits(b.numel).c_str(), static_cast<long long>(b.elem_bytes),
                       group_digits(b.bytes).c_str(), mem_category_name(b.category),
-                      b.host ? "host" : "device");
+                      b.nvme ? "nvme" : b.host ? "host" : "device");
         os << line;
     }
 }
@@ -81,21 +84,24 @@ void write_categories(std::ostringstream& os, const Estimate& est) {
     os << "\nper-rank bytes by category (activations: policy "
        << policy_label(est, est.spec.model->checkpoint_policy()) << ", peak of one micro-batch):\n";
     char line[200];
-    std::snprintf(line, sizeof line, "  %-13s %16s %12s   %16s %12s\n", "category", "device", "",
-                  "host", "");
+    const bool nvme = est.nvme_total > 0;
+    std::snprintf(line, sizeof line, "  %-13s %16s %12s   %16s %12s%s\n", "category", "device", "",
+                  "host", "", nvme ? "   nvme" : "");
     os << line;
-    auto row = [&](const char* name, int64_t dev, int64_t host) {
-        std::snprintf(line, sizeof line, "  %-13s %16s %12s   %16s %12s\n", name,
+    auto row = [&](const char* name, int64_t dev, int64_t host, int64_t disk) {
+        std::snprintf(line, sizeof line, "  %-13s %16s %12s   %16s %12s", name,
                       group_digits(dev).c_str(), format_bytes(static_cast<double>(dev)).c_str(),
                       group_digits(host).c_str(), format_bytes(static_cast<double>(host)).c_str());
         os << line;
+        if (nvme) os << "   " << format_bytes(static_cast<double>(disk));
+        os << "\n";
     };
     for (int c = 0; c < kMemCategoryCount; ++c)
         row(c == static_cast<int>(MemCategory::kComm)
                 ? "comm buffers"
                 : mem_category_name(static_cast<MemCategory>(c)),
-            est.device[c], est.host[c]);
-    row("total", est.device_total, est.host_total);
+            est.device[c], est.host[c], est.nvme[c]);
+    row("total", est.device_total, est.host_total, est.nvme_total);
     const int ws = static_cast<int>(MemCategory::kWorkspace);
     os << "  workspace = " << group_digits(est.state.device[ws]) << " B held on the device + "
        << group_digits(est.workspace_transient)
@@ -141,6 +147,10 @@ std::string group_digits(int64_t n) {
     return n < 0 ? "-" + out : out;
 }
 
+const char* offload_name(const StateSpec& st) {
+    return !st.offload_optimizer ? "none" : st.offload_nvme ? "nvme" : "cpu";
+}
+
 std::string estimate_text(const Estimate& est, const std::string& source) {
     const StateSpec& st = est.spec.state;
     std::ostringstream os;
@@ -150,7 +160,7 @@ std::string estimate_text(const Estimate& est, const std::string& source) {
        << "run: " << precision_name(st.compute_dtype) << ", gradients "
        << precision_name(st.grad_dtype) << ", " << est.spec.optimizer << ", "
        << stage_name(st.zero_stage) << ", N = " << st.ranks << " ranks, micro-batch "
-       << est.spec.micro_batch << ", offload_optimizer " << (st.offload_optimizer ? "cpu" : "none")
+       << est.spec.micro_batch << ", offload_optimizer " << offload_name(st)
        << "\n\n";
     write_byte_model(os, est);
     write_buffers(os, est);
@@ -158,6 +168,7 @@ std::string estimate_text(const Estimate& est, const std::string& source) {
     write_activations(os, est);
     os << "\nper-rank device peak, at most: " << bytes_text(est.device_total);
     if (est.host_total > 0) os << "; host: " << bytes_text(est.host_total);
+    if (est.nvme_total > 0) os << "; nvme: " << bytes_text(est.nvme_total);
     os << "\n";
     return os.str();
 }
@@ -180,7 +191,7 @@ nlohmann::json estimate_json(const Estimate& est, const std::string& source) {
     for (const BufferEstimate& b : est.state.buffers)
         buffers.push_back({{"name", b.name},
                            {"category", mem_category_name(b.category)},
-                           {"where", b.host ? "host" : "device"},
+                           {"where", b.nvme ? "nvme" : b.host ? "host" : "device"},
                            {"numel", b.numel},
                            {"elem_bytes", b.elem_bytes},
                            {"bytes", b.bytes}});
@@ -215,6 +226,7 @@ nlohmann::json estimate_json(const Estimate& est, const std::string& source) {
         {"buffers", buffers},
         {"device", categories(est.device)},
         {"host", categories(est.host)},
+        {"nvme", categories(est.nvme)},
         {"workspace",
          {{"held", est.state.device[static_cast<int>(MemCategory::kWorkspace)] +
                        est.state.host[static_cast<int>(MemCategory::kWorkspace)]},

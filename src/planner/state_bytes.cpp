@@ -2,22 +2,26 @@
 
 #include <algorithm>
 
+#include "offload/tiered_state.h"
 #include "util/error.h"
 
 namespace zt {
 
 // Note [Which buffers a ZeRO stage shards]
 // Per rank, with P the padded arena and S = P / N its shard (DESIGN.md, Memory model):
-//   buffer                          stage 0   1   2   3    category    offload_optimizer cpu
+//   buffer                          stage 0   1   2   3    category    with offload_optimizer
 //   compute weights (bf16/f16)            P   P   P   S    params      device
-//   f32 weights, mixed precision          P   S   S   S    params      host
-//   f32 weights, fp32 training            P   P   P   S    params      device (+ a host copy
-//                                                                      of the shard: host master)
+//   f32 weights, mixed precision          P   S   S   S    params      tier (host or nvme)
+//   f32 weights, fp32 training            P   P   P   S    params      device (+ the tier's
+//                                                                      master copy of the shard)
 //   gradients (g bytes)                   P   P   S   S    grads       device
-//   optimizer state (4 bytes each)        P   S   S   S    optimizer   host
-//   f32 gradient copy                     P   S   S   S    workspace   host
-// The f32 gradient copy is what the update reads when gradients are not f32 (Engine's grad_f32_)
-// and, with offload, the gradient shard sent to the host. In fp32 training the f32 weights are
+//   optimizer state (4 bytes each)        P   S   S   S    optimizer   tier
+//   f32 gradient copy (g = 2)             P   S   S   S    workspace   device
+//   offload staging buffers               -   -   -   -    workspace   host
+// The f32 gradient copy is what the update reads when gradients are not f32 (Engine's grad_f32_).
+// With offload, buffer_count staging buffers of one sub-group each (offload/tiered_state.h) hold
+// the gradients copied off the device, the compute weights going back and, for the nvme tier,
+// the sub-group's record of master weights and state. In fp32 training the f32 weights are
 // the compute weights too (the arena aliases them), so ZeRO-1 and ZeRO-2 keep them whole. The
 // buffers in categories params, grads and optimizer are exactly what the engine allocates at
 // stage 0 with one rank; comm buffers (one reduce bucket; at stage 3 also one prefetch bucket of
@@ -79,14 +83,18 @@ StateEstimate estimate_state(const StateSpec& spec) {
     est.padded_numel = P;
     est.shard_numel = S;
 
+    // The tier of the master weights and optimizer state: nvme, host (cpu) or the device.
+    const bool off = spec.offload_optimizer;
+    const bool nvme = off && spec.offload_nvme;
     auto add = [&](std::string name, MemCategory category, bool host, int64_t numel,
                    int64_t elem_bytes) {
         if (numel <= 0) return;
         const int64_t bytes = round_up(numel * elem_bytes, spec.alignment);
-        est.buffers.push_back({std::move(name), category, host, numel, elem_bytes, bytes});
-        (host ? est.host : est.device)[static_cast<int>(category)] += bytes;
+        const bool on_nvme = host && nvme && category != MemCategory::kWorkspace;
+        est.buffers.push_back(
+            {std::move(name), category, host && !on_nvme, on_nvme, numel, elem_bytes, bytes});
+        (on_nvme ? est.nvme : host ? est.host : est.device)[static_cast<int>(category)] += bytes;
     };
-    const bool off = spec.offload_optimizer;
     const int64_t e = static_cast<int64_t>(dtype_size(spec.compute_dtype));
     const int64_t g = static_cast<int64_t>(dtype_size(spec.grad_dtype));
     const int64_t update_numel = stage >= 1 ? S : P;  // what this rank's optimizer updates
@@ -103,8 +111,18 @@ StateEstimate estimate_state(const StateSpec& spec) {
         stage >= 2 ? S : P, g);
     for (const std::string& name : optimizer_state_names(spec))
         add(name + " (f32)", MemCategory::kOptimizer, off, update_numel, 4);
-    if (g != 4 || off)
-        add("gradients (f32 copy for the update)", MemCategory::kWorkspace, off, update_numel, 4);
+    if (g != 4)
+        add("gradients (f32 copy for the update)", MemCategory::kWorkspace, false, update_numel, 4);
+    if (off) {  // offload/tiered_state.h's buffers, one byte counted per element
+        TieredStateOptions t;
+        t.sub_group_size = spec.offload_sub_group;
+        t.buffer_count = spec.offload_buffers;
+        const auto bytes = static_cast<int64_t>(TieredState::staging_bytes(
+            static_cast<int>(optimizer_state_names(spec).size()), update_numel,
+            spec.compute_dtype, t, !nvme));
+        add(str_cat("offload staging buffers (", spec.offload_buffers, ")"),
+            MemCategory::kWorkspace, true, bytes, 1);
+    }
     if (N > 1) {
         add(str_cat("gradient reduce bucket (", dtype_name(spec.grad_dtype), ")"),
             MemCategory::kComm, false, std::min(spec.reduce_bucket_numel, P), g);

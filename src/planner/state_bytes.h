@@ -31,7 +31,13 @@ struct StateSpec {
     // Their names in the report (the optimizer's state_names()); empty: named by the count as
     // Adam's (2) or SGD's (1) are.
     std::vector<std::string> optimizer_state_names;
-    bool offload_optimizer = false;     // master, optimizer state and f32 gradients on the host
+    // zero_optimization.offload_optimizer: master weights and optimizer state on the "cpu" tier
+    // (host memory) or, with offload_nvme, the "nvme" tier (swap files); staging buffers of
+    // offload_buffers sub-groups of offload_sub_group elements in host memory.
+    bool offload_optimizer = false;
+    bool offload_nvme = false;
+    int64_t offload_sub_group = 1000000000;
+    int offload_buffers = 4;
     int64_t reduce_bucket_numel = kDefaultReduceBucketNumel;
     int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;
     int64_t alignment = MemoryPool::kAlignment;  // bytes every allocation is rounded up to
@@ -44,6 +50,7 @@ struct BufferEstimate {
     std::string name;  // "master weights", "exp_avg", ...
     MemCategory category;
     bool host = false;  // in host memory (offload), not the device's
+    bool nvme = false;  // in an NVMe swap file (offload "nvme")
     int64_t numel = 0;
     int64_t elem_bytes = 0;
     int64_t bytes = 0;  // numel x elem_bytes, rounded up to the alignment
@@ -55,6 +62,7 @@ struct StateEstimate {
     std::vector<BufferEstimate> buffers;
     CategoryBytes device{};  // summed per category
     CategoryBytes host{};
+    CategoryBytes nvme{};
 };
 
 StateEstimate estimate_state(const StateSpec& spec);

@@ -20,6 +20,10 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
         optimizer_state_names_of(cfg.optimizer.type, cfg.optimizer.momentum != 0.0);
     st.optimizer_states = static_cast<int>(st.optimizer_state_names.size());
     st.offload_optimizer = offload_optimizer;
+    const OffloadOptimizerOptions& oo = cfg.zero.offload_optimizer;
+    st.offload_nvme = offload_optimizer && oo.device == "nvme";
+    st.offload_sub_group = oo.sub_group_size;
+    st.offload_buffers = oo.buffer_count;
     st.reduce_bucket_numel = cfg.zero.reduce_bucket_size;
     st.prefetch_bucket_numel = cfg.zero.stage3_prefetch_bucket_size;
     return spec;

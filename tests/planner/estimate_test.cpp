@@ -140,14 +140,27 @@ TEST(StateBytes, SgdStateAndOptimizerOffload) {
     const StateEstimate on_device = estimate_state(s);
     s.offload_optimizer = true;
     const StateEstimate off = estimate_state(s);
-    // Master weights and m, v of the shard move to the host, with an f32 gradient shard.
+    // Master weights and m, v of the shard move to the host. Staging: 4 buffers, each of one
+    // sub-group (the shard, rounded up to 1024 elements: 4 KiB of f32) of f32 gradients and bf16
+    // compute weights, each rounded up to 4 KiB; the cpu tier is updated in place.
     EXPECT_EQ(at(off.device, MemCategory::kOptimizer), 0);
     EXPECT_EQ(at(off.host, MemCategory::kOptimizer), 8 * S);
     EXPECT_EQ(at(off.host, MemCategory::kParams), 4 * S);
-    EXPECT_EQ(at(off.host, MemCategory::kWorkspace), 4 * S);
+    EXPECT_EQ(at(off.host, MemCategory::kWorkspace), 4 * (1024 * 4 + 4096));
     EXPECT_EQ(at(off.device, MemCategory::kParams), 2 * 1004);
     EXPECT_EQ(at(off.device, MemCategory::kGrads), at(on_device.device, MemCategory::kGrads));
     EXPECT_EQ(model_state(off.device) + model_state(off.host), model_state(on_device.device));
+    EXPECT_EQ(model_state(off.nvme), 0);
+
+    // The nvme tier: the same bytes in swap files; staging also holds each sub-group's record
+    // (master weights, m and v: 3 x 1024 f32).
+    s.offload_nvme = true;
+    const StateEstimate disk = estimate_state(s);
+    EXPECT_EQ(at(disk.nvme, MemCategory::kOptimizer), 8 * S);
+    EXPECT_EQ(at(disk.nvme, MemCategory::kParams), 4 * S);
+    EXPECT_EQ(model_state(disk.host), 0);
+    EXPECT_EQ(at(disk.host, MemCategory::kWorkspace), 4 * (3 * 1024 * 4 + 1024 * 4 + 4096));
+    EXPECT_EQ(model_state(disk.device) + model_state(disk.nvme), model_state(on_device.device));
 }
 
 // Adagrad and Lion keep one f32 buffer per element (4 bytes), named as the optimizer names it.
