@@ -1,4 +1,4 @@
-// Sequential O_DIRECT + io_uring file I/O; see direct_io.h.
+// Sequential O_DIRECT + io_uring file I/O, on the shared queue of offload/aio.h; see direct_io.h.
 //
 // Note [Direct I/O]
 // A checkpoint is gigabytes written once and not read again by this process, so the page cache
@@ -22,17 +22,15 @@
 #include "checkpoint/direct_io.h"
 
 #include <fcntl.h>
-#include <liburing.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "checkpoint/durable_file.h"
+#include "offload/aio.h"
 #include "util/crc32c.h"
 #include "util/error.h"
 
@@ -40,31 +38,12 @@ namespace zt {
 
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;  // bytes: x86-64's transparent huge page
+static_assert(kDirectIoAlign == kAioAlign);
 
 size_t align_up(size_t n) { return (n + kDirectIoAlign - 1) / kDirectIoAlign * kDirectIoAlign; }
 
-struct FreeAligned {
-    void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, FreeAligned>;
-
-// Opens `path` with O_DIRECT when asked and the file system allows it, else without.
-int open_maybe_direct(const std::string& path, int flags, bool direct, bool* got_direct) {
-    *got_direct = false;
-    if (direct) {
-        const int fd = ::open(path.c_str(), flags | O_DIRECT, 0644);
-        if (fd >= 0) {
-            *got_direct = true;
-            return fd;
-        }
-        if (errno != EINVAL) return -1;  // a real error (ENOENT, EACCES, ...): report it
-    }
-    return ::open(path.c_str(), flags, 0644);
-}
-
-// A fixed set of chunk buffers, each with at most one read or write in flight, on an io_uring
-// queue or, without one, done at submit time with a blocking call.
+// A fixed set of chunk buffers, each with at most one read or write in flight, on an AioQueue
+// (offload/aio.h: io_uring or, without one, a blocking call at submit time).
 class ChunkQueue {
   public:
     ChunkQueue(int fd, const std::string& path, const DirectIoOptions& o, bool writing, bool direct)
@@ -73,17 +52,14 @@ class ChunkQueue {
           writing_(writing),
           direct_(direct),
           chunk_(align_up(std::max<size_t>(o.chunk_bytes, 1))),
-          slots_(static_cast<size_t>(std::max(o.queue_depth, 1))) {
-        uring_ =
-            o.uring && io_uring_queue_init(static_cast<unsigned>(slots_.size()), &ring_, 0) == 0;
-    }
+          slots_(static_cast<size_t>(std::max(o.queue_depth, 1))),
+          queue_(static_cast<unsigned>(slots_.size()), o.uring, path) {}
     ~ChunkQueue() {
         for (size_t s = 0; s < slots_.size(); ++s)
             if (slots_[s].busy) try {
                     wait(s);
                 } catch (...) {  // the caller is unwinding from an earlier error already
                 }
-        if (uring_) io_uring_queue_exit(&ring_);
     }
     ChunkQueue(const ChunkQueue&) = delete;
     ChunkQueue& operator=(const ChunkQueue&) = delete;
@@ -92,19 +68,11 @@ class ChunkQueue {
     bool busy(size_t s) const { return slots_[s].busy; }
     size_t chunk() const { return chunk_; }
     bool direct() const { return direct_; }
-    bool uring() const { return uring_; }
+    bool uring() const { return queue_.uring(); }
 
     std::byte* buffer(size_t s) {
         Slot& sl = slots_[s];
-        if (!sl.buf) {
-            // Huge pages where the chunk holds one: Note [Direct I/O], segments.
-            const size_t align = chunk_ >= kHugePage ? kHugePage : kDirectIoAlign;
-            void* p = nullptr;
-            ZT_CHECK(::posix_memalign(&p, align, chunk_) == 0, "cannot allocate a ", chunk_,
-                     "-byte I/O buffer for ", path_);
-            if (align == kHugePage) ::madvise(p, chunk_, MADV_HUGEPAGE);  // a hint; may fail
-            sl.buf.reset(static_cast<std::byte*>(p));
-        }
+        if (!sl.buf) sl.buf = alloc_aligned_buffer(chunk_, path_);
         return sl.buf.get();
     }
 
@@ -116,19 +84,8 @@ class ChunkQueue {
         ZT_ASSERT(!sl.busy && len <= chunk_);
         sl = Slot{std::move(sl.buf), true, offset, len, kPending};
         const size_t n = direct_ ? align_up(len) : len;
-        if (!uring_) {
-            sl.result = blocking(s, offset, n);
-            return;
-        }
-        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-        ZT_ASSERT(sqe != nullptr, "io_uring: no free submission entry");  // depth == slots
-        if (writing_)
-            io_uring_prep_write(sqe, fd_, buffer(s), static_cast<unsigned>(n), offset);
-        else
-            io_uring_prep_read(sqe, fd_, buffer(s), static_cast<unsigned>(n), offset);
-        io_uring_sqe_set_data64(sqe, s);
-        const int r = io_uring_submit(&ring_);
-        ZT_CHECK(r >= 0, "io_uring submit for ", path_, ": ", std::strerror(-r));
+        queue_.prepare(fd_, op(), buffer(s), n, offset, s, writing_ && !direct_);
+        queue_.submit();
     }
 
     // Waits for slot s's transfer and returns how many bytes it moved (at least its length for a
@@ -136,23 +93,17 @@ class ChunkQueue {
     size_t wait(size_t s) {
         Slot& sl = slots_[s];
         ZT_ASSERT(sl.busy);
-        while (uring_ && sl.result == kPending) {
-            io_uring_cqe* cqe = nullptr;
-            const int r = io_uring_wait_cqe(&ring_, &cqe);
-            if (r == -EINTR) continue;
-            ZT_CHECK(r == 0, "io_uring wait for ", path_, ": ", std::strerror(-r));
-            Slot& done = slots_[io_uring_cqe_get_data64(cqe)];
-            done.result = cqe->res;
-            io_uring_cqe_seen(&ring_, cqe);
+        while (sl.result == kPending) {
+            const AioCompletion c = queue_.complete();
+            slots_[c.tag].result = c.result;
         }
         sl.busy = false;
         int64_t res = sl.result;
         if (res == -EAGAIN || res == -EINTR) res = -EAGAIN;  // redo below, blocking
         if (res == -EINVAL && direct_) {
             // The file system accepted O_DIRECT at open but not this transfer: go on buffered.
-            const int flags = ::fcntl(fd_, F_GETFL);
-            ZT_CHECK(flags >= 0 && ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0,
-                     "cannot turn off O_DIRECT on ", path_, ": ", std::strerror(errno));
+            ZT_CHECK(clear_direct(fd_), "cannot turn off O_DIRECT on ", path_, ": ",
+                     std::strerror(errno));
             direct_ = false;
             res = -EAGAIN;
         }
@@ -176,30 +127,17 @@ class ChunkQueue {
         int64_t result = kPending;
     };
 
-    // pread/pwrite of n bytes, retried on EINTR and continued after a short transfer until n
-    // bytes moved, end of file (reads) or an error; returns bytes moved or -errno.
+    AioOp op() const { return writing_ ? AioOp::kWrite : AioOp::kRead; }
+
     int64_t blocking(size_t s, uint64_t offset, size_t n) {
-        size_t done = 0;
-        while (done < n) {
-            std::byte* p = buffer(s) + done;
-            const off_t at = static_cast<off_t>(offset + done);
-            const ssize_t r =
-                writing_ ? ::pwrite(fd_, p, n - done, at) : ::pread(fd_, p, n - done, at);
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0) return done > 0 ? static_cast<int64_t>(done) : -errno;
-            if (r == 0) break;  // end of file (read); no progress (write): the caller reports
-            if (writing_ && !direct_) ::sync_file_range(fd_, at, r, SYNC_FILE_RANGE_WRITE);
-            done += static_cast<size_t>(r);
-        }
-        return static_cast<int64_t>(done);
+        return aio_blocking(fd_, op(), buffer(s), n, offset, writing_ && !direct_);
     }
 
     // The rest of slot s's write after `done` bytes went out, blocking and buffered (a short
     // O_DIRECT write leaves an unaligned remainder); no progress means the disk is full.
     size_t complete_write(size_t s, size_t done) {
         Slot& sl = slots_[s];
-        const int flags = ::fcntl(fd_, F_GETFL);
-        if (direct_ && flags >= 0 && ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0) direct_ = false;
+        if (direct_ && clear_direct(fd_)) direct_ = false;
         ZT_CHECK(!direct_, "cannot turn off O_DIRECT on ", path_, ": ", std::strerror(errno));
         std::memmove(buffer(s), buffer(s) + done, sl.len - done);
         const int64_t r = blocking(s, sl.offset + done, sl.len - done);
@@ -214,8 +152,7 @@ class ChunkQueue {
     bool direct_;
     size_t chunk_;
     std::vector<Slot> slots_;
-    io_uring ring_{};
-    bool uring_ = false;
+    AioQueue queue_;  // after slots_: destroyed first, so no transfer outlives its buffer
 };
 
 }  // namespace
