@@ -2,6 +2,7 @@
 
 #include "offload/host_store.h"
 #include "offload/memory_state.h"
+#include "offload/nvme_store.h"
 #include "offload/tiered_state.h"
 #include "util/error.h"
 
@@ -19,8 +20,14 @@ TieredStateOptions tiered_options(const OffloadOptimizerOptions& o) {
 std::unique_ptr<Store> make_store(const OffloadOptimizerOptions& o, uint64_t bytes,
                                   const std::string& name) {
     if (o.device == "cpu") return std::make_unique<HostStore>(bytes);
-    (void)name;
-    ZT_FAIL("zero_optimization.offload_optimizer.device \"nvme\" is not built in yet");
+    NvmeStoreOptions n;
+    n.dir = o.nvme_path;
+    n.name = "optimizer-" + name;
+    n.bytes = bytes;
+    n.queue_depth = o.aio.queue_depth;
+    n.single_submit = o.aio.single_submit;
+    n.chunk_bytes = static_cast<size_t>(o.aio.block_size);
+    return std::make_unique<NvmeStore>(n);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace zt {
 
 // DeepSpeed's "aio" section: how the NVMe tier drives the disk.
 struct AioOptions {
-    int64_t block_size = 1048576;  // bytes per request: large transfers are cut into these
+    int64_t block_size = 8 << 20;  // bytes per request (DeepSpeed: 1 MiB; 8 MiB is faster here)
     int queue_depth = 8;           // requests in flight
     int thread_count = 1;          // accepted; io_uring needs no submission threads
     bool single_submit = false;    // submit each request as issued, not in batches

@@ -161,7 +161,7 @@ TEST(ConfigZero, OffloadAndAioSectionsAreRead) {
     EXPECT_EQ(o.buffer_count, 5);
     EXPECT_EQ(o.sub_group_size, 100000000);
     EXPECT_EQ(o.aio.queue_depth, 16);
-    EXPECT_EQ(o.aio.block_size, 1048576);
+    EXPECT_EQ(o.aio.block_size, 1048576);  // as given, not the default
     EXPECT_TRUE(o.aio.single_submit);
     // aio without an NVMe tier is read and said to change nothing.
     const ParsedConfig q = parse_config({{"aio", {{"queue_depth", 4}}}});
