@@ -196,6 +196,11 @@ void Engine::restore(const EngineCounters& c) {
 std::vector<float> Engine::gather_master() {
     const int64_t n = state_->numel();
     if (const float* v = state_->view(0)) return dp_->gather_update_ranges(v);
+    if (n == arena_->padded_numel()) {  // the whole arena here: read it straight into the result
+        std::vector<float> whole(static_cast<size_t>(n));
+        state_->read(0, 0, n, whole.data());
+        return whole;
+    }
     std::vector<float> mine(static_cast<size_t>(n));
     state_->read(0, 0, n, mine.data());
     return dp_->gather_update_ranges(mine.data());
