@@ -14,10 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "offload/update_tier.h"
 #include "optim/adamw.h"
@@ -40,14 +39,22 @@ int main(int argc, char** argv) {
     int steps = 3, threads = 2;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--numel") numel = std::atoll(v.c_str());
-        else if (k == "--device") o.device = v;
-        else if (k == "--path") o.nvme_path = v;
-        else if (k == "--sub-group") o.sub_group_size = std::atoll(v.c_str());
-        else if (k == "--buffers") o.buffer_count = std::atoi(v.c_str());
-        else if (k == "--queue-depth") o.aio.queue_depth = std::atoi(v.c_str());
-        else if (k == "--steps") steps = std::atoi(v.c_str());
-        else if (k == "--threads") threads = std::atoi(v.c_str());
+        if (k == "--numel")
+            numel = std::atoll(v.c_str());
+        else if (k == "--device")
+            o.device = v;
+        else if (k == "--path")
+            o.nvme_path = v;
+        else if (k == "--sub-group")
+            o.sub_group_size = std::atoll(v.c_str());
+        else if (k == "--buffers")
+            o.buffer_count = std::atoi(v.c_str());
+        else if (k == "--queue-depth")
+            o.aio.queue_depth = std::atoi(v.c_str());
+        else if (k == "--steps")
+            steps = std::atoi(v.c_str());
+        else if (k == "--threads")
+            threads = std::atoi(v.c_str());
         else {
             std::fprintf(stderr, "offload_bench: unknown option %s\n", k.c_str());
             return 2;
@@ -62,8 +69,8 @@ int main(int argc, char** argv) {
         grads[static_cast<size_t>(i)] = 1e-3f * static_cast<float>((i * 2654435761u) % 2001) - 1.0f;
     const std::vector<zt::OptimSegment> segs{{0, numel, true}};
     zt::Stopwatch init_sw;
-    auto state = zt::make_update_state(o, adam, pool, nullptr, numel, {copy.data(), zt::DType::kBF16},
-                                       "bench");
+    auto state = zt::make_update_state(o, adam, pool, nullptr, numel,
+                                       {copy.data(), zt::DType::kBF16}, "bench");
     state->init([](int64_t lo, int64_t n, float* out) {
         for (int64_t i = 0; i < n; ++i) out[i] = 1e-3f * static_cast<float>((lo + i) % 1000);
     });

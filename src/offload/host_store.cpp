@@ -54,6 +54,8 @@ Store::Ticket HostStore::write(uint64_t offset, const void* src, size_t bytes) {
     return next_++;
 }
 
-void HostStore::wait(Ticket t) { ZT_ASSERT(t > 0 && t < next_, "HostStore::wait: unknown ticket ", t); }
+void HostStore::wait(Ticket t) {
+    ZT_ASSERT(t > 0 && t < next_, "HostStore::wait: unknown ticket ", t);
+}
 
 }  // namespace zt

@@ -71,8 +71,8 @@ uint64_t TieredState::staging_bytes(int states, int64_t numel, DType compute,
 
 uint64_t TieredState::staging_bytes(const Optimizer& optimizer, int64_t numel, DType compute,
                                     const TieredStateOptions& options) {
-    return staging_bytes(static_cast<int>(optimizer.state_names().size()), numel, compute,
-                         options, false);
+    return staging_bytes(static_cast<int>(optimizer.state_names().size()), numel, compute, options,
+                         false);
 }
 
 TieredState::TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy compute,
@@ -82,7 +82,8 @@ TieredState::TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy 
       tensors_(1 + static_cast<int>(optimizer.state_names().size())),
       group_(group_elems(numel, options)),
       groups_(group_count(numel, group_)),
-      record_bytes_(static_cast<uint64_t>(tensors_) * static_cast<uint64_t>(group_) * sizeof(float)),
+      record_bytes_(static_cast<uint64_t>(tensors_) * static_cast<uint64_t>(group_) *
+                    sizeof(float)),
       compute_(compute),
       store_(std::move(store)),
       mapped_(store_->mapped(0) != nullptr) {
@@ -90,8 +91,9 @@ TieredState::TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy 
              "zero_optimization.offload_optimizer.buffer_count: expected >= 1, got ",
              options.buffer_count);
     ZT_ASSERT(compute_.data != nullptr, "TieredState: the compute weights need their own buffer");
-    ZT_ASSERT(store_->capacity() >= store_bytes(optimizer, numel, options), "TieredState: store of ",
-              store_->capacity(), " bytes, ", store_bytes(optimizer, numel, options), " needed");
+    ZT_ASSERT(store_->capacity() >= store_bytes(optimizer, numel, options),
+              "TieredState: store of ", store_->capacity(), " bytes, ",
+              store_bytes(optimizer, numel, options), " needed");
     const auto g = static_cast<size_t>(group_);
     staging_.resize(static_cast<size_t>(options.buffer_count));
     for (Staging& s : staging_) {

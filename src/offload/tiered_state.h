@@ -52,9 +52,9 @@ class TieredState final : public UpdateState {
 
   private:
     struct Staging {
-        float* record = nullptr;  // (tensors x group) f32, unused where the store is mapped
-        float* grads = nullptr;   // group f32
-        void* copy = nullptr;     // group in the compute dtype
+        float* record = nullptr;    // (tensors x group) f32, unused where the store is mapped
+        float* grads = nullptr;     // group f32
+        void* copy = nullptr;       // group in the compute dtype
         Store::Ticket pending = 0;  // a write from `record` not yet waited for
     };
     int64_t group_lo(int64_t k) const { return k * group_; }
@@ -67,8 +67,8 @@ class TieredState final : public UpdateState {
     void copy_out(int64_t k, const Staging& s);  // s.copy -> compute weights of sub-group k
 
     int64_t numel_;
-    int tensors_;       // 1 + state count
-    int64_t group_;     // elements per sub-group, a multiple of kStoreAlign / 4
+    int tensors_;    // 1 + state count
+    int64_t group_;  // elements per sub-group, a multiple of kStoreAlign / 4
     int64_t groups_;
     uint64_t record_bytes_;
     ComputeCopy compute_;

@@ -42,7 +42,8 @@ class UpdateState {
     virtual const char* tier() const = 0;  // "none", "cpu" or "nvme"
     virtual int64_t numel() const = 0;     // elements of the update range
     std::vector<std::string> names() const;
-    // Elements [lo, lo + n) of tensor `which` (range-relative), copied out or in. Not during step().
+    // Elements [lo, lo + n) of tensor `which` (range-relative), copied out or in. Not during
+    // step().
     virtual void read(int which, int64_t lo, int64_t n, float* out) = 0;
     virtual void write(int which, int64_t lo, int64_t n, const float* in) = 0;
     // The tensor's data in memory, or nullptr where the tier holds it elsewhere.

@@ -46,10 +46,12 @@ std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& op
         return std::make_unique<MemoryState>(optimizer, pool, master, numel, compute);
     ZT_CHECK(options.device == "cpu" || options.device == "nvme",
              "zero_optimization.offload_optimizer.device: expected \"none\", \"cpu\" or \"nvme\", "
-             "got \"", options.device, "\"");
+             "got \"",
+             options.device, "\"");
     const TieredStateOptions t = tiered_options(options);
-    return std::make_unique<TieredState>(optimizer, numel, compute,
-                                         make_store(options, TieredState::store_bytes(optimizer, numel, t), name), t);
+    return std::make_unique<TieredState>(
+        optimizer, numel, compute,
+        make_store(options, TieredState::store_bytes(optimizer, numel, t), name), t);
 }
 
 }  // namespace zt

@@ -52,12 +52,12 @@ bool all_set(const std::vector<int64_t>& flags) {
 }
 
 // Rank 0's string on every rank.
-std::string broadcast_string(Communicator* comm, std::string s) {
+std::string broadcast_string(Communicator* comm, std::string s, int root = 0) {
     if (!comm || comm->size() == 1) return s;
     int64_t n = static_cast<int64_t>(s.size());
-    comm->broadcast(&n, 1, CommType::kI64, 0)->wait();
+    comm->broadcast(&n, 1, CommType::kI64, root)->wait();
     s.resize(static_cast<size_t>(n));
-    comm->broadcast(s.data(), n, CommType::kU8, 0)->wait();
+    comm->broadcast(s.data(), n, CommType::kU8, root)->wait();
     return s;
 }
 
@@ -442,9 +442,12 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
         }
         const std::vector<int64_t> ok = gather_i64(comm, {error.empty() ? 1 : 0});
         if (!all_set(ok)) {
-            const std::string why = error.empty()
-                                        ? str_cat("unreadable on rank(s) ", failed_ranks(ok))
-                                        : error;
+            // The first failing rank's reason, said on every rank (rank 0 may have read its
+            // own part of the checkpoint fine), with the ranks that failed.
+            int first = 0;
+            while (ok[static_cast<size_t>(first)] != 0) ++first;
+            const std::string why = str_cat(broadcast_string(comm, error, first),
+                                            " (unreadable on rank(s) ", failed_ranks(ok), ")");
             if (root) log_warn("resume: skipping checkpoint ", cand, ": ", why);
             if (skipped) skipped->push_back(cand + ": " + why);
             continue;

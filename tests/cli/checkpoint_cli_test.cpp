@@ -24,10 +24,6 @@ std::string read_text(const fs::path& p) {
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
-struct RunLog {
-    std::vector<double> loss;  // by step, 1-based steps at index step - 1 (NaN where absent)
-    std::vector<float> weights;
-};
 
 class Checkpoints : public Cli {
 protected:
@@ -47,33 +43,9 @@ protected:
     }
     CommandResult train(const nlohmann::json& j, const std::string& run, const std::string& args,
                         int ranks = 1) {
-        const std::string cfg = write_config(j, run + ".json");
-        return zt::testing::run_zerotrain("train " + cfg + " --quiet --run-dir " +
-                                          (dir_ / run).string() +
-                                          (ranks > 1 ? " --ranks " + std::to_string(ranks) : "") +
-                                          " " + args);
+        return train_run(j, run, args, ranks);
     }
-    RunLog read(const std::string& run) {
-        RunLog r;
-        std::ifstream f(dir_ / run / "metrics.jsonl");
-        std::string line;
-        while (std::getline(f, line)) {
-            auto j = nlohmann::json::parse(line);
-            if (!j.contains("loss")) continue;
-            const size_t step = j["step"].get<size_t>();
-            if (r.loss.size() < step) r.loss.resize(step, std::nan(""));
-            r.loss[step - 1] = j["loss"];
-        }
-        if (fs::exists(dir_ / run / "model.safetensors")) {
-            zt::SafetensorsFile w((dir_ / run / "model.safetensors").string());
-            for (const auto& t : w.tensors()) {
-                std::vector<float> v(static_cast<size_t>(t.numel));
-                w.read_f32(t.name, v.data(), t.numel);
-                r.weights.insert(r.weights.end(), v.begin(), v.end());
-            }
-        }
-        return r;
-    }
+    RunLog read(const std::string& run) { return read_run(run); }
     fs::path ck(const std::string& run, int step) {
         char name[32];
         std::snprintf(name, sizeof name, "step_%08d", step);

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "checkpoint/safetensors.h"
 #include "run_command.h"
 
 namespace zt::testing {
@@ -30,6 +32,21 @@ protected:
         std::ofstream(path) << j.dump(2);
         return path;
     }
+    // `zerotrain train` of config j in run directory dir_/run (config written beside it), quiet,
+    // with `ranks` ranks as threads when above 1.
+    CommandResult train_run(const nlohmann::json& j, const std::string& run,
+                            const std::string& args, int ranks = 1) {
+        const std::string cfg = write_config(j, run + ".json");
+        return run_zerotrain("train " + cfg + " --quiet --run-dir " + (dir_ / run).string() +
+                             (ranks > 1 ? " --ranks " + std::to_string(ranks) : "") + " " + args);
+    }
+    // A run's losses by step (1-based step at index step - 1; NaN where absent) and its final
+    // weights, every tensor of model.safetensors in file order (empty without the file).
+    struct RunLog {
+        std::vector<double> loss;
+        std::vector<float> weights;
+    };
+    RunLog read_run(const std::string& run);
     static nlohmann::json tiny() {
         return {{"train_micro_batch_size_per_gpu", 2},
                 {"steps", 3},
@@ -45,6 +62,28 @@ protected:
     }
     fs::path dir_;
 };
+
+inline Cli::RunLog Cli::read_run(const std::string& run) {
+    RunLog r;
+    std::ifstream f(dir_ / run / "metrics.jsonl");
+    std::string line;
+    while (std::getline(f, line)) {
+        auto j = nlohmann::json::parse(line);
+        if (!j.contains("loss")) continue;
+        const size_t step = j["step"].get<size_t>();
+        if (r.loss.size() < step) r.loss.resize(step, std::nan(""));
+        r.loss[step - 1] = j["loss"];
+    }
+    if (fs::exists(dir_ / run / "model.safetensors")) {
+        SafetensorsFile w((dir_ / run / "model.safetensors").string());
+        for (const auto& t : w.tensors()) {
+            std::vector<float> v(static_cast<size_t>(t.numel));
+            w.read_f32(t.name, v.data(), t.numel);
+            r.weights.insert(r.weights.end(), v.begin(), v.end());
+        }
+    }
+    return r;
+}
 
 
 }  // namespace zt::testing

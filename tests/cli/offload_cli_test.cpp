@@ -17,11 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct RunLog {
-    std::vector<double> loss;  // by step
-    std::vector<float> weights;
-};
-
 class Offload : public Cli {
   protected:
     nlohmann::json config(int steps, int ranks, int stage, const std::string& precision) {
@@ -49,31 +44,9 @@ class Offload : public Cli {
     }
     CommandResult train(const nlohmann::json& j, const std::string& run, const std::string& args,
                         int ranks = 1) {
-        const std::string cfg = write_config(j, run + ".json");
-        return zt::testing::run_zerotrain("train " + cfg + " --quiet --run-dir " +
-                                          (dir_ / run).string() +
-                                          (ranks > 1 ? " --ranks " + std::to_string(ranks) : "") +
-                                          " " + args);
+        return train_run(j, run, args, ranks);
     }
-    RunLog read(const std::string& run) {
-        RunLog r;
-        std::ifstream f(dir_ / run / "metrics.jsonl");
-        std::string line;
-        while (std::getline(f, line)) {
-            auto j = nlohmann::json::parse(line);
-            if (!j.contains("loss")) continue;
-            const size_t step = j["step"].get<size_t>();
-            if (r.loss.size() < step) r.loss.resize(step, std::nan(""));
-            r.loss[step - 1] = j["loss"];
-        }
-        zt::SafetensorsFile w((dir_ / run / "model.safetensors").string());
-        for (const auto& t : w.tensors()) {
-            std::vector<float> v(static_cast<size_t>(t.numel));
-            w.read_f32(t.name, v.data(), t.numel);
-            r.weights.insert(r.weights.end(), v.begin(), v.end());
-        }
-        return r;
-    }
+    RunLog read(const std::string& run) { return read_run(run); }
 };
 
 }  // namespace
@@ -84,10 +57,10 @@ TEST_F(Offload, OffloadedRunsTrainBitForBitLikeInMemory) {
         const char* precision;
         const char* device;
     };
-    for (const Case c : {Case{1, 0, "fp32", "cpu"}, Case{1, 1, "bf16", "cpu"},
-                         Case{2, 2, "bf16", "cpu"}, Case{2, 3, "fp32", "cpu"},
-                         Case{1, 2, "bf16", "nvme"}, Case{2, 1, "fp32", "nvme"},
-                         Case{2, 3, "bf16", "nvme"}}) {
+    for (const Case c :
+         {Case{1, 0, "fp32", "cpu"}, Case{1, 1, "bf16", "cpu"}, Case{2, 2, "bf16", "cpu"},
+          Case{2, 3, "fp32", "cpu"}, Case{1, 2, "bf16", "nvme"}, Case{2, 1, "fp32", "nvme"},
+          Case{2, 3, "bf16", "nvme"}}) {
         const std::string tag = std::to_string(c.ranks) + "r_s" + std::to_string(c.stage) + "_" +
                                 c.precision + "_" + c.device;
         const nlohmann::json plain = config(6, c.ranks, c.stage, c.precision);
@@ -137,14 +110,14 @@ TEST_F(Offload, ModelStatesPastTheBudgetTrainOnlyWithOffload) {
     nlohmann::json j = config(4, 1, 1, "bf16");
     j["train_batch_size"] = 2;
     j["train_micro_batch_size_per_gpu"] = 2;
-    j["model"] = {{"type", "gpt"}, {"vocab_size", 256}, {"seq_len", 16}, {"d_model", 64},
-                  {"n_layers", 2}, {"n_heads", 2}};
+    j["model"] = {{"type", "gpt"}, {"vocab_size", 256}, {"seq_len", 16},
+                  {"d_model", 64}, {"n_layers", 2},     {"n_heads", 2}};
     j["memory"] = {{"budget_per_rank", "1.5MiB"}};
     CommandResult r = train(j, "in_memory", "");
     EXPECT_EQ(r.code, 2) << r.output;
-    for (const char* s : {"out of memory before the first step", "optimizer: 918.00 KiB",
-                          "offload the optimizer", "offload_optimizer {\"device\": \"cpu\"}",
-                          "per rank, docs/offload.md"})
+    for (const char* s :
+         {"out of memory before the first step", "optimizer: 918.00 KiB", "offload the optimizer",
+          "offload_optimizer {\"device\": \"cpu\"}", "per rank, docs/offload.md"})
         EXPECT_NE(r.output.find(s), std::string::npos) << s << " in:\n" << r.output;
     r = train(offloaded(j, "cpu"), "offloaded", "");
     ASSERT_EQ(r.code, 0) << r.output;
@@ -176,7 +149,8 @@ TEST_F(Offload, BadNvmePathsStopBeforeTheFirstStep) {
         CommandResult r = train(j, run, "");
         EXPECT_EQ(r.code, 2) << run << r.output;
         for (const std::string& s : says)
-            EXPECT_NE(r.output.find(s), std::string::npos) << run << ": " << s << " in\n" << r.output;
+            EXPECT_NE(r.output.find(s), std::string::npos) << run << ": " << s << " in\n"
+                                                           << r.output;
         EXPECT_FALSE(fs::exists(dir_ / run / "metrics.jsonl") &&
                      fs::file_size(dir_ / run / "metrics.jsonl") > 0)
             << run << ": no step ran";
@@ -198,7 +172,8 @@ TEST_F(Offload, BadNvmePathsStopBeforeTheFirstStep) {
         expect_refused(small, "too_small", {tiny, "needs 73728 bytes", "free"});
         EXPECT_EQ(std::system(("umount " + tiny).c_str()), 0);
     } else {
-        std::printf("[ note ] no tmpfs mount here: the too-small case is left to NvmeStore's tests\n");
+        std::printf(
+            "[ note ] no tmpfs mount here: the too-small case is left to NvmeStore's tests\n");
     }
     if (::geteuid() != 0) {  // root writes anywhere
         fs::create_directories(dir_ / "ro");

@@ -69,7 +69,8 @@ class FileLikeStore final : public Store {
 std::vector<float> random_vec(int64_t n, uint64_t seed, float scale) {
     std::vector<float> v(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
-        v[static_cast<size_t>(i)] = scale * static_cast<float>(normal01(seed, 7, static_cast<uint64_t>(i)));
+        v[static_cast<size_t>(i)] =
+            scale * static_cast<float>(normal01(seed, 7, static_cast<uint64_t>(i)));
     return v;
 }
 
@@ -92,8 +93,8 @@ TEST_P(TieredStateMatchesMemory, SameBitsForMasterStateAndComputeCopy) {
     const int64_t n = c.numel;
     // Two decayed parameters and one not, then padding left out of every segment.
     const int64_t pad = 3;
-    const std::vector<OptimSegment> segs{{0, n / 3, true}, {n / 3, n / 3, false},
-                                         {2 * (n / 3), n - 2 * (n / 3) - pad, true}};
+    const std::vector<OptimSegment> segs{
+        {0, n / 3, true}, {n / 3, n / 3, false}, {2 * (n / 3), n - 2 * (n / 3) - pad, true}};
     std::vector<float> master(static_cast<size_t>(n));
     const size_t es = dtype_size(c.compute);
     std::vector<char> copy_mem(static_cast<size_t>(n) * es), copy_tier(copy_mem.size(), 1);
@@ -107,7 +108,8 @@ TEST_P(TieredStateMatchesMemory, SameBitsForMasterStateAndComputeCopy) {
     TieredState tier(opt_tier, n, {copy_tier.data(), c.compute}, std::move(store), to);
     const std::vector<float> init = random_vec(n, 1, 0.5f);
     auto fill = [&](int64_t lo, int64_t m, float* out) {
-        for (int64_t i = 0; i < m; ++i) out[i] = i + lo < n - pad ? init[static_cast<size_t>(lo + i)] : 0.0f;
+        for (int64_t i = 0; i < m; ++i)
+            out[i] = i + lo < n - pad ? init[static_cast<size_t>(lo + i)] : 0.0f;
     };
     mem.init(fill);
     tier.init(fill);
@@ -123,7 +125,8 @@ TEST_P(TieredStateMatchesMemory, SameBitsForMasterStateAndComputeCopy) {
         std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
         mem.read(which, 0, n, a.data());
         tier.read(which, 0, n, b.data());
-        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << tier.names()[which];
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+            << tier.names()[which];
     }
     const UpdateStateStats st = tier.stats();
     EXPECT_EQ(st.d2h_bytes, 3 * static_cast<uint64_t>(n) * sizeof(float));
