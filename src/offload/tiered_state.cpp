@@ -197,7 +197,9 @@ void TieredState::step(const float* grads, std::span<const OptimSegment> segment
     auto issue_read = [&](int64_t k) {
         Staging& s = staging_[static_cast<size_t>(k % B)];
         if (s.pending) wait(std::exchange(s.pending, 0));
+        Stopwatch sw;  // issuing blocks too while the store's queue is full
         reads[static_cast<size_t>(k % B)] = store_->read(record_offset(k), s.record, record_bytes_);
+        stats_.io_wait_s += sw.elapsed_s();
     };
     if (!mapped_)
         for (int64_t k = 0; k < std::min(B - 1, groups_); ++k) issue_read(k);
@@ -226,7 +228,11 @@ void TieredState::step(const float* grads, std::span<const OptimSegment> segment
                            ComputeCopy{s.copy, compute_.dtype});
         stats_.compute_s += sw.elapsed_s();
         copy_out(k, s);
-        if (!mapped_) s.pending = store_->write(record_offset(k), s.record, record_bytes_);
+        if (!mapped_) {
+            Stopwatch sw;
+            s.pending = store_->write(record_offset(k), s.record, record_bytes_);
+            stats_.io_wait_s += sw.elapsed_s();
+        }
     }
     for (Staging& s : staging_)
         if (s.pending) wait(std::exchange(s.pending, 0));

@@ -28,7 +28,7 @@ struct UpdateStateStats {
     uint64_t h2d_bytes = 0;      // compute weights copied into the device arena
     double step_s = 0;           // seconds in step()
     double compute_s = 0;        // of which in the optimizer's update
-    double io_wait_s = 0;        // of which blocked on the tier's I/O
+    double io_wait_s = 0;        // of which blocked on the tier's I/O (issuing or waiting)
     int64_t tier_bytes = 0;      // bytes the tier holds (swap file or host memory)
     int64_t staging_bytes = 0;   // bytes of staging buffers
 };
