@@ -1,7 +1,6 @@
 // Lookups of sharded tables: the forward and backward all-to-alls (Note [Unique-row exchange]).
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "comm/communicator.h"
 #include "embedding/sharded_tables_detail.h"

@@ -1,5 +1,7 @@
 #include "parallel/zero_stage.h"
 
+#include <type_traits>
+
 #include "parallel/zero_grad_reduce.h"
 #include "parallel/zero_module_gather.h"
 
@@ -33,69 +35,42 @@ namespace zt {
 
 namespace {
 
-class ZeroStage0 final : public ZeroStage {
+// The parameter gathering of a stage, built from what its type needs.
+template <typename Gather>
+Gather make_gather(ZeroContext& ctx, Module& model) {
+    if constexpr (std::is_constructible_v<Gather, ZeroContext&, Module&>)
+        return Gather(ctx, model);
+    else if constexpr (std::is_constructible_v<Gather, ZeroContext&>)
+        return Gather(ctx);
+    else
+        return Gather();
+}
+
+// Stage kStage as the composition of its three parts (the table in zero_stage.h).
+template <int kStage, typename Reduce, typename Update, typename Gather>
+class Stage final : public ZeroStage {
   public:
-    ZeroStage0(ZeroContext& ctx, Module& model)
-        : reduce_(ctx), reduction_(ctx, model, reduce_), update_(ctx) {}
-    int number() const override { return 0; }
+    Stage(ZeroContext& ctx, Module& model)
+        : reduce_(ctx),
+          reduction_(ctx, model, reduce_),
+          update_(ctx),
+          gather_(make_gather<Gather>(ctx, model)) {}
+    int number() const override { return kStage; }
     GradBuckets& reduction() override { return reduction_; }
     PartitionedUpdate& update() override { return update_; }
     ParamGather& gather() override { return gather_; }
 
   private:
-    AllReduceGrads reduce_;
+    Reduce reduce_;
     GradBuckets reduction_;
-    WholeUpdate update_;
-    LocalWeights gather_;
+    Update update_;
+    Gather gather_;
 };
 
-class ZeroStage1 final : public ZeroStage {
-  public:
-    ZeroStage1(ZeroContext& ctx, Module& model)
-        : reduce_(ctx), reduction_(ctx, model, reduce_), update_(ctx), gather_(ctx) {}
-    int number() const override { return 1; }
-    GradBuckets& reduction() override { return reduction_; }
-    PartitionedUpdate& update() override { return update_; }
-    ParamGather& gather() override { return gather_; }
-
-  private:
-    ReduceScatterGrads reduce_;
-    GradBuckets reduction_;
-    OwnedUpdate update_;
-    AllGatherWeights gather_;
-};
-
-class ZeroStage2 final : public ZeroStage {
-  public:
-    ZeroStage2(ZeroContext& ctx, Module& model)
-        : reduce_(ctx), reduction_(ctx, model, reduce_), update_(ctx), gather_(ctx) {}
-    int number() const override { return 2; }
-    GradBuckets& reduction() override { return reduction_; }
-    PartitionedUpdate& update() override { return update_; }
-    ParamGather& gather() override { return gather_; }
-
-  private:
-    PartitionedGrads reduce_;
-    GradBuckets reduction_;
-    OwnedUpdate update_;
-    AllGatherWeights gather_;
-};
-
-class ZeroStage3 final : public ZeroStage {
-  public:
-    ZeroStage3(ZeroContext& ctx, Module& model)
-        : reduce_(ctx), reduction_(ctx, model, reduce_), update_(ctx), gather_(ctx, model) {}
-    int number() const override { return 3; }
-    GradBuckets& reduction() override { return reduction_; }
-    PartitionedUpdate& update() override { return update_; }
-    ParamGather& gather() override { return gather_; }
-
-  private:
-    PartitionedGrads reduce_;
-    GradBuckets reduction_;
-    OwnedUpdate update_;
-    ModuleGather gather_;
-};
+using ZeroStage0 = Stage<0, AllReduceGrads, WholeUpdate, LocalWeights>;
+using ZeroStage1 = Stage<1, ReduceScatterGrads, OwnedUpdate, AllGatherWeights>;
+using ZeroStage2 = Stage<2, PartitionedGrads, OwnedUpdate, AllGatherWeights>;
+using ZeroStage3 = Stage<3, PartitionedGrads, OwnedUpdate, ModuleGather>;
 
 }  // namespace
 
