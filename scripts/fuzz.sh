@@ -21,7 +21,7 @@ mkdir -p "$out"
 
 # The reader's sources: the checkpoint layer and the few files below it that it uses.
 srcs=(src/checkpoint/safetensors.cpp src/checkpoint/manifest.cpp src/checkpoint/shards.cpp
-      src/checkpoint/durable_file.cpp src/checkpoint/direct_io.cpp
+      src/checkpoint/durable_file.cpp src/checkpoint/direct_io.cpp src/offload/aio.cpp
       src/checkpoint/sealed_text.cpp src/util/crc32c.cpp src/util/error.cpp src/tensor/dtype.cpp)
 flags="-std=c++20 -O1 -gline-tables-only -march=native -fno-omit-frame-pointer -I../src -Wall -Wextra"
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"

@@ -27,9 +27,12 @@ ParamArena::ParamArena(MemoryPool& pool, std::vector<Parameter*> params, ArenaOp
                            MemCategory::kGrads);
     const bool alias = options_.hold_master && options_.compute_dtype == DType::kF32 &&
                        options_.full_compute == options_.full_master;
-    compute_ = alias ? master_
-                     : Tensor::zeros(pool, {options_.full_compute ? padded_ : owned},
-                                     options_.compute_dtype, MemCategory::kParams);
+    ZT_ASSERT(options_.hold_compute || (!options_.full_compute && !options_.hold_master),
+              "an arena without its compute copy holds neither it whole nor a master");
+    if (options_.hold_compute)
+        compute_ = alias ? master_
+                         : Tensor::zeros(pool, {options_.full_compute ? padded_ : owned},
+                                         options_.compute_dtype, MemCategory::kParams);
     for (Parameter* p : params_) {
         p->master = options_.full_master && options_.hold_master
                         ? Tensor::view_of(master_.storage(), p->offset, p->shape, DType::kF32)

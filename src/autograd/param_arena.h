@@ -26,6 +26,9 @@ struct ArenaOptions {
     // false: no master weights here (an offload tier holds them; offload/update_state.h); the
     // compute copy is then its own buffer even in f32, and init_weights leaves it to the tier.
     bool hold_master = true;
+    // false: no compute copy here either (ZeRO-3's owned compute weights on a parameter tier,
+    // offload/param_tier.h); only with full_compute false.
+    bool hold_compute = true;
 };
 
 class ParamArena {

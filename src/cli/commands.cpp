@@ -219,6 +219,7 @@ void Commands::add_export(CLI::App& app) {
         TrainConfig cfg = parse(j, 1, true);
         cfg.zero.stage = 0;  // one process holding the whole model, whatever the run used
         cfg.zero.offload_optimizer.device = "none";  // in memory: export reads them in place
+        cfg.zero.offload_param.device = "none";
         MemoryPool pool;
         Engine engine(pool, build_model(cfg), engine_options(cfg));
         std::vector<NamedTensorF32> named;

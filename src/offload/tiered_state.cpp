@@ -76,7 +76,8 @@ uint64_t TieredState::staging_bytes(const Optimizer& optimizer, int64_t numel, D
 }
 
 TieredState::TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy compute,
-                         std::unique_ptr<Store> store, TieredStateOptions options)
+                         std::unique_ptr<Store> store, TieredStateOptions options,
+                         ParamTier* params)
     : UpdateState(optimizer),
       numel_(numel),
       tensors_(1 + static_cast<int>(optimizer.state_names().size())),
@@ -86,11 +87,15 @@ TieredState::TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy 
                     sizeof(float)),
       compute_(compute),
       store_(std::move(store)),
+      params_(params),
       mapped_(store_->mapped(0) != nullptr) {
     ZT_CHECK(options.buffer_count >= 1,
              "zero_optimization.offload_optimizer.buffer_count: expected >= 1, got ",
              options.buffer_count);
-    ZT_ASSERT(compute_.data != nullptr, "TieredState: the compute weights need their own buffer");
+    ZT_ASSERT(compute_.data != nullptr || params_ != nullptr,
+              "TieredState: the compute weights need their own buffer or a parameter tier");
+    ZT_ASSERT(params_ == nullptr || (params_->numel() == numel && params_->dtype() == compute.dtype),
+              "TieredState: the parameter tier does not hold this range's compute weights");
     ZT_ASSERT(store_->capacity() >= store_bytes(optimizer, numel, options),
               "TieredState: store of ", store_->capacity(), " bytes, ",
               store_bytes(optimizer, numel, options), " needed");
@@ -142,6 +147,10 @@ void TieredState::store_back(int64_t k, Staging& s) {
 void TieredState::copy_out(int64_t k, const Staging& s) {
     const size_t es = dtype_size(compute_.dtype);
     const auto n = static_cast<size_t>(group_n(k));
+    if (params_) {  // offload_param: the compute weights live on their own tier
+        params_->write(group_lo(k), group_n(k), s.copy);
+        return;
+    }
     std::memcpy(static_cast<char*>(compute_.data) + static_cast<size_t>(group_lo(k)) * es, s.copy,
                 n * es);
     stats_.h2d_bytes += n * es;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "offload/param_tier.h"
 #include "offload/store.h"
 #include "offload/update_state.h"
 
@@ -32,9 +33,11 @@ class TieredState final : public UpdateState {
                                   const TieredStateOptions& options, bool mapped);
 
     // compute: where the range's compute weights go (always a separate buffer: the arena holds
-    // no master under offload). The store must hold store_bytes().
+    // no master under offload), or, with `params` (offload_param), only their dtype: they go to
+    // that tier. The store must hold store_bytes().
     TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy compute,
-                std::unique_ptr<Store> store, TieredStateOptions options);
+                std::unique_ptr<Store> store, TieredStateOptions options,
+                ParamTier* params = nullptr);
     ~TieredState() override;
     TieredState(const TieredState&) = delete;
     TieredState& operator=(const TieredState&) = delete;
@@ -73,6 +76,7 @@ class TieredState final : public UpdateState {
     uint64_t record_bytes_;
     ComputeCopy compute_;
     std::unique_ptr<Store> store_;
+    ParamTier* params_;
     bool mapped_;
     std::vector<Staging> staging_;
     std::vector<void*> allocations_;

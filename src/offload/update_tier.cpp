@@ -17,20 +17,33 @@ TieredStateOptions tiered_options(const OffloadOptimizerOptions& o) {
     return t;
 }
 
-std::unique_ptr<Store> make_store(const OffloadOptimizerOptions& o, uint64_t bytes,
-                                  const std::string& name) {
-    if (o.device == "cpu") return std::make_unique<HostStore>(bytes);
+std::unique_ptr<Store> make_store(const std::string& device, const std::string& nvme_path,
+                                  const AioOptions& aio, uint64_t bytes, const std::string& name) {
+    if (device == "cpu") return std::make_unique<HostStore>(bytes);
     NvmeStoreOptions n;
-    n.dir = o.nvme_path;
-    n.name = "optimizer-" + name;
+    n.dir = nvme_path;
+    n.name = name;
     n.bytes = bytes;
-    n.queue_depth = o.aio.queue_depth;
-    n.single_submit = o.aio.single_submit;
-    n.chunk_bytes = static_cast<size_t>(o.aio.block_size);
+    n.queue_depth = aio.queue_depth;
+    n.single_submit = aio.single_submit;
+    n.chunk_bytes = static_cast<size_t>(aio.block_size);
     return std::make_unique<NvmeStore>(n);
 }
 
 }  // namespace
+
+std::unique_ptr<ParamTier> make_param_tier(const OffloadParamOptions& options,
+                                           const AioOptions& aio, int64_t numel, DType dtype,
+                                           const std::string& name) {
+    if (options.device == "none") return nullptr;
+    ZT_CHECK(options.device == "cpu" || options.device == "nvme",
+             "zero_optimization.offload_param.device: expected \"none\", \"cpu\" or \"nvme\", "
+             "got \"", options.device, "\"");
+    return std::make_unique<ParamTier>(
+        make_store(options.device, options.nvme_path, aio, ParamTier::capacity_for(numel, dtype),
+                   "params-" + name),
+        numel, dtype);
+}
 
 uint64_t update_tier_bytes(const OffloadOptimizerOptions& options, const Optimizer& optimizer,
                            int64_t numel) {
@@ -41,9 +54,13 @@ uint64_t update_tier_bytes(const OffloadOptimizerOptions& options, const Optimiz
 std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& options,
                                                Optimizer& optimizer, MemoryPool& pool,
                                                float* master, int64_t numel, ComputeCopy compute,
-                                               const std::string& name) {
-    if (options.device == "none")
+                                               const std::string& name, ParamTier* params) {
+    if (options.device == "none") {
+        ZT_CHECK(params == nullptr, "zero_optimization.offload_param needs offload_optimizer "
+                                    "too (\"cpu\" or \"nvme\"): the optimizer step writes the "
+                                    "offloaded weights");
         return std::make_unique<MemoryState>(optimizer, pool, master, numel, compute);
+    }
     ZT_CHECK(options.device == "cpu" || options.device == "nvme",
              "zero_optimization.offload_optimizer.device: expected \"none\", \"cpu\" or \"nvme\", "
              "got \"",
@@ -51,7 +68,9 @@ std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& op
     const TieredStateOptions t = tiered_options(options);
     return std::make_unique<TieredState>(
         optimizer, numel, compute,
-        make_store(options, TieredState::store_bytes(optimizer, numel, t), name), t);
+        make_store(options.device, options.nvme_path, options.aio,
+                   TieredState::store_bytes(optimizer, numel, t), "optimizer-" + name),
+        t, params);
 }
 
 }  // namespace zt

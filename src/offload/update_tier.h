@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "offload/param_tier.h"
 #include "offload/update_state.h"
 
 namespace zt {
@@ -27,14 +28,28 @@ struct OffloadOptimizerOptions {
     AioOptions aio;
 };
 
+// DeepSpeed's zero_optimization.offload_param: ZeRO-3's compute weights on a tier.
+struct OffloadParamOptions {
+    std::string device = "none";  // "none", "cpu" or "nvme"
+    std::string nvme_path;        // nvme: the directory of the swap files
+};
+
+// The parameter tier of a rank's owned range (numel elements of dtype), or null for "none".
+// `name` makes the swap file's name unique per rank. aio: as the optimizer's tier drives the disk.
+std::unique_ptr<ParamTier> make_param_tier(const OffloadParamOptions& options,
+                                           const AioOptions& aio, int64_t numel, DType dtype,
+                                           const std::string& name);
+
 // The update state of `numel` elements for `optimizer` on the configured tier. master: the arena's
 // f32 master weights of the range ("none" only); compute: where a step writes the compute copy.
 // `name` makes the swap file's name unique per rank (the rank number). "none" keeps the master as
-// initialized; "cpu" and "nvme" start empty: call init().
+// initialized; "cpu" and "nvme" start empty: call init(). With `params` (offload_param, which
+// needs an offloaded optimizer) the compute weights go to that tier.
 std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& options,
                                                Optimizer& optimizer, MemoryPool& pool,
                                                float* master, int64_t numel, ComputeCopy compute,
-                                               const std::string& name);
+                                               const std::string& name,
+                                               ParamTier* params = nullptr);
 
 // Bytes the tier needs for `numel` elements (0 for "none"): the swap file or host memory.
 uint64_t update_tier_bytes(const OffloadOptimizerOptions& options, const Optimizer& optimizer,

@@ -5,8 +5,8 @@
 namespace zt {
 
 ZeroDataParallel::ZeroDataParallel(MemoryPool& pool, Module& model, ParamArena& arena,
-                                   Communicator* comm, ZeroOptions options)
-    : ctx_(pool, arena, comm, options), stage_(make_zero_stage(ctx_, model)) {
+                                   Communicator* comm, ZeroOptions options, ParamTier* params)
+    : ctx_(pool, arena, comm, options, params), stage_(make_zero_stage(ctx_, model)) {
     after_update();  // every rank's compute weights from the initial ones (init_weights)
 }
 
@@ -32,6 +32,7 @@ Tensor ZeroDataParallel::update_master() {
 
 ComputeCopy ZeroDataParallel::update_compute() {
     ParamArena& a = ctx_.arena;
+    if (!a.options().hold_compute) return {nullptr, a.options().compute_dtype};  // on the tier
     if (a.options().hold_master && a.compute().storage() == a.master().storage()) return {};
     const Range u = update_range();
     const Tensor& c = a.compute();

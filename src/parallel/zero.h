@@ -23,8 +23,9 @@ namespace zt {
 class ZeroDataParallel {
   public:
     // comm: the data-parallel group; null means one rank. Installs hooks on the model's modules.
+    // params: stage 3's owned compute weights on a tier (offload_param), else null.
     ZeroDataParallel(MemoryPool& pool, Module& model, ParamArena& arena, Communicator* comm,
-                     ZeroOptions options);
+                     ZeroOptions options, ParamTier* params = nullptr);
     ZeroDataParallel(const ZeroDataParallel&) = delete;
     ZeroDataParallel& operator=(const ZeroDataParallel&) = delete;
 

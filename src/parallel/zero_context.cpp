@@ -21,8 +21,12 @@ Tensor flat_slice(const Tensor& t, int64_t lo, int64_t n) {
     return Tensor::view_of(t.storage(), t.offset() + lo, {n}, t.dtype());
 }
 
-ZeroContext::ZeroContext(MemoryPool& p, ParamArena& a, Communicator* c, ZeroOptions o)
-    : pool(p), arena(a), comm(c), options(o) {
+ZeroContext::ZeroContext(MemoryPool& p, ParamArena& a, Communicator* c, ZeroOptions o,
+                         ParamTier* tier)
+    : pool(p), arena(a), comm(c), options(o), param_tier(tier) {
+    ZT_CHECK(tier == nullptr || o.stage == 3,
+             "zero_optimization.offload_param needs stage 3 (the weights are partitioned and "
+             "gathered per module), got stage ", o.stage);
     if (comm) {
         ranks = comm->size();
         rank = comm->rank();

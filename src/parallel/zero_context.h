@@ -10,6 +10,7 @@
 
 #include "autograd/param_arena.h"
 #include "comm/communicator.h"
+#include "offload/param_tier.h"
 #include "parallel/zero_layout.h"
 
 namespace zt {
@@ -41,7 +42,9 @@ void for_each_module(Module& m, Fn&& fn) {
 struct ZeroContext {
     // comm: the data-parallel group; null means one rank. Checks that the arena's layout is
     // zero_arena_options()'s for options.stage and this group, and plans the gradient buckets.
-    ZeroContext(MemoryPool& pool, ParamArena& arena, Communicator* comm, ZeroOptions options);
+    // params: stage 3's owned compute weights on a tier (offload_param), else null (the arena's).
+    ZeroContext(MemoryPool& pool, ParamArena& arena, Communicator* comm, ZeroOptions options,
+                ParamTier* params = nullptr);
     ZeroContext(const ZeroContext&) = delete;
     ZeroContext& operator=(const ZeroContext&) = delete;
 
@@ -63,6 +66,7 @@ struct ZeroContext {
     std::vector<Bucket> buckets;  // plan_buckets() with reduce_bucket_size
     std::vector<int> bucket_of;   // parameter -> bucket
     double exposed_s = 0;         // seconds waited for communication
+    ParamTier* param_tier = nullptr;  // offload_param: where stage 3's owned weights live
 };
 
 }  // namespace zt

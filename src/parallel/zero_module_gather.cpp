@@ -11,6 +11,7 @@ struct ModuleGather::Group {
     bool persistent = false;
     Tensor buffer;         // gathered compute weights of `range`, while live or in flight
     CommHandle handle;     // the gather, while in flight (null for one rank)
+    std::unique_ptr<ParamTier::Fetch> fetch;  // offload_param: the owned slice being read
     bool unbound = false;  // gathered or in flight, parameters not yet pointing at buffer
     int refs = 0;          // modules inside whose forward or backward we are
 };
@@ -62,11 +63,16 @@ ModuleGather::ModuleGather(ZeroContext& ctx, Module& model) : ctx_(ctx) {
 }
 
 ModuleGather::~ModuleGather() {
-    for (auto& g : groups_)
+    for (auto& g : groups_) {
         if (g->handle) try {
                 g->handle->wait();
             } catch (...) {
             }
+        if (g->fetch) try {
+                ctx_.param_tier->wait(*g->fetch);
+            } catch (...) {
+            }
+    }
 }
 
 void ModuleGather::after_update() {
@@ -98,9 +104,19 @@ void ModuleGather::start_gather(int g) {
     }
     G.unbound = true;
     const Range mine = intersect(G.range, ctx_.owned);
+    if (ctx_.param_tier) {  // read the owned slice now; gather it once read (finish_gather)
+        G.fetch = mine.empty() ? ctx_.param_tier->fetch(0, 0)  // nothing of it owned here
+                               : ctx_.param_tier->fetch(mine.lo - ctx_.owned.lo, mine.size());
+        return;
+    }
+    issue_gather(G, static_cast<const char*>(ctx_.arena.compute().raw()) +
+                        (mine.lo - ctx_.owned.lo) * static_cast<int64_t>(dtype_size(ct)));
+}
+
+void ModuleGather::issue_gather(Group& G, const char* src) {
+    const DType ct = ctx_.arena.options().compute_dtype;
+    const Range mine = intersect(G.range, ctx_.owned);
     const size_t es = dtype_size(ct);
-    const char* src =
-        static_cast<const char*>(ctx_.arena.compute().raw()) + (mine.lo - ctx_.owned.lo) * es;
     if (ctx_.ranks > 1)
         G.handle = ctx_.comm->all_gather(
             src, G.buffer.raw(), rank_counts(G.range, ctx_.padded(), ctx_.ranks), comm_type_of(ct));
@@ -111,6 +127,14 @@ void ModuleGather::start_gather(int g) {
 
 void ModuleGather::finish_gather(int g) {
     Group& G = *groups_[static_cast<size_t>(g)];
+    if (G.fetch) {  // offload_param: the read first, then the gather from it
+        ctx_.param_tier->wait(*G.fetch);
+        MemScope scope(ctx_.pool, MemPhase::kComm);
+        issue_gather(G, static_cast<const char*>(G.fetch->data()));
+        if (G.handle) ctx_.wait_exposed(G.handle);
+        G.handle = nullptr;
+        G.fetch.reset();
+    }
     if (G.handle) ctx_.wait_exposed(G.handle);
     G.handle = nullptr;
     G.unbound = false;
@@ -165,6 +189,8 @@ void ModuleGather::release_transient() {
         if (G->persistent || G->refs > 0 || !G->buffer.defined()) continue;
         if (G->handle) ctx_.wait_exposed(G->handle);
         G->handle = nullptr;
+        if (G->fetch) ctx_.param_tier->wait(*G->fetch);
+        G->fetch.reset();
         G->unbound = false;
         for (int i : G->params) ctx_.param(i).var->value = Tensor();
         G->buffer = Tensor();

@@ -32,6 +32,7 @@ class ModuleGather final : public ParamGather {
     void acquire(int g);
     void release(int g);
     void start_gather(int g);
+    void issue_gather(Group& G, const char* src);  // all-gather (or copy) from the owned slice
     void finish_gather(int g);
     void prefetch_after(int g);
     void release_transient();

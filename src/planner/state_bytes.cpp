@@ -83,27 +83,43 @@ StateEstimate estimate_state(const StateSpec& spec) {
     est.padded_numel = P;
     est.shard_numel = S;
 
-    // The tier of the master weights and optimizer state: nvme, host (cpu) or the device.
+    // The tier of the master weights and optimizer state (`off`), and of stage 3's compute
+    // weights (`param_off`): nvme, host (cpu) or the device.
     const bool off = spec.offload_optimizer;
     const bool nvme = off && spec.offload_nvme;
-    auto add = [&](std::string name, MemCategory category, bool host, int64_t numel,
-                   int64_t elem_bytes) {
+    const bool param_off = spec.offload_param && stage >= 3;
+    enum class Where { kDevice, kHost, kNvme };
+    auto add_at = [&](std::string name, MemCategory category, Where w, int64_t numel,
+                      int64_t elem_bytes) {
         if (numel <= 0) return;
         const int64_t bytes = round_up(numel * elem_bytes, spec.alignment);
-        const bool on_nvme = host && nvme && category != MemCategory::kWorkspace;
-        est.buffers.push_back(
-            {std::move(name), category, host && !on_nvme, on_nvme, numel, elem_bytes, bytes});
-        (on_nvme ? est.nvme : host ? est.host : est.device)[static_cast<int>(category)] += bytes;
+        est.buffers.push_back({std::move(name), category, w == Where::kHost, w == Where::kNvme,
+                               numel, elem_bytes, bytes});
+        (w == Where::kNvme   ? est.nvme
+         : w == Where::kHost ? est.host
+                             : est.device)[static_cast<int>(category)] += bytes;
     };
+    // host: on the optimizer's tier (workspace: always host memory).
+    auto add = [&](std::string name, MemCategory category, bool host, int64_t numel,
+                   int64_t elem_bytes) {
+        const Where w = !host                                           ? Where::kDevice
+                        : nvme && category != MemCategory::kWorkspace ? Where::kNvme
+                                                                        : Where::kHost;
+        add_at(std::move(name), category, w, numel, elem_bytes);
+    };
+    const Where compute_at = !param_off                ? Where::kDevice
+                             : spec.offload_param_nvme ? Where::kNvme
+                                                       : Where::kHost;
     const int64_t e = static_cast<int64_t>(dtype_size(spec.compute_dtype));
     const int64_t g = static_cast<int64_t>(dtype_size(spec.grad_dtype));
     const int64_t update_numel = stage >= 1 ? S : P;  // what this rank's optimizer updates
     if (is_mixed(spec)) {
-        add(str_cat("weights (", dtype_name(spec.compute_dtype), " compute copy)"),
-            MemCategory::kParams, false, stage >= 3 ? S : P, e);
+        add_at(str_cat("weights (", dtype_name(spec.compute_dtype), " compute copy)"),
+               MemCategory::kParams, compute_at, stage >= 3 ? S : P, e);
         add("master weights (f32)", MemCategory::kParams, off, update_numel, 4);
     } else {
-        add("weights (f32, also the master)", MemCategory::kParams, false, stage >= 3 ? S : P, 4);
+        add_at(param_off ? "weights (f32 compute copy)" : "weights (f32, also the master)",
+               MemCategory::kParams, compute_at, stage >= 3 ? S : P, 4);
         if (off)
             add("master weights (f32, host copy)", MemCategory::kParams, true, update_numel, 4);
     }

@@ -38,6 +38,10 @@ struct StateSpec {
     bool offload_nvme = false;
     int64_t offload_sub_group = 1000000000;
     int offload_buffers = 4;
+    // zero_optimization.offload_param (stage 3): the compute weights' shard on the host or, with
+    // offload_param_nvme, in swap files.
+    bool offload_param = false;
+    bool offload_param_nvme = false;
     int64_t reduce_bucket_numel = kDefaultReduceBucketNumel;
     int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;
     int64_t alignment = MemoryPool::kAlignment;  // bytes every allocation is rounded up to

@@ -406,13 +406,29 @@ void parse_offload(Section& z, ZeroConfig& zc, std::vector<std::string>& warning
     o.finish();
 
     Section p = z.section("offload_param");
-    const std::string device = p.get_choice("device", "none", {"none", "cpu", "nvme"});
+    OffloadParamOptions& op = zc.offload_param;
+    op.device = p.get_choice("device", "none", {"none", "cpu", "nvme"});
+    op.nvme_path = p.get_string("nvme_path", "");
+    if (op.device == "none") {
+        p.take_all();  // pin_memory, buffer_count, ...: nothing to do without a device
+        return;
+    }
     p.guard([&] {
-        ZT_CHECK(device == "none", p.key("device"), ": offloading parameters to \"", device,
-                 "\" is not supported yet; use \"none\" (offload_optimizer moves the master "
-                 "weights and optimizer state, 14 of every 16 bytes per parameter)");
+        ZT_CHECK(zc.stage == 3, p.key("device"), ": offloading parameters needs stage 3 (they are "
+                 "partitioned and gathered per module), got stage ", zc.stage);
+        ZT_CHECK(oo.device != "none", p.key("device"), ": offloading parameters needs "
+                 "offload_optimizer too (\"cpu\" or \"nvme\"): the offloaded optimizer step "
+                 "writes the weights");
+        ZT_CHECK(op.device != "nvme" || !op.nvme_path.empty(), p.key("nvme_path"),
+                 ": device \"nvme\" needs the directory for its swap files");
     });
-    p.take_all();  // pin_memory, nvme_path, ...: nothing to do without a device
+    for (const char* k : {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"})
+        if (p.has(k)) {
+            p.take(k);
+            warnings.push_back(str_cat(p.key(k), ": has no effect in zerotrain (each module's "
+                                       "slice is read into its own buffer when it is gathered)"));
+        }
+    p.finish();
 }
 
 // DeepSpeed's top-level "aio" section: how the NVMe tier drives the disk.

@@ -70,6 +70,7 @@ struct ZeroConfig {
     int64_t stage3_max_live_parameters = 1000000000;      // stage 3: caps prefetch (elements)
     // offload_optimizer, sub_group_size and the top-level "aio" section (docs/offload.md).
     OffloadOptimizerOptions offload_optimizer;
+    OffloadParamOptions offload_param;
 };
 
 // "comm": how ranks talk. The world is the MPI world under "mpi" (1 without mpirun/srun) and

@@ -40,17 +40,27 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     ArenaOptions ao = zero_arena_options(options_.zero.stage, options_.compute_dtype,
                                          options_.grad_dtype, numel, ranks, rank);
     const bool offloaded = options_.offload_optimizer.device != "none";
+    const bool params_offloaded = options_.offload_param.device != "none";
+    ZT_CHECK(!params_offloaded || (offloaded && options_.zero.stage == 3),
+             "zero_optimization.offload_param needs stage 3 and offload_optimizer (\"cpu\" or "
+             "\"nvme\"): the weights are partitioned, gathered per module, and written by the "
+             "offloaded optimizer step");
     ao.hold_master = !offloaded;
+    ao.hold_compute = !params_offloaded;
     arena_ = std::make_unique<ParamArena>(pool_, std::move(params), ao);
     arena_->init_weights(options_.seed);
-    dp_ = std::make_unique<ZeroDataParallel>(pool_, *model_, *arena_, options_.comm, options_.zero);
+    param_tier_ = make_param_tier(options_.offload_param, options_.offload_optimizer.aio,
+                                  arena_->owned_hi() - arena_->owned_lo(), options_.compute_dtype,
+                                  std::to_string(rank));
+    dp_ = std::make_unique<ZeroDataParallel>(pool_, *model_, *arena_, options_.comm, options_.zero,
+                                             param_tier_.get());
     segments_ = dp_->update_segments();
     const Range u = dp_->update_range();
     const int64_t update_numel = u.size();
     Tensor master = dp_->update_master();
     state_ = make_update_state(options_.offload_optimizer, *options_.optimizer, pool_,
                                master.defined() ? master.data<float>() : nullptr, update_numel,
-                               dp_->update_compute(), std::to_string(rank));
+                               dp_->update_compute(), std::to_string(rank), param_tier_.get());
     if (offloaded) {  // the tier starts empty: the initial weights go there, then everywhere
         state_->init([&](int64_t lo, int64_t n, float* out) {
             arena_->fill_init(options_.seed, u.lo + lo, n, out);

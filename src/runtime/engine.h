@@ -43,6 +43,9 @@ struct EngineOptions {
     ZeroOptions zero;
     // Where the master weights and optimizer state live (zero_optimization.offload_optimizer).
     OffloadOptimizerOptions offload_optimizer;
+    // Stage 3's compute weights on a tier (zero_optimization.offload_param); needs the optimizer
+    // offloaded too.
+    OffloadParamOptions offload_param;
 };
 
 struct StepStats {
@@ -94,6 +97,8 @@ public:
     void load_master(const float* whole);
     // This rank's master weights and optimizer state over the update range, on their tier.
     UpdateState& update_state() { return *state_; }
+    // Stage 3's compute weights on their tier (offload_param), or null.
+    const ParamTier* param_tier() const { return param_tier_.get(); }
     MemoryPool& pool() { return pool_; }
     int64_t steps_done() const { return steps_done_; }
     Optimizer& optimizer() { return *options_.optimizer; }
@@ -115,6 +120,7 @@ private:
     std::unique_ptr<Model> model_;
     EngineOptions options_;
     std::unique_ptr<ParamArena> arena_;
+    std::unique_ptr<ParamTier> param_tier_;  // offload_param; outlives dp_ and state_
     std::unique_ptr<ZeroDataParallel> dp_;
     std::unique_ptr<UpdateState> state_;
     Tape tape_;

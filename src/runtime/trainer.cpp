@@ -236,7 +236,8 @@ private:
 // One step of the offload tier (offload/update_state.h): seconds of the optimizer step, of the
 // update in it and of waiting for the tier's I/O (the I/O not hidden behind the update), and
 // the bytes moved.
-nlohmann::json offload_json(const UpdateState& us, const UpdateStateStats& before) {
+nlohmann::json offload_json(const UpdateState& us, const UpdateStateStats& before,
+                            const ParamTier* params, const ParamTierStats& params_before) {
     const UpdateStateStats now = us.stats();
     nlohmann::json j = {{"tier", us.tier()},
                         {"step_s", now.step_s - before.step_s},
@@ -246,6 +247,13 @@ nlohmann::json offload_json(const UpdateState& us, const UpdateStateStats& befor
                         {"written_bytes", now.bytes_written - before.bytes_written},
                         {"d2h_bytes", now.d2h_bytes - before.d2h_bytes},
                         {"h2d_bytes", now.h2d_bytes - before.h2d_bytes}};
+    if (params) {  // offload_param: the gathers' reads and the step's writes of the weights
+        const ParamTierStats p = params->stats();
+        j["params"] = {{"tier", params->tier()},
+                       {"read_bytes", p.bytes_read - params_before.bytes_read},
+                       {"written_bytes", p.bytes_written - params_before.bytes_written},
+                       {"wait_s", p.wait_s - params_before.wait_s}};
+    }
     return j;
 }
 
@@ -363,6 +371,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.zero.max_live_parameters = z.stage3_max_live_parameters;
     eo.zero.comm_dtype = parse_dtype(cfg.communication_data_type);
     eo.offload_optimizer = z.offload_optimizer;
+    eo.offload_param = z.offload_param;
     eo.optimizer = make_optimizer(cfg.optimizer);
     if (!cfg.scheduler.type.empty()) eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
     return eo;
@@ -607,12 +616,17 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
 
         double last_checkpoint_s = -1;  // the step loop's stall for the checkpoint of a step
         UpdateStateStats offload_before = engine.update_state().stats();
+        ParamTierStats params_before =
+            engine.param_tier() ? engine.param_tier()->stats() : ParamTierStats{};
         if (std::string(engine.update_state().tier()) != "none") {
             const UpdateStateStats& os = offload_before;
             say(str_cat("optimizer offload: master weights and ", cfg.optimizer.type,
                         " state on the ", engine.update_state().tier(), " tier (",
                         format_bytes(static_cast<double>(os.tier_bytes)), " per rank, ",
-                        format_bytes(static_cast<double>(os.staging_bytes)), " of staging buffers)"));
+                        format_bytes(static_cast<double>(os.staging_bytes)), " of staging buffers)",
+                        engine.param_tier() ? str_cat("; parameters on the ",
+                                                      engine.param_tier()->tier(), " tier")
+                                            : std::string()));
         }
         // Throughput in tokens for a token model, else in samples (ModelFamily).
         const int64_t units_per_step =
@@ -706,8 +720,10 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 }
                 if (cfg.precision == "fp16") line["loss_scale"] = st.loss_scale;
                 if (UpdateState& us = engine.update_state(); std::string(us.tier()) != "none") {
-                    line["offload"] = offload_json(us, offload_before);  // rank 0's
-                    offload_before = us.stats();
+                    const ParamTier* pt = engine.param_tier();
+                    line["offload"] = offload_json(us, offload_before, pt, params_before);
+                    offload_before = us.stats();  // rank 0's, as the lines above
+                    if (pt) params_before = pt->stats();
                 }
                 if (nlohmann::json c = data->counters(); !c.empty()) line["data"] = c;
                 if (SparseParams* sp = engine.sparse_params()) line["embedding"] = sp->step_counters();

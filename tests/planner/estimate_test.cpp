@@ -161,6 +161,18 @@ TEST(StateBytes, SgdStateAndOptimizerOffload) {
     EXPECT_EQ(model_state(disk.host), 0);
     EXPECT_EQ(at(disk.host, MemCategory::kWorkspace), 4 * (3 * 1024 * 4 + 1024 * 4 + 4096));
     EXPECT_EQ(model_state(disk.device) + model_state(disk.nvme), model_state(on_device.device));
+
+    // Parameters offloaded too (ZeRO-Infinity, stage 3 only): the bf16 shard leaves the device.
+    s.zero_stage = 3;
+    s.offload_param = true;
+    s.offload_param_nvme = true;
+    const StateEstimate inf = estimate_state(s);
+    EXPECT_EQ(at(inf.device, MemCategory::kParams), 0);
+    EXPECT_EQ(at(inf.nvme, MemCategory::kParams), 2 * S + 4 * S);
+    s.offload_param_nvme = false;
+    EXPECT_EQ(at(estimate_state(s).host, MemCategory::kParams), 2 * S);
+    s.zero_stage = 2;  // below stage 3 the weights stay whole on the device
+    EXPECT_EQ(at(estimate_state(s).device, MemCategory::kParams), 2 * 1004);
 }
 
 // Adagrad and Lion keep one f32 buffer per element (4 bytes), named as the optimizer names it.
