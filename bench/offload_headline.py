@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)  # 6e-4 overshoots at step 2 at this size
     ap.add_argument("--fio-size", default="4G")
+    ap.add_argument("--offload-param", action="store_true",
+                    help="ZeRO-3 with the bf16 weights on NVMe too (ZeRO-Infinity)")
     ap.add_argument("--zerotrain", default=os.path.join(REPO, "build", "zerotrain"))
     args = ap.parse_args()
     offload_step.ensure_fio()
@@ -71,6 +73,11 @@ def main():
                                                     "nvme_path": args.nvme_path,
                                                     "buffer_count": args.buffers}},
     }
+    if args.offload_param:
+        z = cfg["zero_optimization"]
+        z["stage"] = 3
+        z["offload_param"] = {"device": "nvme", "nvme_path": args.nvme_path}
+        z["stage3_param_persistence_threshold"] = 0
     path = os.path.join(args.run_dir, "headline.json")
     with open(path, "w") as f:
         json.dump(cfg, f, indent=1)
