@@ -366,7 +366,7 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
         {{{"zero_optimization", {{"stage", 4}}}},
          {"zero_optimization.stage: expected an integer in [0, 3], got 4"}},
         {{{"zero_optimization", {{"offload_param", {{"device", "cpu"}}}}}},
-         {"zero_optimization.offload_param.device", "not supported yet"}},
+         {"zero_optimization.offload_param.device", "needs stage 3", "got stage 0"}},
         {{{"activation_checkpointing", {{"partition_activations", true}}}},
          {"activation_checkpointing.partition_activations", "tensor parallelism"}},
         {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}},
