@@ -13,7 +13,8 @@ namespace {
 TieredStateOptions tiered_options(const OffloadOptimizerOptions& o) {
     TieredStateOptions t;
     t.sub_group_size = o.sub_group_size;
-    t.buffer_count = o.buffer_count;
+    // overlap_events false: each transfer waited for as issued, nothing read ahead or behind.
+    t.buffer_count = o.aio.overlap_events ? o.buffer_count : 1;
     return t;
 }
 

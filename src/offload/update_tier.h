@@ -16,7 +16,8 @@ struct AioOptions {
     int queue_depth = 8;           // requests in flight
     int thread_count = 1;          // accepted; io_uring needs no submission threads
     bool single_submit = false;    // submit each request as issued, not in batches
-    bool overlap_events = true;    // reads ahead and writes behind while the update runs
+    bool overlap_events = true;    // reads ahead and writes behind while the update runs;
+                                   // false: one staging buffer, each transfer waited for
 };
 
 struct OffloadOptimizerOptions {

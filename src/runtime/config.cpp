@@ -448,9 +448,14 @@ void parse_aio(Section& root, ZeroConfig& zc, std::vector<std::string>& warnings
         ZT_CHECK(!a.get_bool("use_gds", false), a.key("use_gds"),
                  ": GPUDirect Storage needs a GPU; set it to false");
     });
-    if (!a.empty() && zc.offload_optimizer.device != "nvme")
-        warnings.push_back("aio: has no effect without zero_optimization.offload_optimizer.device "
-                           "\"nvme\"");
+    if (aio.thread_count != 1)
+        warnings.push_back(str_cat(a.key(a.has("intra_op_parallelism") ? "intra_op_parallelism"
+                                                                          : "thread_count"),
+                                   ": has no effect in zerotrain (io_uring keeps queue_depth "
+                                   "requests in flight from one thread)"));
+    if (!a.empty() && zc.offload_optimizer.device != "nvme" && zc.offload_param.device != "nvme")
+        warnings.push_back("aio: has no effect without an \"nvme\" offload_optimizer or "
+                           "offload_param device");
     a.finish();
 }
 

@@ -154,7 +154,7 @@ TEST(ConfigZero, OffloadAndAioSectionsAreRead) {
         "offload_param": {"device": "none"}},
         "aio": {"block_size": 1048576, "queue_depth": 16, "thread_count": 2,
                 "single_submit": true, "overlap_events": true}})"));
-    EXPECT_EQ(p.warnings.size(), 1u) << "fast_init has no effect";
+    EXPECT_EQ(p.warnings.size(), 2u) << "fast_init and thread_count have no effect here";
     const OffloadOptimizerOptions& o = p.config.zero.offload_optimizer;
     EXPECT_EQ(o.device, "nvme");
     EXPECT_EQ(o.nvme_path, "/local_nvme");
@@ -163,6 +163,12 @@ TEST(ConfigZero, OffloadAndAioSectionsAreRead) {
     EXPECT_EQ(o.aio.queue_depth, 16);
     EXPECT_EQ(o.aio.block_size, 1048576);  // as given, not the default
     EXPECT_TRUE(o.aio.single_submit);
+    // Submission threads change nothing with io_uring: said so.
+    const ParsedConfig th = parse_config(json::parse(R"({"zero_optimization": {
+        "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}},
+        "aio": {"intra_op_parallelism": 4}})"));
+    ASSERT_EQ(th.warnings.size(), 1u);
+    expect_mentions(th.warnings[0], {"aio.intra_op_parallelism", "no effect"});
     // aio without an NVMe tier is read and said to change nothing.
     const ParsedConfig q = parse_config({{"aio", {{"queue_depth", 4}}}});
     ASSERT_EQ(q.warnings.size(), 1u);
