@@ -2,6 +2,26 @@
 
 namespace zt {
 
+Shape Parameter::global_shape() const {
+    Shape g = shape;
+    if (split.sharded()) g[static_cast<size_t>(split.dim)] *= split.parts;
+    return g;
+}
+
+int64_t split_global_index(const Shape& shape, const ParamSplit& split, int64_t local) {
+    if (!split.sharded()) return local;
+    // local = (outer, c, inner) with c the coordinate along dim; the split maps c alone.
+    const auto d = static_cast<size_t>(split.dim);
+    int64_t inner = 1;
+    for (size_t k = d + 1; k < shape.size(); ++k) inner *= shape[k];
+    const int64_t n = shape[d];
+    const int64_t outer = local / (n * inner), c = local / inner % n, in = local % inner;
+    const int64_t block_local = n / split.blocks;            // this part's rows per block
+    const int64_t block_global = block_local * split.parts;  // the block's rows in the whole
+    const int64_t g = c / block_local * block_global + split.part * block_local + c % block_local;
+    return (outer * n * split.parts + g) * inner + in;
+}
+
 std::vector<Parameter*> Module::own_parameters() const {
     std::vector<Parameter*> out;
     for (const auto& p : params_) out.push_back(p.get());
@@ -51,7 +71,8 @@ void Module::adopt(const std::string& local_name, std::unique_ptr<Module> child)
 
 void Module::rename(const std::string& name) {
     name_ = name;
-    for (size_t i = 0; i < params_.size(); ++i) params_[i]->name = join(name_, param_local_names_[i]);
+    for (size_t i = 0; i < params_.size(); ++i)
+        params_[i]->name = join(name_, param_local_names_[i]);
     for (size_t i = 0; i < children_.size(); ++i)
         children_[i]->rename(join(name_, child_local_names_[i]));
 }

@@ -30,20 +30,41 @@ struct ParamInit {
 // hold with the values one process would have.
 float param_init_value(const ParamInit& init, uint64_t seed, uint64_t stream, int64_t index);
 
+// Tensor parallelism (parallel/tensor_parallel.h): a parameter that is one part of a larger
+// tensor. Along dimension `dim`, the global tensor is `blocks` equal blocks (c_attn's q, k and v:
+// 3), each cut into `parts` equal parts; this parameter holds part `part` of every block, in block
+// order. parts == 1: the whole tensor (replicated across the tensor-parallel group).
+struct ParamSplit {
+    int dim = 0;
+    int64_t parts = 1, part = 0;
+    int64_t blocks = 1;
+    bool sharded() const { return parts > 1; }
+};
+
+// Row-major index in the whole tensor of element `local` of the part `split` describes, whose
+// shape is `shape`.
+int64_t split_global_index(const Shape& shape, const ParamSplit& split, int64_t local);
+
 struct Parameter {
     std::string name;  // full dotted name ("transformer.h.0.attn.c_attn.weight")
-    Shape shape;
+    Shape shape;       // this rank's part (split.sharded()) or the whole tensor
+    ParamSplit split;
     ParamInit init;
-    bool decay = false;   // AdamW weight decay applies (2-D weights)
-    int64_t offset = 0;   // element offset in the flat arenas
-    Tensor master;        // f32 master weights (arena view)
-    Tensor grad;          // gradient (arena view, grad_accum dtype)
-    Var var;              // what ops see: value = compute copy, grad = `grad`
+    bool decay = false;  // AdamW weight decay applies (2-D weights)
+    int64_t offset = 0;  // element offset in the flat arenas
+    Tensor master;       // f32 master weights (arena view)
+    Tensor grad;         // gradient (arena view, grad_accum dtype)
+    Var var;             // what ops see: value = compute copy, grad = `grad`
     int64_t numel() const { return shape_numel(shape); }
+    // The whole tensor's shape: `shape` with the split dimension times split.parts.
+    Shape global_shape() const;
+    // Row-major index in the whole tensor of this part's element `local` (itself when not split):
+    // initial values are drawn by global index, so a split run starts from one process's weights.
+    int64_t global_index(int64_t local) const { return split_global_index(shape, split, local); }
 };
 
 class Module {
-public:
+  public:
     explicit Module(std::string name = "") : name_(std::move(name)) {}
     virtual ~Module() = default;
     Module(const Module&) = delete;
@@ -73,9 +94,9 @@ public:
     template <typename Fn>
     auto call(Tape& tape, Fn&& fn) {
         MemoryPool& pool = tape.pool();
-        MemScope mem_scope(pool, name_.empty() ? std::string_view("model") : std::string_view(name_),
-                           pool.context().phase == MemPhase::kBackward ? MemPhase::kBackward
-                                                                       : MemPhase::kForward);
+        MemScope mem_scope(
+            pool, name_.empty() ? std::string_view("model") : std::string_view(name_),
+            pool.context().phase == MemPhase::kBackward ? MemPhase::kBackward : MemPhase::kForward);
         run_hooks(HookPoint::kPreForward);
         bool rec = tape.recording();
         if (rec) tape.push_module_enter(*this);
@@ -86,7 +107,7 @@ public:
         return out;
     }
 
-protected:
+  protected:
     Parameter& register_parameter(const std::string& local_name, Shape shape, ParamInit init,
                                   bool decay);
     template <typename M, typename... Args>
@@ -97,7 +118,7 @@ protected:
         return ref;
     }
 
-private:
+  private:
     void adopt(const std::string& local_name, std::unique_ptr<Module> child);
     void rename(const std::string& name);
 

@@ -80,8 +80,10 @@ void ParamArena::fill_init(uint64_t seed, int64_t lo, int64_t n, float* out) con
         const int64_t off = p->offset;
         const uint64_t stream = hash_string(p->name);
         const ParamInit init = p->init;
+        const Parameter& param = *p;
 #pragma omp parallel for schedule(static)
-        for (int64_t i = b; i < e; ++i) base[i] = param_init_value(init, seed, stream, i - off);
+        for (int64_t i = b; i < e; ++i)
+            base[i] = param_init_value(init, seed, stream, param.global_index(i - off));
     }
 }
 

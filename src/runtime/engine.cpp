@@ -1,5 +1,6 @@
 #include "runtime/engine.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "optim/clip.h"
@@ -71,6 +72,13 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
         grad_f32_ = Tensor::zeros(pool_, {update_numel}, DType::kF32, MemCategory::kWorkspace);
     if (options_.compute_dtype == DType::kF16)
         scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
+    for (Parameter* p : arena_->params()) {
+        if (tp_norm_weight(*p, options_.tp) == 0) continue;
+        if (!tp_counted_.empty() && tp_counted_.back().hi == p->offset)
+            tp_counted_.back().hi += p->numel();
+        else
+            tp_counted_.push_back({p->offset, p->offset + p->numel()});
+    }
     tape_.set_check_finite(options_.nan_policy == NanPolicy::kStop);
     ModelContext ctx;
     ctx.pool = &pool_;
@@ -140,11 +148,9 @@ StepStats Engine::step() {
     }
     if (scaler_) {  // unscale fused with the norm, which is also the overflow check
         st.loss_scale = scaler_->scale();
-        const float inv = static_cast<float>(1.0 / st.loss_scale);
-        st.grad_norm = std::sqrt(dp_->partitioned_sum(
-            grads, [inv](float* g, int64_t m) { return unscale_grad_sq_sum(g, m, inv); }));
+        st.grad_norm = std::sqrt(grad_sq_norm(grads, static_cast<float>(1.0 / st.loss_scale)));
     } else {
-        double sq = dp_->partitioned_sum(grads, grad_sq_sum_l2);
+        double sq = grad_sq_norm(grads, 1.0f);
         if (sparse_) {
             sparse_->finish_grads();
             sq += dp_->sum_over_ranks(sparse_->grad_sq_sum());
@@ -181,6 +187,29 @@ StepStats Engine::step() {
     ++steps_done_;
     finish_step();
     return st;
+}
+
+double Engine::grad_sq_norm(float* grads, float inv) {
+    if (!options_.tp.active()) {
+        if (inv == 1.0f) return dp_->partitioned_sum(grads, grad_sq_sum_l2);
+        return dp_->partitioned_sum(
+            grads, [inv](float* g, int64_t m) { return unscale_grad_sq_sum(g, m, inv); });
+    }
+    // Each part's arena position from its pointer; only the counted ranges add to the sum.
+    const int64_t base = dp_->update_range().lo;
+    const double sq = dp_->partitioned_sum(grads, [&](float* g, int64_t m) {
+        const int64_t a = base + (g - grads);
+        if (inv != 1.0f) unscale_grad_sq_sum(g, m, inv);
+        double s = 0;
+        for (const Range& r : tp_counted_) {
+            const int64_t lo = std::max(a, r.lo), hi = std::min(a + m, r.hi);
+            if (lo < hi) s += grad_sq_sum_l2(g + (lo - a), hi - lo);
+        }
+        return s;
+    });
+    double total = sq;
+    options_.tp.comm->all_reduce(&total, 1, CommType::kF64)->wait();
+    return total;
 }
 
 EngineCounters Engine::counters() const {
@@ -253,8 +282,9 @@ void Engine::stop_on_nonfinite(double loss) {
     }
     finish_step();
     throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
-                msg + " (nan_policy stop). Lower the learning rate or check the data and the "
-                      "weights; nan_policy \"skip\" skips such steps instead");
+                msg +
+                    " (nan_policy stop). Lower the learning rate or check the data and the "
+                    "weights; nan_policy \"skip\" skips such steps instead");
 }
 
 }  // namespace zt

@@ -15,6 +15,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
 
 namespace zt {
@@ -30,10 +31,10 @@ struct EngineOptions {
     DType grad_dtype = DType::kF32;     // gradient accumulation dtype (f32 with f16 compute)
     LossScalerOptions loss_scaler;      // f16 compute only: DeepSpeed's "fp16" section
     NanPolicy nan_policy = NanPolicy::kSkip;
-    int64_t grad_accum = 1;             // micro-batches per optimizer step
-    int64_t micro_batch = 1;            // samples per micro-batch (sizing embedding plans)
-    double gradient_clipping = 0.0;     // max global norm; 0: off
-    uint64_t seed = 42;                 // initial weights depend on (seed, name, index) only
+    int64_t grad_accum = 1;          // micro-batches per optimizer step
+    int64_t micro_batch = 1;         // samples per micro-batch (sizing embedding plans)
+    double gradient_clipping = 0.0;  // max global norm; 0: off
+    uint64_t seed = 42;              // initial weights depend on (seed, name, index) only
     std::unique_ptr<Optimizer> optimizer;
     std::unique_ptr<LrSchedule> schedule;  // null: the optimizer's lr stays `lr`
     double lr = 1e-3;
@@ -41,6 +42,9 @@ struct EngineOptions {
     // Every rank scales its micro-losses by 1 / (grad_accum x ranks) (the equivalence rule).
     Communicator* comm = nullptr;
     ZeroOptions zero;
+    // The model's tensor-parallel group (parallel/tensor_parallel.h): the gradient norm sums over
+    // it, counting parameters held whole once.
+    TensorParallel tp;
     // Where the master weights and optimizer state live (zero_optimization.offload_optimizer).
     OffloadOptimizerOptions offload_optimizer;
     // Stage 3's compute weights on a tier (zero_optimization.offload_param); needs the optimizer
@@ -49,11 +53,11 @@ struct EngineOptions {
 };
 
 struct StepStats {
-    double loss = 0;       // mean micro-batch loss since the last step, over all ranks
+    double loss = 0;  // mean micro-batch loss since the last step, over all ranks
     double lr = 0;
-    double grad_norm = 0;  // before clipping (unscaled in fp16); non-finite when skipped
-    bool skipped = false;  // non-finite loss or gradients (fp16: overflow): no update
-    double loss_scale = 0; // fp16: the scale this step's gradients were computed with; else 0
+    double grad_norm = 0;   // before clipping (unscaled in fp16); non-finite when skipped
+    bool skipped = false;   // non-finite loss or gradients (fp16: overflow): no update
+    double loss_scale = 0;  // fp16: the scale this step's gradients were computed with; else 0
 };
 
 // The engine's counters and loss scaler: with the master weights and the optimizer state, what a
@@ -66,7 +70,7 @@ struct EngineCounters {
 };
 
 class Engine {
-public:
+  public:
     Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions options);
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -111,10 +115,13 @@ public:
     const LossScaler* loss_scaler() const { return scaler_.get(); }
     LossScaler* loss_scaler() { return scaler_.get(); }
 
-private:
+  private:
     // Throws the nan_policy "stop" error for step steps_done_ + 1.
     [[noreturn]] void stop_on_nonfinite(double loss);
     void finish_step();  // zeroes gradients and the micro-batch counters
+    // The squared gradient norm over every rank (dp and tp) of the update range's f32 gradients
+    // g; fp16: unscaled by inv first (in place).
+    double grad_sq_norm(float* g, float inv);
 
     MemoryPool& pool_;
     std::unique_ptr<Model> model_;
@@ -125,10 +132,12 @@ private:
     std::unique_ptr<UpdateState> state_;
     Tape tape_;
     std::vector<OptimSegment> segments_;
+    // Tensor parallelism: the arena ranges this rank's gradient norm counts (tp_norm_weight 1).
+    std::vector<Range> tp_counted_;
     Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)
     std::unique_ptr<LossScaler> scaler_;  // f16 compute only
     SparseParams* sparse_ = nullptr;      // the model's, when it has some
-    int64_t steps_done_ = 0;    // optimizer steps, skipped ones included
+    int64_t steps_done_ = 0;              // optimizer steps, skipped ones included
     int64_t updates_done_ = 0;  // steps that updated the weights (Adam's bias-correction count)
     int64_t micro_done_ = 0;
     double loss_sum_ = 0;

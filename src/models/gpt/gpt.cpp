@@ -12,7 +12,8 @@ void validate_checkpointing(const GptOptions& o) {
     const std::string& p = o.checkpoint_policy;
     ZT_CHECK(p == "none" || p == "every" || p == "every_k" || p == "selective",
              "activation_checkpointing.policy: expected \"none\", \"every\", \"every_k\" or "
-             "\"selective\", got \"", p, "\"");
+             "\"selective\", got \"",
+             p, "\"");
     ZT_CHECK(o.checkpoint_every_k >= 1, "activation_checkpointing.every_k: expected >= 1, got ",
              o.checkpoint_every_k);
 }
@@ -20,18 +21,27 @@ void validate_checkpointing(const GptOptions& o) {
 namespace {
 const GptOptions& validated(const GptOptions& o) {
     validate_checkpointing(o);
+    const int t = o.tp.size();
+    ZT_CHECK(o.n_heads % t == 0, "parallel.tensor = ", t,
+             " must divide model.n_heads = ", o.n_heads,
+             " (each rank computes n_heads / tensor attention heads)");
+    ZT_CHECK(o.vocab_size % t == 0, "parallel.tensor = ", t,
+             " must divide model.vocab_size = ", o.vocab_size,
+             " (each rank holds vocab_size / tensor embedding rows); pad the "
+             "vocabulary to a multiple of ",
+             t);
     return o;
 }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, float proj_std)
-    : c_attn(register_module<Linear>("c_attn", LinearOptions{C, 3 * C})),
-      c_proj(register_module<Linear>("c_proj", LinearOptions{C, C, proj_std})),
-      n_heads(H) {}
+CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, float proj_std, TensorParallel tp)
+    : c_attn(register_module<ColumnParallelLinear>("c_attn", LinearOptions{C, 3 * C}, tp, 3)),
+      c_proj(register_module<RowParallelLinear>("c_proj", LinearOptions{C, C, proj_std}, tp)),
+      n_heads(H / tp.size()) {}
 
 Var CausalSelfAttention::forward(Tape& tape, const Var& x, int64_t B, int64_t T) {
     return call(tape, [&] {
-        const int64_t C = c_proj.weight.shape[0];
+        const int64_t C = c_attn.weight.shape[0] / 3;  // this rank's heads' width
         // x: (B T, C) -> qkv: (B T, 3C) -> y: (B T, C)
         auto core = [this, B, T, C](Tape& t, const std::vector<Var>& in) {
             Var qkv = c_attn.forward(t, in[0]);
@@ -43,20 +53,20 @@ Var CausalSelfAttention::forward(Tape& tape, const Var& x, int64_t B, int64_t T)
     });
 }
 
-Mlp::Mlp(int64_t C, float proj_std)
-    : c_fc(register_module<Linear>("c_fc", LinearOptions{C, 4 * C})),
-      c_proj(register_module<Linear>("c_proj", LinearOptions{4 * C, C, proj_std})) {}
+Mlp::Mlp(int64_t C, float proj_std, TensorParallel tp)
+    : c_fc(register_module<ColumnParallelLinear>("c_fc", LinearOptions{C, 4 * C}, tp)),
+      c_proj(register_module<RowParallelLinear>("c_proj", LinearOptions{4 * C, C, proj_std}, tp)) {}
 
 Var Mlp::forward(Tape& tape, const Var& x, ops::OutputUse use) {
     return call(tape,
                 [&] { return c_proj.forward(tape, ops::gelu(tape, c_fc.forward(tape, x)), use); });
 }
 
-Block::Block(int64_t C, int64_t H, float proj_std)
+Block::Block(int64_t C, int64_t H, float proj_std, TensorParallel tp)
     : ln_1(register_module<LayerNorm>("ln_1", C)),
-      attn(register_module<CausalSelfAttention>("attn", C, H, proj_std)),
+      attn(register_module<CausalSelfAttention>("attn", C, H, proj_std, tp)),
       ln_2(register_module<LayerNorm>("ln_2", C)),
-      mlp(register_module<Mlp>("mlp", C, proj_std)) {}
+      mlp(register_module<Mlp>("mlp", C, proj_std, tp)) {}
 
 Var Block::forward(Tape& tape, const Var& x, int64_t B, int64_t T, ops::OutputUse use) {
     return call(tape, [&] {
@@ -66,11 +76,12 @@ Var Block::forward(Tape& tape, const Var& x, int64_t B, int64_t T, ops::OutputUs
 }
 
 GptTransformer::GptTransformer(const GptOptions& o)
-    : wte(register_module<Embedding>("wte", o.vocab_size, o.d_model)),
+    : wte(register_module<VocabParallelEmbedding>("wte", o.vocab_size, o.d_model, o.tp)),
       wpe(register_module<Embedding>("wpe", o.seq_len, o.d_model)) {
     const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(o.n_layers));
     for (int64_t l = 0; l < o.n_layers; ++l) {
-        Block& b = register_module<Block>("h." + std::to_string(l), o.d_model, o.n_heads, proj_std);
+        Block& b =
+            register_module<Block>("h." + std::to_string(l), o.d_model, o.n_heads, proj_std, o.tp);
         b.attn.recompute_core = o.checkpoint_policy == "selective";
         h.push_back(&b);
     }
@@ -79,7 +90,7 @@ GptTransformer::GptTransformer(const GptOptions& o)
 
 Gpt::Gpt(const GptOptions& o)
     : transformer(register_module<GptTransformer>("transformer", validated(o))),
-      lm_head(register_module<TiedHead>("lm_head", transformer.wte.weight)),
+      lm_head(register_module<TiedHead>("lm_head", transformer.wte.weight, o.tp)),
       options_(o) {
     ZT_CHECK(o.d_model % o.n_heads == 0, "model.n_heads: must divide d_model ", o.d_model, ", got ",
              o.n_heads);
@@ -103,7 +114,8 @@ Var Gpt::logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) 
 }
 
 Var TiedHead::forward(Tape& tape, const Var& x) {
-    return call(tape, [&] { return ops::linear(tape, x, weight.var, nullptr); });
+    return call(tape,
+                [&] { return ops::linear(tape, ops::tp_copy(tape, x, tp), weight.var, nullptr); });
 }
 
 bool checkpoints_block(const GptOptions& o, int64_t l) {
@@ -123,6 +135,9 @@ Var Gpt::forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T
 
 Var Gpt::loss(Tape& tape, const Batch& batch) {
     Var lg = logits(tape, batch.inputs, batch.B, batch.T);
+    if (options_.tp.active())
+        return ops::vocab_parallel_cross_entropy(tape, lg, batch.targets,
+                                                 transformer.wte.vocab_lo(), options_.tp);
     return ops::cross_entropy(tape, lg, batch.targets);
 }
 

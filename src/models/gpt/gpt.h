@@ -13,6 +13,7 @@
 
 #include "nn/layers.h"
 #include "nn/model.h"
+#include "parallel/tensor_parallel.h"
 
 namespace zt {
 
@@ -27,6 +28,10 @@ struct GptOptions {
     // c_attn and the attention core are one region whose input is ln_1's output).
     std::string checkpoint_policy = "none";
     int64_t checkpoint_every_k = 1;  // activation_checkpointing.every_k, >= 1
+    // parallel.tensor: Megatron's split (parallel/tensor_parallel.h): attention heads, the MLP's
+    // hidden features and the vocabulary across the group; n_heads, 4 d_model and vocab_size
+    // must be divisible by its size.
+    TensorParallel tp{};
 };
 
 // Throws a ZT_CHECK error naming the activation_checkpointing key when the policy is unknown or
@@ -37,28 +42,28 @@ void validate_checkpointing(const GptOptions& o);
 bool checkpoints_block(const GptOptions& o, int64_t l);
 
 class CausalSelfAttention : public Module {
-public:
-    CausalSelfAttention(int64_t C, int64_t H, float proj_std);
+  public:
+    CausalSelfAttention(int64_t C, int64_t H, float proj_std, TensorParallel tp);
     // x: (B T, C) -> (B T, C)
     Var forward(Tape& tape, const Var& x, int64_t B, int64_t T);
-    Linear& c_attn;  // (3C, C): q, k, v along the output dimension
-    Linear& c_proj;  // (C, C)
-    int64_t n_heads;
-    bool recompute_core = false;  // c_attn + attention as one recompute region ("selective")
+    ColumnParallelLinear& c_attn;  // (3C, C): q, k, v along the output dimension; tp: (3C/t, C)
+    RowParallelLinear& c_proj;     // (C, C); tp: (C, C/t)
+    int64_t n_heads;               // this rank's heads: H / t
+    bool recompute_core = false;   // c_attn + attention as one recompute region ("selective")
 };
 
 class Mlp : public Module {
-public:
-    Mlp(int64_t C, float proj_std);
+  public:
+    Mlp(int64_t C, float proj_std, TensorParallel tp);
     // use: of the output (c_proj's), ops.h Note [Recompute early stop]
     Var forward(Tape& tape, const Var& x, ops::OutputUse use = ops::OutputUse::kRead);
-    Linear& c_fc;    // (4C, C)
-    Linear& c_proj;  // (C, 4C)
+    ColumnParallelLinear& c_fc;  // (4C, C); tp: (4C/t, C)
+    RowParallelLinear& c_proj;   // (C, 4C); tp: (C, 4C/t)
 };
 
 class Block : public Module {
-public:
-    Block(int64_t C, int64_t H, float proj_std);
+  public:
+    Block(int64_t C, int64_t H, float proj_std, TensorParallel tp);
     // x: (B T, C) -> (B T, C). kGradOnly, where the output is a recompute region's (ops.h Note
     // [Recompute early stop]), skips mlp.c_proj and the second residual add.
     Var forward(Tape& tape, const Var& x, int64_t B, int64_t T,
@@ -70,27 +75,29 @@ public:
 };
 
 class GptTransformer : public Module {
-public:
+  public:
     explicit GptTransformer(const GptOptions& o);
-    Embedding& wte;
+    VocabParallelEmbedding& wte;  // (V, C); tp: (V/t, C)
     Embedding& wpe;
     std::vector<Block*> h;
     LayerNorm* ln_f = nullptr;
 };
 
 // The output head tied to wte: logits = x wte^T. Owns no parameter; declares its use of wte's, so
-// ZeRO-3 gathers wte around the head as it does around the embedding.
+// ZeRO-3 gathers wte around the head as it does around the embedding. Under tensor parallelism
+// each rank computes the logits of its vocabulary slice.
 class TiedHead : public Module {
-public:
-    explicit TiedHead(Parameter& tied) : weight(tied) { declare_use(tied); }
+  public:
+    TiedHead(Parameter& tied, TensorParallel tp_) : weight(tied), tp(tp_) { declare_use(tied); }
     Var forward(Tape& tape, const Var& x);
     Parameter& weight;
+    TensorParallel tp{};
 };
 
 class Gpt : public Model {
-public:
+  public:
     explicit Gpt(const GptOptions& o);
-    // ids: (B, T) -> logits (B T, V)
+    // ids: (B, T) -> logits (B T, V); tp: (B T, V/t), this rank's vocabulary slice
     Var logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T);
     Var loss(Tape& tape, const Batch& batch) override;
     double flops_per_token() const override;
@@ -100,7 +107,7 @@ public:
     GptTransformer& transformer;
     TiedHead& lm_head;
 
-private:
+  private:
     Var forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T);
 
     GptOptions options_;

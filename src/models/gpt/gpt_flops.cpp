@@ -26,7 +26,7 @@ double GptFamily::module_flops(const Module& m, int64_t batch, bool root) const 
         return 2 * N * C * V;
     }
     if (const auto* a = dynamic_cast<const CausalSelfAttention*>(&m)) {
-        const double C = static_cast<double>(a->c_proj.weight.shape[0]);
+        const double C = static_cast<double>(a->c_attn.weight.shape[0] / 3);  // this rank's
         const double H = static_cast<double>(a->n_heads);
         return 4 * N * T * C + 5 * B * H * T * T;
     }

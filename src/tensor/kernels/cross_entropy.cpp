@@ -98,6 +98,39 @@ void cross_entropy_backward(const T* logits, const int32_t* targets, const float
     }
 }
 
+template <typename T>
+void log_sum_exp_rows(const T* logits, float* lse, int64_t N, int64_t V) {
+#pragma omp parallel for schedule(static) if (N * V >= kParallelMinElems)
+    for (int64_t i = 0; i < N; ++i) lse[i] = row_log_sum_exp(logits + i * V, V);
+}
+
+template <typename T>
+void cross_entropy_backward_slice(const T* logits, const int32_t* targets, const float* lse,
+                                  const float* dloss, T* dlogits, int64_t N, int64_t V) {
+    check_targets(targets, N, V);
+#pragma omp parallel for schedule(static) if (N * V >= kParallelMinElems)
+    for (int64_t i = 0; i < N; ++i) {
+        const T* x = logits + i * V;
+        T* d = dlogits + i * V;
+        const int32_t t = targets[i];
+        const float xt = t >= 0 ? to_f32(x[t]) : 0.0f;  // read before an in-place overwrite
+        const V16 g = splat(dloss[i]), l = splat(lse[i]);
+        for_each_vec(V, [&](int64_t j, int64_t n) {
+            store_part(d + j, g * exp(load_part(x + j, n) - l), n);
+        });
+        if (t >= 0) d[t] = from_f32<T>(dloss[i] * (std::exp(xt - lse[i]) - 1.0f));
+    }
+}
+
+#define ZT_CE_SLICE(T)                                                                    \
+    template void log_sum_exp_rows<T>(const T*, float*, int64_t, int64_t);                \
+    template void cross_entropy_backward_slice<T>(const T*, const int32_t*, const float*, \
+                                                  const float*, T*, int64_t, int64_t);
+ZT_CE_SLICE(float)
+ZT_CE_SLICE(bf16)
+ZT_CE_SLICE(f16)
+#undef ZT_CE_SLICE
+
 template void cross_entropy_forward<float>(const float*, const int32_t*, float*, float*, int64_t,
                                            int64_t);
 template void cross_entropy_forward<bf16>(const bf16*, const int32_t*, float*, float*, int64_t,
