@@ -22,6 +22,25 @@ int64_t split_global_index(const Shape& shape, const ParamSplit& split, int64_t 
     return (outer * n * split.parts + g) * inner + in;
 }
 
+int64_t split_local_index(const Shape& whole, const ParamSplit& split, int64_t global,
+                          int64_t* part) {
+    if (!split.sharded()) {
+        *part = 0;
+        return global;
+    }
+    const auto d = static_cast<size_t>(split.dim);
+    int64_t inner = 1;
+    for (size_t k = d + 1; k < whole.size(); ++k) inner *= whole[k];
+    const int64_t n = whole[d];
+    const int64_t outer = global / (n * inner), c = global / inner % n, in = global % inner;
+    const int64_t block_global = n / split.blocks;
+    const int64_t block_local = block_global / split.parts;
+    const int64_t w = c % block_global;  // the row within its block
+    *part = w / block_local;
+    const int64_t cl = c / block_global * block_local + w % block_local;
+    return (outer * (n / split.parts) + cl) * inner + in;
+}
+
 std::vector<Parameter*> Module::own_parameters() const {
     std::vector<Parameter*> out;
     for (const auto& p : params_) out.push_back(p.get());

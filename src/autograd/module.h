@@ -44,6 +44,10 @@ struct ParamSplit {
 // Row-major index in the whole tensor of element `local` of the part `split` describes, whose
 // shape is `shape`.
 int64_t split_global_index(const Shape& shape, const ParamSplit& split, int64_t local);
+// The inverse: element `global` of the whole tensor (shape `whole`) split as `split` (its part
+// ignored) is element `return` of part *part.
+int64_t split_local_index(const Shape& whole, const ParamSplit& split, int64_t global,
+                          int64_t* part);
 
 struct Parameter {
     std::string name;  // full dotted name ("transformer.h.0.attn.c_attn.weight")

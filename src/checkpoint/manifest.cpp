@@ -16,15 +16,20 @@ using json = nlohmann::json;
 
 json manifest_to_json(const Manifest& m) {
     json params = json::array();
-    for (const CheckpointParam& p : m.params)
+    for (const CheckpointParam& p : m.params) {
         params.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}});
+        if (p.split_dim >= 0)
+            params.back()["split"] = {{"dim", p.split_dim}, {"blocks", p.split_blocks}};
+    }
     json files = json::array();
-    for (const CheckpointFile& f : m.files)
+    for (const CheckpointFile& f : m.files) {
         files.push_back({{"file", f.file},
                          {"rank", f.rank},
                          {"range", {f.lo, f.hi}},
                          {"bytes", f.bytes},
                          {"crc32c", f.crc32c}});
+        if (m.tp > 1) files.back()["tp_part"] = f.tp_part;
+    }
     return {{"format", kCheckpointFormat},
             {"format_version", kCheckpointFormatVersion},
             {"step", m.step},
@@ -48,7 +53,7 @@ namespace {
 
 // Typed access with errors that name the manifest and the key.
 class Reader {
-public:
+  public:
     explicit Reader(std::string where) : where_(std::move(where)) {}
 
     const json& at(const json& j, const std::string& key) const {
@@ -59,14 +64,14 @@ public:
         const json& v = at(j, key);
         ZT_CHECK(v.is_number_integer(), where_, ": \"", key, "\" is not an integer");
         const int64_t x = v.get<int64_t>();
-        ZT_CHECK(x >= lo && x <= hi, where_, ": \"", key, "\" is ", x, ", outside [", lo, ", ",
-                 hi, "]");
+        ZT_CHECK(x >= lo && x <= hi, where_, ": \"", key, "\" is ", x, ", outside [", lo, ", ", hi,
+                 "]");
         return x;
     }
     uint64_t unsigned_integer(const json& j, const std::string& key, uint64_t hi) const {
         const json& v = at(j, key);
-        ZT_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
-                 where_, ": \"", key, "\" is not a non-negative integer");
+        ZT_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), where_,
+                 ": \"", key, "\" is not a non-negative integer");
         const uint64_t x = v.get<uint64_t>();
         ZT_CHECK(x <= hi, where_, ": \"", key, "\" is ", x, ", above ", hi);
         return x;
@@ -83,7 +88,7 @@ public:
     }
     const std::string& where() const { return where_; }
 
-private:
+  private:
     std::string where_;
 };
 
@@ -129,13 +134,24 @@ Manifest parse_manifest(const json& j, const std::string& where) {
         ZT_CHECK(names.insert(cp.name).second, where, ": parameter \"", cp.name, "\" twice");
         int64_t numel = 1;
         for (const json& d : r.array(p, "shape")) {
-            ZT_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0 &&
-                         d.get<int64_t>() <= kMaxElems,
-                     where, ": parameter \"", cp.name, "\" has a bad shape");
+            ZT_CHECK(
+                d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() <= kMaxElems,
+                where, ": parameter \"", cp.name, "\" has a bad shape");
             cp.shape.push_back(d.get<int64_t>());
             ZT_CHECK(cp.shape.back() == 0 || numel <= kMaxElems / cp.shape.back(), where,
                      ": parameter \"", cp.name, "\" is too large");
             numel *= cp.shape.back();
+        }
+        if (p.contains("split")) {
+            const json& sp = p["split"];
+            cp.split_dim = static_cast<int>(
+                r.integer(sp, "dim", 0, static_cast<int64_t>(cp.shape.size()) - 1));
+            cp.split_blocks = r.integer(sp, "blocks", 1, kMaxElems);
+            const int64_t n = cp.shape[static_cast<size_t>(cp.split_dim)];
+            ZT_CHECK(n % (cp.split_blocks * m.tp) == 0, where, ": parameter \"", cp.name,
+                     "\" splits ", n, " along dimension ", cp.split_dim, " into ", cp.split_blocks,
+                     " blocks x ", m.tp, " parts, which do not divide it");
+            numel /= m.tp;  // each part's
         }
         cp.offset = r.integer(p, "offset", 0, m.numel);
         ZT_CHECK(cp.offset + numel <= m.numel, where, ": parameter \"", cp.name,
@@ -152,7 +168,8 @@ Manifest parse_manifest(const json& j, const std::string& where) {
     }
     ZT_CHECK(!m.tensors.empty() && m.tensors[0] == "master", where,
              ": the first tensor must be \"master\"");
-    int64_t next = 0;  // the ranges must tile [0, numel) in order
+    int64_t next = 0;  // each part's ranges must tile [0, numel) in order
+    int part = 0;
     std::set<std::string> fnames;
     for (const json& f : r.array(j, "files")) {
         CheckpointFile cf;
@@ -166,6 +183,15 @@ Manifest parse_manifest(const json& j, const std::string& where) {
                  where, ": file \"", cf.file, "\" has a bad range");
         cf.lo = range[0].get<int64_t>();
         cf.hi = range[1].get<int64_t>();
+        cf.tp_part =
+            f.contains("tp_part") ? static_cast<int>(r.integer(f, "tp_part", 0, m.tp - 1)) : 0;
+        if (cf.tp_part != part) {
+            ZT_CHECK(cf.tp_part == part + 1 && next == m.numel, where, ": file \"", cf.file,
+                     "\" starts tp part ", cf.tp_part, " after part ", part, " covered [0, ", next,
+                     ") of ", m.numel, " elements");
+            part = cf.tp_part;
+            next = 0;
+        }
         ZT_CHECK(cf.lo == next && cf.hi >= cf.lo && cf.hi <= m.numel, where, ": file \"", cf.file,
                  "\" holds [", cf.lo, ", ", cf.hi, "), but the next range starts at ", next,
                  " and the arena has ", m.numel, " elements");
@@ -174,8 +200,8 @@ Manifest parse_manifest(const json& j, const std::string& where) {
         cf.crc32c = static_cast<uint32_t>(r.unsigned_integer(f, "crc32c", 0xffffffffu));
         m.files.push_back(std::move(cf));
     }
-    ZT_CHECK(next == m.numel, where, ": the files cover [0, ", next, ") of ", m.numel,
-             " elements");
+    ZT_CHECK(next == m.numel && part == m.tp - 1, where, ": the files cover [0, ", next, ") of ",
+             m.numel, " elements of tp part ", part, " of ", m.tp);
     if (j.contains("trainer")) {
         ZT_CHECK(j["trainer"].is_object(), where, ": \"trainer\" is not an object");
         m.trainer = j["trainer"];

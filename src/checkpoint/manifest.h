@@ -20,8 +20,13 @@ constexpr const char* kCheckpointFormat = "zerotrain-checkpoint";
 
 struct CheckpointParam {
     std::string name;
-    std::vector<int64_t> shape;
-    int64_t offset = 0;  // in the flat arena
+    std::vector<int64_t> shape;  // the whole tensor's
+    int64_t offset = 0;          // in the flat arena (of each tensor-parallel part)
+    // Tensor parallelism (autograd/module.h, ParamSplit): split_dim >= 0 means each of the
+    // layout's tp parts holds its part of the tensor (split_blocks blocks along split_dim, each
+    // cut into tp parts); -1: every part holds it whole (part 0's copy is read).
+    int split_dim = -1;
+    int64_t split_blocks = 1;
 };
 
 struct CheckpointFile {
@@ -30,6 +35,7 @@ struct CheckpointFile {
     int64_t lo = 0, hi = 0;  // arena range it holds
     uint64_t bytes = 0;
     uint32_t crc32c = 0;
+    int tp_part = 0;  // the tensor-parallel part whose arena it holds
 };
 
 struct Manifest {
@@ -39,18 +45,18 @@ struct Manifest {
     int ranks = 1, dp = 1, tp = 1, pp = 1, zero_stage = 0;
     std::string compute_dtype = "f32", grad_dtype = "f32";
     // The model.
-    int64_t numel = 0;  // arena length without padding
+    int64_t numel = 0;  // arena length without padding (of each tensor-parallel part)
     std::vector<CheckpointParam> params;
-    std::string optimizer;             // optimizer name ("AdamW", "SGD", ...)
-    std::vector<std::string> tensors;  // in every shard: "master", then the optimizer's state
-    std::vector<CheckpointFile> files; // ordered by range
+    std::string optimizer;              // optimizer name ("AdamW", "SGD", ...)
+    std::vector<std::string> tensors;   // in every shard: "master", then the optimizer's state
+    std::vector<CheckpointFile> files;  // ordered by tp part, then range
     nlohmann::json trainer = nlohmann::json::object();  // the runtime's own state (loss scaler)
 };
 
 nlohmann::json manifest_to_json(const Manifest& m);
 // Throws zt::Error (kInput) naming `where` and what is wrong: another format, a newer format
-// version, wrong types, ranges that do not tile [0, numel), file names with a path, parameters
-// outside the arena.
+// version, wrong types, ranges that do not tile [0, numel) for each tp part, file names with a
+// path, parameters outside the arena, splits that do not divide.
 Manifest parse_manifest(const nlohmann::json& j, const std::string& where);
 // DIR/manifest.json: its checksum verified before anything else is read from it (Note [Sealed
 // manifest], checkpoint/sealed_text.h), then parsed and validated; when DIR is named step_N, the

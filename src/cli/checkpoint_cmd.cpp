@@ -5,6 +5,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/shards.h"
 #include "cli/commands.h"
+#include "runtime/checkpoint_read.h"
 #include "runtime/checkpointer.h"
 #include "util/error.h"
 #include "util/timer.h"
@@ -38,10 +39,10 @@ int inspect_checkpoint(const std::string& dir, bool json) {
         std::printf("checkpoint %s\n", ck.c_str());
         std::printf("  step %lld (%lld optimizer updates)\n", static_cast<long long>(m.step),
                     static_cast<long long>(m.updates));
-        std::printf("  layout: %d ranks (dp %d x tp %d x pp %d), ZeRO stage %d, compute %s, "
-                    "gradients %s\n",
-                    m.ranks, m.dp, m.tp, m.pp, m.zero_stage, m.compute_dtype.c_str(),
-                    m.grad_dtype.c_str());
+        std::printf(
+            "  layout: %d ranks (dp %d x tp %d x pp %d), ZeRO stage %d, compute %s, "
+            "gradients %s\n",
+            m.ranks, m.dp, m.tp, m.pp, m.zero_stage, m.compute_dtype.c_str(), m.grad_dtype.c_str());
         std::printf("  model: %zu parameters, %lld elements; optimizer %s; tensors per shard:",
                     m.params.size(), static_cast<long long>(m.numel), m.optimizer.c_str());
         for (const std::string& t : m.tensors) std::printf(" %s", t.c_str());
@@ -82,17 +83,10 @@ int inspect_checkpoint(const std::string& dir, bool json) {
 void load_checkpoint_weights(const std::string& dir, Engine& engine) {
     const std::string ck = resolve_checkpoint(dir);
     const Manifest m = read_manifest(ck);
-    ZT_CHECK(m.numel == engine.arena().numel(), ck, " holds ", m.numel,
-             " parameter elements, the config's model has ", engine.arena().numel());
-    for (size_t i = 0; i < m.params.size() && i < engine.arena().params().size(); ++i) {
-        const Parameter* p = engine.arena().params()[i];
-        ZT_CHECK(m.params[i].name == p->name && m.params[i].shape == p->shape, ck,
-                 " is of another model: parameter '", m.params[i].name, "' against '", p->name,
-                 "'");
-    }
-    ShardReader reader(ck, m);
+    check_checkpoint_params(m, engine.arena().params(), ck);
     std::vector<float> whole(static_cast<size_t>(engine.arena().padded_numel()), 0.0f);
-    reader.read("master", 0, m.numel, whole.data());
+    read_checkpoint_range(ck, m, engine.arena().params(), 0, engine.arena().numel(), {"master"},
+                          {whole.data()});
     engine.load_master(whole.data());  // whatever tier holds the master weights
     load_sparse_blocks(engine, m, ck);
     std::fprintf(stderr, "read the weights of %s (written by %d ranks, ZeRO stage %d)\n",

@@ -15,6 +15,7 @@
 
 #include "models/named_tensor.h"
 #include "nn/model.h"
+#include "parallel/tensor_parallel.h"
 #include "tensor/dtype.h"
 #include "util/config_section.h"
 
@@ -70,6 +71,13 @@ public:
 
     // The modules, parameters declared (not yet placed in an arena).
     virtual std::unique_ptr<Model> build() const = 0;
+    // parallel.tensor: throws zt::Error (kInput) before any work when the family cannot split its
+    // modules over t ranks (a family without a split: any t > 1; GPT: heads or vocabulary that t
+    // does not divide).
+    virtual void check_tensor_parallel(int t) const;
+    // The modules split over the tensor-parallel group (parallel/tensor_parallel.h); a group of
+    // one rank: build().
+    virtual std::unique_ptr<Model> build_split(const TensorParallel& tp) const;
     virtual std::unique_ptr<RunData> open_data(const DataContext& ctx) const = 0;
 
     // Tokens per sample for a token model (metrics report tokens_per_s); 0: samples_per_s.

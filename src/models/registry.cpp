@@ -16,6 +16,17 @@ void read_eval_split(config_detail::Section& s, std::string& eval_path, double& 
     });
 }
 
+void ModelFamily::check_tensor_parallel(int t) const {
+    ZT_CHECK(t == 1, "parallel.tensor = ", t, ": ", name(),
+             " has no tensor-parallel split in this version; use 1 (data parallelism and ZeRO "
+             "split it instead)");
+}
+
+std::unique_ptr<Model> ModelFamily::build_split(const TensorParallel& tp) const {
+    check_tensor_parallel(tp.size());
+    return build();
+}
+
 std::shared_ptr<const ModelFamily> parse_model_family(config_detail::Section& root,
                                                       const FamilyContext& ctx) {
     config_detail::Section model = root.section("model");

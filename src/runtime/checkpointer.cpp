@@ -9,6 +9,7 @@
 #include "checkpoint/sealed_text.h"
 #include "checkpoint/shards.h"
 #include "checkpoint/sparse_file.h"
+#include "runtime/checkpoint_read.h"
 #include "runtime/fault_injection.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -96,12 +97,21 @@ Manifest manifest_of(Engine& e) {
     m.step = c.steps_done;
     m.updates = c.updates_done;
     ZeroDataParallel& dp = e.data_parallel();
-    m.ranks = m.dp = dp.ranks();
+    const TensorParallel& tp = e.options().tp;
+    m.dp = dp.ranks();
+    m.tp = tp.size();
+    m.ranks = m.dp * m.tp;
     m.zero_stage = dp.stage();
     m.compute_dtype = dtype_name(e.arena().options().compute_dtype);
     m.grad_dtype = dtype_name(e.arena().options().grad_dtype);
     m.numel = e.arena().numel();
-    for (Parameter* p : e.arena().params()) m.params.push_back({p->name, p->shape, p->offset});
+    for (Parameter* p : e.arena().params()) {
+        m.params.push_back({p->name, p->global_shape(), p->offset});
+        if (p->split.sharded()) {
+            m.params.back().split_dim = p->split.dim;
+            m.params.back().split_blocks = p->split.blocks;
+        }
+    }
     m.optimizer = e.optimizer().name();
     m.tensors = e.update_state().names();  // "master", then the optimizer's state
     // Derived state, recorded for `checkpoint inspect`: the data cursor is the step (sample k of
@@ -122,18 +132,7 @@ Manifest manifest_of(Engine& e) {
 
 // Throws kInput naming what differs when the checkpoint is not of the engine's model.
 void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
-    const auto& params = e.arena().params();
-    ZT_CHECK(m.params.size() == params.size() && m.numel == e.arena().numel(), where,
-             " is of another model: ", m.params.size(), " parameters (", m.numel,
-             " elements), this model has ", params.size(), " (", e.arena().numel(), ")");
-    for (size_t i = 0; i < params.size(); ++i) {
-        const CheckpointParam& cp = m.params[i];
-        const Parameter* p = params[i];
-        ZT_CHECK(cp.name == p->name && cp.shape == p->shape && cp.offset == p->offset, where,
-                 " is of another model: its parameter ", i, " is '", cp.name, "' ",
-                 shape_str(cp.shape), " at offset ", cp.offset, ", this model's is '", p->name,
-                 "' ", shape_str(p->shape), " at offset ", p->offset);
-    }
+    check_checkpoint_params(m, e.arena().params(), where);
     ZT_CHECK(m.optimizer == e.optimizer().name(), where, " was written with optimizer ",
              m.optimizer, ", this run uses ", e.optimizer().name());
     for (const std::string& name : e.optimizer().state_names())
@@ -159,21 +158,24 @@ std::vector<std::pair<size_t, SparseBlock>> read_sparse_blocks(Engine& e, const 
     std::vector<std::pair<size_t, SparseBlock>> out;
     SparseParams* sp = e.sparse_params();
     const bool has = m.trainer.contains("sparse");
-    ZT_CHECK(has == (sp != nullptr), dir, sp ? " holds no sharded embedding tables, and this run "
-                                                "shards some"
-                                             : " holds sharded embedding tables, and this run has "
-                                               "none (set the same embedding section)");
+    ZT_CHECK(has == (sp != nullptr), dir,
+             sp ? " holds no sharded embedding tables, and this run "
+                  "shards some"
+                : " holds sharded embedding tables, and this run has "
+                  "none (set the same embedding section)");
     if (!sp) return out;
     const nlohmann::json& js = m.trainer["sparse"];
     const std::vector<std::string> names = sp->names();
     ZT_CHECK(js.value("tensors", std::vector<std::string>{}) == names, dir,
-             " shards other embedding tables than this run: ", js.value("tensors", nlohmann::json()).dump());
+             " shards other embedding tables than this run: ",
+             js.value("tensors", nlohmann::json()).dump());
     ZT_CHECK(js.value("optimizer", std::string()) == sp->optimizer_name(), dir,
              " was written with embedding optimizer ", js.value("optimizer", std::string()),
              ", this run uses ", sp->optimizer_name());
     for (const nlohmann::json& f : js.at("files")) {
-        SparseFileReader reader(dir + "/" + f.at("file").get<std::string>(),
-                                {f.at("bytes").get<uint64_t>(), f.at("header_crc32c").get<uint32_t>()});
+        SparseFileReader reader(
+            dir + "/" + f.at("file").get<std::string>(),
+            {f.at("bytes").get<uint64_t>(), f.at("header_crc32c").get<uint32_t>()});
         for (size_t b = 0; b < reader.index().size(); ++b) {
             const NamedSparseBlock& nb = reader.index()[b];
             const auto it = std::find(names.begin(), names.end(), nb.tensor);
@@ -277,9 +279,8 @@ void Checkpointer::save() {
         }
     const std::vector<int64_t> ok = gather_i64(comm_, {prep_error.empty() ? 1 : 0});
     if (ok[0] == 0) {
-        const std::string msg = str_cat("checkpoint at step ", p->manifest.step,
-                                        ": cannot create ", p->partial,
-                                        prep_error.empty() ? "" : ": " + prep_error);
+        const std::string msg = str_cat("checkpoint at step ", p->manifest.step, ": cannot create ",
+                                        p->partial, prep_error.empty() ? "" : ": " + prep_error);
         if (options_.stop_on_error)
             throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
                         msg + " (checkpoint.on_error \"stop\"; the previous checkpoint is intact)");
@@ -294,8 +295,8 @@ void Checkpointer::save() {
         try {
             fault_in_checkpoint_write(rank, pp->manifest.step,
                                       pp->partial + "/" + shard_file_name(rank));  // ZT_FAULT
-            pp->file = write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names,
-                                   pp->data, io);
+            pp->file =
+                write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names, pp->data, io);
             if (!pp->sparse.empty())
                 pp->sparse_file =
                     write_sparse_file(pp->partial + "/" + sparse_file_name(rank), pp->sparse);
@@ -340,11 +341,11 @@ void Checkpointer::complete(bool wait) {
     const bool root = !comm_ || comm_->rank() == 0;
     const int64_t step = p.manifest.step;
     // Every rank's shard: ok, range, size, CRC.
-    constexpr size_t kInfo = 7;
+    constexpr size_t kInfo = 8;
     const std::vector<int64_t> info = gather_i64(
         comm_, {p.error.empty() ? 1 : 0, p.file.lo, p.file.hi, static_cast<int64_t>(p.file.bytes),
                 static_cast<int64_t>(p.file.crc32c), static_cast<int64_t>(p.sparse_file.bytes),
-                static_cast<int64_t>(p.sparse_file.header_crc32c)});
+                static_cast<int64_t>(p.sparse_file.header_crc32c), engine_.options().tp.rank()});
     const size_t ranks = info.size() / kInfo;
     std::vector<int64_t> written(ranks);
     for (size_t r = 0; r < ranks; ++r) written[r] = info[kInfo * r];
@@ -357,20 +358,26 @@ void Checkpointer::complete(bool wait) {
             if (error.empty()) {
                 for (size_t r = 0; r < ranks; ++r) {
                     const int64_t* f = &info[kInfo * r];
-                    p.manifest.files.push_back({shard_file_name(static_cast<int>(r)),
-                                                static_cast<int>(r), f[1], f[2],
-                                                static_cast<uint64_t>(f[3]),
-                                                static_cast<uint32_t>(f[4])});
+                    p.manifest.files.push_back(
+                        {shard_file_name(static_cast<int>(r)), static_cast<int>(r), f[1], f[2],
+                         static_cast<uint64_t>(f[3]), static_cast<uint32_t>(f[4]),
+                         static_cast<int>(f[7])});
                     if (f[5] > 0)
                         p.manifest.trainer["sparse"]["files"].push_back(
                             {{"file", sparse_file_name(static_cast<int>(r))},
                              {"bytes", f[5]},
                              {"header_crc32c", f[6]}});
                 }
+                // Ordered by tensor-parallel part, then range (ranks interleave the parts).
+                std::stable_sort(p.manifest.files.begin(), p.manifest.files.end(),
+                                 [](const CheckpointFile& a, const CheckpointFile& b) {
+                                     return std::pair(a.tp_part, a.lo) < std::pair(b.tp_part, b.lo);
+                                 });
                 write_manifest(p.partial, p.manifest);
                 fs::remove_all(p.final);  // an older checkpoint of the same step (a rerun)
                 rename_durable(p.partial, p.final);
-                write_file_atomic(options_.dir + "/latest", seal_latest_text(checkpoint_name(step)));
+                write_file_atomic(options_.dir + "/latest",
+                                  seal_latest_text(checkpoint_name(step)));
                 if (options_.keep_last > 0) {  // prune the oldest complete ones
                     std::vector<std::string> all = checkpoint_candidates(options_.dir);
                     std::sort(all.begin(), all.end(), std::greater<>());
@@ -429,13 +436,15 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
         try {
             m = read_manifest(cand);
             check_same_model(*m, engine, cand);
-            ShardReader reader(cand, *m, io);  // one pass over each shard for all tensors
             state.reserve(names.size());
-            for (const std::string& name : names) {
+            std::vector<float*> outs;
+            for (size_t i = 0; i < names.size(); ++i) {
                 state.emplace_back(static_cast<size_t>(upd.size()));
-                reader.add(name, upd.lo, upd.hi, state.back().data());
+                outs.push_back(state.back().data());
             }
-            reader.run();
+            // One pass over each shard for all tensors, from whatever layout wrote them.
+            read_checkpoint_range(cand, *m, engine.arena().params(), upd.lo, upd.hi, names, outs,
+                                  io);
             sparse = read_sparse_blocks(engine, *m, cand);
         } catch (const std::exception& e) {
             error = e.what();
@@ -454,7 +463,8 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
         }
         for (size_t i = 0; i < names.size(); ++i)
             st.write(static_cast<int>(i), 0, upd.size(), state[i].data());
-        for (const auto& [tensor, block] : sparse) engine.sparse_params()->load_block(tensor, block);
+        for (const auto& [tensor, block] : sparse)
+            engine.sparse_params()->load_block(tensor, block);
         EngineCounters c = engine.counters();
         c.steps_done = m->step;
         c.updates_done = m->updates;
@@ -462,7 +472,8 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
             const nlohmann::json& s = m->trainer["loss_scaler"];
             c.scaler.scale = s.value("scale", c.scaler.scale);
             c.scaler.cur_iter = s.value("cur_iter", c.scaler.cur_iter);
-            c.scaler.last_overflow_iter = s.value("last_overflow_iter", c.scaler.last_overflow_iter);
+            c.scaler.last_overflow_iter =
+                s.value("last_overflow_iter", c.scaler.last_overflow_iter);
             c.scaler.cur_hysteresis = s.value("cur_hysteresis", c.scaler.cur_hysteresis);
         } else {
             c.has_scaler = false;  // keep the fresh scaler

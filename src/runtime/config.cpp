@@ -549,7 +549,8 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
 void parse_activation_checkpointing(Section& root, CheckpointingConfig& ck) {
     Section a = root.section("activation_checkpointing");
     ZT_CHECK(!a.get_bool("partition_activations", false), a.key("partition_activations"),
-             ": needs tensor parallelism, which zerotrain does not have yet; set it to false");
+             ": not supported yet (activations are not partitioned across the tensor-parallel "
+             "group); set it to false");
     ZT_CHECK(!a.get_bool("cpu_checkpointing", false), a.key("cpu_checkpointing"),
              ": needs the offload tier, which zerotrain does not have yet; set it to false");
     // Layout and synchronization hints with no meaning in one CPU process: accepted when off.
@@ -628,14 +629,15 @@ MeshShape parse_parallel(Section& root, int64_t world) {
     Section s = root.section("parallel");
     const int64_t tp = s.get_int("tensor", 1, 1, INT_MAX);
     const int64_t pp = s.get_int("pipeline", 1, 1, INT_MAX);
+    ZT_CHECK(!s.get_bool("sequence_parallel", false), s.key("sequence_parallel"),
+             ": sequence parallelism is not in this version; set it to false (tensor parallelism "
+             "splits the rest)");
     s.finish();
     ZT_CHECK(world <= INT_MAX, "world size: expected at most ", INT_MAX, " ranks, got ", world);
     // Names world, tensor and pipeline when tensor x pipeline does not divide the world; checked
     // first, since it is wrong whatever this version supports.
     const MeshShape mesh =
         make_mesh(static_cast<int>(world), static_cast<int>(tp), static_cast<int>(pp));
-    ZT_CHECK(tp == 1, s.key("tensor"), ": tensor parallelism is not in this version; use 1 (got ",
-             tp, ")");
     ZT_CHECK(pp == 1, s.key("pipeline"),
              ": pipeline parallelism is not in this version; use 1 (got ", pp, ")");
     return mesh;
@@ -744,6 +746,10 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] {
         c.model = parse_model_family(root, FamilyContext{c.activation_checkpointing.policy,
                                                          c.activation_checkpointing.every_k});
+    });
+    c.tp = mesh.tp;
+    root.guard([&] {
+        if (c.model) c.model->check_tensor_parallel(static_cast<int>(c.tp));
     });
     root.guard([&] { c.memory_budget = parse_memory_budget(root); });
     root.guard([&] { parse_checkpoint(root, c.checkpoint); });

@@ -153,6 +153,7 @@ struct TrainConfig {
     int64_t micro_batch = 1;       // train_micro_batch_size_per_gpu
     int64_t grad_accum = 1;        // gradient_accumulation_steps
     int64_t dp = 1;                // data-parallel ranks: world / (tensor x pipeline)
+    int64_t tp = 1;                // parallel.tensor: ranks each model is split over
 
     int64_t steps = 100;  // optimizer steps to run
     uint64_t seed = 42;

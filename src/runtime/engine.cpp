@@ -38,6 +38,10 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     std::vector<Parameter*> params = model_->parameters();
     int64_t numel = 0;
     for (Parameter* p : params) numel += p->numel();
+    // Names this rank's offload files apart from every other rank's, tp peers included.
+    const std::string tier_name = options_.tp.active()
+                                      ? str_cat(rank, "-tp", options_.tp.rank())
+                                      : std::to_string(rank);
     ArenaOptions ao = zero_arena_options(options_.zero.stage, options_.compute_dtype,
                                          options_.grad_dtype, numel, ranks, rank);
     const bool offloaded = options_.offload_optimizer.device != "none";
@@ -52,7 +56,7 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     arena_->init_weights(options_.seed);
     param_tier_ = make_param_tier(options_.offload_param, options_.offload_optimizer.aio,
                                   arena_->owned_hi() - arena_->owned_lo(), options_.compute_dtype,
-                                  std::to_string(rank));
+                                  tier_name);
     dp_ = std::make_unique<ZeroDataParallel>(pool_, *model_, *arena_, options_.comm, options_.zero,
                                              param_tier_.get());
     segments_ = dp_->update_segments();
@@ -61,7 +65,7 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     Tensor master = dp_->update_master();
     state_ = make_update_state(options_.offload_optimizer, *options_.optimizer, pool_,
                                master.defined() ? master.data<float>() : nullptr, update_numel,
-                               dp_->update_compute(), std::to_string(rank), param_tier_.get());
+                               dp_->update_compute(), tier_name, param_tier_.get());
     if (offloaded) {  // the tier starts empty: the initial weights go there, then everywhere
         state_->init([&](int64_t lo, int64_t n, float* out) {
             arena_->fill_init(options_.seed, u.lo + lo, n, out);

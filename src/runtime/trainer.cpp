@@ -28,6 +28,9 @@
 #include "runtime/progress.h"
 #include "runtime/run_dir_lock.h"
 #include "runtime/run_estimate.h"
+#include "runtime/run_mesh.h"
+#include "runtime/run_weights.h"
+#include "parallel/tensor_parallel_weights.h"
 #include "runtime/start_agreement.h"
 #include "runtime/wall_clock_breakdown.h"
 #include "tensor/gemm.h"
@@ -125,53 +128,6 @@ nlohmann::json evaluate(Engine& engine, RunData& data, const TrainConfig& cfg, C
     all_labels.resize(kept);
     j.update(cfg.model->eval_metrics(all_out, all_labels));
     return j;
-}
-
-// The parameters as weight files see them: views into a whole-arena copy.
-std::vector<NamedTensorF32> named_params(Engine& engine, float* whole) {
-    std::vector<NamedTensorF32> named;
-    for (Parameter* p : engine.arena().params())
-        named.push_back({p->name, p->shape, whole + p->offset});
-    return named;
-}
-
-// Collective: every rank takes part in gathering the weights (the arena, then each sparse
-// tensor on rank 0); rank 0 writes them.
-void save_weights(Engine& engine, const ModelFamily& family, const std::string& path, bool root) {
-    std::vector<float> whole = engine.gather_master();
-    std::vector<std::vector<float>> sparse;
-    SparseParams* sp = engine.sparse_params();
-    std::vector<std::string> sparse_names = sp ? sp->names() : std::vector<std::string>{};
-    for (size_t i = 0; i < sparse_names.size(); ++i) sparse.push_back(sp->gather(i, 0));
-    if (!root) return;
-    std::vector<NamedTensorF32> named = named_params(engine, whole.data());
-    for (size_t i = 0; i < sparse_names.size(); ++i)
-        named.push_back({sparse_names[i], sp->shape(i), sparse[i].data()});
-    family.export_weights(path, named, "F32");
-}
-
-// The whole arena (and each sparse tensor) from init_from's file; Engine::load_master takes it
-// once every rank has read its copy (Note [Start agreement]).
-struct ImportedWeights {
-    std::vector<float> arena;
-    std::vector<std::vector<float>> sparse;
-};
-
-ImportedWeights import_weights(Engine& engine, const ModelFamily& family,
-                               const std::string& path) {
-    ImportedWeights w;
-    w.arena.assign(static_cast<size_t>(engine.arena().padded_numel()), 0.0f);
-    std::vector<NamedTensorF32> named = named_params(engine, w.arena.data());
-    if (SparseParams* sp = engine.sparse_params()) {
-        const std::vector<std::string> names = sp->names();
-        w.sparse.resize(names.size());
-        for (size_t i = 0; i < names.size(); ++i) {
-            w.sparse[i].assign(static_cast<size_t>(shape_numel(sp->shape(i))), 0.0f);
-            named.push_back({names[i], sp->shape(i), w.sparse[i].data()});
-        }
-    }
-    family.import_weights(path, named);
-    return w;
 }
 
 // Threads per rank when the config leaves it open: the cores shared by the ranks on this machine.
@@ -462,7 +418,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     const int rank = comm ? comm->rank() : 0;
     const int ranks = comm ? comm->size() : 1;
     const bool root = rank == 0;
-    ZT_ASSERT(ranks == cfg.dp, "run_training: ", ranks, " ranks for a config with dp = ", cfg.dp);
+    ZT_ASSERT(ranks == cfg.dp * cfg.tp, "run_training: ", ranks, " ranks for a config with dp = ",
+              cfg.dp, " and tensor = ", cfg.tp);
+    // The dp and tp groups: data and ZeRO go over dp, the model's split over tp.
+    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp));
+    const int dp_rank = mesh.coord.dp, dp_ranks = mesh.shape.dp;
     std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
     fault_at_start(rank, ranks);  // ZT_FAULT, for tests of the supervisor
     if (cfg.threads > 0)
@@ -479,13 +439,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     agree_on_start(comm, "taking the run directory and opening the data", [&] {
         if (root) lock.emplace(opts.run_dir);
         check_budget_before_start(cfg);
-        data = family.open_data(DataContext{cfg.seed, rank, ranks});
-        model = family.build();
+        data = family.open_data(DataContext{cfg.seed, dp_rank, dp_ranks});
+        model = family.build_split(mesh.tp);
     });
     const double flops_per_sample = family.flops_per_sample();
     const int64_t tokens_per_sample = family.tokens_per_sample();
     EngineOptions eo = engine_options(cfg);
-    eo.comm = comm;
+    eo.comm = mesh.dp;
+    eo.tp = mesh.tp;
     if (!opts.memory_timeline.empty()) {
         timeline = open_timeline(opts.memory_timeline, rank, ranks);
         pool.set_event_sink(timeline.get());
@@ -567,19 +528,23 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         say(str_cat("gemm: ", current_gemm_choice().summary(), "; OpenBLAS kernels ",
                     openblas_core_name()));
         say(str_cat("zerotrain: ", family.name(), " ",
-                    engine.arena().numel() +
+                    whole_numel(engine.arena().params()) +
                         (engine.sparse_params() ? engine.sparse_params()->numel() : 0),
                     " parameters, ",
                     cfg.precision, ", ",
                     num_threads(), " threads",
-                    ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(), "), ZeRO stage ",
-                                        cfg.zero.stage)
+                    ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(),
+                                        cfg.tp > 1 ? str_cat(", dp ", cfg.dp, " x tensor ", cfg.tp)
+                                                   : std::string(),
+                                        "), ZeRO stage ", cfg.zero.stage)
                               : std::string(),
                     ", batch ", cfg.train_batch_size,
                     tokens_per_sample > 0 ? str_cat(" x ", tokens_per_sample, " tokens")
                                           : std::string(" samples"),
                     " (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum,
-                    ranks > 1 ? str_cat(" x ", ranks, " ranks") : std::string(), ")"));
+                    dp_ranks > 1 ? str_cat(" x ", dp_ranks, cfg.tp > 1 ? " dp ranks" : " ranks")
+                                 : std::string(),
+                    ")"));
         if (SparseParams* sp = engine.sparse_params()) {  // the embedding plan: said and kept
             for (const std::string& line : sp->describe()) say(line);
             if (root)
@@ -614,7 +579,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         for (int64_t step = start_step; step < cfg.steps; ++step) {
             pool.reset_peaks();
             dp.reset_exposed_comm_s();
-            const CommStats comm_before = comm ? comm->stats() : CommStats{};
+            const CommStats comm_before = mesh.stats();
             profilers.before_step(step);
             Stopwatch sw;
             if (slow_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s));
@@ -622,8 +587,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             {
                 MemScope phase(pool, MemPhase::kForward);  // Tape::backward switches to backward
                 for (int64_t m = 0; m < cfg.grad_accum; ++m) {
-                    int64_t k0 = global_sample_index(step, m, rank, cfg.micro_batch,
-                                                     cfg.grad_accum, ranks, 0);
+                    int64_t k0 = global_sample_index(step, m, dp_rank, cfg.micro_batch,
+                                                     cfg.grad_accum, dp_ranks, 0);
                     Stopwatch io;
                     const Batch batch = data->train_batch(k0, cfg.micro_batch);
                     // The next micro-batch (of this step or the next) decodes while this one
@@ -631,8 +596,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     const bool last = m + 1 == cfg.grad_accum;
                     if (!last || step + 1 < cfg.steps)
                         data->prefetch_train(
-                            global_sample_index(last ? step + 1 : step, last ? 0 : m + 1, rank,
-                                                cfg.micro_batch, cfg.grad_accum, ranks, 0),
+                            global_sample_index(last ? step + 1 : step, last ? 0 : m + 1,
+                                                dp_rank, cfg.micro_batch, cfg.grad_accum,
+                                                dp_ranks, 0),
                             cfg.micro_batch);
                     io_s += io.elapsed_s();
                     breakdown.forward_backward(engine, batch);
@@ -647,7 +613,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             double dt = sw.elapsed_s();
             profilers.after_step(step, dt);
             const CommStats step_comm =
-                comm ? stats_delta(comm->stats(), comm_before) : CommStats{};
+                stats_delta(mesh.stats(), comm_before);
             // Every rank's figures, gathered after the step so this gather is not in them.
             const bool report = (step + 1) % cfg.steps_per_print == 0 || step + 1 == cfg.steps;
             breakdown.after_step(step + 1, dp.exposed_comm_s(), pool.stats());
@@ -723,7 +689,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                             ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
             if (eval_now) {
                 MemScope phase(pool, MemPhase::kForward);
-                nlohmann::json line = evaluate(engine, *data, cfg, comm);
+                nlohmann::json line = evaluate(engine, *data, cfg, mesh.dp);
                 line["step"] = step + 1;
                 if (root) {
                     monitor->on_line(line);

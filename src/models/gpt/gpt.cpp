@@ -21,7 +21,12 @@ void validate_checkpointing(const GptOptions& o) {
 namespace {
 const GptOptions& validated(const GptOptions& o) {
     validate_checkpointing(o);
-    const int t = o.tp.size();
+    validate_tensor_parallel(o, o.tp.size());
+    return o;
+}
+}  // namespace
+
+void validate_tensor_parallel(const GptOptions& o, int t) {
     ZT_CHECK(o.n_heads % t == 0, "parallel.tensor = ", t,
              " must divide model.n_heads = ", o.n_heads,
              " (each rank computes n_heads / tensor attention heads)");
@@ -30,9 +35,7 @@ const GptOptions& validated(const GptOptions& o) {
              " (each rank holds vocab_size / tensor embedding rows); pad the "
              "vocabulary to a multiple of ",
              t);
-    return o;
 }
-}  // namespace
 
 CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, float proj_std, TensorParallel tp)
     : c_attn(register_module<ColumnParallelLinear>("c_attn", LinearOptions{C, 3 * C}, tp, 3)),

@@ -37,6 +37,9 @@ struct GptOptions {
 // Throws a ZT_CHECK error naming the activation_checkpointing key when the policy is unknown or
 // every_k < 1.
 void validate_checkpointing(const GptOptions& o);
+// Throws zt::Error (kInput) naming parallel.tensor when t does not divide the heads or the
+// vocabulary.
+void validate_tensor_parallel(const GptOptions& o, int t);
 // Whether block l is a recompute region as a whole ("every", "every_k"; "selective" recomputes
 // inside every block instead).
 bool checkpoints_block(const GptOptions& o, int64_t l);

@@ -25,6 +25,14 @@ nlohmann::json GptFamily::describe_json() const {
 
 std::unique_ptr<Model> GptFamily::build() const { return std::make_unique<Gpt>(model_); }
 
+void GptFamily::check_tensor_parallel(int t) const { validate_tensor_parallel(model_, t); }
+
+std::unique_ptr<Model> GptFamily::build_split(const TensorParallel& tp) const {
+    GptOptions o = model_;
+    o.tp = tp;
+    return std::make_unique<Gpt>(o);
+}
+
 double GptFamily::flops_per_sample() const {
     return gpt_flops_per_token(model_) * static_cast<double>(model_.seq_len);
 }

@@ -1,0 +1,43 @@
+#include "runtime/run_mesh.h"
+
+namespace zt {
+
+namespace {
+
+void add(CommStats& into, const CommStats& s) {
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+        into.count[k] += s.count[k];
+        into.bytes_sent[k] += s.bytes_sent[k];
+        into.seconds[k] += s.seconds[k];
+    }
+    into.busy_s += s.busy_s;  // groups in flight together count twice: an upper bound
+}
+
+}  // namespace
+
+CommStats RunMesh::stats() const {
+    CommStats s;
+    if (world) add(s, world->stats());
+    if (dp && dp != world) add(s, dp->stats());
+    if (tp.comm) add(s, tp.comm->stats());
+    return s;
+}
+
+RunMesh split_run_mesh(Communicator* world, int tp) {
+    RunMesh m;
+    const int ranks = world ? world->size() : 1;
+    const int rank = world ? world->rank() : 0;
+    m.shape = make_mesh(ranks, tp, 1);
+    m.coord = mesh_coord(m.shape, rank);
+    m.world = world;
+    m.dp = world;
+    if (tp == 1) return m;
+    const MeshSplit ts = tp_split(m.shape, rank), ds = dp_split(m.shape, rank);
+    m.tp_owned_ = world->split(ts.color, ts.key);
+    m.dp_owned_ = world->split(ds.color, ds.key);
+    m.tp.comm = m.tp_owned_.get();
+    m.dp = m.dp_owned_.get();
+    return m;
+}
+
+}  // namespace zt

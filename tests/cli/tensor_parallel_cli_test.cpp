@@ -1,0 +1,166 @@
+// Tensor parallelism as a user runs it (docs/parallel.md): "parallel": {"tensor": t} trains a GPT
+// like one process (losses and the exported weights within fp32 tolerance; the split reorders
+// sums, so not to the bit), alone and with data parallelism and ZeRO, on threads and under
+// mpirun; its weights file has the one-process names and shapes; init_from loads such a file
+// into any split; checkpoints written on one mesh resume on another (tp 1 <-> 2 <-> 4, dp x tp,
+// ZeRO stages) and continue the same trajectory; configs that cannot split are refused with exit
+// code 2 before any work.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cli/cli_fixture.h"
+#include "util/error.h"
+
+using zt::testing::Cli;
+using zt::testing::CommandResult;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMpiEnv =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+    "OMP_WAIT_POLICY=passive ";
+
+class TensorParallelCli : public Cli {
+  protected:
+    // 4 samples a step over dp ranks; 4 heads and a vocabulary of 64 split over 1, 2 or 4.
+    nlohmann::json config(int steps, int dp, int tp, int stage = 0) {
+        nlohmann::json j = tiny();
+        j["steps"] = steps;
+        j["train_batch_size"] = 4;
+        j["train_micro_batch_size_per_gpu"] = 4 / dp;
+        j["gradient_clipping"] = 0.5;
+        j["data"]["builtin_tokens"] = 1 << 15;
+        j["model"]["n_heads"] = 4;
+        j.erase("eval_interval");
+        j["optimizer"]["params"] = {{"lr", 3e-3}, {"weight_decay", 0.1}};
+        j["zero_optimization"] = {{"stage", stage}};
+        if (tp > 1) j["parallel"] = {{"tensor", tp}};
+        return j;
+    }
+    CommandResult train(const nlohmann::json& j, const std::string& run, const std::string& args,
+                        int ranks = 1) {
+        return train_run(j, run, args, ranks);
+    }
+    static double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+        double m = 0;
+        for (size_t i = 0; i < a.size(); ++i)
+            m = std::max(m, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
+        return m;
+    }
+    static double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
+        double m = 0;
+        for (size_t i = 0; i < a.size(); ++i)
+            m = std::max(m, static_cast<double>(std::abs(a[i] - b[i])));
+        return m;
+    }
+    // Losses at every step within 1e-4 relative and the exported weights within 1e-4.
+    void expect_close(const RunLog& got, const RunLog& ref, const std::string& what) {
+        ASSERT_EQ(got.loss.size(), ref.loss.size()) << what;
+        ASSERT_EQ(got.weights.size(), ref.weights.size()) << what;
+        EXPECT_LE(max_rel(got.loss, ref.loss), 1e-4) << what;
+        EXPECT_LE(max_abs(got.weights, ref.weights), 1e-4) << what;
+        std::printf("%s: loss %.2e, weights %.2e\n", what.c_str(), max_rel(got.loss, ref.loss),
+                    max_abs(got.weights, ref.weights));
+    }
+};
+
+}  // namespace
+
+TEST_F(TensorParallelCli, TrainsLikeOneProcessOnEveryMesh) {
+    ASSERT_EQ(train(config(6, 1, 1), "one", "").code, 0);
+    const RunLog ref = read_run("one");
+    ASSERT_EQ(ref.loss.size(), 6u);
+    EXPECT_LT(ref.loss.back(), ref.loss.front());
+    struct Case {
+        int dp, tp, stage;
+    };
+    for (const Case c : {Case{1, 2, 0}, Case{1, 4, 0}, Case{2, 2, 1}, Case{2, 2, 3}}) {
+        const std::string run = zt::str_cat("dp", c.dp, "_tp", c.tp, "_s", c.stage);
+        CommandResult r = train(config(6, c.dp, c.tp, c.stage), run, "", c.dp * c.tp);
+        ASSERT_EQ(r.code, 0) << run << r.output;
+        expect_close(read_run(run), ref, run);
+    }
+}
+
+TEST_F(TensorParallelCli, UnderMpirunLikeOnThreads) {
+    nlohmann::json j = config(4, 1, 2);
+    ASSERT_EQ(train(j, "threads", "", 2).code, 0);
+    j["comm"] = {{"backend", "mpi"}};
+    const std::string cfg = write_config(j, "mpi.json");
+    const CommandResult r = zt::testing::run_command(
+        zt::str_cat(kMpiEnv, "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ",
+                    ZT_BINARY, " train ", cfg, " --quiet --run-dir ", (dir_ / "mpi").string()));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const RunLog a = read_run("threads"), b = read_run("mpi");
+    // The same fixed-order reductions on either backend: the same bits.
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.weights, b.weights);
+}
+
+TEST_F(TensorParallelCli, CheckpointsResumeOnAnyMesh) {
+    nlohmann::json full = config(8, 1, 1);
+    full["checkpoint"] = {{"interval_steps", 4}};
+    ASSERT_EQ(train(full, "full", "").code, 0);
+    const RunLog ref = read_run("full");
+    struct Mesh {
+        int dp, tp, stage;
+    };
+    // Written on `from` to step 4, resumed on `to` to step 8.
+    const std::vector<std::pair<Mesh, Mesh>> cases = {{{1, 2, 0}, {1, 2, 0}},
+                                                      {{1, 2, 0}, {1, 1, 0}},
+                                                      {{1, 1, 0}, {1, 2, 0}},
+                                                      {{1, 4, 0}, {2, 2, 2}},
+                                                      {{2, 2, 3}, {1, 4, 0}}};
+    for (const auto& [from, to] : cases) {
+        const std::string run = zt::str_cat("dp", from.dp, "tp", from.tp, "s", from.stage, "_to_dp",
+                                            to.dp, "tp", to.tp, "s", to.stage);
+        nlohmann::json first = config(4, from.dp, from.tp, from.stage);
+        first["checkpoint"] = {{"interval_steps", 4}};
+        ASSERT_EQ(train(first, run, "", from.dp * from.tp).code, 0) << run;
+        nlohmann::json second = config(8, to.dp, to.tp, to.stage);
+        second["checkpoint"] = {{"interval_steps", 4}};
+        const CommandResult r = train(second, run, "--resume", to.dp * to.tp);
+        ASSERT_EQ(r.code, 0) << run << r.output;
+        expect_close(read_run(run), ref, run);
+    }
+    // The checkpoint says how it was split.
+    const CommandResult inspect = zt::testing::run_zerotrain(
+        "checkpoint inspect " + (dir_ / "dp1tp2s0_to_dp1tp2s0").string());
+    EXPECT_EQ(inspect.code, 0) << inspect.output;
+    EXPECT_NE(inspect.output.find("dp 1 x tp 2 x pp 1"), std::string::npos) << inspect.output;
+}
+
+TEST_F(TensorParallelCli, InitFromAWeightsFileIntoAnySplit) {
+    ASSERT_EQ(train(config(3, 1, 1), "source", "").code, 0);
+    const std::string weights = (dir_ / "source" / "model.safetensors").string();
+    nlohmann::json one = config(3, 1, 1);
+    one["init_from"] = weights;
+    ASSERT_EQ(train(one, "one", "").code, 0);
+    nlohmann::json split = config(3, 1, 2);
+    split["init_from"] = weights;
+    const CommandResult r = train(split, "split", "", 2);
+    ASSERT_EQ(r.code, 0) << r.output;
+    expect_close(read_run("split"), read_run("one"), "init_from into tp 2");
+}
+
+TEST_F(TensorParallelCli, ConfigsThatCannotSplitAreRefused) {
+    nlohmann::json heads = config(2, 1, 4);
+    heads["model"]["n_heads"] = 2;
+    CommandResult r = train(heads, "heads", "", 4);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("parallel.tensor = 4 must divide model.n_heads = 2"), std::string::npos)
+        << r.output;
+    nlohmann::json vocab = config(2, 1, 2);
+    vocab["model"]["vocab_size"] = 63;
+    r = train(vocab, "vocab", "", 2);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("must divide model.vocab_size = 63"), std::string::npos) << r.output;
+    nlohmann::json sp = config(2, 1, 2);
+    sp["parallel"]["sequence_parallel"] = true;
+    r = train(sp, "sp", "", 2);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("parallel.sequence_parallel"), std::string::npos) << r.output;
+}
