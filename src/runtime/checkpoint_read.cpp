@@ -53,7 +53,8 @@ void check_checkpoint_params(const Manifest& m, const std::vector<Parameter*>& p
                  " there and along ", p->split.dim, " here");
         if (m.tp == parts)
             ZT_CHECK(cp.offset == p->offset, where, " is of another model: its parameter '",
-                     cp.name, "' is at offset ", cp.offset, ", this model's at ", p->offset);
+                     cp.name, "' is at offset ", cp.offset, ", this model's '", p->name,
+                     "' at offset ", p->offset);
     }
     if (m.tp == parts)
         ZT_CHECK(m.numel == numel, where, " is of another model: ", m.numel,

@@ -55,7 +55,7 @@ TEST_F(Report, TrainSavesConfigAndPrintsProfilers) {
     EXPECT_EQ(saved["comm"]["local_ranks"], 2);  // --ranks, as the run resolved it
     EXPECT_NE(train_output_.find("zerotrain flops profiler"), std::string::npos) << train_output_;
     EXPECT_NE(train_output_.find("profile step:                   2"), std::string::npos);
-    EXPECT_NE(train_output_.find("transformer.h.0.attn.c_attn (Linear)"), std::string::npos);
+    EXPECT_NE(train_output_.find("transformer.h.0.attn.c_attn (ColumnParallelLinear)"), std::string::npos);
     EXPECT_NE(train_output_.find("comms logger, rank 0, total through step 2"), std::string::npos);
     EXPECT_NE(train_output_.find("all_reduce"), std::string::npos);
     EXPECT_NE(train_output_.find("total at the end of training"), std::string::npos);

@@ -311,8 +311,14 @@ TEST(ConfigZero, CommHangDetectionKeys) {
 TEST(ConfigZero, DpComesFromTheMesh) {
     const json j = {{"parallel", {{"tensor", 1}, {"pipeline", 1}}}};
     EXPECT_EQ(parse_config(j, 6).config.dp, 6);
-    expect_mentions(error_of({{"parallel", {{"tensor", 2}}}}, 4),
-                    {"parallel.tensor: tensor parallelism is not in this version"});
+    const ParsedConfig tp = parse_config({{"parallel", {{"tensor", 2}}}}, 4);
+    EXPECT_EQ(tp.config.dp, 2);
+    EXPECT_EQ(tp.config.tp, 2);
+    // The default GPT has 4 heads: 3 ranks cannot split them (and 3 does not divide 4 ranks).
+    expect_mentions(error_of({{"parallel", {{"tensor", 3}}}}, 6),
+                    {"parallel.tensor = 3 must divide model.n_heads = 4"});
+    expect_mentions(error_of({{"parallel", {{"tensor", 2}, {"sequence_parallel", true}}}}, 4),
+                    {"parallel.sequence_parallel: sequence parallelism is not in this version"});
     expect_mentions(error_of({{"parallel", {{"pipeline", 2}}}}, 4),
                     {"parallel.pipeline: pipeline parallelism is not in this version"});
     expect_mentions(error_of({{"parallel", {{"tensor", 0}}}}),

@@ -108,7 +108,8 @@ TEST(FlopsProfiler, EveryModuleAppearsInTheTree) {
     const std::string text = format_flops_profile(p, cfg);
     for (const std::string& name : want)
         EXPECT_NE(text.find(name + " ("), std::string::npos) << name;
-    EXPECT_NE(text.find("(Linear)"), std::string::npos);
+    EXPECT_NE(text.find("(ColumnParallelLinear)"), std::string::npos);
+    EXPECT_NE(text.find("(RowParallelLinear)"), std::string::npos);
     cfg.module_depth = 1;
     const std::string shallow = format_flops_profile(p, cfg);
     EXPECT_NE(shallow.find("  transformer (GptTransformer)"), std::string::npos);
