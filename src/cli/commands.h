@@ -22,6 +22,7 @@ struct ConfigArgs {
 // `zerotrain estimate` options beyond the config's (cli/estimate.cpp).
 struct EstimateArgs {
     int64_t ranks = 1;              // data-parallel ranks to estimate for
+    int64_t tensor = 0;             // tensor-parallel degree; 0: the config's
     int zero_stage = -1;            // -1: zero_optimization.stage of the config
     std::string offload_optimizer;  // "none" or "cpu"; empty: the config's
     bool json = false;

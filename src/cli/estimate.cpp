@@ -21,12 +21,17 @@ namespace {
 int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
     nlohmann::json j = load_config_file(config.path);
     for (const std::string& s : config.sets) apply_override(j, s);
-    ParsedConfig parsed = parse_config(j, 1);
+    if (args.tensor > 0) j["parallel"]["tensor"] = args.tensor;
+    // One rank of each dp group: the world is one tensor-parallel group.
+    const int64_t tp = j.contains("parallel") && j["parallel"].contains("tensor") &&
+                               j["parallel"]["tensor"].is_number_integer()
+                           ? std::max<int64_t>(1, j["parallel"]["tensor"].get<int64_t>())
+                           : 1;
+    ParsedConfig parsed = parse_config(j, tp);
     OffloadOptimizerOptions& oo = parsed.config.zero.offload_optimizer;
     if (!args.offload_optimizer.empty()) oo.device = args.offload_optimizer;
     const int stage = args.zero_stage >= 0 ? args.zero_stage : parsed.config.zero.stage;
-    for (const std::string& w : parsed.warnings)
-        log_warn("config: ", w);
+    for (const std::string& w : parsed.warnings) log_warn("config: ", w);
     const Estimate est =
         estimate_run(estimate_spec(parsed.config, stage, oo.device != "none", args.ranks));
     if (args.json)
@@ -45,6 +50,10 @@ void Commands::add_estimate(CLI::App& app) {
         ->required();
     sub->add_option("--set", config_.sets, "override a config key: --set a.b=v (v parsed as JSON)");
     sub->add_option("--ranks", estimate_.ranks, "data-parallel ranks N (default 1)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--tensor", estimate_.tensor,
+                    "tensor-parallel degree T (default: parallel.tensor, else 1); the figures are "
+                    "one rank's of a dp x T mesh")
         ->check(CLI::PositiveNumber);
     sub->add_option("--zero-stage", estimate_.zero_stage,
                     "ZeRO stage 0-3 (default: zero_optimization.stage, else 0)")

@@ -99,6 +99,9 @@ public:
     // and scratch inside kernel calls.
     // param_count: the parameters in the dense arena (replicated or ZeRO-partitioned).
     virtual int64_t param_count() const = 0;
+    // The parameters one rank of a tensor-parallel group of t holds in its arena (its parts of the
+    // split tensors and the whole ones); t == 1: param_count().
+    virtual int64_t param_count_split(int t) const;
     // Parameters kept outside the arena (sharded embedding tables, nn/sparse_params.h), the bytes
     // the most loaded of `ranks` ranks holds of them with their optimizer state, and a check that
     // throws (kInput, saying what would fit) when they cannot fit `budget` bytes per rank.

@@ -22,6 +22,11 @@ void ModelFamily::check_tensor_parallel(int t) const {
              "split it instead)");
 }
 
+int64_t ModelFamily::param_count_split(int t) const {
+    check_tensor_parallel(t);
+    return param_count();
+}
+
 std::unique_ptr<Model> ModelFamily::build_split(const TensorParallel& tp) const {
     check_tensor_parallel(tp.size());
     return build();

@@ -21,6 +21,9 @@ struct EstimateSpec {
     StateSpec state;                  // param_count 0: model->param_count()
     std::string optimizer = "AdamW";  // for the report; state.optimizer_states sizes it
     int threads = 1;                  // intra-op threads (attention scratch is per thread)
+    // parallel.tensor: state.param_count is then one part's; activations are the one-process
+    // figures (an upper bound: the split layers' activations shrink by about t).
+    int tp = 1;
 };
 
 struct Estimate {

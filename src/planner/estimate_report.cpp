@@ -75,7 +75,9 @@ void write_buffers(std::ostringstream& os, const Estimate& est) {
         std::snprintf(line, sizeof line, "  %-38s %14s %4lld %16s  %-10s %s\n", b.name.c_str(),
                       group_digits(b.numel).c_str(), static_cast<long long>(b.elem_bytes),
                       group_digits(b.bytes).c_str(), mem_category_name(b.category),
-                      b.nvme ? "nvme" : b.host ? "host" : "device");
+                      b.nvme   ? "nvme"
+                      : b.host ? "host"
+                               : "device");
         os << line;
     }
 }
@@ -156,12 +158,15 @@ std::string estimate_text(const Estimate& est, const std::string& source) {
     std::ostringstream os;
     os << "zerotrain estimate: " << source << "\n"
        << "model: " << est.spec.model->describe() << ": Psi = " << group_digits(st.param_count)
-       << " parameters\n"
+       << " parameters"
+       << (est.spec.tp > 1 ? str_cat(" per rank of parallel.tensor = ", est.spec.tp,
+                                     " (activations: the unsplit model's, an upper bound)")
+                           : std::string())
+       << "\n"
        << "run: " << precision_name(st.compute_dtype) << ", gradients "
        << precision_name(st.grad_dtype) << ", " << est.spec.optimizer << ", "
        << stage_name(st.zero_stage) << ", N = " << st.ranks << " ranks, micro-batch "
-       << est.spec.micro_batch << ", offload_optimizer " << offload_name(st)
-       << "\n\n";
+       << est.spec.micro_batch << ", offload_optimizer " << offload_name(st) << "\n\n";
     write_byte_model(os, est);
     write_buffers(os, est);
     write_categories(os, est);
@@ -191,7 +196,9 @@ nlohmann::json estimate_json(const Estimate& est, const std::string& source) {
     for (const BufferEstimate& b : est.state.buffers)
         buffers.push_back({{"name", b.name},
                            {"category", mem_category_name(b.category)},
-                           {"where", b.nvme ? "nvme" : b.host ? "host" : "device"},
+                           {"where", b.nvme   ? "nvme"
+                                     : b.host ? "host"
+                                              : "device"},
                            {"numel", b.numel},
                            {"elem_bytes", b.elem_bytes},
                            {"bytes", b.bytes}});
@@ -210,6 +217,7 @@ nlohmann::json estimate_json(const Estimate& est, const std::string& source) {
         {"padded_numel", est.state.padded_numel},
         {"shard_numel", est.state.shard_numel},
         {"ranks", st.ranks},
+        {"tensor", est.spec.tp},
         {"zero_stage", st.zero_stage},
         {"precision", precision_name(st.compute_dtype)},
         {"grad_accum_dtype", precision_name(st.grad_dtype)},

@@ -12,6 +12,8 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     spec.optimizer = cfg.optimizer.type;
     spec.threads = cfg.threads > 0 ? cfg.threads : num_threads();
     StateSpec& st = spec.state;
+    spec.tp = static_cast<int>(cfg.tp);
+    if (cfg.tp > 1) st.param_count = cfg.model->param_count_split(spec.tp);  // one part's
     st.ranks = ranks;
     st.zero_stage = zero_stage;
     st.compute_dtype = parse_dtype(cfg.precision);

@@ -164,3 +164,27 @@ TEST_F(TensorParallelCli, ConfigsThatCannotSplitAreRefused) {
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("parallel.sequence_parallel"), std::string::npos) << r.output;
 }
+
+// `zerotrain estimate --tensor T`: one rank's parameters, the split ones divided by T (wte, the
+// blocks' weights and column biases), the rest whole; and the same from the config's
+// parallel.tensor.
+TEST_F(TensorParallelCli, EstimateGivesOnePartsParameters) {
+    const nlohmann::json j = config(2, 1, 1);
+    const std::string cfg = write_config(j, "estimate.json");
+    const int64_t V = j["model"]["vocab_size"], T = j["model"]["seq_len"],
+                  C = j["model"]["d_model"], L = j["model"]["n_layers"];
+    for (const int64_t t : {1, 2, 4}) {
+        const CommandResult r = zt::testing::run_zerotrain(
+            zt::str_cat("estimate ", cfg, " --json --tensor ", t), /*with_stderr=*/false);
+        ASSERT_EQ(r.code, 0) << r.output;
+        const nlohmann::json e = nlohmann::json::parse(r.output);
+        EXPECT_EQ(e["tensor"], t);
+        EXPECT_EQ(e["param_count"].get<int64_t>(),
+                  V * C / t + T * C + L * (12 * C * C / t + 7 * C / t + 6 * C) + 2 * C)
+            << "tensor " << t;
+    }
+    const CommandResult r = zt::testing::run_zerotrain(
+        "estimate " + write_config(config(2, 1, 2), "tp2.json") + " --json", false);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(nlohmann::json::parse(r.output)["tensor"], 2);
+}

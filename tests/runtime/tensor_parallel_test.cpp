@@ -2,21 +2,24 @@
 // split over t ranks, alone or on a dp x tp mesh with every ZeRO stage, trains like one process:
 // the same initial weights to the bit, the same gradients after one backward, and the same loss
 // and gradient-norm trajectory over 20 steps within DESIGN's tolerances (fp32 1e-4, bf16 1e-2
-// relative on the loss; the largest difference seen is printed). The split changes only the order of sums
-// inside GEMMs and reductions, so bits are not expected beyond the initial weights. Ranks are
-// threads (local backend); tests/cli/tensor_parallel_cli_test.cpp runs the same under mpirun.
+// relative on the loss; the largest difference seen is printed). The split changes only the order
+// of sums inside GEMMs and reductions, so bits are not expected beyond the initial weights. Ranks
+// are threads (local backend); tests/cli/tensor_parallel_cli_test.cpp runs the same under mpirun.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 
 #include "comm/local/local_comm.h"
 #include "data/tokens/token_dataset.h"
 #include "models/gpt/gpt.h"
+#include "models/gpt/gpt_memory.h"
 #include "optim/adamw.h"
 #include "parallel/mesh.h"
 #include "parallel/tensor_parallel_weights.h"
+#include "planner/state_bytes.h"
 #include "runtime/engine.h"
 #include "tensor/threads.h"
 #include "util/random.h"
@@ -40,6 +43,8 @@ struct TpRun {
     std::vector<double> loss, grad_norm;
     std::vector<float> init, grads, weights;  // one-process layout: initial, first grads, final
     bool replicas_equal = true;               // whole parameters identical across the tp group
+    int64_t numel = 0;                        // rank 0's arena
+    int64_t bytes[3] = {};                    // rank 0's params, grads, optimizer after the steps
 };
 
 int32_t token(int64_t sample, int64_t t) {
@@ -110,6 +115,13 @@ void train_rank(const Layout& l, Communicator& world, TpRun* out) {
             out->loss.push_back(st.loss);
             out->grad_norm.push_back(st.grad_norm);
         }
+    }
+    if (root) {
+        const MemoryStats ms = pool.stats();
+        out->numel = e.arena().numel();
+        for (int c = 0; c < 3; ++c)
+            out->bytes[c] = ms.current[static_cast<size_t>(
+                std::array{MemCategory::kParams, MemCategory::kGrads, MemCategory::kOptimizer}[c])];
     }
     std::vector<float> local = e.gather_master();
     std::vector<float> w = tp_assemble(params, local.data(), tp);
@@ -216,6 +228,39 @@ TEST(TensorParallel, Bf16AndRecompute) {
     c.tp = 2;
     c.checkpointing = "every";  // the block's all-reduces run again inside backward
     expect_equivalent(c, 1e-4, 1e-4, 1e-4);
+}
+
+// The estimator's per-rank model-state bytes (planner/state_bytes.h with one part's parameter
+// count, gpt_param_count(o, t)) equal what a rank of the mesh holds, at each ZeRO stage.
+TEST(TensorParallel, PerRankStateBytesEqualTheEstimate) {
+    struct Case {
+        int dp, tp, stage;
+    };
+    for (const Case c :
+         {Case{1, 2, 0}, Case{1, 4, 0}, Case{2, 2, 1}, Case{2, 2, 2}, Case{2, 2, 3}}) {
+        Layout l;
+        l.dp = c.dp;
+        l.tp = c.tp;
+        l.stage = c.stage;
+        l.steps = 1;
+        const TpRun r = train(l);
+        const GptOptions go = model_options(l);
+        EXPECT_EQ(r.numel, gpt_param_count(go, c.tp));
+        StateSpec spec;
+        spec.param_count = gpt_param_count(go, c.tp);
+        spec.ranks = c.dp;
+        spec.zero_stage = c.stage;
+        const StateEstimate est = estimate_state(spec);
+        const MemCategory cats[3] = {MemCategory::kParams, MemCategory::kGrads,
+                                     MemCategory::kOptimizer};
+        for (int k = 0; k < 3; ++k)
+            EXPECT_EQ(r.bytes[k], est.device[static_cast<size_t>(cats[k])])
+                << "dp " << c.dp << " x tp " << c.tp << " stage " << c.stage << ": "
+                << mem_category_name(cats[k]);
+    }
+    // A part holds about 1/t of the split tensors: tp 2 holds less than 60% of tp 1's.
+    EXPECT_LT(gpt_param_count(model_options(Layout{}), 2),
+              0.6 * static_cast<double>(gpt_param_count(model_options(Layout{}), 1)));
 }
 
 TEST(TensorParallel, IndivisibleHeadsOrVocabularyAreClearErrors) {

@@ -27,6 +27,11 @@ std::unique_ptr<Model> GptFamily::build() const { return std::make_unique<Gpt>(m
 
 void GptFamily::check_tensor_parallel(int t) const { validate_tensor_parallel(model_, t); }
 
+int64_t GptFamily::param_count_split(int t) const {
+    validate_tensor_parallel(model_, t);
+    return gpt_param_count(model_, t);
+}
+
 std::unique_ptr<Model> GptFamily::build_split(const TensorParallel& tp) const {
     GptOptions o = model_;
     o.tp = tp;

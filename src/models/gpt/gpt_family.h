@@ -36,6 +36,7 @@ public:
     nlohmann::json describe_json() const override;
     std::unique_ptr<Model> build() const override;
     void check_tensor_parallel(int t) const override;
+    int64_t param_count_split(int t) const override;
     std::unique_ptr<Model> build_split(const TensorParallel& tp) const override;
     std::unique_ptr<RunData> open_data(const DataContext& ctx) const override;
     int64_t tokens_per_sample() const override { return model_.seq_len; }

@@ -28,8 +28,8 @@ int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dt
     const int64_t s = pool_bytes(2 * N * 4);        // layernorm mean and rstd, f32
     const int64_t lse = pool_bytes(B * H * T * 4);  // attention log-sum-exp, f32
     const int64_t logits = pool_bytes(N * V * d);
-    const int64_t ce = pool_bytes(2 * N * 4);      // cross-entropy row losses and lse, f32
-    const int64_t scalar = pool_bytes(4);          // the loss (and its seed gradient), f32
+    const int64_t ce = pool_bytes(2 * N * 4);  // cross-entropy row losses and lse, f32
+    const int64_t scalar = pool_bytes(4);      // the loss (and its seed gradient), f32
 
     // What a block keeps to the end of the forward. Full: ln_1, attention output, attn.c_proj, h,
     // ln_2, mlp.c_proj, block output (7a), qkv, c_fc and gelu (2f), two layernorm stats, lse.
@@ -58,9 +58,13 @@ int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dt
     return std::max(head_peak, block_peak);
 }
 
-int64_t gpt_param_count(const GptOptions& m) {
+int64_t gpt_param_count(const GptOptions& m, int64_t t) {
     const int64_t C = m.d_model;
-    return m.vocab_size * C + m.seq_len * C + m.n_layers * (12 * C * C + 13 * C) + 2 * C;
+    // Split over t (parallel/tensor_parallel.h): wte, every block's four weight matrices (12 C^2)
+    // and c_attn's and c_fc's biases (7 C). Whole: wpe, both c_proj biases and the LayerNorms
+    // (2 C + 4 C per block), ln_f.
+    return m.vocab_size * C / t + m.seq_len * C +
+           m.n_layers * (12 * C * C / t + 7 * C / t + 6 * C) + 2 * C;
 }
 
 int64_t gpt_transient_workspace_bytes(const GptOptions& m, int64_t B, DType grad_dtype, int threads,

@@ -18,7 +18,8 @@ namespace zt {
 int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak);
 
 // V C + T C + L (12 C^2 + 13 C) + 2 C: embeddings, blocks, ln_f (the head is tied to wte).
-int64_t gpt_param_count(const GptOptions& model);
+// t: a rank's count under parallel.tensor = t (its parts of the split tensors, the whole ones).
+int64_t gpt_param_count(const GptOptions& model, int64_t t = 1);
 
 // Scratch (category workspace) that lives only inside one kernel call of a micro-batch of B
 // sequences: attention's per-thread slabs, cross-entropy's row gradients and, with non-f32
