@@ -72,10 +72,14 @@ def n_params(c):
     return whole + split
 
 
-def expected_weight_bytes(c, t, bytes_per_param=4):
+def expected_params_per_rank(c, t):
     whole, split = param_split(c, t)
     assert split % t == 0, "vocab and d_model must divide by t"
-    return (whole + split // t) * bytes_per_param
+    return whole + split // t
+
+
+def expected_weight_bytes(c, t, bytes_per_param=4):
+    return expected_params_per_rank(c, t) * bytes_per_param
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,7 +316,11 @@ def run_zerotrain(args, layout, dtype, workdir):
         if r["timed_out"]:
             raise RuntimeError(f"timed out after {args.timeout} s")
         lines, err, ranks_mem = [], None, {}
-        with open(os.path.join(run_dir, "run", "metrics.jsonl")) as f:
+        metrics = os.path.join(run_dir, "run", "metrics.jsonl")
+        if not os.path.exists(metrics):
+            raise RuntimeError(f"exit code {r['rc']}, no metrics.jsonl: "
+                               f"{tail(strip_mpirun_banners(r['stderr'] or r['stdout']), 600)}")
+        with open(metrics) as f:
             for line in f:
                 m = json.loads(line)
                 if "error" in m:
@@ -357,7 +365,7 @@ def run_zerotrain(args, layout, dtype, workdir):
 def run_torch(args, dtype, workdir):
     import peer_env
     from dp_train import free_port
-    from gpt_train import child_figures, run_child, tail
+    from gpt_train import child_figures, other_cores_last, run_child, tail
     spec = peer_env.peer_specs(1, peer_env.peer_malloc())["torch-new"]
     out_dir = tempfile.mkdtemp(prefix=f"torch_{dtype}_tp2_", dir=workdir)
     wargs = [spec["python"], os.path.abspath(__file__), "--torch-worker", "--dtype", dtype,
@@ -406,7 +414,8 @@ def run_torch(args, dtype, workdir):
                    tracked_peak_per_rank_mib=None,
                    weight_bytes_per_rank=[x["weight_bytes"] for x in ranks],
                    loss_first=ranks[0]["loss_first"], loss_last=ranks[0]["loss_last"],
-                   peer_env_seen=ranks[0].get("env"))
+                   peer_env_seen=ranks[0].get("env"),
+                   other_cores_steps=other_cores_last(r["samples"], sum(ranks[0]["step_times_s"])))
     except (ValueError, KeyError, TypeError, RuntimeError) as e:
         res.update(ok=False, error=" ".join(str(e).split()))
     finally:
@@ -441,17 +450,17 @@ def markdown(rep):
         L += [f"### {dtype}", "",
               "| layout | micro-batch x ranks | tokens/s (median) | per-round tokens/s | "
               "peak RSS per rank, MiB | tracked peak per rank, MiB | weight bytes per rank | "
-              "expected |",
-              "|---|---|---:|---|---|---|---|---:|"]
+              "expected parameters per rank | bytes / parameter |",
+              "|---|---|---:|---|---|---|---|---:|---:|"]
         for lay in rep["layouts"]:
             rs = [x for x in rep["runs"] if x["dtype"] == dtype and x["layout"] == lay]
             ok = [x for x in rs if x.get("ok")]
             eng, t, stage, micro = LAYOUTS[lay]
-            exp = expected_weight_bytes(CFG, t, 4)
+            exp = expected_params_per_rank(CFG, t)
             if not ok:
                 err = rs[0].get("error", "not run") if rs else "not run"
                 L.append(f"| {lay} | {micro} x {WORLD // t} | failed: "
-                         f"{err[:300].replace('|', '/')} | | | | | {exp:,} |")
+                         f"{err[:300].replace('|', '/')} | | | | | {exp:,} | |")
                 continue
             tps = statistics.median(x["tokens_per_s"] for x in ok)
             last = ok[-1]
@@ -459,9 +468,10 @@ def markdown(rep):
             tr = (" / ".join(f(v, ".0f") for v in last["tracked_peak_per_rank_mib"])
                   if last.get("tracked_peak_per_rank_mib") else "-")
             wb = " / ".join(f"{v:,}" for v in last["weight_bytes_per_rank"])
+            bpp = " / ".join(f"{v / exp:.4f}" for v in last["weight_bytes_per_rank"])
             L.append(f"| {lay} | {micro} x {WORLD // t} | {tps:.1f} | "
                      f"{', '.join(f(x['tokens_per_s'], '.1f') for x in ok)} | {rss} | {tr} | "
-                     f"{wb} | {exp:,} |")
+                     f"{wb} | {exp:,} | {bpp} |")
         L.append("")
         L.append("Runs in the order run (other = cores other processes used during the timed "
                  "steps; 2 cores in all):")

@@ -47,14 +47,52 @@ void gather_rows(const T* table, std::span<const int32_t> ids, T* out, int64_t l
 
 }  // namespace
 
+namespace {
+
+// Rows of a (rows, C) tensor gathered from every rank in rank order, or the reverse: this rank's
+// rows of the sum.
+Tensor gather_rows_of(Tape& tape, const Tensor& x, const TensorParallel& tp) {
+    const int t = tp.size();
+    Shape shape = x.shape();
+    shape[0] *= t;
+    Tensor y = Tensor::empty(tape.pool(), shape, x.dtype(), MemCategory::kActivations);
+    tp.comm
+        ->all_gather(x.raw(), y.raw(), std::vector<int64_t>(t, x.numel()), comm_type_of(x.dtype()))
+        ->wait();
+    return y;
+}
+
+Tensor scatter_rows_of(Tape& tape, const Tensor& x, const TensorParallel& tp) {
+    const int t = tp.size();
+    ZT_CHECK(x.size(0) % t == 0, "parallel.sequence_parallel: the micro-batch's ", x.size(0),
+             " tokens (train_micro_batch_size_per_gpu x model.seq_len) must be divisible by "
+             "parallel.tensor = ",
+             t);
+    Shape shape = x.shape();
+    shape[0] /= t;
+    Tensor y = Tensor::empty(tape.pool(), shape, x.dtype(), MemCategory::kActivations);
+    tp.comm
+        ->reduce_scatter(x.raw(), y.raw(), std::vector<int64_t>(t, y.numel()),
+                         comm_type_of(x.dtype()))
+        ->wait();
+    return y;
+}
+
+}  // namespace
+
 Var tp_copy(Tape& tape, const Var& x, const TensorParallel& tp) {
     if (!tp.active()) return x;
-    Var yv = make_var(x->value, needs_grad(tape, {&x}));
+    const bool rows = tp.splits_rows();
+    Var yv = make_var(rows ? gather_rows_of(tape, x->value, tp) : x->value, needs_grad(tape, {&x}));
     if (!yv->requires_grad) return yv;
-    tape.push("tp_copy", [&tape, x, yv, tp] {
+    tape.push("tp_copy", [&tape, x, yv, tp, rows] {
         Tensor dy = yv->grad;
         yv->grad = Tensor();
         if (!dy.defined()) return;
+        if (rows) {
+            Tape::add_grad(x, scatter_rows_of(tape, dy, tp));
+            return;
+        }
         Tensor dx = tape.new_grad(x);  // dy may be shared with another consumer's gradient
         dx.copy_from(dy);
         all_reduce(dx, tp);
@@ -65,17 +103,23 @@ Var tp_copy(Tape& tape, const Var& x, const TensorParallel& tp) {
 
 Var tp_reduce(Tape& tape, const Var& x, const TensorParallel& tp) {
     if (!tp.active()) return x;
+    const bool rows = tp.splits_rows();
     Tensor y;
     if (x->value.defined()) {  // undefined: a recompute region's unread output (ops.h)
-        y = x->value.clone(MemCategory::kActivations);
-        all_reduce(y, tp);
+        if (rows) {
+            y = scatter_rows_of(tape, x->value, tp);
+        } else {
+            y = x->value.clone(MemCategory::kActivations);
+            all_reduce(y, tp);
+        }
     }
     Var yv = make_var(y, needs_grad(tape, {&x}));
     if (!yv->requires_grad) return yv;
-    tape.push("tp_reduce", [x, yv] {
+    tape.push("tp_reduce", [&tape, x, yv, tp, rows] {
         Tensor dy = yv->grad;
         yv->grad = Tensor();
-        if (dy.defined()) Tape::add_grad(x, std::move(dy));
+        if (!dy.defined()) return;
+        Tape::add_grad(x, rows ? gather_rows_of(tape, dy, tp) : std::move(dy));
     });
     return yv;
 }

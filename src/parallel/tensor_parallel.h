@@ -24,6 +24,16 @@
 //   counts them once (TensorParallel::norm_weight).
 // With a group of one rank every op is the identity and the layers are plain Linear and
 // Embedding, bit for bit.
+//
+// Note [Sequence parallelism]
+// With sequence_parallel (Korthikanti et al. 2022), the regions outside the split layers
+// (LayerNorms, residual adds, the position embedding) work on 1/t of the rows of the (B T, C)
+// activations instead of all of them on every rank: rank r holds rows [r N/t, (r+1) N/t). tp_copy
+// becomes an all-gather of the rows (backward: reduce-scatter of the gradient) and tp_reduce a
+// reduce-scatter (backward: all-gather), the same bytes as the all-reduce they replace, and the
+// activations there take 1/t of the memory. The parameters held whole then see 1/t of the rows
+// on each rank, so their gradients are summed over the group before the step
+// (Engine::step; tp_whole_grads).
 #pragma once
 
 #include <cstdint>
@@ -37,15 +47,19 @@ namespace zt {
 // The tensor-parallel group a model is split over; comm null or of size 1: no split.
 struct TensorParallel {
     Communicator* comm = nullptr;
+    bool sequence_parallel = false;  // parallel.sequence_parallel (Note [Sequence parallelism])
     int size() const { return comm ? comm->size() : 1; }
     int rank() const { return comm ? comm->rank() : 0; }
     bool active() const { return size() > 1; }
+    bool splits_rows() const { return active() && sequence_parallel; }
 };
 
 namespace ops {
-// Identity forward; all-reduce of the gradient over the group backward.
+// Into a split layer: identity forward, all-reduce of the gradient over the group backward.
+// Sequence parallel: x (N/t, C) rows -> all-gathered (N, C); backward reduce-scatter.
 Var tp_copy(Tape& tape, const Var& x, const TensorParallel& tp);
-// All-reduce (sum) over the group forward; identity backward.
+// Out of a split layer: all-reduce (sum) over the group forward; identity backward. Sequence
+// parallel: x (N, C) -> this rank's rows of the sum (N/t, C); backward all-gather.
 Var tp_reduce(Tape& tape, const Var& x, const TensorParallel& tp);
 // x: (N, C), b: (C) -> x + b per row; backward: dx = dy, db += column sums of dy.
 Var bias_add(Tape& tape, const Var& x, const Var& b);

@@ -625,13 +625,14 @@ int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
 }
 
 // dp = world / (tensor x pipeline), through the device mesh (Megatron's rank order).
-MeshShape parse_parallel(Section& root, int64_t world) {
+MeshShape parse_parallel(Section& root, int64_t world, bool* sequence_parallel) {
     Section s = root.section("parallel");
     const int64_t tp = s.get_int("tensor", 1, 1, INT_MAX);
     const int64_t pp = s.get_int("pipeline", 1, 1, INT_MAX);
-    ZT_CHECK(!s.get_bool("sequence_parallel", false), s.key("sequence_parallel"),
-             ": sequence parallelism is not in this version; set it to false (tensor parallelism "
-             "splits the rest)");
+    *sequence_parallel = s.get_bool("sequence_parallel", false);
+    ZT_CHECK(!*sequence_parallel || tp > 1, s.key("sequence_parallel"),
+             ": splits the rows of a tensor-parallel group; it needs parallel.tensor > 1 (got ",
+             tp, ")");
     s.finish();
     ZT_CHECK(world <= INT_MAX, "world size: expected at most ", INT_MAX, " ranks, got ", world);
     // Names world, tensor and pipeline when tensor x pipeline does not divide the world; checked
@@ -739,7 +740,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     int64_t world = world_size;
     root.guard([&] { world = parse_comm(root, world_size, c.comm); });
     MeshShape mesh;
-    if (root.guard([&] { mesh = parse_parallel(root, world); }))
+    if (root.guard([&] { mesh = parse_parallel(root, world, &c.sequence_parallel); }))
         root.guard([&] { resolve_batch(root, mesh, c); });
     // The model family reads the activation checkpointing policy (GPT's recompute regions).
     root.guard([&] { parse_activation_checkpointing(root, c.activation_checkpointing); });

@@ -154,6 +154,7 @@ struct TrainConfig {
     int64_t grad_accum = 1;        // gradient_accumulation_steps
     int64_t dp = 1;                // data-parallel ranks: world / (tensor x pipeline)
     int64_t tp = 1;                // parallel.tensor: ranks each model is split over
+    bool sequence_parallel = false;  // parallel.sequence_parallel (tensor-parallel row split)
 
     int64_t steps = 100;  // optimizer steps to run
     uint64_t seed = 42;

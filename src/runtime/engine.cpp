@@ -39,9 +39,8 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     int64_t numel = 0;
     for (Parameter* p : params) numel += p->numel();
     // Names this rank's offload files apart from every other rank's, tp peers included.
-    const std::string tier_name = options_.tp.active()
-                                      ? str_cat(rank, "-tp", options_.tp.rank())
-                                      : std::to_string(rank);
+    const std::string tier_name =
+        options_.tp.active() ? str_cat(rank, "-tp", options_.tp.rank()) : std::to_string(rank);
     ArenaOptions ao = zero_arena_options(options_.zero.stage, options_.compute_dtype,
                                          options_.grad_dtype, numel, ranks, rank);
     const bool offloaded = options_.offload_optimizer.device != "none";
@@ -54,9 +53,9 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     ao.hold_compute = !params_offloaded;
     arena_ = std::make_unique<ParamArena>(pool_, std::move(params), ao);
     arena_->init_weights(options_.seed);
-    param_tier_ = make_param_tier(options_.offload_param, options_.offload_optimizer.aio,
-                                  arena_->owned_hi() - arena_->owned_lo(), options_.compute_dtype,
-                                  tier_name);
+    param_tier_ =
+        make_param_tier(options_.offload_param, options_.offload_optimizer.aio,
+                        arena_->owned_hi() - arena_->owned_lo(), options_.compute_dtype, tier_name);
     dp_ = std::make_unique<ZeroDataParallel>(pool_, *model_, *arena_, options_.comm, options_.zero,
                                              param_tier_.get());
     segments_ = dp_->update_segments();
@@ -77,6 +76,12 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     if (options_.compute_dtype == DType::kF16)
         scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
     for (Parameter* p : arena_->params()) {
+        if (options_.tp.splits_rows() && !p->split.sharded()) {
+            if (!tp_whole_.empty() && tp_whole_.back().hi == p->offset)
+                tp_whole_.back().hi += p->numel();
+            else
+                tp_whole_.push_back({p->offset, p->offset + p->numel()});
+        }
         if (tp_norm_weight(*p, options_.tp) == 0) continue;
         if (!tp_counted_.empty() && tp_counted_.back().hi == p->offset)
             tp_counted_.back().hi += p->numel();
@@ -144,6 +149,7 @@ StepStats Engine::step() {
     st.loss = dp_->sum_over_ranks(loss_sum_) / static_cast<double>(micro_done_ * dp_->ranks());
     st.lr = options_.schedule ? options_.schedule->lr(updates_done_) : options_.lr;
     Tensor update_grads = dp_->update_grads();
+    if (!tp_whole_.empty()) sum_whole_grads_over_tp(update_grads);
     const int64_t n = update_grads.numel();
     float* grads = update_grads.dtype() == DType::kF32 ? update_grads.data<float>() : nullptr;
     if (grads == nullptr) {
@@ -214,6 +220,20 @@ double Engine::grad_sq_norm(float* grads, float inv) {
     double total = sq;
     options_.tp.comm->all_reduce(&total, 1, CommType::kF64)->wait();
     return total;
+}
+
+void Engine::sum_whole_grads_over_tp(Tensor& update_grads) {
+    const Range u = dp_->update_range();
+    const size_t elem = dtype_size(update_grads.dtype());
+    auto* base = static_cast<char*>(update_grads.raw());
+    for (const Range& r : tp_whole_) {
+        const int64_t lo = std::max(u.lo, r.lo), hi = std::min(u.hi, r.hi);
+        if (lo >= hi) continue;
+        options_.tp.comm
+            ->all_reduce(base + static_cast<size_t>(lo - u.lo) * elem, hi - lo,
+                         comm_type_of(update_grads.dtype()))
+            ->wait();
+    }
 }
 
 EngineCounters Engine::counters() const {

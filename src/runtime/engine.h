@@ -122,6 +122,8 @@ class Engine {
     // The squared gradient norm over every rank (dp and tp) of the update range's f32 gradients
     // g; fp16: unscaled by inv first (in place).
     double grad_sq_norm(float* g, float inv);
+    // Sequence parallelism: sums the whole parameters' gradients in `update_grads` over tp.
+    void sum_whole_grads_over_tp(Tensor& update_grads);
 
     MemoryPool& pool_;
     std::unique_ptr<Model> model_;
@@ -134,6 +136,9 @@ class Engine {
     std::vector<OptimSegment> segments_;
     // Tensor parallelism: the arena ranges this rank's gradient norm counts (tp_norm_weight 1).
     std::vector<Range> tp_counted_;
+    // Sequence parallelism: the arena ranges of parameters held whole, whose gradients are summed
+    // over the tp group before the step (Note [Sequence parallelism]).
+    std::vector<Range> tp_whole_;
     Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)
     std::unique_ptr<LossScaler> scaler_;  // f16 compute only
     SparseParams* sparse_ = nullptr;      // the model's, when it has some

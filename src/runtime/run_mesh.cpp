@@ -23,7 +23,7 @@ CommStats RunMesh::stats() const {
     return s;
 }
 
-RunMesh split_run_mesh(Communicator* world, int tp) {
+RunMesh split_run_mesh(Communicator* world, int tp, bool sequence_parallel) {
     RunMesh m;
     const int ranks = world ? world->size() : 1;
     const int rank = world ? world->rank() : 0;
@@ -36,6 +36,7 @@ RunMesh split_run_mesh(Communicator* world, int tp) {
     m.tp_owned_ = world->split(ts.color, ts.key);
     m.dp_owned_ = world->split(ds.color, ds.key);
     m.tp.comm = m.tp_owned_.get();
+    m.tp.sequence_parallel = sequence_parallel;
     m.dp = m.dp_owned_.get();
     return m;
 }

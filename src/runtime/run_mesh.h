@@ -21,12 +21,12 @@ struct RunMesh {
     CommStats stats() const;
 
   private:
-    friend RunMesh split_run_mesh(Communicator* world, int tp);
+    friend RunMesh split_run_mesh(Communicator* world, int tp, bool sequence_parallel);
     std::shared_ptr<Communicator> dp_owned_, tp_owned_;
 };
 
 // Collective over the world: splits it into dp groups of world / tp ranks and tp groups of tp
-// adjacent ranks (Megatron's order).
-RunMesh split_run_mesh(Communicator* world, int tp);
+// adjacent ranks (Megatron's order); sequence_parallel: the group splits rows too.
+RunMesh split_run_mesh(Communicator* world, int tp, bool sequence_parallel = false);
 
 }  // namespace zt

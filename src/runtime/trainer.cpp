@@ -421,7 +421,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     ZT_ASSERT(ranks == cfg.dp * cfg.tp, "run_training: ", ranks, " ranks for a config with dp = ",
               cfg.dp, " and tensor = ", cfg.tp);
     // The dp and tp groups: data and ZeRO go over dp, the model's split over tp.
-    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp));
+    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.sequence_parallel);
     const int dp_rank = mesh.coord.dp, dp_ranks = mesh.shape.dp;
     std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
     fault_at_start(rank, ranks);  // ZT_FAULT, for tests of the supervisor

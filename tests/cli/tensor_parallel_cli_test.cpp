@@ -82,6 +82,12 @@ TEST_F(TensorParallelCli, TrainsLikeOneProcessOnEveryMesh) {
         CommandResult r = train(config(6, c.dp, c.tp, c.stage), run, "", c.dp * c.tp);
         ASSERT_EQ(r.code, 0) << run << r.output;
         expect_close(read_run(run), ref, run);
+        // And with sequence parallelism.
+        nlohmann::json sp = config(6, c.dp, c.tp, c.stage);
+        sp["parallel"]["sequence_parallel"] = true;
+        r = train(sp, run + "_sp", "", c.dp * c.tp);
+        ASSERT_EQ(r.code, 0) << run << r.output;
+        expect_close(read_run(run + "_sp"), ref, run + "_sp");
     }
 }
 
@@ -158,11 +164,25 @@ TEST_F(TensorParallelCli, ConfigsThatCannotSplitAreRefused) {
     r = train(vocab, "vocab", "", 2);
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("must divide model.vocab_size = 63"), std::string::npos) << r.output;
-    nlohmann::json sp = config(2, 1, 2);
-    sp["parallel"]["sequence_parallel"] = true;
-    r = train(sp, "sp", "", 2);
+    nlohmann::json sp = config(2, 1, 1);
+    sp["parallel"] = {{"sequence_parallel", true}};
+    r = train(sp, "sp", "");
     EXPECT_EQ(r.code, 2) << r.output;
-    EXPECT_NE(r.output.find("parallel.sequence_parallel"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("parallel.sequence_parallel: splits the rows of a tensor-parallel "
+                            "group; it needs parallel.tensor > 1"),
+              std::string::npos)
+        << r.output;
+    // Sequence parallelism splits a micro-batch's B x T rows: one sample of 18 tokens over 4 ranks
+    // does not divide.
+    nlohmann::json rows = config(2, 1, 4);
+    rows["parallel"]["sequence_parallel"] = true;
+    rows["train_batch_size"] = 1;
+    rows["train_micro_batch_size_per_gpu"] = 1;
+    rows["model"]["seq_len"] = 18;
+    r = train(rows, "rows", "", 4);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("must be divisible by parallel.tensor = 4"), std::string::npos)
+        << r.output;
 }
 
 // `zerotrain estimate --tensor T`: one rank's parameters, the split ones divided by T (wte, the

@@ -97,8 +97,8 @@ TEST(ConfigZero, WrongTypesAndRangesNameTheKey) {
     // stage3_prefetch_bucket_size takes 0 (prefetch off; config_errors_test.cpp).
     for (const char* k : {"reduce_bucket_size", "allgather_bucket_size",
                           "stage3_max_live_parameters", "sub_group_size"}) {
-        expect_mentions(err({{k, 0}}), {std::string("zero_optimization.") + k,
-                                        "expected an integer >= 1, got 0"});
+        expect_mentions(err({{k, 0}}),
+                        {std::string("zero_optimization.") + k, "expected an integer >= 1, got 0"});
         expect_mentions(err({{k, "big"}}),
                         {std::string("zero_optimization.") + k, "expected an integer"});
     }
@@ -119,8 +119,7 @@ TEST(ConfigZero, BehaviourZerotrainAlwaysHasIsRefusedWhenTurnedOff) {
                     {"zero_optimization.contiguous_gradients",
                      "gradients are always contiguous in zerotrain's flat arena"});
     expect_mentions(err({{"stage", 2}, {"reduce_scatter", false}}),
-                    {"zero_optimization.reduce_scatter", "always reduce-scatters",
-                     "own"});
+                    {"zero_optimization.reduce_scatter", "always reduce-scatters", "own"});
     expect_mentions(err({{"allgather_partitions", false}}),
                     {"zero_optimization.allgather_partitions", "always all-gathers"});
     expect_mentions(err({{"ignore_unused_parameters", false}}),
@@ -129,8 +128,7 @@ TEST(ConfigZero, BehaviourZerotrainAlwaysHasIsRefusedWhenTurnedOff) {
                     {"zero_optimization.load_from_fp32_weights"});
     for (const char* device : {"cpu", "nvme"})
         expect_mentions(err({{"stage", 3}, {"offload_param", {{"device", device}}}}),
-                        {"zero_optimization.offload_param.device",
-                         "needs offload_optimizer too"});
+                        {"zero_optimization.offload_param.device", "needs offload_optimizer too"});
     expect_mentions(err({{"stage", 2}, {"offload_optimizer", {{"device", "nvme"}}}}),
                     {"zero_optimization.offload_optimizer.nvme_path", "needs the directory"});
     expect_mentions(err({{"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.3}}}}),
@@ -205,7 +203,8 @@ TEST(ConfigZero, DeepSpeedsTypicalStage3SectionIsAccepted) {
         {{"zero_optimization", {{"stage", 1}, {"bucket_size", 5}}}, {"comm", {{"speed", 1}}}});
     std::vector<std::string> warnings = u.warnings;
     std::sort(warnings.begin(), warnings.end());
-    EXPECT_EQ(warnings, (std::vector<std::string>{"comm.speed: unknown key, ignored",
+    EXPECT_EQ(warnings,
+              (std::vector<std::string>{"comm.speed: unknown key, ignored",
                                         "zero_optimization.bucket_size: unknown key, ignored"}));
 }
 
@@ -226,7 +225,8 @@ TEST(ConfigZero, KeysWithNoEffectWarnWithTheReason) {
         {"stage3_gather_fp16_weights_on_model_save", false, "consolidated weights"},
     };
     for (const auto& c : cases) {
-        const ParsedConfig p = parse_config({{"zero_optimization", {{"stage", 3}, {c.key, c.value}}}});
+        const ParsedConfig p =
+            parse_config({{"zero_optimization", {{"stage", 3}, {c.key, c.value}}}});
         ASSERT_EQ(p.warnings.size(), 1u) << c.key;
         expect_mentions(p.warnings[0], {std::string("zero_optimization.") + c.key + ": ",
                                         "has no effect in zerotrain", c.why});
@@ -317,8 +317,10 @@ TEST(ConfigZero, DpComesFromTheMesh) {
     // The default GPT has 4 heads: 3 ranks cannot split them (and 3 does not divide 4 ranks).
     expect_mentions(error_of({{"parallel", {{"tensor", 3}}}}, 6),
                     {"parallel.tensor = 3 must divide model.n_heads = 4"});
-    expect_mentions(error_of({{"parallel", {{"tensor", 2}, {"sequence_parallel", true}}}}, 4),
-                    {"parallel.sequence_parallel: sequence parallelism is not in this version"});
+    EXPECT_TRUE(parse_config({{"parallel", {{"tensor", 2}, {"sequence_parallel", true}}}}, 4)
+                    .config.sequence_parallel);
+    expect_mentions(error_of({{"parallel", {{"sequence_parallel", true}}}}, 4),
+                    {"parallel.sequence_parallel: splits the rows of a tensor-parallel group"});
     expect_mentions(error_of({{"parallel", {{"pipeline", 2}}}}, 4),
                     {"parallel.pipeline: pipeline parallelism is not in this version"});
     expect_mentions(error_of({{"parallel", {{"tensor", 0}}}}),
@@ -348,9 +350,9 @@ TEST(ConfigZero, BatchErrorsNameTheRankCountAndOnesThatFit) {
     expect_mentions(odd, {"train_batch_size: 25", "micro_batch_size_per_gpu x dp = 6"});
     EXPECT_EQ(odd.find("would fit"), std::string::npos) << odd;
     // The local backend's rank threads count as the world.
-    expect_mentions(error_of({{"train_batch_size", 8},
-                              {"comm", {{"backend", "local"}, {"local_ranks", 3}}}}),
-                    {"this run has 3 ranks", "2 or 4 ranks would fit"});
+    expect_mentions(
+        error_of({{"train_batch_size", 8}, {"comm", {{"backend", "local"}, {"local_ranks", 3}}}}),
+        {"this run has 3 ranks", "2 or 4 ranks would fit"});
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ constexpr int64_t kV = 48, kT = 8, kMicro = 2;
 
 struct Layout {
     int dp = 1, tp = 1;
+    bool sp = false;  // sequence parallelism
     int stage = 0;
     int64_t grad_accum = 1;  // micro-batches per step on each dp rank
     DType compute = DType::kF32;
@@ -66,7 +67,7 @@ void train_rank(const Layout& l, Communicator& world, TpRun* out) {
     const MeshSplit ts = tp_split(mesh, world.rank()), ds = dp_split(mesh, world.rank());
     std::unique_ptr<Communicator> tpc = world.split(ts.color, ts.key);
     std::unique_ptr<Communicator> dpc = world.split(ds.color, ds.key);
-    const TensorParallel tp{tpc.get()};
+    const TensorParallel tp{tpc.get(), l.sp};
     GptOptions go = model_options(l);
     go.tp = tp;
     EngineOptions eo;
@@ -106,7 +107,9 @@ void train_rank(const Layout& l, Communicator& world, TpRun* out) {
             }
             e.forward_backward(Batch{in, tg, kMicro, kT});
         }
-        if (step == 0 && l.stage == 0 && l.dp == 1) {  // gradients held whole, before the step
+        // Gradients held whole, before the step (where sequence parallelism sums the whole
+        // parameters' parts).
+        if (step == 0 && l.stage == 0 && l.dp == 1 && !l.sp) {
             std::vector<float> g = tp_assemble(params, e.arena().grads().to_vector().data(), tp);
             if (root) out->grads = std::move(g);
         }
@@ -165,6 +168,7 @@ double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
 void expect_equivalent(const Layout& l, double tol, double norm_tol, double weight_tol) {
     Layout one = l;
     one.dp = one.tp = 1;
+    one.sp = false;
     one.stage = 0;
     one.grad_accum = l.grad_accum * l.dp;
     const TpRun ref = train(one), got = train(l);
@@ -172,8 +176,9 @@ void expect_equivalent(const Layout& l, double tol, double norm_tol, double weig
     EXPECT_EQ(got.init, ref.init) << "initial weights depend on the layout";
     const double dl = max_rel(got.loss, ref.loss), dn = max_rel(got.grad_norm, ref.grad_norm);
     const double dw = max_abs(got.weights, ref.weights);
-    std::printf("dp %d x tp %d stage %d %s: loss %.2e, grad norm %.2e, weights %.2e\n", l.dp, l.tp,
-                l.stage, dtype_name(l.compute), dl, dn, dw);
+    std::printf("dp %d x tp %d%s stage %d %s: loss %.2e, grad norm %.2e, weights %.2e\n", l.dp,
+                l.tp, l.sp ? " (sequence parallel)" : "", l.stage, dtype_name(l.compute), dl, dn,
+                dw);
     EXPECT_LE(dl, tol);
     EXPECT_LE(dn, norm_tol);
     EXPECT_LE(dw, weight_tol);
@@ -228,6 +233,32 @@ TEST(TensorParallel, Bf16AndRecompute) {
     c.tp = 2;
     c.checkpointing = "every";  // the block's all-reduces run again inside backward
     expect_equivalent(c, 1e-4, 1e-4, 1e-4);
+}
+
+// Sequence parallelism (Note [Sequence parallelism]): the same trajectories, with the rows of
+// the LayerNorm and residual regions split over the group, recompute and bf16 included.
+TEST(TensorParallel, SequenceParallelTrainsLikeOneProcess) {
+    struct Case {
+        int dp, tp, stage;
+        DType compute;
+        const char* checkpointing;
+    };
+    for (const Case c :
+         {Case{1, 2, 0, DType::kF32, "none"}, Case{1, 4, 0, DType::kF32, "none"},
+          Case{2, 2, 1, DType::kF32, "none"}, Case{2, 2, 3, DType::kF32, "none"},
+          Case{1, 2, 0, DType::kF32, "every"}, Case{2, 2, 2, DType::kBF16, "none"}}) {
+        Layout l;
+        l.dp = c.dp;
+        l.tp = c.tp;
+        l.sp = true;
+        l.stage = c.stage;
+        l.compute = c.compute;
+        l.checkpointing = c.checkpointing;
+        if (c.compute == DType::kF32)
+            expect_equivalent(l, 1e-4, 1e-4, 1e-4);
+        else
+            expect_equivalent(l, 1e-2, 4e-2, 4e-2);
+    }
 }
 
 // The estimator's per-rank model-state bytes (planner/state_bytes.h with one part's parameter

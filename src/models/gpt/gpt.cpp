@@ -35,6 +35,9 @@ void validate_tensor_parallel(const GptOptions& o, int t) {
              " (each rank holds vocab_size / tensor embedding rows); pad the "
              "vocabulary to a multiple of ",
              t);
+    ZT_CHECK(!o.tp.sequence_parallel || t > 1,
+             "parallel.sequence_parallel splits the rows of a tensor-parallel group; it needs "
+             "parallel.tensor > 1");
 }
 
 CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, float proj_std, TensorParallel tp)
@@ -103,10 +106,13 @@ Var Gpt::logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) 
     ZT_CHECK(T <= options_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ",
              options_.seq_len);
     ZT_ASSERT(static_cast<int64_t>(ids.size()) == B * T);
-    if (static_cast<int64_t>(positions_.size()) != B * T) {
-        positions_.resize(B * T);
-        for (int64_t i = 0; i < B * T; ++i) positions_[i] = static_cast<int32_t>(i % T);
-    }
+    // The positions of the rows this rank holds: all of them, or its 1/t under sequence
+    // parallelism (parallel/tensor_parallel.h, Note [Sequence parallelism]).
+    const TensorParallel& tp = options_.tp;
+    const int64_t rows = tp.splits_rows() ? B * T / tp.size() : B * T;
+    const int64_t first = tp.splits_rows() ? rows * tp.rank() : 0;
+    positions_.resize(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) positions_[i] = static_cast<int32_t>((first + i) % T);
     return call(tape, [&] {
         Var x = ops::add(tape, transformer.wte.forward(tape, ids),
                          transformer.wpe.forward(tape, positions_));
