@@ -208,3 +208,43 @@ TEST_F(TensorParallelCli, EstimateGivesOnePartsParameters) {
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_EQ(nlohmann::json::parse(r.output)["tensor"], 2);
 }
+
+// A model without a tensor-parallel split (DLRM) is refused by name before any work.
+TEST_F(TensorParallelCli, DlrmIsRefused) {
+    const nlohmann::json j = {
+        {"train_micro_batch_size_per_gpu", 8},
+        {"steps", 2},
+        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+        {"model",
+         {{"type", "dlrm"},
+          {"table_rows", {100, 50}},
+          {"embedding_dim", 8},
+          {"bottom_mlp", {16, 8}},
+          {"top_mlp", {16}}}},
+        {"data", {{"type", "synthetic"}, {"records", 64}}},
+        {"parallel", {{"tensor", 2}}},
+        {"threads", 1}};
+    const CommandResult r = train(j, "dlrm", "", 2);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("parallel.tensor = 2: DLRM has no tensor-parallel split"),
+              std::string::npos)
+        << r.output;
+}
+
+// The optimizer offloaded under tensor parallelism: each rank's part on the tier (its own swap
+// file), bit for bit like the same mesh in memory.
+TEST_F(TensorParallelCli, OffloadedLikeInMemory) {
+    const nlohmann::json plain = config(4, 2, 2, 2);
+    ASSERT_EQ(train(plain, "plain", "", 4).code, 0);
+    for (const std::string device : {"cpu", "nvme"}) {
+        nlohmann::json j = plain;
+        fs::create_directories(dir_ / "swap");
+        j["zero_optimization"]["offload_optimizer"] = {{"device", device},
+                                                       {"nvme_path", (dir_ / "swap").string()}};
+        const CommandResult r = train(j, device, "", 4);
+        ASSERT_EQ(r.code, 0) << device << r.output;
+        const RunLog a = read_run("plain"), b = read_run(device);
+        EXPECT_EQ(a.loss, b.loss) << device;
+        EXPECT_EQ(a.weights, b.weights) << device;
+    }
+}
