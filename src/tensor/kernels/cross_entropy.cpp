@@ -76,25 +76,29 @@ void cross_entropy_forward(const T* logits, const int32_t* targets, float* losse
     }
 }
 
+// Row i of dlogits: dloss * (exp(x - lse) - onehot(t)); t < 0: no onehot. x may alias d.
+template <typename T>
+void softmax_grad_row(const T* x, T* d, int32_t t, float dloss, float lse, int64_t V) {
+    const float xt = t >= 0 ? to_f32(x[t]) : 0.0f;  // read before the row is overwritten
+    const V16 g = splat(dloss), l = splat(lse);
+    for_each_vec(V, [&](int64_t j, int64_t n) {
+        store_part(d + j, g * exp(load_part(x + j, n) - l), n);
+    });
+    if (t >= 0) d[t] = from_f32<T>(dloss * (std::exp(xt - lse) - 1.0f));
+}
+
 template <typename T>
 void cross_entropy_backward(const T* logits, const int32_t* targets, const float* lse,
                             const float* dloss, T* dlogits, int64_t N, int64_t V) {
     check_targets(targets, N, V);
 #pragma omp parallel for schedule(static) if (N * V >= kParallelMinElems)
     for (int64_t i = 0; i < N; ++i) {
-        const T* x = logits + i * V;
         T* d = dlogits + i * V;
-        const int32_t t = targets[i];
-        if (t < 0) {
+        if (targets[i] < 0) {
             for_each_vec(V, [&](int64_t j, int64_t n) { store_part(d + j, zero(), n); });
             continue;
         }
-        const float xt = to_f32(x[t]);  // read before the row is overwritten (in place)
-        const V16 g = splat(dloss[i]), l = splat(lse[i]);
-        for_each_vec(V, [&](int64_t j, int64_t n) {
-            store_part(d + j, g * exp(load_part(x + j, n) - l), n);
-        });
-        d[t] = from_f32<T>(dloss[i] * (std::exp(xt - lse[i]) - 1.0f));
+        softmax_grad_row(logits + i * V, d, targets[i], dloss[i], lse[i], V);
     }
 }
 
@@ -109,17 +113,8 @@ void cross_entropy_backward_slice(const T* logits, const int32_t* targets, const
                                   const float* dloss, T* dlogits, int64_t N, int64_t V) {
     check_targets(targets, N, V);
 #pragma omp parallel for schedule(static) if (N * V >= kParallelMinElems)
-    for (int64_t i = 0; i < N; ++i) {
-        const T* x = logits + i * V;
-        T* d = dlogits + i * V;
-        const int32_t t = targets[i];
-        const float xt = t >= 0 ? to_f32(x[t]) : 0.0f;  // read before an in-place overwrite
-        const V16 g = splat(dloss[i]), l = splat(lse[i]);
-        for_each_vec(V, [&](int64_t j, int64_t n) {
-            store_part(d + j, g * exp(load_part(x + j, n) - l), n);
-        });
-        if (t >= 0) d[t] = from_f32<T>(dloss[i] * (std::exp(xt - lse[i]) - 1.0f));
-    }
+    for (int64_t i = 0; i < N; ++i)
+        softmax_grad_row(logits + i * V, dlogits + i * V, targets[i], dloss[i], lse[i], V);
 }
 
 #define ZT_CE_SLICE(T)                                                                    \
