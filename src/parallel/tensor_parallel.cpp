@@ -304,6 +304,10 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t num, int64_t dim, TensorP
 Var VocabParallelEmbedding::forward(Tape& tape, std::span<const int32_t> ids) {
     return call(tape, [&] {
         if (!tp.active()) return ops::embedding(tape, weight.var, ids);
+        const int64_t V = weight.shape[0] * tp.size();  // ids outside every rank's rows
+        for (size_t i = 0; i < ids.size(); ++i)
+            ZT_CHECK(ids[i] >= 0 && ids[i] < V, "embedding: id ", ids[i], " at position ", i,
+                     " is out of range for ", V, " rows");
         return ops::tp_reduce(tape,
                               ops::vocab_parallel_embedding(tape, weight.var, ids, vocab_lo()), tp);
     });
