@@ -20,7 +20,11 @@ For each dtype and round the layouts run one after the other, the order reversed
 the warm-up), per-rank peak RSS and tracked pool peak, per-rank weight bytes (metrics.jsonl
 ranks[].mem.params; torch: the local shards' bytes) against the bytes expected from the config
 (Linear weights, column-parallel biases and the token embedding split over t, LayerNorms, position
-embedding and row-parallel biases whole), and the median per-round ratios.
+embedding and row-parallel biases whole; the table gives the measured bytes per expected parameter:
+4 in fp32; zerotrain in bf16 6 at ZeRO stage 0 (fp32 master weights and their bf16 copy) and 4
+at stage 1 (the master weights sharded); 4 for PyTorch's autocast), and the median per-round
+ratios. Run it on a copy of build/ that nobody rebuilds meanwhile (--zerotrain): a relink while a
+run starts fails that run.
 
   python3 bench/tp_train.py --dtypes fp32,bf16 --rounds 2 --json tp.json --markdown tp.md
 
@@ -338,8 +342,6 @@ def run_zerotrain(args, layout, dtype, workdir):
         if not timed:
             raise RuntimeError(f"{len(lines)} steps, none after {args.warmup} warm-up")
         step_times = [m["step_time_s"] for m in timed]
-        banner = [l for l in r["stderr"].splitlines() + r["stdout"].splitlines()
-                  if l.startswith("zerotrain: GPT ")]
         res.update(
             ok=True, steps=len(lines), step_times_s=step_times,
             all_step_times_s=[m["step_time_s"] for m in lines],
@@ -350,7 +352,6 @@ def run_zerotrain(args, layout, dtype, workdir):
             or [max(m["mem"]["peak"] for m in lines) / 2**20],
             weight_bytes_per_rank=[ranks_mem[k]["params"] for k in sorted(ranks_mem)]
             or [lines[-1]["mem"]["params"]],
-            banner=banner[0] if banner else None,
             other_cores_steps=other_cores_last(r["samples"], sum(step_times)),
             loss_first=lines[0]["loss"], loss_last=lines[-1]["loss"],
             comm=timed[-1].get("comm"))
