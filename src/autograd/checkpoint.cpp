@@ -62,12 +62,14 @@ Var checkpoint(Tape& tape, const std::vector<Var>& inputs, CheckpointFn fn) {
     inner_out.reset();
 
     MemoryPool* pool = &tape.pool();
-    tape.push("checkpoint", [pool, inputs, out, fn = std::move(fn)]() mutable {
+    Tape* outer = &tape;
+    tape.push("checkpoint", [pool, outer, inputs, out, fn = std::move(fn)]() mutable {
         Tensor dy = std::move(out->grad);
         out.reset();  // the recompute makes its own copy; nothing newer than the region uses out
         if (!dy.defined()) return;
         Tape inner(*pool);
         inner.set_recomputing(true);  // Note [Recompute early stop] (ops.h)
+        inner.set_deferred(outer->deferred());
         std::vector<Var> args = detach(inputs);
         for (size_t i = 0; i < args.size(); ++i)  // Note [Exact recompute]
             if (!inputs[i]->is_param) args[i]->grad = std::move(inputs[i]->grad);

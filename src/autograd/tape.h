@@ -45,6 +45,14 @@ public:
     void clear() { entries_.clear(); }
     size_t size() const { return entries_.size(); }
 
+    // Zero-bubble pipelines (runtime/pipeline_runner.h): while a sink is set, ops that can
+    // (linear) compute only their input gradient in backward and append the weight gradient as
+    // a closure to the sink, for a later weight-gradient pass (the closure holds what it needs:
+    // the input and the output gradient). Recompute regions pass the sink to their inner tape.
+    using Deferred = std::vector<std::function<void()>>;
+    void set_deferred(Deferred* sink) { deferred_ = sink; }
+    Deferred* deferred() const { return deferred_; }
+
     // Non-finite watch (nan_policy "stop"): when on, Module::call checks each module's output and
     // the tape remembers the first module whose output held a NaN or infinity in this forward.
     void set_check_finite(bool on) { check_finite_ = on; }
@@ -77,6 +85,7 @@ private:
     bool recomputing_ = false;
     bool check_finite_ = false;
     std::string first_nonfinite_;
+    Deferred* deferred_ = nullptr;
     std::vector<Entry> entries_;
 };
 

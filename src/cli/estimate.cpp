@@ -27,7 +27,15 @@ int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
                                j["parallel"]["tensor"].is_number_integer()
                            ? std::max<int64_t>(1, j["parallel"]["tensor"].get<int64_t>())
                            : 1;
-    ParsedConfig parsed = parse_config(j, tp);
+    // And one of each pipeline stage: the estimate is the most loaded stage's.
+    int64_t pp = 1;
+    if (j.contains("parallel") && j["parallel"].contains("pipeline")) {
+        const nlohmann::json& p = j["parallel"]["pipeline"];
+        if (p.is_number_integer()) pp = std::max<int64_t>(1, p.get<int64_t>());
+        if (p.is_object() && p.contains("stages") && p["stages"].is_number_integer())
+            pp = std::max<int64_t>(1, p["stages"].get<int64_t>());
+    }
+    ParsedConfig parsed = parse_config(j, tp * pp);
     OffloadOptimizerOptions& oo = parsed.config.zero.offload_optimizer;
     if (!args.offload_optimizer.empty()) oo.device = args.offload_optimizer;
     const int stage = args.zero_stage >= 0 ? args.zero_stage : parsed.config.zero.stage;

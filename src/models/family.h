@@ -15,6 +15,7 @@
 
 #include "models/named_tensor.h"
 #include "nn/model.h"
+#include "parallel/pipeline_partition.h"
 #include "parallel/tensor_parallel.h"
 #include "tensor/dtype.h"
 #include "util/config_section.h"
@@ -78,6 +79,13 @@ public:
     // The modules split over the tensor-parallel group (parallel/tensor_parallel.h); a group of
     // one rank: build().
     virtual std::unique_ptr<Model> build_split(const TensorParallel& tp) const;
+    // parallel.pipeline: the blocks the model cuts into pipeline pieces (0: the family cannot be
+    // pipelined), their costs for a balanced partition (parallel/pipeline_partition.h), and this
+    // rank's piece of the model (a PipelineModel, models/pipeline_model.h), split over tp too.
+    virtual int64_t pipeline_blocks() const { return 0; }
+    virtual PipeCosts pipeline_costs() const { return {}; }
+    virtual std::unique_ptr<Model> build_stage(const TensorParallel& tp,
+                                               const PipeStage& stage) const;
     virtual std::unique_ptr<RunData> open_data(const DataContext& ctx) const = 0;
 
     // Tokens per sample for a token model (metrics report tokens_per_s); 0: samples_per_s.
@@ -102,6 +110,9 @@ public:
     // The parameters one rank of a tensor-parallel group of t holds in its arena (its parts of the
     // split tensors and the whole ones); t == 1: param_count().
     virtual int64_t param_count_split(int t) const;
+    // The parameters one rank of pipeline stage `stage` holds in its arena, split over t (the
+    // tied copy of an embedding on the last stage included); one stage: param_count_split(t).
+    virtual int64_t param_count_stage(int t, const PipeStage& stage) const;
     // Parameters kept outside the arena (sharded embedding tables, nn/sparse_params.h), the bytes
     // the most loaded of `ranks` ranks holds of them with their optimizer state, and a check that
     // throws (kInput, saying what would fit) when they cannot fit `budget` bytes per rank.

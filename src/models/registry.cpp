@@ -32,6 +32,19 @@ std::unique_ptr<Model> ModelFamily::build_split(const TensorParallel& tp) const 
     return build();
 }
 
+int64_t ModelFamily::param_count_stage(int t, const PipeStage& stage) const {
+    ZT_CHECK(!stage.active(), "parallel.pipeline: ", name(),
+             " has no pipeline split in this version; use 1 stage");
+    return param_count_split(t);
+}
+
+std::unique_ptr<Model> ModelFamily::build_stage(const TensorParallel& tp,
+                                                const PipeStage& stage) const {
+    ZT_CHECK(!stage.active(), "parallel.pipeline: ", name(),
+             " has no pipeline split in this version; use 1 stage");
+    return build_split(tp);
+}
+
 std::shared_ptr<const ModelFamily> parse_model_family(config_detail::Section& root,
                                                       const FamilyContext& ctx) {
     config_detail::Section model = root.section("model");

@@ -24,6 +24,9 @@ struct EstimateSpec {
     // parallel.tensor: state.param_count is then one part's; activations are the one-process
     // figures (an upper bound: the split layers' activations shrink by about t).
     int tp = 1;
+    // parallel.pipeline: state.param_count is the most loaded stage's; activations as above
+    // (one micro-batch of the whole model).
+    int pp = 1;
 };
 
 struct Estimate {

@@ -162,6 +162,9 @@ std::string estimate_text(const Estimate& est, const std::string& source) {
        << (est.spec.tp > 1 ? str_cat(" per rank of parallel.tensor = ", est.spec.tp,
                                      " (activations: the unsplit model's, an upper bound)")
                            : std::string())
+       << (est.spec.pp > 1 ? str_cat(" on the most loaded of parallel.pipeline = ", est.spec.pp,
+                                     " stages (activations: one micro-batch of the whole model)")
+                           : std::string())
        << "\n"
        << "run: " << precision_name(st.compute_dtype) << ", gradients "
        << precision_name(st.grad_dtype) << ", " << est.spec.optimizer << ", "
@@ -218,6 +221,7 @@ nlohmann::json estimate_json(const Estimate& est, const std::string& source) {
         {"shard_numel", est.state.shard_numel},
         {"ranks", st.ranks},
         {"tensor", est.spec.tp},
+        {"pipeline", est.spec.pp},
         {"zero_stage", st.zero_stage},
         {"precision", precision_name(st.compute_dtype)},
         {"grad_accum_dtype", precision_name(st.grad_dtype)},

@@ -20,6 +20,7 @@
 #include "models/registry.h"
 #include "parallel/mesh.h"
 #include "runtime/config_monitor.h"
+#include "runtime/config_pipeline.h"
 #include "util/error.h"
 #include "util/units.h"
 
@@ -97,11 +98,19 @@ std::string rank_hint(const MeshShape& mesh, const std::string& fit) {
 // alone means accumulation 1. Where DeepSpeed refuses (no train_batch_size and no micro batch) we
 // take micro 1 and accumulation 1 (or the one given). When the rank count is what does not fit,
 // the error names it and the nearest rank counts that would.
-void resolve_batch(Section& root, const MeshShape& mesh, TrainConfig& c) {
+void resolve_batch(Section& root, const MeshShape& mesh, TrainConfig& c,
+                   std::optional<int64_t> pipe_micro) {
     const int64_t dp = mesh.dp;
     auto tbs = batch_term(root, "train_batch_size");
     auto micro = batch_term(root, "train_micro_batch_size_per_gpu");
     auto accum = batch_term(root, "gradient_accumulation_steps");
+    // parallel.pipeline.micro_batches names the accumulation steps (a pipeline's micro-batches).
+    if (pipe_micro) {
+        ZT_CHECK(!accum || *accum == *pipe_micro, "parallel.pipeline.micro_batches (",
+                 *pipe_micro, ") and gradient_accumulation_steps (", *accum,
+                 ") differ; they are the same count (the micro-batches of one step): give one");
+        accum = pipe_micro;
+    }
     // train_batch_size / per_rank must be a whole multiple of dp.
     auto divide = [&](int64_t per_rank, const char* named) {
         const int64_t by = mul_checked(per_rank, dp, "batch");
@@ -625,23 +634,19 @@ int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
 }
 
 // dp = world / (tensor x pipeline), through the device mesh (Megatron's rank order).
-MeshShape parse_parallel(Section& root, int64_t world, bool* sequence_parallel) {
+MeshShape parse_parallel(Section& root, int64_t world, TrainConfig& c,
+                         std::optional<int64_t>& pipe_micro) {
     Section s = root.section("parallel");
     const int64_t tp = s.get_int("tensor", 1, 1, INT_MAX);
-    const int64_t pp = s.get_int("pipeline", 1, 1, INT_MAX);
-    *sequence_parallel = s.get_bool("sequence_parallel", false);
-    ZT_CHECK(!*sequence_parallel || tp > 1, s.key("sequence_parallel"),
+    c.sequence_parallel = s.get_bool("sequence_parallel", false);
+    ZT_CHECK(!c.sequence_parallel || tp > 1, s.key("sequence_parallel"),
              ": splits the rows of a tensor-parallel group; it needs parallel.tensor > 1 (got ",
              tp, ")");
+    config_detail::parse_pipeline(s, c.pipe, pipe_micro);
     s.finish();
     ZT_CHECK(world <= INT_MAX, "world size: expected at most ", INT_MAX, " ranks, got ", world);
-    // Names world, tensor and pipeline when tensor x pipeline does not divide the world; checked
-    // first, since it is wrong whatever this version supports.
-    const MeshShape mesh =
-        make_mesh(static_cast<int>(world), static_cast<int>(tp), static_cast<int>(pp));
-    ZT_CHECK(pp == 1, s.key("pipeline"),
-             ": pipeline parallelism is not in this version; use 1 (got ", pp, ")");
-    return mesh;
+    // Names world, tensor and pipeline when tensor x pipeline does not divide the world.
+    return make_mesh(static_cast<int>(world), static_cast<int>(tp), c.pipe.stages);
 }
 
 // "checkpoint": sharded checkpoints of the run (runtime/checkpointer.h).
@@ -740,8 +745,9 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     int64_t world = world_size;
     root.guard([&] { world = parse_comm(root, world_size, c.comm); });
     MeshShape mesh;
-    if (root.guard([&] { mesh = parse_parallel(root, world, &c.sequence_parallel); }))
-        root.guard([&] { resolve_batch(root, mesh, c); });
+    std::optional<int64_t> pipe_micro;
+    if (root.guard([&] { mesh = parse_parallel(root, world, c, pipe_micro); }))
+        root.guard([&] { resolve_batch(root, mesh, c, pipe_micro); });
     // The model family reads the activation checkpointing policy (GPT's recompute regions).
     root.guard([&] { parse_activation_checkpointing(root, c.activation_checkpointing); });
     root.guard([&] {
@@ -760,6 +766,9 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] { parse_precision(root, c); });
     root.guard([&] { parse_zero(root, c.zero, out.warnings); });
     root.guard([&] { parse_aio(root, c.zero, out.warnings); });
+    root.guard([&] {
+        if (c.model) config_detail::resolve_pipeline(c);
+    });
     root.guard([&] { config_detail::parse_monitor(root, c.precision, c.monitor); });
     root.guard([&] { parse_breakdowns(root, c); });
     root.guard([&] { refuse_features(root, out.warnings); });

@@ -16,6 +16,7 @@
 #include "models/family.h"
 #include "offload/update_tier.h"
 #include "optim/lr_schedule.h"
+#include "parallel/pipeline_partition.h"
 
 namespace zt {
 
@@ -142,6 +143,22 @@ struct MonitorConfig {
     std::string prometheus_address = "127.0.0.1";
 };
 
+// "parallel.pipeline" (docs/pipeline-parallel.md): an integer (the stages) or an object.
+// micro_batches is the step's gradient_accumulation_steps, one name for the same count.
+struct PipelineConfig {
+    int stages = 1;
+    PipeSchedule schedule = PipeSchedule::kOneFOneB;
+    int virtual_stages = 1;
+    // Block counts of the stages x virtual_stages pieces: as given, or balanced by the model's
+    // block costs (parallel/pipeline_partition.h) when "partition" is "balanced" or absent.
+    std::vector<int64_t> partition;
+    bool partition_given = false;
+    bool active() const { return stages > 1; }
+    PipeOptions options(int64_t micro_batches) const {
+        return {stages, static_cast<int>(micro_batches), virtual_stages, schedule};
+    }
+};
+
 struct TrainConfig {
     // The model family, made from the "model" and "data" sections (models/registry.h); shared
     // and immutable, so configs copy cheaply.
@@ -155,6 +172,7 @@ struct TrainConfig {
     int64_t dp = 1;                // data-parallel ranks: world / (tensor x pipeline)
     int64_t tp = 1;                // parallel.tensor: ranks each model is split over
     bool sequence_parallel = false;  // parallel.sequence_parallel (tensor-parallel row split)
+    PipelineConfig pipe;             // parallel.pipeline
 
     int64_t steps = 100;  // optimizer steps to run
     uint64_t seed = 42;

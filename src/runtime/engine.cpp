@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/pipeline_model.h"
 #include "optim/clip.h"
 #include "tensor/kernels/elementwise.h"
 
@@ -39,8 +40,9 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     int64_t numel = 0;
     for (Parameter* p : params) numel += p->numel();
     // Names this rank's offload files apart from every other rank's, tp peers included.
-    const std::string tier_name =
+    std::string tier_name =
         options_.tp.active() ? str_cat(rank, "-tp", options_.tp.rank()) : std::to_string(rank);
+    if (options_.pp) tier_name += str_cat("-pp", options_.pp->rank());
     ArenaOptions ao = zero_arena_options(options_.zero.stage, options_.compute_dtype,
                                          options_.grad_dtype, numel, ranks, rank);
     const bool offloaded = options_.offload_optimizer.device != "none";
@@ -75,14 +77,20 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
         grad_f32_ = Tensor::zeros(pool_, {update_numel}, DType::kF32, MemCategory::kWorkspace);
     if (options_.compute_dtype == DType::kF16)
         scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
+    if (options_.pp)
+        if (auto* pm = dynamic_cast<PipelineModel*>(model_.get())) tied_ = pm->tied_parameters();
+    norm_by_ranges_ = options_.tp.active() || options_.pp != nullptr;
     for (Parameter* p : arena_->params()) {
+        // A tied parameter's gradient is the same sum on the first and last stage: counted once.
+        const bool tied_copy = options_.pp && options_.pp->rank() != 0 &&
+                               std::find(tied_.begin(), tied_.end(), p) != tied_.end();
         if (options_.tp.splits_rows() && !p->split.sharded()) {
             if (!tp_whole_.empty() && tp_whole_.back().hi == p->offset)
                 tp_whole_.back().hi += p->numel();
             else
                 tp_whole_.push_back({p->offset, p->offset + p->numel()});
         }
-        if (tp_norm_weight(*p, options_.tp) == 0) continue;
+        if (tp_norm_weight(*p, options_.tp) == 0 || tied_copy) continue;
         if (!tp_counted_.empty() && tp_counted_.back().hi == p->offset)
             tp_counted_.back().hi += p->numel();
         else
@@ -129,6 +137,25 @@ float Engine::forward_backward(const Batch& batch) {
     return value;
 }
 
+float Engine::micro_loss_seed() const {
+    const double scale = scaler_ ? scaler_->scale() : 1.0;
+    return static_cast<float>(scale / static_cast<double>(options_.grad_accum * dp_->ranks()));
+}
+
+void Engine::pipeline_micro_done(double loss) {
+    loss_sum_ += loss;
+    ++micro_done_;
+}
+
+void Engine::pipeline_reduce_grads() {
+    if (options_.tied)
+        for (Parameter* p : tied_)
+            options_.tied->all_reduce(p->grad.raw(), p->grad.numel(), comm_type_of(p->grad.dtype()))
+                ->wait();
+    dp_->begin_backward(true);
+    dp_->end_backward();
+}
+
 float Engine::eval_loss(const Batch& batch, std::vector<float>* outputs,
                         std::vector<float>* labels) {
     const bool watch = tape_.check_finite();
@@ -146,7 +173,9 @@ StepStats Engine::step() {
     ZT_CHECK(micro_done_ == options_.grad_accum, "engine: step() after ", micro_done_,
              " micro-batches; gradient_accumulation_steps is ", options_.grad_accum);
     StepStats st;
-    st.loss = dp_->sum_over_ranks(loss_sum_) / static_cast<double>(micro_done_ * dp_->ranks());
+    double loss_sum = loss_sum_;  // a pipeline's losses are on its last stage
+    if (options_.pp) options_.pp->all_reduce(&loss_sum, 1, CommType::kF64)->wait();
+    st.loss = dp_->sum_over_ranks(loss_sum) / static_cast<double>(micro_done_ * dp_->ranks());
     st.lr = options_.schedule ? options_.schedule->lr(updates_done_) : options_.lr;
     Tensor update_grads = dp_->update_grads();
     if (!tp_whole_.empty()) sum_whole_grads_over_tp(update_grads);
@@ -200,7 +229,7 @@ StepStats Engine::step() {
 }
 
 double Engine::grad_sq_norm(float* grads, float inv) {
-    if (!options_.tp.active()) {
+    if (!norm_by_ranges_) {
         if (inv == 1.0f) return dp_->partitioned_sum(grads, grad_sq_sum_l2);
         return dp_->partitioned_sum(
             grads, [inv](float* g, int64_t m) { return unscale_grad_sq_sum(g, m, inv); });
@@ -218,7 +247,8 @@ double Engine::grad_sq_norm(float* grads, float inv) {
         return s;
     });
     double total = sq;
-    options_.tp.comm->all_reduce(&total, 1, CommType::kF64)->wait();
+    if (options_.tp.active()) options_.tp.comm->all_reduce(&total, 1, CommType::kF64)->wait();
+    if (options_.pp) options_.pp->all_reduce(&total, 1, CommType::kF64)->wait();
     return total;
 }
 

@@ -45,6 +45,12 @@ struct EngineOptions {
     // The model's tensor-parallel group (parallel/tensor_parallel.h): the gradient norm sums over
     // it, counting parameters held whole once.
     TensorParallel tp;
+    // Pipeline parallelism: the pipeline group (stage s is its rank s) and the pair of its first
+    // and last stage that hold the tied embedding (null elsewhere). A pipeline runner
+    // (runtime/pipeline_runner.h) drives the micro-batches; the loss and the gradient norm sum
+    // over the stages, tied parameters counted once.
+    Communicator* pp = nullptr;
+    Communicator* tied = nullptr;
     // Where the master weights and optimizer state live (zero_optimization.offload_optimizer).
     OffloadOptimizerOptions offload_optimizer;
     // Stage 3's compute weights on a tier (zero_optimization.offload_param); needs the optimizer
@@ -81,6 +87,16 @@ class Engine {
     void backward(const Var& loss);
     // forward + backward; returns the micro-batch's mean loss.
     float forward_backward(const Batch& batch);
+    // Pipeline parallelism (runtime/pipeline_runner.h records and runs the tapes itself):
+    // the seed of each micro-batch's backward (1 / (grad_accum x dp), fp16: times the scale);
+    // one micro-batch done (its loss on the last stage, 0 elsewhere); and, after the step's last
+    // backward, the tied parameters' gradients summed over the first and last stage and the
+    // data-parallel reduction of every gradient.
+    float micro_loss_seed() const;
+    void pipeline_micro_done(double loss);
+    void pipeline_reduce_grads();
+    // Pipeline parallelism: this stage's parameters that another stage holds too.
+    const std::vector<Parameter*>& tied_parameters() const { return tied_; }
     // Optimizer update from the accumulated gradients; zeroes them. With nan_policy kStop, a
     // non-finite step throws zt::Error (kInternal) instead; fp16 gradient overflows are left to
     // the loss scaler, which throws at its minimum scale.
@@ -134,8 +150,11 @@ class Engine {
     std::unique_ptr<UpdateState> state_;
     Tape tape_;
     std::vector<OptimSegment> segments_;
-    // Tensor parallelism: the arena ranges this rank's gradient norm counts (tp_norm_weight 1).
+    // Tensor and pipeline parallelism: the arena ranges this rank's gradient norm counts
+    // (tp_norm_weight 1, tied parameters on the first stage only); used when either is on.
     std::vector<Range> tp_counted_;
+    bool norm_by_ranges_ = false;
+    std::vector<Parameter*> tied_;  // pipeline: parameters another stage holds too
     // Sequence parallelism: the arena ranges of parameters held whole, whose gradients are summed
     // over the tp group before the step (Note [Sequence parallelism]).
     std::vector<Range> tp_whole_;

@@ -1,5 +1,7 @@
 #include "runtime/run_estimate.h"
 
+#include <algorithm>
+
 #include "tensor/threads.h"
 
 namespace zt {
@@ -14,6 +16,15 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     StateSpec& st = spec.state;
     spec.tp = static_cast<int>(cfg.tp);
     if (cfg.tp > 1) st.param_count = cfg.model->param_count_split(spec.tp);  // one part's
+    if (cfg.pipe.active()) {  // the most loaded stage's (its tied embedding copy included)
+        const PipeOptions o = cfg.pipe.options(cfg.grad_accum);
+        st.param_count = 0;
+        for (int s = 0; s < o.stages; ++s)
+            st.param_count = std::max(
+                st.param_count,
+                cfg.model->param_count_stage(spec.tp, pipe_stage(o, cfg.pipe.partition, s)));
+        spec.pp = o.stages;
+    }
     st.ranks = ranks;
     st.zero_stage = zero_stage;
     st.compute_dtype = parse_dtype(cfg.precision);

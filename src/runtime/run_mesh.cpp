@@ -20,24 +20,39 @@ CommStats RunMesh::stats() const {
     if (world) add(s, world->stats());
     if (dp && dp != world) add(s, dp->stats());
     if (tp.comm) add(s, tp.comm->stats());
+    if (pp) add(s, pp->stats());
+    if (tied) add(s, tied->stats());
     return s;
 }
 
-RunMesh split_run_mesh(Communicator* world, int tp, bool sequence_parallel) {
+RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel) {
     RunMesh m;
     const int ranks = world ? world->size() : 1;
     const int rank = world ? world->rank() : 0;
-    m.shape = make_mesh(ranks, tp, 1);
+    m.shape = make_mesh(ranks, tp, pp);
     m.coord = mesh_coord(m.shape, rank);
     m.world = world;
     m.dp = world;
-    if (tp == 1) return m;
-    const MeshSplit ts = tp_split(m.shape, rank), ds = dp_split(m.shape, rank);
-    m.tp_owned_ = world->split(ts.color, ts.key);
+    if (tp == 1 && pp == 1) return m;
+    // Every rank takes part in each split, in the same order.
+    const MeshSplit ds = dp_split(m.shape, rank);
     m.dp_owned_ = world->split(ds.color, ds.key);
-    m.tp.comm = m.tp_owned_.get();
-    m.tp.sequence_parallel = sequence_parallel;
     m.dp = m.dp_owned_.get();
+    if (tp > 1) {
+        const MeshSplit ts = tp_split(m.shape, rank);
+        m.tp_owned_ = world->split(ts.color, ts.key);
+        m.tp.comm = m.tp_owned_.get();
+        m.tp.sequence_parallel = sequence_parallel;
+    }
+    if (pp > 1) {
+        const MeshSplit ps = pp_split(m.shape, rank);
+        m.pp_owned_ = world->split(ps.color, ps.key);
+        m.pp = m.pp_owned_.get();
+        // The first and last stage pair up; the stages between get a group of their own, unused.
+        const bool end = m.coord.pp == 0 || m.coord.pp == pp - 1;
+        m.tied_owned_ = m.pp->split(end ? 0 : 1 + m.coord.pp, m.coord.pp);
+        if (end) m.tied = m.tied_owned_.get();
+    }
     return m;
 }
 

@@ -1,6 +1,7 @@
 // A run's communicators along the device mesh (parallel/mesh.h): the world split into this rank's
-// data-parallel group (ZeRO, the data) and tensor-parallel group (the model's split), as the
-// config's parallel section asks. With parallel.tensor 1 the dp group is the world itself.
+// data-parallel group (ZeRO, the data), tensor-parallel group (the model's split) and pipeline
+// group (its stages), as the config's parallel section asks. With parallel.tensor and
+// parallel.pipeline 1 the dp group is the world itself.
 #pragma once
 
 #include <memory>
@@ -15,18 +16,23 @@ struct RunMesh {
     MeshShape shape;
     MeshCoord coord;                // this rank's
     Communicator* world = nullptr;  // null: one process
-    Communicator* dp = nullptr;     // the world when tp is 1
+    Communicator* dp = nullptr;     // the world when tp and pp are 1
     TensorParallel tp;
+    Communicator* pp = nullptr;  // the pipeline group (stage s is its rank s); null: one stage
+    // The first and last stage of this rank's pipeline group (rank 0 the first), which both hold
+    // the tied input embedding and output head; null on the stages between and without a pipeline.
+    Communicator* tied = nullptr;
     // The communication of every group this rank is in, summed (for metrics).
     CommStats stats() const;
 
   private:
-    friend RunMesh split_run_mesh(Communicator* world, int tp, bool sequence_parallel);
-    std::shared_ptr<Communicator> dp_owned_, tp_owned_;
+    friend RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel);
+    std::shared_ptr<Communicator> dp_owned_, tp_owned_, pp_owned_, tied_owned_;
 };
 
-// Collective over the world: splits it into dp groups of world / tp ranks and tp groups of tp
-// adjacent ranks (Megatron's order); sequence_parallel: the group splits rows too.
-RunMesh split_run_mesh(Communicator* world, int tp, bool sequence_parallel = false);
+// Collective over the world: splits it into dp groups of world / (tp pp) ranks, tp groups of tp
+// adjacent ranks and pp groups of pp ranks (Megatron's order, parallel/mesh.h); sequence_parallel:
+// the tp group splits rows too.
+RunMesh split_run_mesh(Communicator* world, int tp, int pp = 1, bool sequence_parallel = false);
 
 }  // namespace zt

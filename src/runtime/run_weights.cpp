@@ -1,5 +1,9 @@
 #include "runtime/run_weights.h"
 
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
 #include "parallel/tensor_parallel_weights.h"
 
 namespace zt {
@@ -17,6 +21,61 @@ std::vector<NamedTensorF32> named_params(Engine& engine, float* whole) {
     return named;
 }
 
+// Pipeline parallelism: each stage's whole (tp-assembled) tensors travel to stage 0 over the
+// pipeline group: first their names and shapes as text, then their values. A tied copy (the
+// head's wte on the last stage) is the same as the first stage's and stays home.
+void gather_stages(Engine& engine, std::vector<NamedTensorF32>& named, std::vector<float>& whole,
+                   std::vector<float>& storage, std::vector<std::string>& names) {
+    Communicator* pp = engine.options().pp;
+    const int p = pp->size();
+    std::string header;
+    std::vector<float> values;
+    const bool first = pp->rank() == 0;
+    for (const NamedTensorF32& t : named) {
+        const std::vector<Parameter*>& tied = engine.tied_parameters();
+        if (!first && std::any_of(tied.begin(), tied.end(),
+                                  [&](const Parameter* p) { return p->name == t.name; }))
+            continue;
+        header += t.name;
+        for (int64_t d : t.shape) header += str_cat(" ", d);
+        header += "\n";
+        values.insert(values.end(), t.data, t.data + shape_numel(t.shape));
+    }
+    auto gather_counts = [&](int64_t mine) {
+        std::vector<int64_t> all(static_cast<size_t>(p));
+        pp->all_gather(&mine, all.data(), std::vector<int64_t>(static_cast<size_t>(p), 1),
+                       CommType::kI64)
+            ->wait();
+        return all;
+    };
+    const std::vector<int64_t> hc = gather_counts(static_cast<int64_t>(header.size()));
+    const std::vector<int64_t> vc = gather_counts(static_cast<int64_t>(values.size()));
+    std::string headers(static_cast<size_t>(std::accumulate(hc.begin(), hc.end(), int64_t{0})),
+                        '\0');
+    storage.assign(static_cast<size_t>(std::accumulate(vc.begin(), vc.end(), int64_t{0})), 0.0f);
+    pp->all_gather(header.data(), headers.data(), hc, CommType::kU8)->wait();
+    pp->all_gather(values.data(), storage.data(), vc, CommType::kF32)->wait();
+    whole.clear();
+    named.clear();
+    names.clear();
+    std::istringstream lines(headers);
+    std::vector<Shape> shapes;
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream f(line);
+        std::string name;
+        f >> name;
+        Shape shape;
+        for (int64_t d; f >> d;) shape.push_back(d);
+        names.push_back(name);
+        shapes.push_back(shape);
+    }
+    int64_t at = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+        named.push_back({names[i], shapes[i], storage.data() + at});
+        at += shape_numel(shapes[i]);
+    }
+}
+
 }  // namespace
 
 void save_weights(Engine& engine, const ModelFamily& family, const std::string& path, bool root) {
@@ -27,8 +86,11 @@ void save_weights(Engine& engine, const ModelFamily& family, const std::string& 
     SparseParams* sp = engine.sparse_params();
     std::vector<std::string> sparse_names = sp ? sp->names() : std::vector<std::string>{};
     for (size_t i = 0; i < sparse_names.size(); ++i) sparse.push_back(sp->gather(i, 0));
-    if (!root) return;
     std::vector<NamedTensorF32> named = named_params(engine, whole.data());
+    std::vector<float> storage;
+    std::vector<std::string> names;  // owns the gathered names
+    if (engine.options().pp) gather_stages(engine, named, whole, storage, names);
+    if (!root) return;
     for (size_t i = 0; i < sparse_names.size(); ++i)
         named.push_back({sparse_names[i], sp->shape(i), sparse[i].data()});
     family.export_weights(path, named, "F32");

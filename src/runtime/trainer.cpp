@@ -28,6 +28,7 @@
 #include "runtime/progress.h"
 #include "runtime/run_dir_lock.h"
 #include "runtime/run_estimate.h"
+#include "runtime/pipeline_step.h"
 #include "runtime/run_mesh.h"
 #include "runtime/run_weights.h"
 #include "parallel/tensor_parallel_weights.h"
@@ -88,7 +89,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
 // every rank runs the same number of forwards, since ZeRO-3 gathers parameters collectively, and
 // a rank's surplus forward counts nothing. Outputs travel to every rank in one all-gather of
 // equal counts (rounds x micro-batch samples per rank, surplus marked by a NaN label).
-nlohmann::json evaluate(Engine& engine, RunData& data, const TrainConfig& cfg, Communicator* comm) {
+nlohmann::json evaluate(Engine& engine, RunData& data, const TrainConfig& cfg, Communicator* comm,
+                        PipelineStep* pipe) {
     ZeroDataParallel& dp = engine.data_parallel();
     const int64_t N = dp.ranks();
     const int64_t rounds = (cfg.eval_iters + N - 1) / N;
@@ -100,7 +102,9 @@ nlohmann::json evaluate(Engine& engine, RunData& data, const TrainConfig& cfg, C
         const Batch batch =
             data.eval_batch((it < cfg.eval_iters ? it : 0) * cfg.micro_batch, cfg.micro_batch);
         const size_t before = labels.size();
-        const double loss = outputs ? engine.eval_loss(batch, &out, &labels) : engine.eval_loss(batch);
+        const double loss = pipe      ? pipe->eval_loss(batch)
+                            : outputs ? engine.eval_loss(batch, &out, &labels)
+                                      : engine.eval_loss(batch);
         ZT_ASSERT(out.size() == labels.size(), "evaluate: outputs and labels differ in count");
         if (it < cfg.eval_iters) {
             sum += loss;
@@ -414,14 +418,27 @@ void install_preemption_handler() {
     set_signal_handler(SIGINT, on_stop_signal);
 }
 
+namespace {
+// ", dp 2 x tensor 2 x pipeline 2": the mesh of a run that splits the model; "" otherwise.
+std::string mesh_words(const TrainConfig& cfg) {
+    if (cfg.tp == 1 && !cfg.pipe.active()) return "";
+    std::string s = str_cat(", dp ", cfg.dp);
+    if (cfg.tp > 1) s += str_cat(" x tensor ", cfg.tp);
+    if (cfg.pipe.active()) s += str_cat(" x pipeline ", cfg.pipe.stages);
+    return s;
+}
+}  // namespace
+
 TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Communicator* comm) {
     const int rank = comm ? comm->rank() : 0;
     const int ranks = comm ? comm->size() : 1;
     const bool root = rank == 0;
-    ZT_ASSERT(ranks == cfg.dp * cfg.tp, "run_training: ", ranks, " ranks for a config with dp = ",
-              cfg.dp, " and tensor = ", cfg.tp);
-    // The dp and tp groups: data and ZeRO go over dp, the model's split over tp.
-    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.sequence_parallel);
+    ZT_ASSERT(ranks == cfg.dp * cfg.tp * cfg.pipe.stages, "run_training: ", ranks,
+              " ranks for a config with dp = ", cfg.dp, ", tensor = ", cfg.tp, " and pipeline = ",
+              cfg.pipe.stages);
+    // The dp, tp and pp groups: data and ZeRO go over dp, the model's split over tp and pp.
+    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages,
+                                        cfg.sequence_parallel);
     const int dp_rank = mesh.coord.dp, dp_ranks = mesh.shape.dp;
     std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
     fault_at_start(rank, ranks);  // ZT_FAULT, for tests of the supervisor
@@ -440,13 +457,15 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         if (root) lock.emplace(opts.run_dir);
         check_budget_before_start(cfg);
         data = family.open_data(DataContext{cfg.seed, dp_rank, dp_ranks});
-        model = family.build_split(mesh.tp);
+        model = cfg.pipe.active() ? build_pipeline_stage(cfg, mesh) : family.build_split(mesh.tp);
     });
     const double flops_per_sample = family.flops_per_sample();
     const int64_t tokens_per_sample = family.tokens_per_sample();
     EngineOptions eo = engine_options(cfg);
     eo.comm = mesh.dp;
     eo.tp = mesh.tp;
+    eo.pp = mesh.pp;
+    eo.tied = mesh.tied;
     if (!opts.memory_timeline.empty()) {
         timeline = open_timeline(opts.memory_timeline, rank, ranks);
         pool.set_event_sink(timeline.get());
@@ -461,6 +480,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         engine.sparse_params()->load(i, init.sparse[i].data());
     init = ImportedWeights();
     ZeroDataParallel& dp = engine.data_parallel();
+    std::optional<PipelineStep> pipe;
+    if (cfg.pipe.active()) pipe.emplace(engine, mesh, cfg);
 
     CheckpointOptions co;
     co.dir = checkpoint_dir(cfg, opts.run_dir);
@@ -474,6 +495,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         for (const std::string& c : checkpoint_candidates(co.dir)) std::filesystem::remove_all(c, ec);
         std::filesystem::remove(co.dir + "/latest", ec);
     }
+    ZT_CHECK(!pipe || opts.resume == TrainOptions::Resume::kNo,
+             "--resume with parallel.pipeline: pipeline runs do not write or read checkpoints in "
+             "this version (docs/pipeline-parallel.md)");
     TrainResult result;
     int64_t start_step = 0;
     // resume_latest's outcome is the same on every rank; agreeing makes its input errors end
@@ -534,15 +558,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     cfg.precision, ", ",
                     num_threads(), " threads",
                     ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(),
-                                        cfg.tp > 1 ? str_cat(", dp ", cfg.dp, " x tensor ", cfg.tp)
-                                                   : std::string(),
+                                        mesh_words(cfg),
                                         "), ZeRO stage ", cfg.zero.stage)
                               : std::string(),
                     ", batch ", cfg.train_batch_size,
                     tokens_per_sample > 0 ? str_cat(" x ", tokens_per_sample, " tokens")
                                           : std::string(" samples"),
                     " (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum,
-                    dp_ranks > 1 ? str_cat(" x ", dp_ranks, cfg.tp > 1 ? " dp ranks" : " ranks")
+                    dp_ranks > 1 ? str_cat(" x ", dp_ranks, dp_ranks < ranks ? " dp ranks" : " ranks")
                                  : std::string(),
                     ")"));
         if (SparseParams* sp = engine.sparse_params()) {  // the embedding plan: said and kept
@@ -555,6 +578,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             log_info("resumed from ", co.dir, "/", checkpoint_name(result.resumed_from),
                      " at step ", result.resumed_from);
         for (const std::string& note : data->notes()) say(note);
+        if (pipe) say(pipe->describe());
 
         double last_checkpoint_s = -1;  // the step loop's stall for the checkpoint of a step
         UpdateStateStats offload_before = engine.update_state().stats();
@@ -601,8 +625,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                                                 dp_ranks, 0),
                             cfg.micro_batch);
                     io_s += io.elapsed_s();
-                    breakdown.forward_backward(engine, batch);
+                    if (pipe)
+                        pipe->add(batch);
+                    else
+                        breakdown.forward_backward(engine, batch);
                 }
+                if (pipe) pipe->run();
             }
             StepStats st;
             {
@@ -671,6 +699,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (nlohmann::json c = data->counters(); !c.empty()) line["data"] = c;
                 if (SparseParams* sp = engine.sparse_params()) line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
+                if (pipe) line["pipeline"] = pipe->metrics();
                 if (step == start_step)  // the run's first line names its GEMM libraries
                     line["gemm"] = {{"choice", current_gemm_choice().summary()},
                                     {"openblas_kernels", openblas_core_name()}};
@@ -689,7 +718,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                             ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
             if (eval_now) {
                 MemScope phase(pool, MemPhase::kForward);
-                nlohmann::json line = evaluate(engine, *data, cfg, mesh.dp);
+                nlohmann::json line = evaluate(engine, *data, cfg, mesh.dp, pipe ? &*pipe : nullptr);
                 line["step"] = step + 1;
                 if (root) {
                     monitor->on_line(line);
@@ -703,7 +732,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             }
             checkpointer.poll();
             const bool interval = co.interval_steps > 0 && (step + 1) % co.interval_steps == 0;
-            if (interval || stop) {
+            if ((interval || stop) && !pipe) {
                 checkpointer.save();
                 last_checkpoint_s = checkpointer.last_save_stall_s();
             }

@@ -177,12 +177,10 @@ TEST_F(Parallel, MeshThatDoesNotDivideTheWorldIsNamed) {
     EXPECT_NE(r.output.find("world size 2 is not divisible by parallel.tensor (3)"),
               std::string::npos)
         << r.output;
-    j["parallel"] = {{"pipeline", 2}};  // divides the world: refused as not in this version
+    j["parallel"] = {{"tensor", 1}, {"pipeline", 3}};
     r = zt::testing::run_zerotrain("train " + write_config(j) + " --ranks 2");
     EXPECT_EQ(r.code, 2) << r.output;
-    EXPECT_NE(r.output.find("parallel.pipeline: pipeline parallelism is not in this version"),
-              std::string::npos)
-        << r.output;
+    EXPECT_NE(r.output.find("parallel.pipeline (3)"), std::string::npos) << r.output;
 }
 
 TEST_F(Parallel, FailureOfOneRankEndsTheJob) {

@@ -321,10 +321,70 @@ TEST(ConfigZero, DpComesFromTheMesh) {
                     .config.sequence_parallel);
     expect_mentions(error_of({{"parallel", {{"sequence_parallel", true}}}}, 4),
                     {"parallel.sequence_parallel: splits the rows of a tensor-parallel group"});
-    expect_mentions(error_of({{"parallel", {{"pipeline", 2}}}}, 4),
-                    {"parallel.pipeline: pipeline parallelism is not in this version"});
+    const ParsedConfig pp = parse_config({{"parallel", {{"pipeline", 2}}}}, 4);
+    EXPECT_EQ(pp.config.dp, 2);
+    EXPECT_EQ(pp.config.pipe.stages, 2);
     expect_mentions(error_of({{"parallel", {{"tensor", 0}}}}),
                     {"parallel.tensor: expected an integer in [1, "});
+}
+
+// parallel.pipeline: the object form, its defaults, the balanced partition, and every bad input
+// refused before any work, naming the key.
+TEST(ConfigZero, PipelineOptionsAreResolvedAndCheckedAgainstTheModel) {
+    const json model = {{"n_layers", 4}, {"vocab_size", 256}, {"d_model", 32}, {"n_heads", 4}};
+    json j = {{"model", model},
+              {"parallel", {{"pipeline", {{"stages", 2}, {"schedule", "zero_bubble"},
+                                          {"micro_batches", 4}}}}}};
+    const TrainConfig c = parse_config(j, 2).config;
+    EXPECT_EQ(c.pipe.stages, 2);
+    EXPECT_EQ(c.pipe.schedule, PipeSchedule::kZeroBubble);
+    EXPECT_EQ(c.grad_accum, 4) << "micro_batches is the accumulation";
+    EXPECT_EQ(c.dp, 1);
+    // Balanced by cost: the last stage carries the head (2 C V = 16384 per token against a
+    // block's 24 C^2 + 4 T C = 32768 with T 64), so it gets fewer blocks... and 4 blocks over 2
+    // stages with the head worth half a block still split 2 + 2 (3 + 1 would cost 3 blocks).
+    EXPECT_EQ(c.pipe.partition, (std::vector<int64_t>{2, 2}));
+    json big_head = j;
+    big_head["model"]["vocab_size"] = 4096;  // head 2 C V = 262144: eight blocks' worth
+    EXPECT_EQ(parse_config(big_head, 2).config.pipe.partition, (std::vector<int64_t>{3, 1}));
+    auto with = [&](const json& pipe, int world = 2) {
+        json k = j;
+        k["parallel"]["pipeline"] = pipe;
+        return error_of(k, world);
+    };
+    expect_mentions(with({{"stages", 8}}, 8), {"parallel.pipeline.stages: 8 stages need at least "
+                                               "8 blocks, the model has 4"});
+    expect_mentions(with({{"stages", 2}, {"schedule", "interleaved"}, {"virtual_stages", 2},
+                          {"micro_batches", 3}}),
+                    {"parallel.pipeline", "micro"});
+    expect_mentions(with({{"stages", 2}, {"schedule", "interleaved"}, {"virtual_stages", 3},
+                          {"micro_batches", 4}}),
+                    {"parallel.pipeline", "virtual"});
+    expect_mentions(with({{"stages", 2}, {"schedule", "1f1b"}, {"virtual_stages", 2}}),
+                    {"parallel.pipeline"});
+    expect_mentions(with({{"stages", 2}, {"partition", {3, 2}}}),
+                    {"parallel.pipeline.partition: the counts add up to 5 blocks"});
+    expect_mentions(with({{"stages", 2}, {"partition", {4, 0}}}),
+                    {"parallel.pipeline.partition[1]"});
+    expect_mentions(with({{"stages", 2}, {"schedule", "pipedream"}}),
+                    {"parallel.pipeline.schedule"});
+    json accum = j;
+    accum["gradient_accumulation_steps"] = 2;
+    expect_mentions(error_of(accum, 2), {"parallel.pipeline.micro_batches (4) and "
+                                         "gradient_accumulation_steps (2) differ"});
+    json zero2 = j;
+    zero2["zero_optimization"] = {{"stage", 2}};
+    expect_mentions(error_of(zero2, 2), {"zero_optimization.stage = 2 with parallel.pipeline"});
+    const json dlrm = {{"model",
+                        {{"type", "dlrm"},
+                         {"table_rows", {100, 50}},
+                         {"embedding_dim", 8},
+                         {"bottom_mlp", {16, 8}},
+                         {"top_mlp", {16}}}},
+                       {"data", {{"type", "synthetic"}, {"records", 64}}},
+                       {"parallel", {{"pipeline", 2}}}};
+    expect_mentions(error_of(dlrm, 2),
+                    {"parallel.pipeline.stages = 2: DLRM has no pipeline split in this version"});
 }
 
 TEST(ConfigZero, BatchErrorsNameTheRankCountAndOnesThatFit) {

@@ -1,5 +1,6 @@
 // linear: y = x W^T + b (b added in the GEMM epilogue).  x: (N, in), W: (out, in), b: (out) -> y: (N, out); saves x, W (Vars).
-// backward: dx = dy W (written); dW += dy^T x; db += colsum(dy).
+// backward: dx = dy W (written); dW += dy^T x; db += colsum(dy), deferred to the weight-gradient
+// pass of a zero-bubble pipeline when the tape has a sink (Tape::set_deferred).
 #include "autograd/ops.h"
 #include "autograd/ops/grad_util.h"
 #include "tensor/gemm.h"
@@ -41,17 +42,27 @@ Var linear(Tape& tape, const Var& x, const Var& w, const Var* b, OutputUse use) 
                  dx.raw(), in, dt);
             Tape::add_grad(x, std::move(dx));
         }
-        if (w->requires_grad) {
-            Tensor& dw = tape.grad_zeros(w);
-            gemm(out, in, N, 1.0f, {dy.raw(), out, true}, {x->value.raw(), in, false}, dt, 1.0f,
-                 dw.raw(), in, dw.dtype());
-        }
-        if (bias && bias->requires_grad) {
-            tape.grad_zeros(bias);
-            with_f32_grad(bias, tape.pool(), [&](float* db) {
-                ZT_DISPATCH_FLOAT(dt, kernels::bias_backward(dy.data<scalar_t>(), db, N, out));
-            });
-        }
+        MemoryPool* pool = &tape.pool();
+        // dW += dy^T x; db += colsum(dy): now, or in the weight-gradient pass (Tape::deferred).
+        auto weight_grads = [pool, x, w, bias, dy, N, in, out, dt] {
+            Tape t(*pool);
+            if (w->requires_grad) {
+                Tensor& dw = t.grad_zeros(w);
+                gemm(out, in, N, 1.0f, {dy.raw(), out, true}, {x->value.raw(), in, false}, dt,
+                     1.0f, dw.raw(), in, dw.dtype());
+            }
+            if (bias && bias->requires_grad) {
+                t.grad_zeros(bias);
+                with_f32_grad(bias, *pool, [&](float* db) {
+                    ZT_DISPATCH_FLOAT(dt, kernels::bias_backward(dy.data<scalar_t>(), db, N, out));
+                });
+            }
+        };
+        if (!w->requires_grad && !(bias && bias->requires_grad)) return;
+        if (tape.deferred())
+            tape.deferred()->push_back(std::move(weight_grads));
+        else
+            weight_grads();
     });
     return yv;
 }

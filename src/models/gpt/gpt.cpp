@@ -81,28 +81,55 @@ Var Block::forward(Tape& tape, const Var& x, int64_t B, int64_t T, ops::OutputUs
     });
 }
 
-GptTransformer::GptTransformer(const GptOptions& o)
-    : wte(register_module<VocabParallelEmbedding>("wte", o.vocab_size, o.d_model, o.tp)),
-      wpe(register_module<Embedding>("wpe", o.seq_len, o.d_model)) {
+namespace {
+// The whole model when no pipeline is set.
+PipeStage whole_model(const GptOptions& o) {
+    if (!o.pipe.chunks.empty()) return o.pipe;
+    PipeStage s;
+    s.blocks = o.n_layers;
+    s.chunks.push_back({0, o.n_layers});
+    return s;
+}
+}  // namespace
+
+GptTransformer::GptTransformer(const GptOptions& o) {
+    const PipeStage& st = o.pipe;
+    const bool first = st.chunks.empty() || st.holds_first();
+    const bool last = st.chunks.empty() || st.holds_last();
+    if (first || last)
+        wte = &register_module<VocabParallelEmbedding>("wte", o.vocab_size, o.d_model, o.tp);
+    if (first) wpe = &register_module<Embedding>("wpe", o.seq_len, o.d_model);
     const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(o.n_layers));
+    h.assign(static_cast<size_t>(o.n_layers), nullptr);
     for (int64_t l = 0; l < o.n_layers; ++l) {
+        if (!st.chunks.empty() && !st.holds_block(l)) continue;
         Block& b =
             register_module<Block>("h." + std::to_string(l), o.d_model, o.n_heads, proj_std, o.tp);
         b.attn.recompute_core = o.checkpoint_policy == "selective";
-        h.push_back(&b);
+        h[static_cast<size_t>(l)] = &b;
     }
-    ln_f = &register_module<LayerNorm>("ln_f", o.d_model);
+    if (last) ln_f = &register_module<LayerNorm>("ln_f", o.d_model);
 }
+
+namespace {
+GptOptions with_stage(GptOptions o) {
+    o.pipe = whole_model(o);
+    ZT_CHECK(o.pipe.blocks == o.n_layers, "pipeline stage over ", o.pipe.blocks,
+             " blocks for a model of ", o.n_layers);
+    return o;
+}
+}  // namespace
 
 Gpt::Gpt(const GptOptions& o)
     : transformer(register_module<GptTransformer>("transformer", validated(o))),
-      lm_head(register_module<TiedHead>("lm_head", transformer.wte.weight, o.tp)),
-      options_(o) {
+      options_(with_stage(o)) {
+    if (transformer.ln_f)
+        lm_head = &register_module<TiedHead>("lm_head", transformer.wte->weight, o.tp);
     ZT_CHECK(o.d_model % o.n_heads == 0, "model.n_heads: must divide d_model ", o.d_model, ", got ",
              o.n_heads);
 }
 
-Var Gpt::logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) {
+Var Gpt::embed(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) {
     ZT_CHECK(T <= options_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ",
              options_.seq_len);
     ZT_ASSERT(static_cast<int64_t>(ids.size()) == B * T);
@@ -113,13 +140,43 @@ Var Gpt::logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) 
     const int64_t first = tp.splits_rows() ? rows * tp.rank() : 0;
     positions_.resize(static_cast<size_t>(rows));
     for (int64_t i = 0; i < rows; ++i) positions_[i] = static_cast<int32_t>((first + i) % T);
+    return ops::add(tape, transformer.wte->forward(tape, ids),
+                    transformer.wpe->forward(tape, positions_));
+}
+
+Var Gpt::logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) {
+    ZT_CHECK(!options_.pipe.active(),
+             "Gpt::logits runs the whole model; a pipeline stage runs forward_chunk");
     return call(tape, [&] {
-        Var x = ops::add(tape, transformer.wte.forward(tape, ids),
-                         transformer.wpe.forward(tape, positions_));
+        Var x = embed(tape, ids, B, T);
         for (int64_t l = 0; l < options_.n_layers; ++l) x = forward_block(tape, l, x, B, T);
         x = transformer.ln_f->forward(tape, x);
-        return lm_head.forward(tape, x);
+        return lm_head->forward(tape, x);
     });
+}
+
+Var Gpt::forward_chunk(Tape& tape, int chunk, const Var& x_in, const Batch& batch) {
+    const PipeStage& st = options_.pipe;
+    ZT_ASSERT(chunk >= 0 && chunk < st.chunk_count());
+    const BlockRange r = st.chunks[static_cast<size_t>(chunk)];
+    return call(tape, [&] {
+        Var x = st.first_piece(chunk) ? embed(tape, batch.inputs, batch.B, batch.T) : x_in;
+        ZT_ASSERT(x != nullptr, "forward_chunk: no input for chunk ", chunk);
+        for (int64_t l = r.lo; l < r.hi; ++l) x = forward_block(tape, l, x, batch.B, batch.T);
+        if (!st.last_piece(chunk)) return x;
+        return head_loss(tape, transformer.ln_f->forward(tape, x), batch);
+    });
+}
+
+Shape Gpt::boundary_shape(const Batch& batch) const {
+    const TensorParallel& tp = options_.tp;
+    const int64_t rows = batch.B * batch.T;
+    return {tp.splits_rows() ? rows / tp.size() : rows, options_.d_model};
+}
+
+std::vector<Parameter*> Gpt::tied_parameters() {
+    if (!options_.pipe.active() || !transformer.wte) return {};
+    return {&transformer.wte->weight};
 }
 
 Var TiedHead::forward(Tape& tape, const Var& x) {
@@ -134,6 +191,7 @@ bool checkpoints_block(const GptOptions& o, int64_t l) {
 
 Var Gpt::forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T) {
     Block* block = transformer.h[static_cast<size_t>(l)];
+    ZT_ASSERT(block != nullptr, "block ", l, " is on another pipeline stage");
     if (!checkpoints_block(options_, l)) return block->forward(tape, x, B, T);
     // The block is the whole region: in its recompute, its output is not read.
     return checkpoint(tape, {x}, [block, B, T](Tape& t, const std::vector<Var>& in) {
@@ -143,10 +201,15 @@ Var Gpt::forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T
 }
 
 Var Gpt::loss(Tape& tape, const Batch& batch) {
-    Var lg = logits(tape, batch.inputs, batch.B, batch.T);
+    return head_loss(tape, logits(tape, batch.inputs, batch.B, batch.T), batch);
+}
+
+Var Gpt::head_loss(Tape& tape, const Var& x, const Batch& batch) {
+    // x: ln_f's output on a pipeline's last stage, or the logits of the whole model.
+    const Var lg = options_.pipe.active() ? lm_head->forward(tape, x) : x;
     if (options_.tp.active())
         return ops::vocab_parallel_cross_entropy(tape, lg, batch.targets,
-                                                 transformer.wte.vocab_lo(), options_.tp);
+                                                 transformer.wte->vocab_lo(), options_.tp);
     return ops::cross_entropy(tape, lg, batch.targets);
 }
 

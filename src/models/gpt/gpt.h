@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "models/pipeline_model.h"
 #include "nn/layers.h"
-#include "nn/model.h"
 #include "parallel/tensor_parallel.h"
 
 namespace zt {
@@ -32,6 +32,10 @@ struct GptOptions {
     // hidden features and the vocabulary across the group; n_heads, 4 d_model and vocab_size
     // must be divisible by its size.
     TensorParallel tp{};
+    // parallel.pipeline: the blocks this rank holds (models/pipeline_model.h); one stage (the
+    // default) holds the whole model. The first stage holds wte and wpe, the last ln_f, the head
+    // and a copy of wte for it (tied: its gradient is summed with the first stage's).
+    PipeStage pipe{};
 };
 
 // Throws a ZT_CHECK error naming the activation_checkpointing key when the policy is unknown or
@@ -77,12 +81,14 @@ class Block : public Module {
     Mlp& mlp;
 };
 
+// Under pipeline parallelism a stage registers only what it holds: wte on the first and last
+// stage, wpe on the first, ln_f on the last, and its own blocks (h[l] null for the others').
 class GptTransformer : public Module {
   public:
     explicit GptTransformer(const GptOptions& o);
-    VocabParallelEmbedding& wte;  // (V, C); tp: (V/t, C)
-    Embedding& wpe;
-    std::vector<Block*> h;
+    VocabParallelEmbedding* wte = nullptr;  // (V, C); tp: (V/t, C)
+    Embedding* wpe = nullptr;
+    std::vector<Block*> h;  // n_layers entries
     LayerNorm* ln_f = nullptr;
 };
 
@@ -97,21 +103,30 @@ class TiedHead : public Module {
     TensorParallel tp{};
 };
 
-class Gpt : public Model {
+class Gpt : public PipelineModel {
   public:
     explicit Gpt(const GptOptions& o);
-    // ids: (B, T) -> logits (B T, V); tp: (B T, V/t), this rank's vocabulary slice
+    // ids: (B, T) -> logits (B T, V); tp: (B T, V/t), this rank's vocabulary slice. One stage.
     Var logits(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T);
     Var loss(Tape& tape, const Batch& batch) override;
+    // Pipeline parallelism (models/pipeline_model.h): boundaries are the residual stream,
+    // (B T, C) rows, or this rank's B T / t of them under sequence parallelism.
+    const PipeStage& stage() const override { return options_.pipe; }
+    Var forward_chunk(Tape& tape, int chunk, const Var& x, const Batch& batch) override;
+    Shape boundary_shape(const Batch& batch) const override;
+    std::vector<Parameter*> tied_parameters() override;
     double flops_per_token() const override;
     const GptOptions& options() const { return options_; }
     int64_t num_params();
 
     GptTransformer& transformer;
-    TiedHead& lm_head;
+    TiedHead* lm_head = nullptr;  // on the last stage
 
   private:
     Var forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T);
+    // wte + wpe of this rank's rows; the head and the loss.
+    Var embed(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T);
+    Var head_loss(Tape& tape, const Var& x, const Batch& batch);
 
     GptOptions options_;
     std::vector<int32_t> positions_;  // 0..T-1 repeated B times, reused across calls

@@ -38,6 +38,38 @@ std::unique_ptr<Model> GptFamily::build_split(const TensorParallel& tp) const {
     return std::make_unique<Gpt>(o);
 }
 
+// gpt_param_count's terms, for the modules the stage holds (GptTransformer).
+int64_t GptFamily::param_count_stage(int t, const PipeStage& stage) const {
+    if (!stage.active()) return param_count_split(t);
+    validate_tensor_parallel(model_, t);
+    const int64_t C = model_.d_model;
+    int64_t blocks = 0;
+    for (const BlockRange& r : stage.chunks) blocks += r.size();
+    int64_t n = blocks * (12 * C * C / t + 7 * C / t + 6 * C);
+    if (stage.holds_first() || stage.holds_last()) n += model_.vocab_size * C / t;  // wte
+    if (stage.holds_first()) n += model_.seq_len * C;                                // wpe
+    if (stage.holds_last()) n += 2 * C;                                              // ln_f
+    return n;
+}
+
+std::unique_ptr<Model> GptFamily::build_stage(const TensorParallel& tp,
+                                              const PipeStage& stage) const {
+    GptOptions o = model_;
+    o.tp = tp;
+    if (stage.active()) o.pipe = stage;
+    return std::make_unique<Gpt>(o);
+}
+
+// Forward FLOPs per token (Note [Counting FLOPs]): a block 24 C^2 + 4 T C, the head 2 C V, the
+// embedding lookups nothing; backward is twice forward everywhere, so forward alone balances.
+PipeCosts GptFamily::pipeline_costs() const {
+    const double C = static_cast<double>(model_.d_model), T = static_cast<double>(model_.seq_len);
+    PipeCosts c;
+    c.block.assign(static_cast<size_t>(model_.n_layers), 24 * C * C + 4 * T * C);
+    c.last = 2 * C * static_cast<double>(model_.vocab_size);
+    return c;
+}
+
 double GptFamily::flops_per_sample() const {
     return gpt_flops_per_token(model_) * static_cast<double>(model_.seq_len);
 }

@@ -37,7 +37,12 @@ public:
     std::unique_ptr<Model> build() const override;
     void check_tensor_parallel(int t) const override;
     int64_t param_count_split(int t) const override;
+    int64_t param_count_stage(int t, const PipeStage& stage) const override;
     std::unique_ptr<Model> build_split(const TensorParallel& tp) const override;
+    int64_t pipeline_blocks() const override { return model_.n_layers; }
+    PipeCosts pipeline_costs() const override;
+    std::unique_ptr<Model> build_stage(const TensorParallel& tp,
+                                       const PipeStage& stage) const override;
     std::unique_ptr<RunData> open_data(const DataContext& ctx) const override;
     int64_t tokens_per_sample() const override { return model_.seq_len; }
     double flops_per_sample() const override;

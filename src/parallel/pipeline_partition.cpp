@@ -1,0 +1,115 @@
+// Pipeline stage partition (pipeline_partition.h).
+#include "parallel/pipeline_partition.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "util/error.h"
+
+namespace zt {
+
+namespace {
+
+// Cost of blocks [lo, hi) as piece k of n pieces.
+double range_cost(const PipeCosts& c, const std::vector<double>& prefix, int64_t lo, int64_t hi,
+                  int64_t k, int64_t n) {
+    double x = prefix[static_cast<size_t>(hi)] - prefix[static_cast<size_t>(lo)];
+    if (k == 0) x += c.first;
+    if (k == n - 1) x += c.last;
+    return x;
+}
+
+}  // namespace
+
+std::vector<int64_t> balanced_partition(const PipeOptions& o, const PipeCosts& costs) {
+    const int64_t blocks = static_cast<int64_t>(costs.block.size());
+    validate_pipe(o, blocks);
+    const int64_t n = static_cast<int64_t>(o.stages) * o.virtual_stages;
+    if (o.schedule == PipeSchedule::kInterleaved) return std::vector<int64_t>(n, blocks / n);
+    std::vector<double> prefix(static_cast<size_t>(blocks) + 1, 0.0);
+    for (int64_t i = 0; i < blocks; ++i)
+        prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + costs.block[i];
+    // best[k][j]: the least possible maximum piece cost of blocks [0, j) cut into pieces 0..k;
+    // cut[k][j]: where piece k starts in that optimum. O(n blocks^2), blocks are few.
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<std::vector<double>> best(
+        static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(blocks) + 1, inf));
+    std::vector<std::vector<int64_t>> cut(static_cast<size_t>(n),
+                                          std::vector<int64_t>(static_cast<size_t>(blocks) + 1, 0));
+    for (int64_t j = 1; j <= blocks; ++j)
+        best[0][static_cast<size_t>(j)] = range_cost(costs, prefix, 0, j, 0, n);
+    for (int64_t k = 1; k < n; ++k)
+        for (int64_t j = k + 1; j <= blocks; ++j)
+            for (int64_t i = k; i < j; ++i) {  // piece k is [i, j)
+                const double x = std::max(best[static_cast<size_t>(k) - 1][static_cast<size_t>(i)],
+                                          range_cost(costs, prefix, i, j, k, n));
+                if (x < best[static_cast<size_t>(k)][static_cast<size_t>(j)]) {
+                    best[static_cast<size_t>(k)][static_cast<size_t>(j)] = x;
+                    cut[static_cast<size_t>(k)][static_cast<size_t>(j)] = i;
+                }
+            }
+    std::vector<int64_t> counts(static_cast<size_t>(n));
+    int64_t j = blocks;
+    for (int64_t k = n - 1; k >= 0; --k) {
+        const int64_t i = k == 0 ? 0 : cut[static_cast<size_t>(k)][static_cast<size_t>(j)];
+        counts[static_cast<size_t>(k)] = j - i;
+        j = i;
+    }
+    return counts;
+}
+
+void check_partition(const PipeOptions& o, const std::vector<int64_t>& counts, int64_t blocks) {
+    validate_pipe(o, blocks);
+    const int64_t n = static_cast<int64_t>(o.stages) * o.virtual_stages;
+    ZT_CHECK(static_cast<int64_t>(counts.size()) == n, "parallel.pipeline.partition: expected ", n,
+             " block counts (stages x virtual_stages), got ", counts.size());
+    int64_t sum = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+        ZT_CHECK(counts[k] >= 1, "parallel.pipeline.partition: entry ", k, " is ", counts[k],
+                 "; every stage needs at least one block");
+        sum += counts[k];
+    }
+    ZT_CHECK(sum == blocks, "parallel.pipeline.partition: the counts add up to ", sum,
+             " blocks, the model has ", blocks);
+    if (o.schedule == PipeSchedule::kInterleaved)
+        for (size_t k = 0; k < counts.size(); ++k)
+            ZT_CHECK(counts[k] == counts[0],
+                     "parallel.pipeline.partition: the interleaved "
+                     "schedule needs equal pieces (Megatron-LM's rule); entry ",
+                     k, " is ", counts[k], ", entry 0 is ", counts[0]);
+}
+
+PipeStage pipe_stage(const PipeOptions& o, const std::vector<int64_t>& counts, int stage) {
+    ZT_ASSERT(stage >= 0 && stage < o.stages);
+    ZT_ASSERT(static_cast<int64_t>(counts.size()) ==
+              static_cast<int64_t>(o.stages) * o.virtual_stages);
+    PipeStage s;
+    s.stage = stage;
+    s.stages = o.stages;
+    s.blocks = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    int64_t lo = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+        if (static_cast<int>(k) % o.stages == stage) s.chunks.push_back({lo, lo + counts[k]});
+        lo += counts[k];
+    }
+    return s;
+}
+
+std::vector<double> piece_costs(const std::vector<int64_t>& counts, const PipeCosts& costs) {
+    std::vector<double> out;
+    int64_t lo = 0;
+    const int64_t n = static_cast<int64_t>(counts.size());
+    for (int64_t k = 0; k < n; ++k) {
+        double x = 0;
+        for (int64_t l = lo; l < lo + counts[static_cast<size_t>(k)]; ++l)
+            x += costs.block[static_cast<size_t>(l)];
+        if (k == 0) x += costs.first;
+        if (k == n - 1) x += costs.last;
+        out.push_back(x);
+        lo += counts[static_cast<size_t>(k)];
+    }
+    return out;
+}
+
+}  // namespace zt

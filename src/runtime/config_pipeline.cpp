@@ -1,0 +1,67 @@
+// parallel.pipeline (config_pipeline.h).
+#include "runtime/config_pipeline.h"
+
+#include <climits>
+
+#include "runtime/config.h"
+
+namespace zt::config_detail {
+
+void parse_pipeline(Section& parallel, PipelineConfig& p, std::optional<int64_t>& micro_batches) {
+    const json* v = parallel.take("pipeline");
+    if (!v) return;
+    if (v->is_number()) {
+        p.stages = static_cast<int>(parallel.get_int("pipeline", 1, 1, INT_MAX));
+        return;
+    }
+    Section s = parallel.section("pipeline");
+    p.stages = static_cast<int>(s.get_int("stages", 1, 1, INT_MAX));
+    const std::string schedule =
+        s.get_choice("schedule", "1f1b", {"gpipe", "1f1b", "interleaved", "zero_bubble"});
+    p.schedule = parse_pipe_schedule(schedule);
+    p.virtual_stages = static_cast<int>(s.get_int("virtual_stages", 1, 1, INT_MAX));
+    if (s.has("micro_batches")) micro_batches = s.get_int("micro_batches", 1, 1, INT_MAX);
+    if (const json* part = s.take("partition")) {
+        if (part->is_string()) {
+            s.get_choice("partition", "balanced", {"balanced"});
+        } else {
+            p.partition = s.get_int_list("partition", 1);
+            p.partition_given = !p.partition.empty();
+        }
+    }
+    s.finish();
+}
+
+void resolve_pipeline(TrainConfig& c) {
+    PipelineConfig& p = c.pipe;
+    if (!p.active()) {
+        ZT_CHECK(!p.partition_given && p.virtual_stages == 1,
+                 "parallel.pipeline: partition and virtual_stages need stages > 1");
+        return;
+    }
+    const int64_t blocks = c.model->pipeline_blocks();
+    ZT_CHECK(blocks > 0, "parallel.pipeline.stages = ", p.stages, ": ", c.model->name(),
+             " has no pipeline split in this version; use 1 stage");
+    const PipeOptions o = p.options(c.grad_accum);
+    if (p.partition_given)
+        check_partition(o, p.partition, blocks);
+    else
+        p.partition = balanced_partition(o, c.model->pipeline_costs());
+    ZT_CHECK(c.zero.stage <= 1, "zero_optimization.stage = ", c.zero.stage,
+             " with parallel.pipeline: this version pipelines with stage 0 or 1, whose "
+             "gradients are reduced once after the last backward of the step; stages 2 and 3 "
+             "reduce (and gather) per micro-batch around a backward that the pipeline "
+             "interleaves with other micro-batches' forwards. Use stage 1");
+    ZT_CHECK(c.checkpoint.interval_steps == 0,
+             "checkpoint.interval_steps with parallel.pipeline: pipeline runs do not write "
+             "checkpoints in this version (the final weights are written); set it to 0");
+    ZT_CHECK(c.init_from.empty(),
+             "init_from with parallel.pipeline is not supported in this "
+             "version; start from the built-in initialisation");
+    ZT_CHECK(c.zero.offload_optimizer.device == "none",
+             "zero_optimization.offload_optimizer with parallel.pipeline is not supported in "
+             "this version; keep the optimizer in memory (its state is split over the stages "
+             "already)");
+}
+
+}  // namespace zt::config_detail

@@ -1,0 +1,146 @@
+// Pipeline parallelism as a user runs it (docs/pipeline-parallel.md): "parallel": {"pipeline":
+// {...}} trains a GPT like one process with the same samples per step (losses and the exported
+// weights within fp32 tolerance), on threads and under mpirun, alone and with dp and tp; the
+// weights file has the one-process names and shapes; the metrics carry the measured bubble; a
+// stage that skips a send ends the job with the watchdog's report; what this version does not
+// pipeline is refused with exit code 2 before any work.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "cli/cli_fixture.h"
+#include "util/error.h"
+
+using zt::testing::Cli;
+using zt::testing::CommandResult;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMpiEnv =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+    "OMP_WAIT_POLICY=passive ";
+
+class PipelineCli : public Cli {
+  protected:
+    // 8 samples a step: 4 micro-batches of 2 on one dp rank, or of 1 on two; 4 layers.
+    nlohmann::json config(int steps, int dp, const nlohmann::json& pipeline, int tp = 1) {
+        nlohmann::json j = tiny();
+        j["steps"] = steps;
+        j["train_batch_size"] = 8;
+        j["train_micro_batch_size_per_gpu"] = 2 / dp;
+        j["gradient_clipping"] = 0.5;
+        j["data"]["builtin_tokens"] = 1 << 15;
+        j["model"]["n_heads"] = 4;
+        j["model"]["n_layers"] = 4;
+        j["eval_interval"] = steps;  // evaluation through the pipeline at the end
+        j["optimizer"]["params"] = {{"lr", 3e-3}, {"weight_decay", 0.1}};
+        if (!pipeline.is_null()) j["parallel"]["pipeline"] = pipeline;
+        if (tp > 1) j["parallel"]["tensor"] = tp;
+        return j;
+    }
+    static double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+        double m = 0;
+        for (size_t i = 0; i < a.size(); ++i)
+            m = std::max(m, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
+        return m;
+    }
+    static double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
+        double m = 0;
+        for (size_t i = 0; i < a.size(); ++i)
+            m = std::max(m, static_cast<double>(std::abs(a[i] - b[i])));
+        return m;
+    }
+    void expect_close(const RunLog& got, const RunLog& ref, const std::string& what) {
+        ASSERT_EQ(got.loss.size(), ref.loss.size()) << what;
+        ASSERT_EQ(got.weights.size(), ref.weights.size()) << what;
+        EXPECT_LE(max_rel(got.loss, ref.loss), 1e-4) << what;
+        EXPECT_LE(max_abs(got.weights, ref.weights), 1e-4) << what;
+        std::printf("%s: loss %.2e, weights %.2e\n", what.c_str(), max_rel(got.loss, ref.loss),
+                    max_abs(got.weights, ref.weights));
+    }
+    nlohmann::json one() { return nlohmann::json{{"stages", 1}, {"micro_batches", 4}}; }
+    nlohmann::json pipe(int stages, const std::string& schedule, int v = 1) {
+        return {{"stages", stages},
+                {"schedule", schedule},
+                {"virtual_stages", v},
+                {"micro_batches", 4}};
+    }
+};
+
+}  // namespace
+
+TEST_F(PipelineCli, TrainsLikeOneProcessWithEachScheduleAndMesh) {
+    ASSERT_EQ(train_run(config(5, 1, one()), "one", "", 1).code, 0);
+    const RunLog ref = read_run("one");
+    ASSERT_EQ(ref.loss.size(), 5u);
+    struct Case {
+        std::string name;
+        nlohmann::json cfg;
+        int ranks;
+    };
+    const std::vector<Case> cases = {
+        {"pp2_1f1b", config(5, 1, pipe(2, "1f1b")), 2},
+        {"pp2_zb", config(5, 1, pipe(2, "zero_bubble")), 2},
+        {"pp2_interleaved", config(5, 1, pipe(2, "interleaved", 2)), 2},
+        {"pp4_gpipe", config(5, 1, pipe(4, "gpipe")), 4},
+        {"dp2_pp2", config(5, 2, pipe(2, "1f1b")), 4},
+        {"tp2_pp2", config(5, 1, pipe(2, "1f1b"), 2), 4},
+    };
+    for (const Case& c : cases) {
+        const CommandResult r = train_run(c.cfg, c.name, "", c.ranks);
+        ASSERT_EQ(r.code, 0) << c.name << r.output;
+        expect_close(read_run(c.name), ref, c.name);
+    }
+    // The metrics line carries the measured bubble beside the formula's.
+    std::ifstream in(dir_ / "pp2_1f1b" / "metrics.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    const nlohmann::json first = nlohmann::json::parse(line);
+    ASSERT_TRUE(first.contains("pipeline")) << line;
+    EXPECT_DOUBLE_EQ(first["pipeline"]["bubble_formula"].get<double>(), 0.25);  // (p-1)/m
+    EXPECT_GT(first["pipeline"]["bubble"].get<double>(), 0.0);
+}
+
+TEST_F(PipelineCli, UnderMpirunLikeOnThreads) {
+    nlohmann::json j = config(3, 1, pipe(2, "1f1b"));
+    ASSERT_EQ(train_run(j, "threads", "", 2).code, 0);
+    j["comm"] = {{"backend", "mpi"}};
+    const std::string cfg = write_config(j, "mpi.json");
+    const CommandResult r = zt::testing::run_command(
+        zt::str_cat(kMpiEnv, "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ",
+                    ZT_BINARY, " train ", cfg, " --quiet --run-dir ", (dir_ / "mpi").string()));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const RunLog a = read_run("threads"), b = read_run("mpi");
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.weights, b.weights);
+}
+
+TEST_F(PipelineCli, AStageThatSkipsASendEndsTheJobWithTheWatchdogsReport) {
+    nlohmann::json j = config(2, 1, pipe(2, "1f1b"));
+    j["comm"]["timeout_s"] = 2;
+    const CommandResult r = zt::testing::run_command(
+        zt::str_cat("ZT_FAULT_SKIP_SEND=0:2 timeout 60 ", ZT_BINARY, " train ", write_config(j),
+                    " --quiet --ranks 2 --run-dir ", (dir_ / "fault").string()));
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("pipeline watchdog: stage 1 (forward of micro-batch 2) waits for the "
+                            "activations of micro-batch 2 from stage 0"),
+              std::string::npos)
+        << r.output;
+}
+
+TEST_F(PipelineCli, WhatDoesNotPipelineIsRefusedBeforeAnyWork) {
+    nlohmann::json j = config(2, 1, pipe(2, "1f1b"));
+    j["checkpoint"] = {{"interval_steps", 1}};
+    CommandResult r = train_run(j, "ckpt", "", 2);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("checkpoint.interval_steps with parallel.pipeline"), std::string::npos)
+        << r.output;
+    j = config(2, 1, pipe(8, "1f1b"));
+    r = train_run(j, "deep", "", 8);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("8 stages need at least 8 blocks, the model has 4"), std::string::npos)
+        << r.output;
+}

@@ -1,0 +1,101 @@
+// Pipeline stage partition (parallel/pipeline_partition.h): the balanced cut against a brute force
+// over every cut, the explicit list's checks, and which chunks each rank gets.
+#include "parallel/pipeline_partition.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "util/error.h"
+
+namespace zt {
+namespace {
+
+// The least possible most expensive piece over every cut of the blocks into n pieces.
+double brute_force_best(const PipeCosts& c, int n) {
+    const int64_t blocks = static_cast<int64_t>(c.block.size());
+    double best = 1e300;
+    std::vector<int64_t> counts;
+    std::function<void(int64_t)> go = [&](int64_t left) {
+        if (static_cast<int>(counts.size()) == n - 1) {
+            if (left < 1) return;
+            counts.push_back(left);
+            const std::vector<double> pc = piece_costs(counts, c);
+            best = std::min(best, *std::max_element(pc.begin(), pc.end()));
+            counts.pop_back();
+            return;
+        }
+        for (int64_t k = 1; k <= left - (n - 1 - static_cast<int64_t>(counts.size())); ++k) {
+            counts.push_back(k);
+            go(left - k);
+            counts.pop_back();
+        }
+    };
+    go(blocks);
+    return best;
+}
+
+TEST(PipePartition, BalancedIsAsGoodAsEveryCut) {
+    for (int p : {2, 3, 4})
+        for (double head : {0.0, 0.5, 3.0, 9.0}) {
+            PipeCosts c;
+            for (int i = 0; i < 9; ++i) c.block.push_back(1.0 + 0.25 * (i % 3));
+            c.first = 0.2;
+            c.last = head;
+            const PipeOptions o{p, 4, 1, PipeSchedule::kOneFOneB};
+            const std::vector<int64_t> counts = balanced_partition(o, c);
+            ASSERT_EQ(static_cast<int>(counts.size()), p);
+            check_partition(o, counts, 9);
+            const std::vector<double> pc = piece_costs(counts, c);
+            EXPECT_DOUBLE_EQ(*std::max_element(pc.begin(), pc.end()), brute_force_best(c, p))
+                << "p " << p << " head " << head;
+        }
+}
+
+TEST(PipePartition, Gpt2SmallOnTwoStagesMovesBlocksOffTheHeadsStage) {
+    // Forward FLOPs per token: a block 24 C^2 + 4 T C, the head 2 C V (models/gpt/gpt_family.cpp).
+    const double C = 768, T = 1024, V = 50304;
+    PipeCosts c;
+    c.block.assign(12, 24 * C * C + 4 * T * C);
+    c.last = 2 * C * V;  // 4.47 blocks: 8 + 4 (8 and 8.47 blocks) beats 9 + 3 and 7 + 5
+    EXPECT_EQ(balanced_partition({2, 4, 1, PipeSchedule::kOneFOneB}, c),
+              (std::vector<int64_t>{8, 4}));
+}
+
+TEST(PipePartition, InterleavedTakesEqualPiecesAndRanksTheirChunks) {
+    PipeCosts c;
+    c.block.assign(8, 1.0);
+    c.last = 5;
+    const PipeOptions o{2, 2, 2, PipeSchedule::kInterleaved};
+    const std::vector<int64_t> counts = balanced_partition(o, c);
+    EXPECT_EQ(counts, (std::vector<int64_t>{2, 2, 2, 2}));
+    const PipeStage s0 = pipe_stage(o, counts, 0), s1 = pipe_stage(o, counts, 1);
+    EXPECT_EQ(s0.chunks, (std::vector<BlockRange>{{0, 2}, {4, 6}}));
+    EXPECT_EQ(s1.chunks, (std::vector<BlockRange>{{2, 4}, {6, 8}}));
+    EXPECT_TRUE(s0.first_piece(0));
+    EXPECT_FALSE(s0.last_piece(1));
+    EXPECT_TRUE(s1.last_piece(1));
+    EXPECT_TRUE(s0.holds_first() && !s0.holds_last() && s1.holds_last());
+    EXPECT_TRUE(s1.holds_block(7) && !s1.holds_block(4));
+    EXPECT_THROW(check_partition(o, {3, 1, 2, 2}, 8), Error);
+}
+
+TEST(PipePartition, AnExplicitListIsChecked) {
+    const PipeOptions o{2, 4, 1, PipeSchedule::kOneFOneB};
+    check_partition(o, {3, 1}, 4);
+    auto message = [&](const std::vector<int64_t>& counts) {
+        try {
+            check_partition(o, counts, 4);
+        } catch (const Error& e) {
+            return e.message();
+        }
+        return std::string();
+    };
+    EXPECT_NE(message({4}).find("expected 2 block counts"), std::string::npos);
+    EXPECT_NE(message({4, 0}).find("entry 1 is 0"), std::string::npos);
+    EXPECT_NE(message({2, 3}).find("add up to 5 blocks, the model has 4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zt
