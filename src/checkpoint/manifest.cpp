@@ -20,6 +20,7 @@ json manifest_to_json(const Manifest& m) {
         params.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}});
         if (p.split_dim >= 0)
             params.back()["split"] = {{"dim", p.split_dim}, {"blocks", p.split_blocks}};
+        if (m.pp > 1) params.back()["stage"] = p.stage;
     }
     json files = json::array();
     for (const CheckpointFile& f : m.files) {
@@ -29,7 +30,10 @@ json manifest_to_json(const Manifest& m) {
                          {"bytes", f.bytes},
                          {"crc32c", f.crc32c}});
         if (m.tp > 1) files.back()["tp_part"] = f.tp_part;
+        if (m.pp > 1) files.back()["pp_stage"] = f.pp_stage;
     }
+    json model = {{"numel", m.numel}, {"params", params}};
+    if (m.pp > 1) model["stage_numel"] = m.stage_numel;
     return {{"format", kCheckpointFormat},
             {"format_version", kCheckpointFormatVersion},
             {"step", m.step},
@@ -42,7 +46,7 @@ json manifest_to_json(const Manifest& m) {
               {"zero_stage", m.zero_stage},
               {"compute_dtype", m.compute_dtype},
               {"grad_dtype", m.grad_dtype}}},
-            {"model", {{"numel", m.numel}, {"params", params}}},
+            {"model", model},
             {"optimizer", m.optimizer},
             {"tensors", m.tensors},
             {"files", files},
@@ -127,11 +131,25 @@ Manifest parse_manifest(const json& j, const std::string& where) {
 
     const json& model = r.at(j, "model");
     m.numel = r.integer(model, "numel", 0, kMaxElems);
-    std::set<std::string> names;
+    if (m.pp > 1) {
+        const json& sn = r.array(model, "stage_numel");
+        ZT_CHECK(sn.size() == static_cast<size_t>(m.pp), where, ": \"stage_numel\" has ", sn.size(),
+                 " entries for ", m.pp, " pipeline stages");
+        for (const json& n : sn) {
+            ZT_CHECK(
+                n.is_number_integer() && n.get<int64_t>() >= 0 && n.get<int64_t>() <= kMaxElems,
+                where, ": a bad \"stage_numel\" entry");
+            m.stage_numel.push_back(n.get<int64_t>());
+        }
+        ZT_CHECK(m.stage_numel[0] == m.numel, where, ": \"numel\" is not stage 0's");
+    }
+    std::set<std::pair<int, std::string>> names;
     for (const json& p : r.array(model, "params")) {
         CheckpointParam cp;
         cp.name = r.string(p, "name");
-        ZT_CHECK(names.insert(cp.name).second, where, ": parameter \"", cp.name, "\" twice");
+        cp.stage = p.contains("stage") ? static_cast<int>(r.integer(p, "stage", 0, m.pp - 1)) : 0;
+        ZT_CHECK(names.insert({cp.stage, cp.name}).second, where, ": parameter \"", cp.name,
+                 "\" twice");
         int64_t numel = 1;
         for (const json& d : r.array(p, "shape")) {
             ZT_CHECK(
@@ -153,9 +171,10 @@ Manifest parse_manifest(const json& j, const std::string& where) {
                      " blocks x ", m.tp, " parts, which do not divide it");
             numel /= m.tp;  // each part's
         }
-        cp.offset = r.integer(p, "offset", 0, m.numel);
-        ZT_CHECK(cp.offset + numel <= m.numel, where, ": parameter \"", cp.name,
-                 "\" runs past the arena of ", m.numel, " elements");
+        const int64_t arena = m.numel_of(cp.stage);
+        cp.offset = r.integer(p, "offset", 0, arena);
+        ZT_CHECK(cp.offset + numel <= arena, where, ": parameter \"", cp.name,
+                 "\" runs past the arena of ", arena, " elements");
         m.params.push_back(std::move(cp));
     }
     m.optimizer = r.string(j, "optimizer");
@@ -168,8 +187,8 @@ Manifest parse_manifest(const json& j, const std::string& where) {
     }
     ZT_CHECK(!m.tensors.empty() && m.tensors[0] == "master", where,
              ": the first tensor must be \"master\"");
-    int64_t next = 0;  // each part's ranges must tile [0, numel) in order
-    int part = 0;
+    int64_t next = 0;  // each (stage, part)'s ranges must tile [0, its numel) in order
+    int part = 0, stage = 0;
     std::set<std::string> fnames;
     for (const json& f : r.array(j, "files")) {
         CheckpointFile cf;
@@ -185,23 +204,31 @@ Manifest parse_manifest(const json& j, const std::string& where) {
         cf.hi = range[1].get<int64_t>();
         cf.tp_part =
             f.contains("tp_part") ? static_cast<int>(r.integer(f, "tp_part", 0, m.tp - 1)) : 0;
-        if (cf.tp_part != part) {
-            ZT_CHECK(cf.tp_part == part + 1 && next == m.numel, where, ": file \"", cf.file,
-                     "\" starts tp part ", cf.tp_part, " after part ", part, " covered [0, ", next,
-                     ") of ", m.numel, " elements");
+        cf.pp_stage =
+            f.contains("pp_stage") ? static_cast<int>(r.integer(f, "pp_stage", 0, m.pp - 1)) : 0;
+        if (cf.tp_part != part || cf.pp_stage != stage) {
+            const bool next_part = cf.pp_stage == stage && cf.tp_part == part + 1;
+            const bool next_stage = cf.pp_stage == stage + 1 && cf.tp_part == 0 && part == m.tp - 1;
+            ZT_CHECK((next_part || next_stage) && next == m.numel_of(stage), where, ": file \"",
+                     cf.file, "\" starts tp part ", cf.tp_part, " of pp stage ", cf.pp_stage,
+                     " after part ", part, " of stage ", stage, " covered [0, ", next, ") of ",
+                     m.numel_of(stage), " elements");
             part = cf.tp_part;
+            stage = cf.pp_stage;
             next = 0;
         }
-        ZT_CHECK(cf.lo == next && cf.hi >= cf.lo && cf.hi <= m.numel, where, ": file \"", cf.file,
+        const int64_t arena = m.numel_of(stage);
+        ZT_CHECK(cf.lo == next && cf.hi >= cf.lo && cf.hi <= arena, where, ": file \"", cf.file,
                  "\" holds [", cf.lo, ", ", cf.hi, "), but the next range starts at ", next,
-                 " and the arena has ", m.numel, " elements");
+                 " and the arena has ", arena, " elements");
         next = cf.hi;
         cf.bytes = r.unsigned_integer(f, "bytes", uint64_t{1} << 60);
         cf.crc32c = static_cast<uint32_t>(r.unsigned_integer(f, "crc32c", 0xffffffffu));
         m.files.push_back(std::move(cf));
     }
-    ZT_CHECK(next == m.numel && part == m.tp - 1, where, ": the files cover [0, ", next, ") of ",
-             m.numel, " elements of tp part ", part, " of ", m.tp);
+    ZT_CHECK(next == m.numel_of(stage) && part == m.tp - 1 && stage == m.pp - 1, where,
+             ": the files cover [0, ", next, ") of ", m.numel_of(stage), " elements of tp part ",
+             part, " of ", m.tp, " of pp stage ", stage, " of ", m.pp);
     if (j.contains("trainer")) {
         ZT_CHECK(j["trainer"].is_object(), where, ": \"trainer\" is not an object");
         m.trainer = j["trainer"];

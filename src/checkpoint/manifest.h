@@ -27,6 +27,9 @@ struct CheckpointParam {
     // cut into tp parts); -1: every part holds it whole (part 0's copy is read).
     int split_dim = -1;
     int64_t split_blocks = 1;
+    // Pipeline parallelism: the stage whose arena holds it (offset is in that stage's arena). A
+    // parameter two stages hold (a tied embedding) is listed under both.
+    int stage = 0;
 };
 
 struct CheckpointFile {
@@ -35,7 +38,8 @@ struct CheckpointFile {
     int64_t lo = 0, hi = 0;  // arena range it holds
     uint64_t bytes = 0;
     uint32_t crc32c = 0;
-    int tp_part = 0;  // the tensor-parallel part whose arena it holds
+    int tp_part = 0;   // the tensor-parallel part whose arena it holds
+    int pp_stage = 0;  // the pipeline stage whose arena it holds
 };
 
 struct Manifest {
@@ -46,10 +50,15 @@ struct Manifest {
     std::string compute_dtype = "f32", grad_dtype = "f32";
     // The model.
     int64_t numel = 0;  // arena length without padding (of each tensor-parallel part)
+    // pp > 1: each stage's arena length (numel is stage 0's); empty otherwise.
+    std::vector<int64_t> stage_numel;
+    int64_t numel_of(int stage) const {
+        return stage_numel.empty() ? numel : stage_numel[static_cast<size_t>(stage)];
+    }
     std::vector<CheckpointParam> params;
     std::string optimizer;              // optimizer name ("AdamW", "SGD", ...)
     std::vector<std::string> tensors;   // in every shard: "master", then the optimizer's state
-    std::vector<CheckpointFile> files;  // ordered by tp part, then range
+    std::vector<CheckpointFile> files;  // ordered by pp stage, tp part, then range
     nlohmann::json trainer = nlohmann::json::object();  // the runtime's own state (loss scaler)
 };
 

@@ -6,17 +6,17 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "models/named_tensor.h"
-#include "runtime/config.h"
-#include "data/tokens/tokenize.h"
 #include "comm/local/local_comm.h"
 #include "comm/mpi/mpi_comm.h"
+#include "data/tokens/tokenize.h"
+#include "models/named_tensor.h"
+#include "runtime/config.h"
 #include "runtime/start_agreement.h"
 #include "runtime/supervisor_watch.h"
 #include "runtime/trainer.h"
-#include "util/random.h"
 #include "tensor/threads.h"
 #include "util/log.h"
+#include "util/random.h"
 #include "util/units.h"
 
 namespace zt::cli {
@@ -99,8 +99,8 @@ void Commands::add_train(CLI::App& app) {
     sub->add_flag("--overwrite", overwrite_,
                   "start fresh even though the run directory holds checkpoints (deletes them)");
     sub->add_option("--ranks", ranks_,
-                     "run N data-parallel ranks as threads of this process (comm backend "
-                     "\"local\"); under mpirun or srun the launcher's processes are the ranks")
+                    "run N data-parallel ranks as threads of this process (comm backend "
+                    "\"local\"); under mpirun or srun the launcher's processes are the ranks")
         ->check(at_least(1));
     runners_.emplace_back(sub, [this] {
         nlohmann::json j = load_json(config_);
@@ -116,8 +116,8 @@ void Commands::add_train(CLI::App& app) {
         if (sub_train_->count("--resume") > 0) {
             ZT_CHECK(resume_.empty() || resume_ == "latest" || resume_ == "auto",
                      "--resume: expected no value or \"auto\", got \"", resume_, "\"");
-            opts.resume = resume_ == "auto" ? TrainOptions::Resume::kAuto
-                                            : TrainOptions::Resume::kLatest;
+            opts.resume =
+                resume_ == "auto" ? TrainOptions::Resume::kAuto : TrainOptions::Resume::kLatest;
         }
         opts.overwrite = overwrite_;
         install_preemption_handler();
@@ -216,6 +216,7 @@ void Commands::add_export(CLI::App& app) {
         // one process: train_batch_size is left to be derived from the per-rank terms.
         nlohmann::json j = load_json(config_);
         j.erase("train_batch_size");
+        j.erase("parallel");  // one process, unsplit, whatever mesh the run had
         TrainConfig cfg = parse(j, 1, true);
         cfg.zero.stage = 0;  // one process holding the whole model, whatever the run used
         cfg.zero.offload_optimizer.device = "none";  // in memory: export reads them in place
@@ -256,9 +257,10 @@ void Commands::add_checkpoint(CLI::App& app) {
     ck->require_subcommand(1);
     CLI::App* inspect = ck->add_subcommand(
         "inspect", "show a checkpoint's layout, model, counters and files, verifying each file");
-    inspect->add_option("dir", in_path_,
-                        "a checkpoint directory (step_N), a checkpoints directory or a run "
-                        "directory (its newest checkpoint)")
+    inspect
+        ->add_option("dir", in_path_,
+                     "a checkpoint directory (step_N), a checkpoints directory or a run "
+                     "directory (its newest checkpoint)")
         ->required();
     inspect->add_flag("--json", estimate_.json, "print the manifest as JSON");
     runners_.emplace_back(inspect, [this] { return inspect_checkpoint(in_path_, estimate_.json); });
@@ -299,13 +301,15 @@ void Commands::add_bench(CLI::App& app) {
     pk->add_option("--seconds", bench_seconds_, "seconds per kernel (default 0.2)")
         ->check(CLI::PositiveNumber);
     pk->add_option("--json", bench_out_, "also write the results as JSON to this file");
-    runners_.emplace_back(pk, [this] { return run_bench_peak(threads_, bench_seconds_, bench_out_); });
+    runners_.emplace_back(pk,
+                          [this] { return run_bench_peak(threads_, bench_seconds_, bench_out_); });
 }
 
 void Commands::add_launch(CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
-        "launch", "run `train` under mpirun or srun and restart it from its newest checkpoint "
-                  "when a rank dies: zerotrain launch -n N [options] -- train CONFIG ...");
+        "launch",
+        "run `train` under mpirun or srun and restart it from its newest checkpoint "
+        "when a rank dies: zerotrain launch -n N [options] -- train CONFIG ...");
     LaunchArgs& a = launch_;
     sub->add_option("-n,--np", a.ranks, "ranks to start")->required()->check(at_least(1));
     sub->add_option("--max-restarts", a.max_restarts, "restarts before giving up (default 3)")

@@ -4,11 +4,13 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <tuple>
 
 #include "checkpoint/durable_file.h"
 #include "checkpoint/sealed_text.h"
 #include "checkpoint/shards.h"
 #include "checkpoint/sparse_file.h"
+#include "comm/gather_strings.h"
 #include "runtime/checkpoint_read.h"
 #include "runtime/fault_injection.h"
 #include "util/log.h"
@@ -91,6 +93,28 @@ void shard_tensors(Engine& e, std::vector<std::string>* names, std::vector<const
     }
 }
 
+// Pipeline parallelism: every stage's parameters and arena length, gathered over the pipeline
+// group (collective), each parameter marked with its stage.
+void add_stage_params(Communicator& pp, Manifest& m) {
+    nlohmann::json mine = nlohmann::json::array();
+    for (const CheckpointParam& p : m.params)
+        mine.push_back({p.name, p.shape, p.offset, p.split_dim, p.split_blocks});
+    const std::vector<std::string> all =
+        all_gather_strings(pp, nlohmann::json{{"numel", m.numel}, {"params", mine}}.dump());
+    m.params.clear();
+    for (size_t s = 0; s < all.size(); ++s) {
+        const nlohmann::json j = nlohmann::json::parse(all[s]);
+        m.stage_numel.push_back(j["numel"].get<int64_t>());
+        for (const nlohmann::json& p : j["params"]) {
+            CheckpointParam cp{p[0].get<std::string>(), p[1].get<std::vector<int64_t>>(),
+                               p[2].get<int64_t>(),     p[3].get<int>(),
+                               p[4].get<int64_t>(),     static_cast<int>(s)};
+            m.params.push_back(std::move(cp));
+        }
+    }
+    m.numel = m.stage_numel[0];
+}
+
 Manifest manifest_of(Engine& e) {
     Manifest m;
     const EngineCounters c = e.counters();
@@ -100,7 +124,8 @@ Manifest manifest_of(Engine& e) {
     const TensorParallel& tp = e.options().tp;
     m.dp = dp.ranks();
     m.tp = tp.size();
-    m.ranks = m.dp * m.tp;
+    m.pp = e.options().pp ? e.options().pp->size() : 1;
+    m.ranks = m.dp * m.tp * m.pp;
     m.zero_stage = dp.stage();
     m.compute_dtype = dtype_name(e.arena().options().compute_dtype);
     m.grad_dtype = dtype_name(e.arena().options().grad_dtype);
@@ -112,6 +137,7 @@ Manifest manifest_of(Engine& e) {
             m.params.back().split_blocks = p->split.blocks;
         }
     }
+    if (m.pp > 1) add_stage_params(*e.options().pp, m);
     m.optimizer = e.optimizer().name();
     m.tensors = e.update_state().names();  // "master", then the optimizer's state
     // Derived state, recorded for `checkpoint inspect`: the data cursor is the step (sample k of
@@ -132,7 +158,7 @@ Manifest manifest_of(Engine& e) {
 
 // Throws kInput naming what differs when the checkpoint is not of the engine's model.
 void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
-    check_checkpoint_params(m, e.arena().params(), where);
+    check_checkpoint_params(m, e.arena().params(), where, e.options().pp != nullptr);
     ZT_CHECK(m.optimizer == e.optimizer().name(), where, " was written with optimizer ",
              m.optimizer, ", this run uses ", e.optimizer().name());
     for (const std::string& name : e.optimizer().state_names())
@@ -341,11 +367,12 @@ void Checkpointer::complete(bool wait) {
     const bool root = !comm_ || comm_->rank() == 0;
     const int64_t step = p.manifest.step;
     // Every rank's shard: ok, range, size, CRC.
-    constexpr size_t kInfo = 8;
+    constexpr size_t kInfo = 9;
     const std::vector<int64_t> info = gather_i64(
         comm_, {p.error.empty() ? 1 : 0, p.file.lo, p.file.hi, static_cast<int64_t>(p.file.bytes),
                 static_cast<int64_t>(p.file.crc32c), static_cast<int64_t>(p.sparse_file.bytes),
-                static_cast<int64_t>(p.sparse_file.header_crc32c), engine_.options().tp.rank()});
+                static_cast<int64_t>(p.sparse_file.header_crc32c), engine_.options().tp.rank(),
+                engine_.options().pp ? engine_.options().pp->rank() : 0});
     const size_t ranks = info.size() / kInfo;
     std::vector<int64_t> written(ranks);
     for (size_t r = 0; r < ranks; ++r) written[r] = info[kInfo * r];
@@ -361,17 +388,19 @@ void Checkpointer::complete(bool wait) {
                     p.manifest.files.push_back(
                         {shard_file_name(static_cast<int>(r)), static_cast<int>(r), f[1], f[2],
                          static_cast<uint64_t>(f[3]), static_cast<uint32_t>(f[4]),
-                         static_cast<int>(f[7])});
+                         static_cast<int>(f[7]), static_cast<int>(f[8])});
                     if (f[5] > 0)
                         p.manifest.trainer["sparse"]["files"].push_back(
                             {{"file", sparse_file_name(static_cast<int>(r))},
                              {"bytes", f[5]},
                              {"header_crc32c", f[6]}});
                 }
-                // Ordered by tensor-parallel part, then range (ranks interleave the parts).
+                // Ordered by pipeline stage, tensor-parallel part, then range (ranks interleave
+                // the parts).
                 std::stable_sort(p.manifest.files.begin(), p.manifest.files.end(),
                                  [](const CheckpointFile& a, const CheckpointFile& b) {
-                                     return std::pair(a.tp_part, a.lo) < std::pair(b.tp_part, b.lo);
+                                     return std::tuple(a.pp_stage, a.tp_part, a.lo) <
+                                            std::tuple(b.pp_stage, b.tp_part, b.lo);
                                  });
                 write_manifest(p.partial, p.manifest);
                 fs::remove_all(p.final);  // an older checkpoint of the same step (a rerun)
@@ -444,7 +473,7 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
             }
             // One pass over each shard for all tensors, from whatever layout wrote them.
             read_checkpoint_range(cand, *m, engine.arena().params(), upd.lo, upd.hi, names, outs,
-                                  io);
+                                  io, engine.options().pp != nullptr);
             sparse = read_sparse_blocks(engine, *m, cand);
         } catch (const std::exception& e) {
             error = e.what();

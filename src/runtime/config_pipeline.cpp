@@ -52,16 +52,6 @@ void resolve_pipeline(TrainConfig& c) {
              "gradients are reduced once after the last backward of the step; stages 2 and 3 "
              "reduce (and gather) per micro-batch around a backward that the pipeline "
              "interleaves with other micro-batches' forwards. Use stage 1");
-    ZT_CHECK(c.checkpoint.interval_steps == 0,
-             "checkpoint.interval_steps with parallel.pipeline: pipeline runs do not write "
-             "checkpoints in this version (the final weights are written); set it to 0");
-    ZT_CHECK(c.init_from.empty(),
-             "init_from with parallel.pipeline is not supported in this "
-             "version; start from the built-in initialisation");
-    ZT_CHECK(c.zero.offload_optimizer.device == "none",
-             "zero_optimization.offload_optimizer with parallel.pipeline is not supported in "
-             "this version; keep the optimizer in memory (its state is split over the stages "
-             "already)");
 }
 
 }  // namespace zt::config_detail

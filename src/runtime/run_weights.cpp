@@ -4,6 +4,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "comm/gather_strings.h"
 #include "parallel/tensor_parallel_weights.h"
 
 namespace zt {
@@ -25,7 +26,7 @@ std::vector<NamedTensorF32> named_params(Engine& engine, float* whole) {
 // pipeline group: first their names and shapes as text, then their values. A tied copy (the
 // head's wte on the last stage) is the same as the first stage's and stays home.
 void gather_stages(Engine& engine, std::vector<NamedTensorF32>& named, std::vector<float>& whole,
-                   std::vector<float>& storage, std::vector<std::string>& names) {
+                   std::vector<float>& storage) {
     Communicator* pp = engine.options().pp;
     const int p = pp->size();
     std::string header;
@@ -41,38 +42,49 @@ void gather_stages(Engine& engine, std::vector<NamedTensorF32>& named, std::vect
         header += "\n";
         values.insert(values.end(), t.data, t.data + shape_numel(t.shape));
     }
-    auto gather_counts = [&](int64_t mine) {
-        std::vector<int64_t> all(static_cast<size_t>(p));
-        pp->all_gather(&mine, all.data(), std::vector<int64_t>(static_cast<size_t>(p), 1),
-                       CommType::kI64)
-            ->wait();
-        return all;
-    };
-    const std::vector<int64_t> hc = gather_counts(static_cast<int64_t>(header.size()));
-    const std::vector<int64_t> vc = gather_counts(static_cast<int64_t>(values.size()));
-    std::string headers(static_cast<size_t>(std::accumulate(hc.begin(), hc.end(), int64_t{0})),
-                        '\0');
+    std::string headers;
+    for (const std::string& h : all_gather_strings(*pp, header)) headers += h;
+    const size_t n = static_cast<size_t>(p);
+    const int64_t count = static_cast<int64_t>(values.size());
+    std::vector<int64_t> vc(n);
+    pp->all_gather(&count, vc.data(), std::vector<int64_t>(n, 1), CommType::kI64)->wait();
     storage.assign(static_cast<size_t>(std::accumulate(vc.begin(), vc.end(), int64_t{0})), 0.0f);
-    pp->all_gather(header.data(), headers.data(), hc, CommType::kU8)->wait();
     pp->all_gather(values.data(), storage.data(), vc, CommType::kF32)->wait();
-    whole.clear();
+    whole = std::vector<float>();  // this stage's copy, now in storage
     named.clear();
-    names.clear();
     std::istringstream lines(headers);
-    std::vector<Shape> shapes;
+    int64_t at = 0;
     for (std::string line; std::getline(lines, line);) {
         std::istringstream f(line);
-        std::string name;
-        f >> name;
-        Shape shape;
-        for (int64_t d; f >> d;) shape.push_back(d);
-        names.push_back(name);
-        shapes.push_back(shape);
+        NamedTensorF32 t;
+        f >> t.name;
+        for (int64_t d; f >> d;) t.shape.push_back(d);
+        t.data = storage.data() + at;
+        at += shape_numel(t.shape);
+        named.push_back(std::move(t));
     }
+}
+
+// Pipeline parallelism: the file holds the whole model, the stage a part of it. Reads the whole
+// model's tensors (the family's own check of names and shapes applies) and copies this stage's.
+void import_into_stage(const ModelFamily& family, const std::string& path,
+                       std::vector<NamedTensorF32>& mine) {
+    const std::unique_ptr<Model> model = family.build();
+    const std::vector<Parameter*> all = model->parameters();
+    std::vector<float> buf(static_cast<size_t>(whole_numel(all)));
+    std::vector<NamedTensorF32> named;
     int64_t at = 0;
-    for (size_t i = 0; i < names.size(); ++i) {
-        named.push_back({names[i], shapes[i], storage.data() + at});
-        at += shape_numel(shapes[i]);
+    for (const Parameter* p : all) {
+        named.push_back({p->name, p->global_shape(), buf.data() + at});
+        at += shape_numel(p->global_shape());
+    }
+    family.import_weights(path, named);
+    for (NamedTensorF32& t : mine) {
+        const auto it = std::find_if(named.begin(), named.end(),
+                                     [&](const NamedTensorF32& n) { return n.name == t.name; });
+        ZT_ASSERT(it != named.end() && it->shape == t.shape, "stage parameter ", t.name,
+                  " is not the whole model's");
+        std::copy(it->data, it->data + shape_numel(t.shape), t.data);
     }
 }
 
@@ -87,9 +99,8 @@ void save_weights(Engine& engine, const ModelFamily& family, const std::string& 
     std::vector<std::string> sparse_names = sp ? sp->names() : std::vector<std::string>{};
     for (size_t i = 0; i < sparse_names.size(); ++i) sparse.push_back(sp->gather(i, 0));
     std::vector<NamedTensorF32> named = named_params(engine, whole.data());
-    std::vector<float> storage;
-    std::vector<std::string> names;  // owns the gathered names
-    if (engine.options().pp) gather_stages(engine, named, whole, storage, names);
+    std::vector<float> storage;  // every stage's tensors, on each rank of the pipeline group
+    if (engine.options().pp) gather_stages(engine, named, whole, storage);
     if (!root) return;
     for (size_t i = 0; i < sparse_names.size(); ++i)
         named.push_back({sparse_names[i], sp->shape(i), sparse[i].data()});
@@ -111,7 +122,10 @@ ImportedWeights import_weights(Engine& engine, const ModelFamily& family, const 
             named.push_back({names[i], sp->shape(i), w.sparse[i].data()});
         }
     }
-    family.import_weights(path, named);
+    if (engine.options().pp)
+        import_into_stage(family, path, named);
+    else
+        family.import_weights(path, named);
     if (split) tp_cut(params, whole.data(), w.arena.data());
     return w;
 }

@@ -495,9 +495,6 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         for (const std::string& c : checkpoint_candidates(co.dir)) std::filesystem::remove_all(c, ec);
         std::filesystem::remove(co.dir + "/latest", ec);
     }
-    ZT_CHECK(!pipe || opts.resume == TrainOptions::Resume::kNo,
-             "--resume with parallel.pipeline: pipeline runs do not write or read checkpoints in "
-             "this version (docs/pipeline-parallel.md)");
     TrainResult result;
     int64_t start_step = 0;
     // resume_latest's outcome is the same on every rank; agreeing makes its input errors end
@@ -732,7 +729,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             }
             checkpointer.poll();
             const bool interval = co.interval_steps > 0 && (step + 1) % co.interval_steps == 0;
-            if ((interval || stop) && !pipe) {
+            if (interval || stop) {
                 checkpointer.save();
                 last_checkpoint_s = checkpointer.last_save_stall_s();
             }

@@ -63,8 +63,14 @@ TEST(Manifest, HostileOrDamagedManifestsAreRefusedByName) {
         {[](json& j) { j["format_version"] = kCheckpointFormatVersion + 1; },
          "newer zerotrain (format version " + std::to_string(kCheckpointFormatVersion + 1)},
         {[](json& j) { j.erase("files"); }, "missing \"files\""},
-        {[](json& j) { j["files"][1]["range"] = {6, 10}; }, "next range starts at 5"},
-        {[](json& j) { j["files"][1]["range"] = {5, 11}; }, "the arena has 10 elements"},
+        {[](json& j) {
+             j["files"][1]["range"] = {6, 10};
+         },
+         "next range starts at 5"},
+        {[](json& j) {
+             j["files"][1]["range"] = {5, 11};
+         },
+         "the arena has 10 elements"},
         {[](json& j) { j["files"].erase(1); }, "cover [0, 5) of 10"},
         {[](json& j) { j["files"][0]["file"] = "../etc/passwd"; }, "not a plain name"},
         {[](json& j) { j["files"][0]["file"] = "rank_00001.safetensors"; }, "twice"},
@@ -76,11 +82,13 @@ TEST(Manifest, HostileOrDamagedManifestsAreRefusedByName) {
         {[](json& j) { j["files"][0]["crc32c"] = -1; }, "not a non-negative integer"},
         {[](json& j) { j = json::array(); }, "not a JSON object"},
         // Found by fuzz/manifest_fuzz.cpp: products that overflowed int64 before the checks.
-        {[](json& j) { j["model"]["params"][0]["shape"] = {int64_t{1} << 50, int64_t{1} << 50}; },
+        {[](json& j) {
+             j["model"]["params"][0]["shape"] = {int64_t{1} << 50, int64_t{1} << 50};
+         },
          "is too large"},
         {[](json& j) {
-             j["layout"] = {{"ranks", 1 << 24}, {"dp", 1 << 24}, {"tp", 1 << 24},
-                            {"pp", 1 << 24}, {"zero_stage", 0}, {"compute_dtype", "f32"},
+             j["layout"] = {{"ranks", 1 << 24},   {"dp", 1 << 24},   {"tp", 1 << 24},
+                            {"pp", 1 << 24},      {"zero_stage", 0}, {"compute_dtype", "f32"},
                             {"grad_dtype", "f32"}};
          },
          "is not the 16777216 ranks"},
@@ -89,10 +97,45 @@ TEST(Manifest, HostileOrDamagedManifestsAreRefusedByName) {
         json j = good;
         c.edit(j);
         const std::string e = error_of(j);
-        EXPECT_NE(e.find(c.mentions), std::string::npos) << "expected \"" << c.mentions
-                                                         << "\" in: " << e;
+        EXPECT_NE(e.find(c.mentions), std::string::npos)
+            << "expected \"" << c.mentions << "\" in: " << e;
         EXPECT_NE(e.find("m.json"), std::string::npos) << e;
     }
+}
+
+// Pipeline stages: each stage's parameters (a tied one under both stages) in its own arena, its
+// files tiling that arena; a stage's files that do not cover it are refused by name.
+TEST(Manifest, PipelineStagesRoundTripAndTileEachStage) {
+    Manifest m = sample();
+    m.ranks = m.pp = 2;
+    m.dp = 1;
+    m.numel = 10;
+    m.stage_numel = {10, 7};
+    m.params = {
+        {"a", {2, 3}, 0}, {"b", {4}, 6}, {"a", {2, 3}, 0, -1, 1, 1}, {"c", {1}, 6, -1, 1, 1}};
+    m.files = {{"rank_00000.safetensors", 0, 0, 10, 100, 7, 0, 0},
+               {"rank_00001.safetensors", 1, 0, 7, 100, 8, 0, 1}};
+    const Manifest n = parse_manifest(manifest_to_json(m), "x");
+    EXPECT_EQ(manifest_to_json(n), manifest_to_json(m));
+    EXPECT_EQ(n.params[2].stage, 1);
+    EXPECT_EQ(n.files[1].pp_stage, 1);
+    EXPECT_EQ(n.numel_of(1), 7);
+    json j = manifest_to_json(m);
+    j["files"][1]["range"] = {0, 6};
+    EXPECT_NE(error_of(j).find("cover [0, 6) of 7 elements of tp part 0 of 1 of pp stage 1"),
+              std::string::npos)
+        << error_of(j);
+    j = manifest_to_json(m);
+    j["model"]["params"][3]["offset"] = 7;
+    EXPECT_NE(error_of(j).find("runs past the arena of 7"), std::string::npos) << error_of(j);
+    j = manifest_to_json(m);
+    j["model"]["stage_numel"] = {10};
+    EXPECT_NE(error_of(j).find("1 entries for 2 pipeline stages"), std::string::npos);
+    j = manifest_to_json(m);
+    j["files"].erase(0);
+    EXPECT_NE(error_of(j).find("starts tp part 0 of pp stage 1 after part 0 of stage 0"),
+              std::string::npos)
+        << error_of(j);
 }
 
 TEST(Shards, AnyRangeReadsBackAndDamageIsDetected) {

@@ -131,15 +131,96 @@ TEST_F(PipelineCli, AStageThatSkipsASendEndsTheJobWithTheWatchdogsReport) {
         << r.output;
 }
 
-TEST_F(PipelineCli, WhatDoesNotPipelineIsRefusedBeforeAnyWork) {
+// Checkpoints carry each stage's parameters: one written on any mesh resumes on any other
+// (stages, dp, tp, ZeRO, one process) and continues the uninterrupted run's trajectory.
+TEST_F(PipelineCli, CheckpointsResumeOnAnyMesh) {
+    nlohmann::json full = config(6, 1, one());
+    full["checkpoint"] = {{"interval_steps", 3}};
+    ASSERT_EQ(train_run(full, "full", "", 1).code, 0);
+    const RunLog ref = read_run("full");
+    struct Mesh {
+        int dp, tp, pp, zero;
+    };
+    auto cfg = [&](int steps, const Mesh& m) {
+        nlohmann::json j = config(steps, m.dp, m.pp > 1 ? pipe(m.pp, "1f1b") : one(), m.tp);
+        j["checkpoint"] = {{"interval_steps", 3}};
+        j["zero_optimization"] = {{"stage", m.zero}};
+        return j;
+    };
+    const std::vector<std::pair<Mesh, Mesh>> cases = {{{1, 1, 2, 0}, {1, 1, 2, 0}},
+                                                      {{1, 1, 2, 0}, {1, 1, 1, 0}},
+                                                      {{1, 1, 1, 0}, {1, 1, 4, 0}},
+                                                      {{2, 1, 2, 1}, {1, 2, 2, 0}},
+                                                      {{1, 2, 2, 0}, {2, 1, 2, 1}}};
+    for (const auto& [from, to] : cases) {
+        const std::string run =
+            zt::str_cat("dp", from.dp, "tp", from.tp, "pp", from.pp, "s", from.zero, "_to_dp",
+                        to.dp, "tp", to.tp, "pp", to.pp, "s", to.zero);
+        ASSERT_EQ(train_run(cfg(3, from), run, "", from.dp * from.tp * from.pp).code, 0) << run;
+        const CommandResult r = train_run(cfg(6, to), run, "--resume", to.dp * to.tp * to.pp);
+        ASSERT_EQ(r.code, 0) << run << r.output;
+        expect_close(read_run(run), ref, run);
+    }
+    const CommandResult inspect = zt::testing::run_zerotrain(
+        "checkpoint inspect " + (dir_ / "dp1tp1pp2s0_to_dp1tp1pp2s0").string());
+    EXPECT_EQ(inspect.code, 0) << inspect.output;
+    EXPECT_NE(inspect.output.find("x pp 2"), std::string::npos) << inspect.output;
+    // export consolidates the stages' shards into the one-process weights file: the same bytes
+    // as the run's own final weights, gathered over the stages.
+    const std::string run = (dir_ / "dp1tp2pp2s0_to_dp2tp1pp2s1").string();
+    const std::string out = (dir_ / "export.safetensors").string();
+    const CommandResult ex =
+        zt::testing::run_zerotrain("export " + write_config(cfg(6, {2, 1, 2, 1}), "export.json") +
+                                   " --from " + run + "/checkpoints/step_00000006 --out " + out);
+    ASSERT_EQ(ex.code, 0) << ex.output;
+    auto bytes = [](const std::string& path) {
+        std::ifstream f(path, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), {});
+    };
+    EXPECT_EQ(bytes(out), bytes(run + "/model.safetensors"));
+}
+
+TEST_F(PipelineCli, InitFromAndOffloadOnStages) {
+    ASSERT_EQ(train_run(config(3, 1, one()), "source", "", 1).code, 0);
+    const std::string weights = (dir_ / "source" / "model.safetensors").string();
+    nlohmann::json a = config(3, 1, one());
+    a["init_from"] = weights;
+    ASSERT_EQ(train_run(a, "one", "", 1).code, 0);
+    nlohmann::json b = config(3, 1, pipe(2, "zero_bubble"));
+    b["init_from"] = weights;
+    CommandResult r = train_run(b, "staged", "", 2);
+    ASSERT_EQ(r.code, 0) << r.output;
+    expect_close(read_run("staged"), read_run("one"), "init_from into 2 stages");
+    // The optimizer offloaded on each stage: bit for bit like in memory.
+    nlohmann::json off = config(3, 1, pipe(2, "1f1b"));
+    ASSERT_EQ(train_run(off, "memory", "", 2).code, 0);
+    off["zero_optimization"] = {{"stage", 1}, {"offload_optimizer", {{"device", "cpu"}}}};
+    r = train_run(off, "offloaded", "", 2);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(read_run("offloaded").loss, read_run("memory").loss);
+    EXPECT_EQ(read_run("offloaded").weights, read_run("memory").weights);
+}
+
+// `zerotrain estimate` of a pipeline config: the most loaded stage's parameters, the formula's.
+TEST_F(PipelineCli, EstimateGivesTheMostLoadedStagesParameters) {
     nlohmann::json j = config(2, 1, pipe(2, "1f1b"));
-    j["checkpoint"] = {{"interval_steps", 1}};
-    CommandResult r = train_run(j, "ckpt", "", 2);
-    EXPECT_EQ(r.code, 2) << r.output;
-    EXPECT_NE(r.output.find("checkpoint.interval_steps with parallel.pipeline"), std::string::npos)
-        << r.output;
-    j = config(2, 1, pipe(8, "1f1b"));
-    r = train_run(j, "deep", "", 8);
+    j["parallel"]["pipeline"]["partition"] = {3, 1};
+    const int64_t V = j["model"]["vocab_size"], T = j["model"]["seq_len"],
+                  C = j["model"]["d_model"];
+    const int64_t block = 12 * C * C + 13 * C;
+    const CommandResult r =
+        zt::testing::run_zerotrain("estimate " + write_config(j, "e.json") + " --json", false);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const nlohmann::json e = nlohmann::json::parse(r.output);
+    EXPECT_EQ(e["pipeline"], 2);
+    // Stage 0: wte, wpe and 3 blocks; stage 1: 1 block, ln_f and the head's copy of wte.
+    EXPECT_EQ(e["param_count"].get<int64_t>(),
+              std::max(V * C + T * C + 3 * block, block + 2 * C + V * C));
+}
+
+TEST_F(PipelineCli, WhatDoesNotPipelineIsRefusedBeforeAnyWork) {
+    nlohmann::json j = config(2, 1, pipe(8, "1f1b"));
+    CommandResult r = train_run(j, "deep", "", 8);
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("8 stages need at least 8 blocks, the model has 4"), std::string::npos)
         << r.output;
