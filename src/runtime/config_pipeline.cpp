@@ -50,8 +50,10 @@ void resolve_pipeline(TrainConfig& c) {
     ZT_CHECK(c.zero.stage <= 1, "zero_optimization.stage = ", c.zero.stage,
              " with parallel.pipeline: this version pipelines with stage 0 or 1, whose "
              "gradients are reduced once after the last backward of the step; stages 2 and 3 "
-             "reduce (and gather) per micro-batch around a backward that the pipeline "
-             "interleaves with other micro-batches' forwards. Use stage 1");
+             "partition each micro-batch's gradients as its backward runs, so the tied "
+             "embedding's gradient is never whole on the first and last stage to be summed, and "
+             "stage 3 gathers weights per module around passes the pipeline interleaves. Use "
+             "stage 1 (the optimizer state partitioned over dp)");
 }
 
 }  // namespace zt::config_detail

@@ -52,6 +52,7 @@ struct PpRun {
     std::vector<int> peak_in_flight;                       // per stage
     std::vector<double> bubble;
     std::vector<std::string> errors;  // per world rank
+    bool tied_in_sync = true;         // the first and last stage's wte, bit for bit
 };
 
 int32_t token(int64_t sample, int64_t t) {
@@ -161,6 +162,17 @@ void train_rank(const Layout& l, Communicator& world, PpRun* out, std::mutex* mu
     } catch (const Error& err) {
         std::lock_guard lock(*mu);
         out->errors[static_cast<size_t>(world.rank())] = err.message();
+        return;
+    }
+    // The tied embedding's two copies (first and last stage) are the same to the bit.
+    if (mesh.tied && l.zero == 0) {  // stage 0: master weights held whole
+        const std::vector<Parameter*>& tied = e.tied_parameters();
+        ASSERT_EQ(tied.size(), 1u);
+        std::vector<float> mine = tied[0]->master.to_vector(), first = mine;
+        mesh.tied->broadcast(first.data(), static_cast<int64_t>(first.size()), CommType::kF32, 0)
+            ->wait();
+        std::lock_guard lock(*mu);
+        if (mine != first) out->tied_in_sync = false;
     }
 }
 
@@ -199,10 +211,12 @@ void expect_equivalent(const Layout& l, double tol = 1e-4) {
         EXPECT_EQ(values, ref.init.at(name)) << name << ": initial weights depend on the layout";
     }
     const double dl = max_rel(got.loss, ref.loss), dn = max_rel(got.grad_norm, ref.grad_norm);
-    std::printf("dp %d x tp %d x pp %d %s v%d zero %d: loss %.2e, grad norm %.2e\n", l.dp, l.tp,
-                l.pp, pipe_schedule_name(l.schedule), l.virtual_stages, l.zero, dl, dn);
+    std::printf("dp %d x tp %d x pp %d %s v%d zero %d %s: loss %.2e, grad norm %.2e\n", l.dp, l.tp,
+                l.pp, pipe_schedule_name(l.schedule), l.virtual_stages, l.zero,
+                dtype_name(l.compute), dl, dn);
     EXPECT_LE(dl, tol);
     EXPECT_LE(dn, 10 * tol);
+    EXPECT_TRUE(got.tied_in_sync) << "the tied embedding's copies drifted apart";
     EXPECT_LT(ref.loss.back(), ref.loss.front() - 0.3) << "the reference does not learn";
 }
 
@@ -253,6 +267,18 @@ TEST(PipelineParallel, MeshesWithDataAndTensorParallelismTrainLikeOneProcess) {
     c.checkpointing = "every";
     c.schedule = PipeSchedule::kZeroBubble;
     expect_equivalent(c);
+}
+
+// Half precision: bf16 within DESIGN's bf16 tolerance; fp16 with one loss scale for all stages
+// (the overflow check is the global norm, summed over the stages).
+TEST(PipelineParallel, HalfPrecisionTrainsLikeOneProcess) {
+    Layout l;
+    l.pp = 2;
+    l.compute = DType::kBF16;
+    expect_equivalent(l, 1e-2);
+    l.compute = DType::kF16;
+    l.schedule = PipeSchedule::kZeroBubble;
+    expect_equivalent(l, 1e-2);
 }
 
 TEST(PipelineParallel, StagesRunTheirScheduleInOrderWithinTheMemoryBound) {

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Pipeline parallelism against data and tensor parallelism: GPT config M, same run.
+
+Layouts, all at the same global batch per optimizer step (8 sequences x 512 tokens = 4096
+tokens), micro-batch 1 sequence, one thread per rank:
+
+  2 ranks   dp2-z1     zerotrain, data parallel 2, ZeRO stage 1, 4 micro-batches per rank
+            tp2        zerotrain, parallel.tensor 2, 8 micro-batches
+            pp2-gpipe, pp2-1f1b, pp2-interleaved (2 virtual stages), pp2-zero_bubble
+                       zerotrain, parallel.pipeline 2 stages, 8 micro-batches, balanced partition
+  4 ranks   pp4-1f1b, pp4-zero_bubble, dp2-pp2-1f1b, tp2-pp2-1f1b (oversubscribed: 4 ranks on
+            the machine's cores; their times measure correctness of the schedule under load more
+            than speed)
+
+zerotrain runs under `mpirun --oversubscribe --mca btl self,vader -np N` with comm.backend mpi,
+threads 1, OMP_WAIT_POLICY=passive; each rank under /usr/bin/time for its peak RSS. For each
+round the layouts run one after the other, the order reversed every round. Reports tokens/s
+(global tokens over the median step time after the warm-up), the per-rank peak RSS and weight
+bytes, and for pipelines the measured bubble (metrics.jsonl "pipeline": (p x the longest stage
+span - summed compute) / summed compute, median over the timed steps) beside the schedule's
+formula ((p-1)/m for gpipe and 1f1b, (p-1)/(v m) interleaved, (p-1)/(3m) zero bubble). Run it on
+a copy of build/ that nobody rebuilds meanwhile (--zerotrain).
+
+  python3 bench/pp_train.py --rounds 1 --json pp.json --markdown pp.md
+
+Python 3 standard library only. See docs/benchmarks-3d.md.
+"""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+CFG = dict(vocab=50304, d_model=768, n_layers=12, n_heads=12, seq=512)  # config M, padded vocab
+GLOBAL_SEQS = 8
+LAYOUTS = {
+    # name: (ranks, dp, tensor, pipeline stages, schedule, virtual stages, zero stage)
+    "dp2-z1": (2, 2, 1, 1, None, 1, 1),
+    "tp2": (2, 1, 2, 1, None, 1, 0),
+    "pp2-gpipe": (2, 1, 1, 2, "gpipe", 1, 0),
+    "pp2-1f1b": (2, 1, 1, 2, "1f1b", 1, 0),
+    "pp2-interleaved": (2, 1, 1, 2, "interleaved", 2, 0),
+    "pp2-zero_bubble": (2, 1, 1, 2, "zero_bubble", 1, 0),
+    "pp4-1f1b": (4, 1, 1, 4, "1f1b", 1, 0),
+    "pp4-zero_bubble": (4, 1, 1, 4, "zero_bubble", 1, 0),
+    "dp2-pp2-1f1b": (4, 2, 1, 2, "1f1b", 1, 1),
+    "tp2-pp2-1f1b": (4, 1, 2, 2, "1f1b", 1, 0),
+}
+DEFAULT = "dp2-z1,tp2,pp2-gpipe,pp2-1f1b,pp2-interleaved,pp2-zero_bubble"
+
+
+def bubble_formula(p, m, v, schedule):
+    if p == 1:
+        return None
+    if schedule == "interleaved":
+        return (p - 1) / (v * m)
+    if schedule == "zero_bubble":
+        return (p - 1) / (3 * m)
+    return (p - 1) / m
+
+
+def zt_config(layout, steps):
+    ranks, dp, tp, pp, schedule, v, stage = LAYOUTS[layout]
+    accum = GLOBAL_SEQS // dp
+    cfg = {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": accum,
+        "steps": steps,
+        "seed": 42,
+        "steps_per_print": 1000000,
+        "threads": 1,
+        "optimizer": {"type": "AdamW",
+                      "params": {"lr": 3e-4, "weight_decay": 0.1, "betas": [0.9, 0.999],
+                                 "eps": 1e-8}},
+        "model": {"type": "gpt", "vocab_size": CFG["vocab"], "seq_len": CFG["seq"],
+                  "d_model": CFG["d_model"], "n_layers": CFG["n_layers"],
+                  "n_heads": CFG["n_heads"]},
+        "data": {"type": "builtin", "builtin_tokens": steps * GLOBAL_SEQS * CFG["seq"] + 1},
+        "zero_optimization": {"stage": stage},
+        "comm": {"backend": "mpi"},
+        "parallel": {"tensor": tp},
+    }
+    if pp > 1:
+        cfg["parallel"]["pipeline"] = {"stages": pp, "schedule": schedule, "virtual_stages": v,
+                                       "micro_batches": accum}
+    return cfg
+
+
+def run_zerotrain(args, layout, workdir):
+    from dp_train import read_rss_files, strip_mpirun_banners  # noqa: E402
+    from gpt_train import child_figures, other_cores_last, run_child, tail
+    ranks, dp, tp, pp, schedule, v, _ = LAYOUTS[layout]
+    steps = args.warmup + args.steps
+    run_dir = tempfile.mkdtemp(prefix=f"zt_{layout}_", dir=workdir)
+    cfg_path = os.path.join(run_dir, "config.json")
+    cfg = zt_config(layout, steps)
+    with open(cfg_path, "w") as fo:
+        json.dump(cfg, fo, indent=1)
+    zt = [args.zerotrain, "train", cfg_path, "--run-dir", os.path.join(run_dir, "run"), "--quiet"]
+    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    wrap = 'exec /usr/bin/time -f %M -o "$0/rss.$OMPI_COMM_WORLD_RANK" "$@"'
+    cmd = [args.mpirun, "--oversubscribe", "--mca", "btl", "self,vader", "-np", str(ranks),
+           "sh", "-c", wrap, run_dir] + zt
+    r = run_child(cmd, env, run_dir, args.timeout)
+    res = dict(layout=layout, ranks=ranks, cmd="OMP_WAIT_POLICY=passive " +
+               " ".join(shlex.quote(c) for c in cmd), config=cfg, **child_figures(r))
+    try:
+        if r["timed_out"]:
+            raise RuntimeError(f"timed out after {args.timeout} s")
+        lines, err, ranks_mem = [], None, {}
+        metrics = os.path.join(run_dir, "run", "metrics.jsonl")
+        if not os.path.exists(metrics):
+            raise RuntimeError(f"exit code {r['rc']}, no metrics.jsonl: "
+                               f"{tail(strip_mpirun_banners(r['stderr'] or r['stdout']), 600)}")
+        with open(metrics) as fi:
+            for line in fi:
+                m = json.loads(line)
+                if "error" in m:
+                    err = m["error"]
+                elif "step_time_s" in m and not m.get("skipped", False):
+                    lines.append(m)
+                    for rk in m.get("ranks", []):
+                        d = ranks_mem.setdefault(rk["rank"], dict(peak=0, params=0))
+                        d["peak"] = max(d["peak"], rk["mem"]["peak"])
+                        d["params"] = rk["mem"]["params"]
+        if r["rc"] != 0 or err:
+            raise RuntimeError(f"exit code {r['rc']}: "
+                               f"{err or tail(strip_mpirun_banners(r['stderr']), 600)}")
+        timed = lines[args.warmup:]
+        if not timed:
+            raise RuntimeError(f"{len(lines)} steps, none after {args.warmup} warm-up")
+        step_times = [m["step_time_s"] for m in timed]
+        bubbles = [m["pipeline"]["bubble"] for m in timed if "pipeline" in m]
+        res.update(
+            ok=True, steps=len(lines), step_times_s=step_times,
+            all_step_times_s=[m["step_time_s"] for m in lines],
+            step_s_median=statistics.median(step_times),
+            tokens_per_s=GLOBAL_SEQS * CFG["seq"] / statistics.median(step_times),
+            rss_per_rank_mib=read_rss_files(run_dir, ranks),
+            weight_bytes_per_rank=[ranks_mem[k]["params"] for k in sorted(ranks_mem)],
+            tracked_peak_per_rank_mib=[ranks_mem[k]["peak"] / 2**20 for k in sorted(ranks_mem)],
+            bubble_measured=statistics.median(bubbles) if bubbles else None,
+            bubble_formula=bubble_formula(pp, GLOBAL_SEQS // dp, v, schedule),
+            other_cores_steps=other_cores_last(r["samples"], sum(step_times)),
+            loss_first=lines[0]["loss"], loss_last=lines[-1]["loss"])
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+        res.update(ok=False, error=" ".join(str(e).split()))
+    finally:
+        if not args.keep_run_dirs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return res
+
+
+def f(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def markdown(rep):
+    L = [f"Measured {rep['date']} on {rep['machine']['cpu_model']} ({rep['machine']['cpu_count']} "
+         f"cores), zerotrain {rep['git']}, {rep['rounds']} round(s), {rep['warmup']} warm-up + "
+         f"{rep['steps']} timed steps per run, global batch {GLOBAL_SEQS} x {CFG['seq']} tokens "
+         f"per step (micro-batch 1), vocabulary {CFG['vocab']}, fp32, one thread per rank.", "",
+         "| layout | ranks | tokens/s (median) | bubble measured | bubble formula | "
+         "peak RSS per rank, MiB | weight bytes per rank | loss first -> last |",
+         "|---|---:|---:|---:|---:|---|---|---|"]
+    for lay in rep["layouts"]:
+        rs = [x for x in rep["runs"] if x["layout"] == lay]
+        ok = [x for x in rs if x.get("ok")]
+        if not ok:
+            err = rs[0].get("error", "not run") if rs else "not run"
+            L.append(f"| {lay} | {LAYOUTS[lay][0]} | failed: {err[:300].replace('|', '/')} | | | "
+                     "| | |")
+            continue
+        tps = statistics.median(x["tokens_per_s"] for x in ok)
+        last = ok[-1]
+        bub = [x["bubble_measured"] for x in ok if x.get("bubble_measured") is not None]
+        L.append(f"| {lay} | {last['ranks']} | {tps:.1f} | "
+                 f"{f(statistics.median(bub) if bub else None, '.3f')} | "
+                 f"{f(last.get('bubble_formula'), '.3f')} | "
+                 f"{' / '.join(f(v, '.0f') for v in last['rss_per_rank_mib'])} | "
+                 f"{' / '.join(f'{v:,}' for v in last['weight_bytes_per_rank'])} | "
+                 f"{last['loss_first']:.3f} -> {last['loss_last']:.3f} |")
+    L += ["", "Runs in the order run (other = cores other processes used during the timed steps):",
+          ""]
+    for x in rep["runs"]:
+        steps = ", ".join(f"{v:.1f}" for v in x.get("all_step_times_s", []))
+        L.append(f"- round {x['round'] + 1} {x['layout']}: "
+                 + (f"{x['tokens_per_s']:.1f} tokens/s, step seconds (warm-up first) {steps}, "
+                    f"other {f(x.get('other_cores_steps'), '.2f')}"
+                    if x.get("ok") else f"failed: {x.get('error')}"))
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layouts", default=DEFAULT)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=2, help="timed steps after the warm-up")
+    ap.add_argument("--zerotrain", default=os.path.join(os.path.dirname(HERE), "build",
+                                                        "zerotrain"))
+    ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--keep-run-dirs", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--markdown")
+    ap.add_argument("--from-json", help="only print the markdown of an earlier run's JSON")
+    args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as fi:
+            print(markdown(json.load(fi)))
+        return 0
+    from gpt_train import git_describe, machine_info
+    import dp_train  # noqa: F401  (installs the session-wide CPU accounting into run_child)
+    layouts = args.layouts.split(",")
+    for lay in layouts:
+        if lay not in LAYOUTS:
+            ap.error(f"unknown layout {lay}: {', '.join(LAYOUTS)}")
+    rep = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               machine=machine_info(), git=git_describe(), layouts=layouts, rounds=args.rounds,
+               warmup=args.warmup, steps=args.steps, config=CFG,
+               global_tokens_per_step=GLOBAL_SEQS * CFG["seq"], argv=sys.argv, runs=[])
+    workdir = tempfile.mkdtemp(prefix="pp_train_")
+    try:
+        for rnd in range(args.rounds):
+            order = layouts if rnd % 2 == 0 else list(reversed(layouts))
+            for lay in order:
+                print(f"[pp_train] round {rnd + 1}/{args.rounds} {lay} ...", file=sys.stderr,
+                      flush=True)
+                res = run_zerotrain(args, lay, workdir)
+                res["round"] = rnd
+                rep["runs"].append(res)
+                print("[pp_train]   -> " + (
+                    f"{res['tokens_per_s']:.1f} tokens/s, bubble {res['bubble_measured']} "
+                    f"(formula {res['bubble_formula']}), steps {res['all_step_times_s']}"
+                    if res.get("ok") else f"FAILED: {res.get('error')}"), file=sys.stderr,
+                    flush=True)
+                if args.json:
+                    with open(args.json, "w") as fo:
+                        json.dump(rep, fo, indent=1)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    md = markdown(rep)
+    print(md)
+    if args.json:
+        with open(args.json, "w") as fo:
+            json.dump(rep, fo, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as fo:
+            fo.write(md + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
