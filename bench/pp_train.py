@@ -29,7 +29,6 @@ import argparse
 import datetime
 import json
 import os
-import shlex
 import shutil
 import statistics
 import sys
@@ -94,47 +93,17 @@ def zt_config(layout, steps):
 
 
 def run_zerotrain(args, layout, workdir):
-    from dp_train import read_rss_files, strip_mpirun_banners  # noqa: E402
-    from gpt_train import child_figures, other_cores_last, run_child, tail
+    import zt_mpirun
+    from dp_train import read_rss_files
+    from gpt_train import other_cores_last
     ranks, dp, tp, pp, schedule, v, _ = LAYOUTS[layout]
-    steps = args.warmup + args.steps
-    run_dir = tempfile.mkdtemp(prefix=f"zt_{layout}_", dir=workdir)
-    cfg_path = os.path.join(run_dir, "config.json")
-    cfg = zt_config(layout, steps)
-    with open(cfg_path, "w") as fo:
-        json.dump(cfg, fo, indent=1)
-    zt = [args.zerotrain, "train", cfg_path, "--run-dir", os.path.join(run_dir, "run"), "--quiet"]
-    env = dict(os.environ, OMP_WAIT_POLICY="passive")
-    if os.geteuid() == 0:
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    wrap = 'exec /usr/bin/time -f %M -o "$0/rss.$OMPI_COMM_WORLD_RANK" "$@"'
-    cmd = [args.mpirun, "--oversubscribe", "--mca", "btl", "self,vader", "-np", str(ranks),
-           "sh", "-c", wrap, run_dir] + zt
-    r = run_child(cmd, env, run_dir, args.timeout)
-    res = dict(layout=layout, ranks=ranks, cmd="OMP_WAIT_POLICY=passive " +
-               " ".join(shlex.quote(c) for c in cmd), config=cfg, **child_figures(r))
+    cfg = zt_config(layout, args.warmup + args.steps)
+    res, lines, ranks_mem, run_dir = zt_mpirun.run(args, cfg, ranks, f"zt_{layout}_", workdir)
+    res.update(layout=layout, ranks=ranks)
+    samples = res.pop("samples")
     try:
-        if r["timed_out"]:
-            raise RuntimeError(f"timed out after {args.timeout} s")
-        lines, err, ranks_mem = [], None, {}
-        metrics = os.path.join(run_dir, "run", "metrics.jsonl")
-        if not os.path.exists(metrics):
-            raise RuntimeError(f"exit code {r['rc']}, no metrics.jsonl: "
-                               f"{tail(strip_mpirun_banners(r['stderr'] or r['stdout']), 600)}")
-        with open(metrics) as fi:
-            for line in fi:
-                m = json.loads(line)
-                if "error" in m:
-                    err = m["error"]
-                elif "step_time_s" in m and not m.get("skipped", False):
-                    lines.append(m)
-                    for rk in m.get("ranks", []):
-                        d = ranks_mem.setdefault(rk["rank"], dict(peak=0, params=0))
-                        d["peak"] = max(d["peak"], rk["mem"]["peak"])
-                        d["params"] = rk["mem"]["params"]
-        if r["rc"] != 0 or err:
-            raise RuntimeError(f"exit code {r['rc']}: "
-                               f"{err or tail(strip_mpirun_banners(r['stderr']), 600)}")
+        if "error" in res:
+            raise RuntimeError(res.pop("error"))
         timed = lines[args.warmup:]
         if not timed:
             raise RuntimeError(f"{len(lines)} steps, none after {args.warmup} warm-up")
@@ -150,13 +119,12 @@ def run_zerotrain(args, layout, workdir):
             tracked_peak_per_rank_mib=[ranks_mem[k]["peak"] / 2**20 for k in sorted(ranks_mem)],
             bubble_measured=statistics.median(bubbles) if bubbles else None,
             bubble_formula=bubble_formula(pp, GLOBAL_SEQS // dp, v, schedule),
-            other_cores_steps=other_cores_last(r["samples"], sum(step_times)),
+            other_cores_steps=other_cores_last(samples, sum(step_times)),
             loss_first=lines[0]["loss"], loss_last=lines[-1]["loss"])
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
         res.update(ok=False, error=" ".join(str(e).split()))
     finally:
-        if not args.keep_run_dirs:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        zt_mpirun.cleanup(args, run_dir)
     return res
 
 

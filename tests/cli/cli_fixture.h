@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,7 +20,7 @@ namespace zt::testing {
 namespace fs = std::filesystem;
 
 class Cli : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         dir_ = fs::temp_directory_path() /
                ("zt_cli_" + std::to_string(::getpid()) + "_" +
@@ -47,14 +49,41 @@ protected:
         std::vector<float> weights;
     };
     RunLog read_run(const std::string& run);
+    // The equivalence rule's comparison of two runs (DESIGN.md): the largest relative difference
+    // of the losses and absolute difference of the weights.
+    static double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+        double m = 0;
+        for (size_t i = 0; i < a.size(); ++i)
+            m = std::max(m, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
+        return m;
+    }
+    static double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
+        double m = 0;
+        for (size_t i = 0; i < a.size(); ++i)
+            m = std::max(m, static_cast<double>(std::abs(a[i] - b[i])));
+        return m;
+    }
+    // Losses at every step within 1e-4 relative and the weights within 1e-4 (fp32); printed.
+    static void expect_close(const RunLog& got, const RunLog& ref, const std::string& what) {
+        ASSERT_EQ(got.loss.size(), ref.loss.size()) << what;
+        ASSERT_EQ(got.weights.size(), ref.weights.size()) << what;
+        EXPECT_LE(max_rel(got.loss, ref.loss), 1e-4) << what;
+        EXPECT_LE(max_abs(got.weights, ref.weights), 1e-4) << what;
+        std::printf("%s: loss %.2e, weights %.2e\n", what.c_str(), max_rel(got.loss, ref.loss),
+                    max_abs(got.weights, ref.weights));
+    }
     static nlohmann::json tiny() {
         return {{"train_micro_batch_size_per_gpu", 2},
                 {"steps", 3},
                 {"steps_per_print", 1},
                 {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}}}}},
                 {"model",
-                 {{"type", "gpt"}, {"vocab_size", 64}, {"seq_len", 16}, {"d_model", 16},
-                  {"n_layers", 1}, {"n_heads", 2}}},
+                 {{"type", "gpt"},
+                  {"vocab_size", 64},
+                  {"seq_len", 16},
+                  {"d_model", 16},
+                  {"n_layers", 1},
+                  {"n_heads", 2}}},
                 {"data", {{"type", "builtin"}, {"builtin_tokens", 4096}, {"eval_fraction", 0.1}}},
                 {"eval_interval", 2},
                 {"eval_iters", 1},
@@ -84,6 +113,5 @@ inline Cli::RunLog Cli::read_run(const std::string& run) {
     }
     return r;
 }
-
 
 }  // namespace zt::testing

@@ -41,26 +41,6 @@ class PipelineCli : public Cli {
         if (tp > 1) j["parallel"]["tensor"] = tp;
         return j;
     }
-    static double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-        double m = 0;
-        for (size_t i = 0; i < a.size(); ++i)
-            m = std::max(m, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
-        return m;
-    }
-    static double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
-        double m = 0;
-        for (size_t i = 0; i < a.size(); ++i)
-            m = std::max(m, static_cast<double>(std::abs(a[i] - b[i])));
-        return m;
-    }
-    void expect_close(const RunLog& got, const RunLog& ref, const std::string& what) {
-        ASSERT_EQ(got.loss.size(), ref.loss.size()) << what;
-        ASSERT_EQ(got.weights.size(), ref.weights.size()) << what;
-        EXPECT_LE(max_rel(got.loss, ref.loss), 1e-4) << what;
-        EXPECT_LE(max_abs(got.weights, ref.weights), 1e-4) << what;
-        std::printf("%s: loss %.2e, weights %.2e\n", what.c_str(), max_rel(got.loss, ref.loss),
-                    max_abs(got.weights, ref.weights));
-    }
     nlohmann::json one() { return nlohmann::json{{"stages", 1}, {"micro_batches", 4}}; }
     nlohmann::json pipe(int stages, const std::string& schedule, int v = 1) {
         return {{"stages", stages},

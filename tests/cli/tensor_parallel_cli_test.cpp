@@ -44,27 +44,6 @@ class TensorParallelCli : public Cli {
                         int ranks = 1) {
         return train_run(j, run, args, ranks);
     }
-    static double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-        double m = 0;
-        for (size_t i = 0; i < a.size(); ++i)
-            m = std::max(m, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
-        return m;
-    }
-    static double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
-        double m = 0;
-        for (size_t i = 0; i < a.size(); ++i)
-            m = std::max(m, static_cast<double>(std::abs(a[i] - b[i])));
-        return m;
-    }
-    // Losses at every step within 1e-4 relative and the exported weights within 1e-4.
-    void expect_close(const RunLog& got, const RunLog& ref, const std::string& what) {
-        ASSERT_EQ(got.loss.size(), ref.loss.size()) << what;
-        ASSERT_EQ(got.weights.size(), ref.weights.size()) << what;
-        EXPECT_LE(max_rel(got.loss, ref.loss), 1e-4) << what;
-        EXPECT_LE(max_abs(got.weights, ref.weights), 1e-4) << what;
-        std::printf("%s: loss %.2e, weights %.2e\n", what.c_str(), max_rel(got.loss, ref.loss),
-                    max_abs(got.weights, ref.weights));
-    }
 };
 
 }  // namespace
@@ -211,19 +190,18 @@ TEST_F(TensorParallelCli, EstimateGivesOnePartsParameters) {
 
 // A model without a tensor-parallel split (DLRM) is refused by name before any work.
 TEST_F(TensorParallelCli, DlrmIsRefused) {
-    const nlohmann::json j = {
-        {"train_micro_batch_size_per_gpu", 8},
-        {"steps", 2},
-        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
-        {"model",
-         {{"type", "dlrm"},
-          {"table_rows", {100, 50}},
-          {"embedding_dim", 8},
-          {"bottom_mlp", {16, 8}},
-          {"top_mlp", {16}}}},
-        {"data", {{"type", "synthetic"}, {"records", 64}}},
-        {"parallel", {{"tensor", 2}}},
-        {"threads", 1}};
+    const nlohmann::json j = {{"train_micro_batch_size_per_gpu", 8},
+                              {"steps", 2},
+                              {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+                              {"model",
+                               {{"type", "dlrm"},
+                                {"table_rows", {100, 50}},
+                                {"embedding_dim", 8},
+                                {"bottom_mlp", {16, 8}},
+                                {"top_mlp", {16}}}},
+                              {"data", {{"type", "synthetic"}, {"records", 64}}},
+                              {"parallel", {{"tensor", 2}}},
+                              {"threads", 1}};
     const CommandResult r = train(j, "dlrm", "", 2);
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("parallel.tensor = 2: DLRM has no tensor-parallel split"),
