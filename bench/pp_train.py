@@ -23,7 +23,12 @@ a copy of build/ that nobody rebuilds meanwhile (--zerotrain).
 
   python3 bench/pp_train.py --rounds 1 --json pp.json --markdown pp.md
 
-Python 3 standard library only. See docs/benchmarks-3d.md.
+PyTorch peer: torch.distributed.pipelining (ScheduleGPipe, Schedule1F1B) on the peer model
+../shared/peers/gpt_model.py (imported, not copied), cut like zerotrain's balanced partition, 2
+processes over gloo, tcmalloc preloaded, fused AdamW; its head is an untied copy of wte (the API
+does not tie parameters across stages). Its zero-bubble schedules need 2 stages per rank (V or
+interleaved) and are not run. Python 3 standard library only for the harness; the torch worker
+(`--torch-worker`, started by the harness) needs torch. See docs/benchmarks-3d.md.
 """
 import argparse
 import datetime
@@ -51,8 +56,15 @@ LAYOUTS = {
     "pp4-zero_bubble": (4, 1, 1, 4, "zero_bubble", 1, 0),
     "dp2-pp2-1f1b": (4, 2, 1, 2, "1f1b", 1, 1),
     "tp2-pp2-1f1b": (4, 1, 2, 2, "1f1b", 1, 0),
+    # PyTorch's pipelining (torch.distributed.pipelining) on the peer model, 2 processes over gloo
+    "torch-pp2-gpipe": (2, 1, 1, 2, "gpipe", 1, 0),
+    "torch-pp2-1f1b": (2, 1, 1, 2, "1f1b", 1, 0),
 }
-DEFAULT = "dp2-z1,tp2,pp2-gpipe,pp2-1f1b,pp2-interleaved,pp2-zero_bubble"
+DEFAULT = ("dp2-z1,tp2,pp2-gpipe,pp2-1f1b,pp2-interleaved,pp2-zero_bubble,torch-pp2-gpipe,"
+           "torch-pp2-1f1b")
+# Blocks of stage 0 for the PyTorch peer: zerotrain's balanced partition of config M on 2 stages
+# (8 blocks, then 4 with the head), so both pipelines cut the model alike.
+TORCH_SPLIT = 8
 
 
 def bubble_formula(p, m, v, schedule):
@@ -128,6 +140,166 @@ def run_zerotrain(args, layout, workdir):
     return res
 
 
+def torch_worker(a):
+    """One rank of PyTorch's pipeline: stage 0 holds the embeddings and the first TORCH_SPLIT
+    blocks, stage 1 the rest, ln_f and the head (a copy of wte: torch.distributed.pipelining does
+    not tie parameters across stages, so the head's copy is not summed with the embedding)."""
+    import resource
+    import time
+    import traceback
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    sys.path.insert(0, a.peers_dir)
+    import gpt_model  # the peer model, called, never copied
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.set_num_threads(1)
+    out = dict(ok=False, torch=torch.__version__, rank=rank, stage="import")
+    try:
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+        torch.manual_seed(0)
+        g = gpt_model.GPT(vocab=CFG["vocab"], d_model=CFG["d_model"], n_layer=CFG["n_layers"],
+                          n_head=CFG["n_heads"], seq=CFG["seq"])
+
+        class First(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.wte, self.wpe = g.wte, g.wpe
+                self.blocks = nn.ModuleList(g.blocks[:TORCH_SPLIT])
+
+            def forward(self, idx):
+                x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+                for b in self.blocks:
+                    x = b(x)
+                return x
+
+        class Last(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList(g.blocks[TORCH_SPLIT:])
+                self.ln_f = g.ln_f
+                self.head = nn.Linear(CFG["d_model"], CFG["vocab"], bias=False)
+                with torch.no_grad():
+                    self.head.weight.copy_(g.wte.weight)
+
+            def forward(self, x):
+                for b in self.blocks:
+                    x = b(x)
+                return self.head(self.ln_f(x)).float()
+
+        mod = First() if rank == 0 else Last()
+        out["weight_bytes"] = sum(p.numel() * p.element_size() for p in mod.parameters())
+        m = GLOBAL_SEQS
+        stage = PipelineStage(mod, rank, world, torch.device("cpu"))
+
+        def loss_fn(logits, tgt):
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), tgt.view(-1))
+
+        cls = ScheduleGPipe if a.schedule == "gpipe" else Schedule1F1B
+        sched = cls(stage, n_microbatches=m, loss_fn=loss_fn)
+        try:
+            opt = torch.optim.AdamW(mod.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+            adamw = "fused"
+        except (RuntimeError, TypeError, ValueError):
+            opt = torch.optim.AdamW(mod.parameters(), lr=3e-4, weight_decay=0.1)
+            adamw = "default"
+        gen = torch.Generator().manual_seed(1000)
+        V, T = CFG["vocab"], CFG["seq"]
+        batches = [(torch.randint(0, V, (m, T), generator=gen),
+                    torch.randint(0, V, (m, T), generator=gen)) for _ in range(2)]
+        times, losses = [], []
+        out["stage"] = "train"
+        for s in range(a.warmup + a.steps):
+            idx, tgt = batches[s % len(batches)]
+            dist.barrier()
+            t0 = time.perf_counter()
+            if rank == 0:
+                sched.step(idx)
+            else:
+                ls = []
+                sched.step(target=tgt, losses=ls)
+                losses.append(float(sum(x.item() for x in ls) / len(ls)))
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            times.append(time.perf_counter() - t0)
+        timed = times[a.warmup:]
+        out.update(ok=True, stage="done", adamw=adamw, step_times_s=timed, all_step_times_s=times,
+                   step_s_median=statistics.median(timed),
+                   peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                   loss_first=losses[0] if losses else None,
+                   loss_last=losses[-1] if losses else None)
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        out.update(ok=False, error=f"{type(e).__name__}: {e}"[:3000])
+    gathered = [None] * world
+    dist.all_gather_object(gathered, out)
+    if rank == 0:
+        print("RESULT " + json.dumps(dict(ok=all(x["ok"] for x in gathered),
+                                          torch=out["torch"], ranks=gathered)), flush=True)
+    dist.destroy_process_group()
+
+
+def run_torch(args, layout, workdir):
+    import peer_env
+    from dp_train import free_port
+    from gpt_train import child_figures, other_cores_last, run_child, tail
+    spec = peer_env.peer_specs(1, peer_env.peer_malloc())["torch-new"]
+    out_dir = tempfile.mkdtemp(prefix=f"torch_{layout}_", dir=workdir)
+    schedule = LAYOUTS[layout][4]
+    wargs = [spec["python"], os.path.abspath(__file__), "--torch-worker", "--schedule", schedule,
+             "--warmup", str(args.warmup), "--steps", str(args.steps), "--peers-dir",
+             args.peers_dir]
+    launcher = ('export MASTER_ADDR=127.0.0.1 MASTER_PORT=$1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2; '
+                'shift; RANK=1 LOCAL_RANK=1 "$@" > /dev/null 2> rank1.log & p1=$!; '
+                'RANK=0 LOCAL_RANK=0 "$@" 2> rank0.log; rc0=$?; wait $p1; rc1=$?; '
+                'exit $((rc0 | rc1))')
+    cmd = ["bash", "-c", launcher, "pp", str(free_port())] + wargs
+    r = run_child(cmd, peer_env.peer_env(spec), out_dir, args.timeout)
+    res = dict(layout=layout, ranks=2, cmd=peer_env.env_text(spec["env"]) + " (2 ranks) " +
+               " ".join(wargs), malloc=peer_env.malloc_name(spec["env"]), **child_figures(r))
+    try:
+        found = [ln for ln in r["stdout"].splitlines() if ln.startswith("RESULT ")]
+        logs = ""
+        for rk in range(2):
+            try:
+                with open(os.path.join(out_dir, f"rank{rk}.log")) as fi:
+                    logs += f"--- rank {rk}\n" + fi.read()
+            except OSError:
+                pass
+        if r["timed_out"]:
+            raise RuntimeError(f"timed out after {args.timeout} s")
+        if not found:
+            raise RuntimeError(f"exit code {r['rc']}, no RESULT line: {tail(logs, 1500)}")
+        pr = json.loads(found[-1][len("RESULT "):])
+        if not pr.get("ok"):
+            bad = [x for x in pr["ranks"] if not x.get("ok")][0]
+            raise RuntimeError(f"torch {pr.get('torch')} failed at {bad.get('stage')}: "
+                               f"{bad.get('error')}")
+        ranks = pr["ranks"]
+        step_s = max(x["step_s_median"] for x in ranks)
+        res.update(ok=True, torch=pr["torch"], adamw=ranks[0]["adamw"], step_s_median=step_s,
+                   step_times_s=ranks[0]["step_times_s"],
+                   all_step_times_s=ranks[0]["all_step_times_s"],
+                   tokens_per_s=GLOBAL_SEQS * CFG["seq"] / step_s,
+                   rss_per_rank_mib=[x["peak_rss_mib"] for x in ranks],
+                   weight_bytes_per_rank=[x["weight_bytes"] for x in ranks],
+                   tracked_peak_per_rank_mib=None, bubble_measured=None,
+                   bubble_formula=bubble_formula(2, GLOBAL_SEQS, 1, schedule),
+                   loss_first=ranks[1]["loss_first"], loss_last=ranks[1]["loss_last"],
+                   other_cores_steps=other_cores_last(r["samples"],
+                                                      sum(ranks[0]["step_times_s"])))
+    except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as e:
+        res.update(ok=False, error=" ".join(str(e).split()))
+    finally:
+        if not args.keep_run_dirs:
+            shutil.rmtree(out_dir, ignore_errors=True)
+    return res
+
+
 def f(x, spec):
     return "-" if x is None else format(x, spec)
 
@@ -170,6 +342,10 @@ def markdown(rep):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--schedule", default="1f1b", help=argparse.SUPPRESS)
+    ap.add_argument("--peers-dir", default=os.environ.get(
+        "ZT_PEERS_DIR", os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "peers")))
     ap.add_argument("--layouts", default=DEFAULT)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=1)
@@ -183,6 +359,8 @@ def main():
     ap.add_argument("--markdown")
     ap.add_argument("--from-json", help="only print the markdown of an earlier run's JSON")
     args = ap.parse_args()
+    if args.torch_worker:
+        return torch_worker(args)
     if args.from_json:
         with open(args.from_json) as fi:
             print(markdown(json.load(fi)))
@@ -204,7 +382,8 @@ def main():
             for lay in order:
                 print(f"[pp_train] round {rnd + 1}/{args.rounds} {lay} ...", file=sys.stderr,
                       flush=True)
-                res = run_zerotrain(args, lay, workdir)
+                res = (run_torch(args, lay, workdir) if lay.startswith("torch-")
+                       else run_zerotrain(args, lay, workdir))
                 res["round"] = rnd
                 rep["runs"].append(res)
                 print("[pp_train]   -> " + (
