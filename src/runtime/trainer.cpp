@@ -1,37 +1,37 @@
 #include "runtime/trainer.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <cstdlib>
 
 #include "checkpoint/durable_file.h"
+#include "data/tokens/token_dataset.h"
 #include "optim/adagrad.h"
 #include "optim/adamw.h"
 #include "optim/lion.h"
 #include "optim/sgd.h"
+#include "parallel/tensor_parallel_weights.h"
 #include "runtime/checkpointer.h"
-#include "data/tokens/token_dataset.h"
 #include "runtime/fault_injection.h"
 #include "runtime/memory_timeline.h"
 #include "runtime/metrics.h"
 #include "runtime/monitor/mfu_ceilings.h"
 #include "runtime/monitor/monitor.h"
 #include "runtime/offload_metrics.h"
+#include "runtime/pipeline_step.h"
 #include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
 #include "runtime/run_dir_lock.h"
 #include "runtime/run_estimate.h"
-#include "runtime/pipeline_step.h"
 #include "runtime/run_mesh.h"
 #include "runtime/run_weights.h"
-#include "parallel/tensor_parallel_weights.h"
 #include "runtime/start_agreement.h"
 #include "runtime/wall_clock_breakdown.h"
 #include "tensor/gemm.h"
@@ -112,7 +112,8 @@ nlohmann::json evaluate(Engine& engine, RunData& data, const TrainConfig& cfg, C
             for (size_t k = before; k < labels.size(); ++k) labels[k] = NAN;
         }
     }
-    nlohmann::json j = {{"eval_loss", dp.sum_over_ranks(sum) / static_cast<double>(cfg.eval_iters)}};
+    nlohmann::json j = {
+        {"eval_loss", dp.sum_over_ranks(sum) / static_cast<double>(cfg.eval_iters)}};
     if (!outputs) return j;
     std::vector<float> all_out = out, all_labels = labels;
     if (comm && N > 1) {
@@ -139,7 +140,8 @@ int default_threads(Communicator* comm) {
     if (!comm || comm->size() == 1) return 0;  // all cores
     int local = comm->size();
     if (comm->backend() == "mpi")
-        for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+        for (const char* var :
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
             if (const char* v = std::getenv(var); v && std::atoi(v) > 0) {
                 local = std::atoi(v);
                 break;
@@ -161,12 +163,13 @@ extern "C" void on_stop_signal(int sig) {
 // 143, as for SIGTERM) before the scheduler's SIGKILL would, leaving the previous checkpoint as
 // the one to resume from (an unfinished one stays a .partial directory that resume ignores).
 class GraceTimer {
-public:
+  public:
     explicit GraceTimer(double grace_s) {
         if (grace_s <= 0) return;
         thread_ = std::thread([this, grace_s] {
             std::unique_lock lock(mu_);
-            while (!done_ && g_stop_requested == 0) cv_.wait_for(lock, std::chrono::milliseconds(20));
+            while (!done_ && g_stop_requested == 0)
+                cv_.wait_for(lock, std::chrono::milliseconds(20));
             if (done_) return;
             if (cv_.wait_for(lock, std::chrono::duration<double>(grace_s), [&] { return done_; }))
                 return;
@@ -187,7 +190,7 @@ public:
     GraceTimer(const GraceTimer&) = delete;
     GraceTimer& operator=(const GraceTimer&) = delete;
 
-private:
+  private:
     std::mutex mu_;
     std::condition_variable cv_;
     bool done_ = false;
@@ -223,7 +226,7 @@ CommStats stats_delta(const CommStats& now, const CommStats& before) {
 // inside stays). Either way a file this run created that is still empty (a disk full from the
 // start: every write to it failed) is removed.
 class RunDirectory {
-public:
+  public:
     // `created`: this run made the directory (its lock did, run_dir_lock.h).
     RunDirectory(const std::string& path, bool created) : path_(path), created_(created) {
         std::filesystem::create_directories(path);
@@ -251,7 +254,7 @@ public:
         }
     }
 
-private:
+  private:
     static constexpr const char* kRunFiles[] = {"metrics.jsonl", "config.json"};
     std::string path_;
     bool created_;
@@ -262,8 +265,7 @@ private:
 std::unique_ptr<MemoryTimeline> open_timeline(const std::string& path, int rank, int ranks) {
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
-    return std::make_unique<MemoryTimeline>(
-        ranks == 1 ? path : str_cat(path, ".rank", rank), rank);
+    return std::make_unique<MemoryTimeline>(ranks == 1 ? path : str_cat(path, ".rank", rank), rank);
 }
 
 // The out-of-memory advice, made concrete with this run's settings.
@@ -283,7 +285,8 @@ EngineOptions engine_options(const TrainConfig& cfg) {
                                                  : DType::kF32;
     eo.grad_dtype = cfg.grad_accum_dtype == "bf16" ? DType::kBF16 : DType::kF32;
     ZT_CHECK(!(eo.compute_dtype == DType::kF16 && eo.grad_dtype != DType::kF32),
-             "data_types.grad_accum_dtype: \"", cfg.grad_accum_dtype, "\" with fp16.enabled; "
+             "data_types.grad_accum_dtype: \"", cfg.grad_accum_dtype,
+             "\" with fp16.enabled; "
              "fp16 training accumulates gradients in fp32: set it to \"fp32\"");
     const Fp16Config& f = cfg.fp16;
     eo.loss_scaler.static_scale = f.loss_scale;
@@ -310,7 +313,8 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.offload_optimizer = z.offload_optimizer;
     eo.offload_param = z.offload_param;
     eo.optimizer = make_optimizer(cfg.optimizer);
-    if (!cfg.scheduler.type.empty()) eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
+    if (!cfg.scheduler.type.empty())
+        eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
     return eo;
 }
 
@@ -335,32 +339,33 @@ void check_budget_before_start(const TrainConfig& cfg) {
         const int64_t per_rank =
             certain_bytes(estimate_run(estimate_spec(cfg, cfg.zero.stage, true, cfg.dp)));
         if (per_rank <= cfg.memory_budget)
-            offload = str_cat(", or offload the optimizer: zero_optimization.offload_optimizer "
-                              "{\"device\": \"cpu\"} (or \"nvme\" with an nvme_path; ",
-                              format_bytes(static_cast<double>(per_rank)),
-                              " per rank, docs/offload.md)");
+            offload = str_cat(
+                ", or offload the optimizer: zero_optimization.offload_optimizer "
+                "{\"device\": \"cpu\"} (or \"nvme\" with an nvme_path; ",
+                format_bytes(static_cast<double>(per_rank)), " per rank, docs/offload.md)");
     }
     // The fewest ranks over which ZeRO stage 3 (every parameter, embedding tables included,
     // partitioned) brings the same micro-batch under the budget, if any does.
     std::string sharded;
     for (int64_t n = std::max<int64_t>(2, cfg.dp); n <= 4096; n *= 2) {
-        const int64_t per_rank =
-            certain_bytes(estimate_run(estimate_spec(cfg, 3, offloaded, n)));
+        const int64_t per_rank = certain_bytes(estimate_run(estimate_spec(cfg, 3, offloaded, n)));
         if (per_rank <= cfg.memory_budget) {
             sharded = str_cat("; or zero_optimization.stage 3 over ", n, " ranks (",
                               format_bytes(static_cast<double>(per_rank)), " per rank)");
             break;
         }
     }
-    ZT_FAIL("out of memory before the first step: the estimator puts model state plus saved "
-            "activations at ", format_bytes(static_cast<double>(need)), " (peak up to ",
-            format_bytes(static_cast<double>(e.device_total)), "), past memory.budget_per_rank ",
-            format_bytes(static_cast<double>(cfg.memory_budget)), "\n", lines,
-            "what would fit: raise the budget, lower train_micro_batch_size_per_gpu",
-            cfg.model->activation_policies(1, DType::kF32).size() > 1
-                ? ", or turn on activation_checkpointing (see `zerotrain estimate` for each policy)"
-                : "",
-            offload, sharded);
+    ZT_FAIL(
+        "out of memory before the first step: the estimator puts model state plus saved "
+        "activations at ",
+        format_bytes(static_cast<double>(need)), " (peak up to ",
+        format_bytes(static_cast<double>(e.device_total)), "), past memory.budget_per_rank ",
+        format_bytes(static_cast<double>(cfg.memory_budget)), "\n", lines,
+        "what would fit: raise the budget, lower train_micro_batch_size_per_gpu",
+        cfg.model->activation_policies(1, DType::kF32).size() > 1
+            ? ", or turn on activation_checkpointing (see `zerotrain estimate` for each policy)"
+            : "",
+        offload, sharded);
 }
 
 void agree_on_config(Communicator& comm, uint64_t digest, const std::string& error) {
@@ -384,7 +389,8 @@ void agree_on_config(Communicator& comm, uint64_t digest, const std::string& err
     if (!silent.empty())
         throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
                     str_cat("the config agreement (the ranks' first collective) got no answer "
-                            "from rank(s) ", silent, ": the ranks' collectives are out of step"));
+                            "from rank(s) ",
+                            silent, ": the ranks' collectives are out of step"));
     std::string failed;
     for (int r = 0; r < n; ++r)
         if (all[3 * r] == 0) failed += str_cat(failed.empty() ? "" : ", ", r);
@@ -408,7 +414,8 @@ void check_fresh_start(const TrainConfig& cfg, const TrainOptions& opts) {
     if (opts.resume != TrainOptions::Resume::kNo || opts.overwrite) return;
     const std::string dir = checkpoint_dir(cfg, opts.run_dir);
     const std::vector<std::string> found = checkpoint_candidates(dir);
-    ZT_CHECK(found.empty(), dir, " holds checkpoints (the newest is ", found.empty() ? "" : found[0],
+    ZT_CHECK(found.empty(), dir, " holds checkpoints (the newest is ",
+             found.empty() ? "" : found[0],
              "): continue that run with --resume (or --resume auto), or start over with "
              "--overwrite, which deletes them");
 }
@@ -434,14 +441,14 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     const int ranks = comm ? comm->size() : 1;
     const bool root = rank == 0;
     ZT_ASSERT(ranks == cfg.dp * cfg.tp * cfg.pipe.stages, "run_training: ", ranks,
-              " ranks for a config with dp = ", cfg.dp, ", tensor = ", cfg.tp, " and pipeline = ",
-              cfg.pipe.stages);
+              " ranks for a config with dp = ", cfg.dp, ", tensor = ", cfg.tp,
+              " and pipeline = ", cfg.pipe.stages);
     // The dp, tp and pp groups: data and ZeRO go over dp, the model's split over tp and pp.
-    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages,
-                                        cfg.sequence_parallel);
+    const RunMesh mesh =
+        split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages, cfg.sequence_parallel);
     const int dp_rank = mesh.coord.dp, dp_ranks = mesh.shape.dp;
     std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
-    fault_at_start(rank, ranks);  // ZT_FAULT, for tests of the supervisor
+    fault_at_start(rank, ranks);     // ZT_FAULT, for tests of the supervisor
     if (cfg.threads > 0)
         set_num_threads(cfg.threads);
     else if (int t = default_threads(comm); t > 0)
@@ -492,31 +499,33 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     co.io.direct = cfg.checkpoint.direct_io;
     if (opts.resume == TrainOptions::Resume::kNo && opts.overwrite && root) {
         std::error_code ec;
-        for (const std::string& c : checkpoint_candidates(co.dir)) std::filesystem::remove_all(c, ec);
+        for (const std::string& c : checkpoint_candidates(co.dir))
+            std::filesystem::remove_all(c, ec);
         std::filesystem::remove(co.dir + "/latest", ec);
     }
     TrainResult result;
     int64_t start_step = 0;
     // resume_latest's outcome is the same on every rank; agreeing makes its input errors end
     // every rank alike (exit code 2, no abort).
-    if (opts.resume != TrainOptions::Resume::kNo) agree_on_start(comm, "resuming", [&] {
-        std::vector<std::string> skipped;
-        std::optional<Manifest> m = resume_latest(engine, comm, co.dir, &skipped, co.io);
-        if (m) {
-            start_step = m->step;
-            result.resumed_from = m->step;
-            result.steps = m->step;
-        } else {
-            std::string why;
-            for (const std::string& s : skipped) why += "\n  " + s;
-            ZT_CHECK(opts.resume == TrainOptions::Resume::kAuto && skipped.empty(),
-                     "--resume: no checkpoint to resume from in ", co.dir,
-                     skipped.empty() ? std::string(" (none was written)")
-                                     : ", every one failed its checks:" + why);
-        }
-        ZT_CHECK(start_step <= cfg.steps, "--resume: the checkpoint is at step ", start_step,
-                 ", past this run's steps = ", cfg.steps);
-    });
+    if (opts.resume != TrainOptions::Resume::kNo)
+        agree_on_start(comm, "resuming", [&] {
+            std::vector<std::string> skipped;
+            std::optional<Manifest> m = resume_latest(engine, comm, co.dir, &skipped, co.io);
+            if (m) {
+                start_step = m->step;
+                result.resumed_from = m->step;
+                result.steps = m->step;
+            } else {
+                std::string why;
+                for (const std::string& s : skipped) why += "\n  " + s;
+                ZT_CHECK(opts.resume == TrainOptions::Resume::kAuto && skipped.empty(),
+                         "--resume: no checkpoint to resume from in ", co.dir,
+                         skipped.empty() ? std::string(" (none was written)")
+                                         : ", every one failed its checks:" + why);
+            }
+            ZT_CHECK(start_step <= cfg.steps, "--resume: the checkpoint is at step ", start_step,
+                     ", past this run's steps = ", cfg.steps);
+        });
     Checkpointer checkpointer(engine, comm, co);
     GraceTimer grace(cfg.checkpoint.preempt_grace_s);
     RunProfilers profilers(cfg, engine, comm);
@@ -532,8 +541,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             write_file_atomic(opts.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
         std::optional<Monitor> monitor;  // rank 0's sinks: TensorBoard, CSV, Prometheus
         if (root)
-            monitor.emplace(measured_ceilings(cfg, ranks), MonitorOptions{opts.run_dir, cfg.steps,
-                                                        cfg.steps_per_print, result.resumed_from});
+            monitor.emplace(
+                measured_ceilings(cfg, ranks),
+                MonitorOptions{opts.run_dir, cfg.steps, cfg.steps_per_print, result.resumed_from});
         const double slow_s = slow_rank_delay_s(rank);  // ZT_FAULT_SLOW_RANK, for tests
         Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
         const bool speak = root && !opts.quiet;
@@ -543,27 +553,28 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         StepBreakdown breakdown(  // wall_clock_breakdown, memory_breakdown: rank 0 prints
             {cfg.wall_clock_breakdown, cfg.memory_breakdown, cfg.steps_per_print, cfg.steps},
             [&](const std::string& s) {
-                if (speak) progress.message(s);
-                else if (root) log_info(s);
+                if (speak)
+                    progress.message(s);
+                else if (root)
+                    log_info(s);
             });
         say(str_cat("gemm: ", current_gemm_choice().summary(), "; OpenBLAS kernels ",
                     openblas_core_name()));
         say(str_cat("zerotrain: ", family.name(), " ",
-                    whole_numel(engine.arena().params()) +
+                    (pipe ? family.param_count()  // every stage's, not this one's
+                          : whole_numel(engine.arena().params())) +
                         (engine.sparse_params() ? engine.sparse_params()->numel() : 0),
-                    " parameters, ",
-                    cfg.precision, ", ",
-                    num_threads(), " threads",
-                    ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(),
-                                        mesh_words(cfg),
+                    " parameters, ", cfg.precision, ", ", num_threads(), " threads",
+                    ranks > 1 ? str_cat(" x ", ranks, " ranks (", comm->backend(), mesh_words(cfg),
                                         "), ZeRO stage ", cfg.zero.stage)
                               : std::string(),
                     ", batch ", cfg.train_batch_size,
                     tokens_per_sample > 0 ? str_cat(" x ", tokens_per_sample, " tokens")
                                           : std::string(" samples"),
                     " (micro ", cfg.micro_batch, " x accumulation ", cfg.grad_accum,
-                    dp_ranks > 1 ? str_cat(" x ", dp_ranks, dp_ranks < ranks ? " dp ranks" : " ranks")
-                                 : std::string(),
+                    dp_ranks > 1
+                        ? str_cat(" x ", dp_ranks, dp_ranks < ranks ? " dp ranks" : " ranks")
+                        : std::string(),
                     ")"));
         if (SparseParams* sp = engine.sparse_params()) {  // the embedding plan: said and kept
             for (const std::string& line : sp->describe()) say(line);
@@ -587,9 +598,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                         " state on the ", engine.update_state().tier(), " tier (",
                         format_bytes(static_cast<double>(os.tier_bytes)), " per rank, ",
                         format_bytes(static_cast<double>(os.staging_bytes)), " of staging buffers)",
-                        engine.param_tier() ? str_cat("; parameters on the ",
-                                                      engine.param_tier()->tier(), " tier")
-                                            : std::string()));
+                        engine.param_tier()
+                            ? str_cat("; parameters on the ", engine.param_tier()->tier(), " tier")
+                            : std::string()));
         }
         // Throughput in tokens for a token model, else in samples (ModelFamily).
         const int64_t units_per_step =
@@ -617,9 +628,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     const bool last = m + 1 == cfg.grad_accum;
                     if (!last || step + 1 < cfg.steps)
                         data->prefetch_train(
-                            global_sample_index(last ? step + 1 : step, last ? 0 : m + 1,
-                                                dp_rank, cfg.micro_batch, cfg.grad_accum,
-                                                dp_ranks, 0),
+                            global_sample_index(last ? step + 1 : step, last ? 0 : m + 1, dp_rank,
+                                                cfg.micro_batch, cfg.grad_accum, dp_ranks, 0),
                             cfg.micro_batch);
                     io_s += io.elapsed_s();
                     if (pipe)
@@ -637,16 +647,15 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             fault_after_step(rank, ranks, step + 1);  // ZT_FAULT, for tests of the supervisor
             double dt = sw.elapsed_s();
             profilers.after_step(step, dt);
-            const CommStats step_comm =
-                stats_delta(mesh.stats(), comm_before);
+            const CommStats step_comm = stats_delta(mesh.stats(), comm_before);
             // Every rank's figures, gathered after the step so this gather is not in them.
             const bool report = (step + 1) % cfg.steps_per_print == 0 || step + 1 == cfg.steps;
             breakdown.after_step(step + 1, dp.exposed_comm_s(), pool.stats());
-            const std::vector<RankFigures> figs = gather_rank_figures(
-                comm,
-                RankFigures{dt, dp.exposed_comm_s(), io_s, st.skipped, g_stop_requested != 0,
-                            pool.stats()},
-                report ? step + 1 : 0);
+            const std::vector<RankFigures> figs =
+                gather_rank_figures(comm,
+                                    RankFigures{dt, dp.exposed_comm_s(), io_s, st.skipped,
+                                                g_stop_requested != 0, pool.stats()},
+                                    report ? step + 1 : 0);
             bool stop = false;
             int64_t mem_peak = 0;  // the largest over ranks
             for (const RankFigures& f : figs) {
@@ -667,17 +676,17 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     }
                 }
                 mem["peak"] = mem_peak;
-                nlohmann::json line = {{"step", step + 1},
-                                       {"loss", st.loss},
-                                       {"lr", st.lr},
-                                       {"grad_norm", st.grad_norm},
-                                       {"step_time_s", dt},
-                                       {rate_key, units_per_step / dt},
-                                       {"mfu_flops_per_s",
-                                        flops_per_sample * cfg.train_batch_size / dt},
-                                       {"mem", mem},
-                                       {"comm_s", comm_s},
-                                       {"skipped", st.skipped}};
+                nlohmann::json line = {
+                    {"step", step + 1},
+                    {"loss", st.loss},
+                    {"lr", st.lr},
+                    {"grad_norm", st.grad_norm},
+                    {"step_time_s", dt},
+                    {rate_key, units_per_step / dt},
+                    {"mfu_flops_per_s", flops_per_sample * cfg.train_batch_size / dt},
+                    {"mem", mem},
+                    {"comm_s", comm_s},
+                    {"skipped", st.skipped}};
                 if (comm) {
                     line["comm"] = comm_json(step_comm);
                     // Rank 0's overlap: time with an op in flight, the part of it this rank
@@ -694,7 +703,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     if (pt) params_before = pt->stats();
                 }
                 if (nlohmann::json c = data->counters(); !c.empty()) line["data"] = c;
-                if (SparseParams* sp = engine.sparse_params()) line["embedding"] = sp->step_counters();
+                if (SparseParams* sp = engine.sparse_params())
+                    line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 if (pipe) line["pipeline"] = pipe->metrics();
                 if (step == start_step)  // the run's first line names its GEMM libraries
@@ -707,15 +717,16 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             if (timeline) timeline->flush();  // after the step's line: a failure here follows it
             if (st.skipped) say(str_cat("step ", step + 1, ": non-finite gradients, step skipped"));
             if (speak)
-                progress.update(step + 1, str_cat("loss ", st.loss, " | ",
-                                                  static_cast<int64_t>(units_per_step / dt),
-                                                  rate_unit, " | mem ",
-                                                  format_bytes(static_cast<double>(mem_peak))));
+                progress.update(
+                    step + 1,
+                    str_cat("loss ", st.loss, " | ", static_cast<int64_t>(units_per_step / dt),
+                            rate_unit, " | mem ", format_bytes(static_cast<double>(mem_peak))));
             bool eval_now = data->has_eval() && cfg.eval_interval > 0 &&
                             ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
             if (eval_now) {
                 MemScope phase(pool, MemPhase::kForward);
-                nlohmann::json line = evaluate(engine, *data, cfg, mesh.dp, pipe ? &*pipe : nullptr);
+                nlohmann::json line =
+                    evaluate(engine, *data, cfg, mesh.dp, pipe ? &*pipe : nullptr);
                 line["step"] = step + 1;
                 if (root) {
                     monitor->on_line(line);
