@@ -10,16 +10,18 @@
 // Note [Pipeline watchdog]
 // Point-to-point ops are not collectives, so the communicator's watchdog (comm/watchdog.h) does
 // not bound them; the runner polls each wait and, past comm.timeout_s, throws a zt::Error that
-// says which stage waits for what from whom, the op it is in, the last message it had from that
-// stage, and where the schedule has that stage send it:
-//   pipeline watchdog: stage 1 (forward of micro-batch 3) waits for the activations of
-//   micro-batch 3 from stage 0 for 5 s (comm.timeout_s); the last message from stage 0 was the
-//   activations of micro-batch 2; by the schedule, stage 0 sends them in op 6 of 8 (forward of
-//   micro-batch 3)
-// In a hang every stage ends up waiting for another, so each stage reports its own line: stage 0
-// of the example reports that it waits for the gradients of micro-batch 0 from stage 1. A
-// schedule whose order cannot complete is refused before the first step (check_pipe_order), so
-// a timeout means a stage is slow, dead, or did not send.
+// says which stage waits for what from whom, the op it is in, where the schedule has the other
+// stage send it, and what that stage is doing now:
+//   pipeline watchdog: stage 1 (forward of micro-batch 2) waits for the activations of
+//   micro-batch 2 from stage 0 for 2 s (comm.timeout_s); by the schedule, stage 0 sends them in
+//   op 4 of 8 (forward of micro-batch 2); stage 0 is in backward of micro-batch 1, waiting for
+//   the gradients of micro-batch 1 from stage 1; a stage is slow, dead, or skipped a send
+// The other stage's activity comes over a status channel (pipeline_status.h): every wait loop
+// answers requests there, so a stage that itself waits (the usual case in a hang) answers; one
+// that computes or died does not, and the report says so. Under MPI the trainer then ends the
+// job (MPI_Abort); the communicator abandons the receives left pending (mpi_comm.cpp). A
+// schedule whose order cannot complete is refused before the first step (check_pipe_order), so a
+// timeout means a stage is slow, dead, or did not send.
 
 namespace zt {
 
@@ -55,6 +57,7 @@ PipelineRunner::PipelineRunner(Engine& engine, Communicator* pp, PipelineRunOpti
     const std::vector<std::vector<PipeOp>> all = pipe_schedule(o_.pipe);
     check_pipe_order(o_.pipe, all);  // a schedule that would deadlock fails here, not in a step
     ops_ = all[static_cast<size_t>(stage_)];
+    status_ = std::make_unique<PipelineStatus>(*pp_);
     const size_t n = static_cast<size_t>(o_.pipe.micro_batches) * o_.pipe.virtual_stages;
     for (size_t i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>());
 }
@@ -109,11 +112,18 @@ Tensor PipelineRunner::recv(const Shape& shape, bool activations, int micro, int
 void PipelineRunner::wait(const CommHandle& h, bool activations, bool receiving, int micro,
                           int peer_vs) {
     if (!h->test()) {
+        const int peer = peer_vs % o_.pipe.stages;
+        const StageActivity before = status_->get();
+        StageActivity waiting = before;
+        waiting.waiting = receiving ? (activations ? 1 : 2) : 3;
+        waiting.peer = peer;
+        waiting.wait_micro = micro;
+        status_->set(waiting);
         Stopwatch sw;
         int polls = 0;
         while (!h->test()) {
+            status_->serve();
             if (o_.timeout_s > 0 && sw.elapsed_s() > o_.timeout_s) {
-                const int peer = peer_vs % o_.pipe.stages;
                 const int peer_chunk = peer_vs / o_.pipe.stages;
                 std::string msg =
                     str_cat("pipeline watchdog: stage ", stage_,
@@ -135,9 +145,13 @@ void PipelineRunner::wait(const CommHandle& h, bool activations, bool receiving,
                                        it - theirs.begin() + 1, " of ", theirs.size(), " (",
                                        describe(want), ")");
                 }
-                msg +=
-                    "; the stage is slow, dead, or skipped a send (a hang: every stage "
-                    "reports what it waits for)";
+                // What the peer does now, if it answers (it does while it waits itself).
+                const std::optional<StageActivity> theirs =
+                    status_->ask(peer, std::clamp(o_.timeout_s / 4, 0.5, 10.0));
+                msg += theirs ? str_cat("; stage ", peer, " is ",
+                                        describe_activity(*theirs, o_.pipe.virtual_stages))
+                              : str_cat("; stage ", peer, " did not answer (computing, or gone)");
+                msg += "; a stage is slow, dead, or skipped a send";
                 throw Error(ErrorKind::kInternal, __FILE__, __LINE__, msg);
             }
             if (++polls < 64)
@@ -145,6 +159,7 @@ void PipelineRunner::wait(const CommHandle& h, bool activations, bool receiving,
             else
                 std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
+        status_->set(before);
     }
     h->wait();  // rethrows the op's error
 }
@@ -213,6 +228,7 @@ void PipelineRunner::run(std::span<const Batch> batches) {
     Stopwatch span;
     for (const PipeOp& op : ops_) {
         current_ = &op;
+        status_->set({static_cast<int>(op.kind), op.micro, op.chunk, 0, -1, 0});
         const Batch& b = batches[static_cast<size_t>(op.micro)];
         switch (op.kind) {
             case PipeOpKind::kForward:
@@ -229,6 +245,7 @@ void PipelineRunner::run(std::span<const Batch> batches) {
     }
     retire_sends(true);
     current_ = nullptr;
+    status_->set({});
     stats_.span_s = span.elapsed_s();
     // Every stage counts the micro-batches; the losses are the last stage's (0 elsewhere).
     for (double loss : losses_) engine_.pipeline_micro_done(loss);

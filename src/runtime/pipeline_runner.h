@@ -17,6 +17,7 @@
 #include "models/pipeline_model.h"
 #include "parallel/pipeline_schedule.h"
 #include "runtime/engine.h"
+#include "runtime/pipeline_status.h"
 
 namespace zt {
 
@@ -53,6 +54,9 @@ class PipelineRunner {
     void run(std::span<const Batch> batches);
     // Forward only (evaluation): the batch's mean loss, on every stage of the group.
     double eval_loss(const Batch& batch);
+    // At the end of training, on every stage: retires the watchdog's status channel
+    // (pipeline_status.h). A runner destroyed without it (a failed run) leaves it pending.
+    void close() { status_->close(o_.timeout_s); }
 
     // The ops this stage ran in the last step, in order (tests compare them to the schedule).
     const std::vector<PipeOp>& executed() const { return executed_; }
@@ -91,7 +95,8 @@ class PipelineRunner {
     PipeStepStats stats_;
     int in_flight_ = 0;
     int64_t steps_run_ = 0;
-    const PipeOp* current_ = nullptr;  // the op this stage is in (for the watchdog report)
+    const PipeOp* current_ = nullptr;         // the op this stage is in (for the watchdog report)
+    std::unique_ptr<PipelineStatus> status_;  // what this stage does, for the others' watchdog
 };
 
 }  // namespace zt

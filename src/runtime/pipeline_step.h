@@ -22,6 +22,7 @@ class PipelineStep {
     void add(const Batch& b);  // the step's next micro-batch (token batches: copied)
     void run();                // the step's forwards and backwards; clears the batches
     double eval_loss(const Batch& b) { return runner_.eval_loss(b); }
+    void finish() { runner_.close(); }  // at the end of training, on every rank
     // For the metrics line: the bubble over the group and this stage's figures.
     nlohmann::json metrics() const;
     // One line for the start of the run ("pipeline: 2 stages, 1f1b, 4 micro-batches, ...").

@@ -754,6 +754,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             }
         }
         checkpointer.finish();
+        if (pipe) pipe->finish();
         profilers.finish();
         if (timeline) {  // the file ends with the state at the end of training, not the teardown
             pool.set_event_sink(nullptr);

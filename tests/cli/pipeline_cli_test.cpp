@@ -109,6 +109,21 @@ TEST_F(PipelineCli, AStageThatSkipsASendEndsTheJobWithTheWatchdogsReport) {
                             "activations of micro-batch 2 from stage 0"),
               std::string::npos)
         << r.output;
+    // Under mpirun the job ends with the report too, not a hang (the pending receives are
+    // abandoned as the communicators go).
+    j["comm"]["backend"] = "mpi";
+    const CommandResult m = zt::testing::run_command(zt::str_cat(
+        kMpiEnv, "ZT_FAULT_SKIP_SEND=0:2 timeout 60 mpirun --oversubscribe --mca btl self,vader ",
+        "-np 2 ", ZT_BINARY, " train ", write_config(j, "mpi.json"), " --quiet --run-dir ",
+        (dir_ / "fault_mpi").string()));
+    EXPECT_NE(m.code, 0) << m.output;
+    EXPECT_NE(m.code, 124) << "the job hung: " << m.output;
+    EXPECT_NE(m.output.find("pipeline watchdog: stage 1 (forward of micro-batch 2) waits for the "
+                            "activations of micro-batch 2 from stage 0"),
+              std::string::npos)
+        << m.output;
+    EXPECT_NE(m.output.find("stage 0 is in backward of micro-batch"), std::string::npos)
+        << m.output;
 }
 
 // Checkpoints carry each stage's parameters: one written on any mesh resumes on any other

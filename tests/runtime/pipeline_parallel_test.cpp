@@ -159,6 +159,7 @@ void train_rank(const Layout& l, Communicator& world, PpRun* out, std::mutex* mu
                 out->grad_norm.push_back(st.grad_norm);
             }
         }
+        if (runner) runner->close();
     } catch (const Error& err) {
         std::lock_guard lock(*mu);
         out->errors[static_cast<size_t>(world.rank())] = err.message();
@@ -318,6 +319,11 @@ TEST(PipelineParallel, AStageThatSkipsASendIsReportedByTheWatchdog) {
               std::string::npos)
         << r.errors[1];
     EXPECT_NE(r.errors[1].find("stage 0 sends them in op 2 of 8 (forward of micro-batch 1)"),
+              std::string::npos)
+        << r.errors[1];
+    // What stage 0 is doing, asked over the status channel: waiting itself, for stage 1.
+    EXPECT_NE(r.errors[1].find("stage 0 is in backward of micro-batch 1, waiting for the "
+                               "gradients of micro-batch 1 from stage 1"),
               std::string::npos)
         << r.errors[1];
     // Stage 0 goes on until it needs stage 1 (the gradients of micro-batch 1), and fails too:

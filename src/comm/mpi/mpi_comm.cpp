@@ -36,16 +36,14 @@ using comm_detail::OpState;
 using comm_detail::StatsRecorder;
 using comm_detail::Work;
 
-constexpr int kSpinYields = 16;    // sched_yield polls before sleeping between polls
-constexpr long kPollSleepNs = 30'000;  // 30 us between polls once the op is slow
+constexpr int kSpinYields = 16;         // sched_yield polls before sleeping between polls
+constexpr long kPollSleepNs = 30'000;   // 30 us between polls once the op is slow
 constexpr double kServeEveryS = 0.001;  // 1 ms: how often a busy worker answers the watchdog
 
 // The tag of collective #seq's messages on the collectives' communicator: a rank in another
 // collective (a mismatch) never matches them, so it hangs and is reported instead of exchanging
 // wrong data. Under 32767, MPI's least MPI_TAG_UB.
-int coll_tag(uint64_t seq, int op) {
-    return static_cast<int>(seq % 2048) * 16 + op;
-}
+int coll_tag(uint64_t seq, int op) { return static_cast<int>(seq % 2048) * 16 + op; }
 
 // An op as phases: each posts nonblocking requests (and may compute first); the next runs when
 // every request of the previous has completed.
@@ -59,9 +57,9 @@ struct Op {
     bool record = true;
     bool collective = true;
     double t_issue = 0;
-    double t_start = 0;     // a collective: when it started on the worker
-    OpState state;          // a collective: what the watchdog reports (seq set by enqueue)
-    double timeout_s = 0;   // 0: no limit
+    double t_start = 0;    // a collective: when it started on the worker
+    OpState state;         // a collective: what the watchdog reports (seq set by enqueue)
+    double timeout_s = 0;  // 0: no limit
     std::shared_ptr<Work> work;
     std::vector<std::function<void(std::vector<MPI_Request>&)>> phases;
     size_t next_phase = 0;
@@ -76,7 +74,7 @@ char* bytes(void* p, int64_t elems, size_t es) {
 }
 
 class MpiComm final : public Communicator {
-public:
+  public:
     // Takes ownership of comm (user point-to-point), coll (collectives) and wd (watchdog), three
     // duplicates of one group; name is the group's in reports.
     MpiComm(MPI_Comm comm, MPI_Comm coll, MPI_Comm wd, std::string name, const MpiOptions& opt)
@@ -143,7 +141,7 @@ public:
     }
     void set_check_sequence(bool on) override { check_sequence_ = on; }
 
-private:
+  private:
     CommHandle enqueue(Op op) {
         op.work = std::make_shared<Work>();
         op.t_issue = now_s();
@@ -173,6 +171,7 @@ private:
     void watch(const Op* coll);
 
     void worker_loop();
+    bool abandon_at_stop(std::deque<Op>& active);
     bool start_ready_ops(std::deque<Op>& active);
     bool progress(Op& op);  // true when op finished (successfully or not)
     void finish(Op& op, std::exception_ptr error);
@@ -259,6 +258,7 @@ void MpiComm::worker_loop() {
                 }
             }
         }
+        if (abandon_at_stop(active)) return;
         moved |= start_ready_ops(active);
         const Op* coll = nullptr;
         for (const Op& o : active) {
@@ -284,6 +284,34 @@ void MpiComm::worker_loop() {
     }
 }
 
+// Destroyed with only point-to-point ops left (a failed run: a receive whose message will never
+// come, from a stage that died or skipped its send): the worker would wait for them forever, so
+// it cancels the receives, frees the requests and fails their handles. A clean run has nothing
+// pending here.
+bool MpiComm::abandon_at_stop(std::deque<Op>& active) {
+    {
+        std::lock_guard lock(q_mu_);
+        if (!stop_ || !queue_.empty()) return false;
+    }
+    for (const Op& o : active)
+        if (o.collective) return false;
+    auto g = mpi_detail::lock();
+    for (Op& o : active) {
+        for (MPI_Request& r : o.reqs) {
+            if (r == MPI_REQUEST_NULL) continue;
+            if (o.kind == CollectiveKind::kRecv) MPI_Cancel(&r);
+            MPI_Request_free(&r);
+        }
+        o.reqs.clear();
+        o.work->complete(std::make_exception_ptr(
+            Error(ErrorKind::kInternal, __FILE__, __LINE__,
+                  str_cat("comm ", collective_kind_name(o.kind),
+                          ": abandoned, the communicator was destroyed before it completed"))));
+    }
+    active.clear();
+    return true;
+}
+
 // Starts queued ops in issue order: point-to-point at once, a collective only when no other
 // collective is active (and nothing queued behind it starts before it).
 bool MpiComm::start_ready_ops(std::deque<Op>& active) {
@@ -293,8 +321,8 @@ bool MpiComm::start_ready_ops(std::deque<Op>& active) {
         {
             std::lock_guard lock(q_mu_);
             if (queue_.empty()) return started;
-            const bool coll_busy = std::any_of(active.begin(), active.end(),
-                                               [](const Op& o) { return o.collective; });
+            const bool coll_busy =
+                std::any_of(active.begin(), active.end(), [](const Op& o) { return o.collective; });
             if (queue_.front().collective && coll_busy) return started;
             op = std::move(queue_.front());
             queue_.pop_front();
@@ -355,11 +383,11 @@ void MpiComm::add_check_phases(Op& op) {
         for (int q = 0; q < n; ++q) {
             if (q == r) continue;
             reqs.emplace_back();
-            ZT_MPI(MPI_Irecv((*all)[static_cast<size_t>(q)].data(), OpState::kWords, MPI_INT64_T,
-                             q, tag, wd, &reqs.back()));
+            ZT_MPI(MPI_Irecv((*all)[static_cast<size_t>(q)].data(), OpState::kWords, MPI_INT64_T, q,
+                             tag, wd, &reqs.back()));
             reqs.emplace_back();
-            ZT_MPI(MPI_Isend((*all)[static_cast<size_t>(r)].data(), OpState::kWords, MPI_INT64_T,
-                             q, tag, wd, &reqs.back()));
+            ZT_MPI(MPI_Isend((*all)[static_cast<size_t>(r)].data(), OpState::kWords, MPI_INT64_T, q,
+                             tag, wd, &reqs.back()));
         }
     };
     auto compare = [=, this](std::vector<MPI_Request>&) {
@@ -369,8 +397,8 @@ void MpiComm::add_check_phases(Op& op) {
             issued.push_back(OpState::decode(w));
             same &= comm_detail::same_op(issued.front(), issued.back(), true);
         }
-        ZT_CHECK(same, comm_detail::sequence_mismatch("comm check_sequence",
-                                                      watchdog_->group(), issued));
+        ZT_CHECK(same,
+                 comm_detail::sequence_mismatch("comm check_sequence", watchdog_->group(), issued));
     };
     op.phases.insert(op.phases.begin(), {post, compare});
 }
@@ -399,8 +427,8 @@ void MpiComm::add_reduce_scatter_phases(Op& op, const void* send, void* recv,
         }
         for (int k = 1; k < n; ++k) {  // staggered: rank r sends to r+1 first, spreading load
             const int q = (r + k) % n;
-            isend(cbytes(send, off[static_cast<size_t>(q)], es), counts[static_cast<size_t>(q)],
-                  t, q, coll_tag_, coll_, reqs);
+            isend(cbytes(send, off[static_cast<size_t>(q)], es), counts[static_cast<size_t>(q)], t,
+                  q, coll_tag_, coll_, reqs);
         }
     });
     op.phases.push_back([=](std::vector<MPI_Request>&) {
@@ -416,7 +444,8 @@ void MpiComm::add_reduce_scatter_phases(Op& op, const void* send, void* recv,
 }
 
 // Posts the gather of every rank's segment of recv (this rank's already in place), point-to-point
-// in pieces. MPI_Iallgatherv measured no faster here (docs/benchmarks-comm.md) and needs int counts.
+// in pieces. MPI_Iallgatherv measured no faster here (docs/benchmarks-comm.md) and needs int
+// counts.
 void MpiComm::post_gather(void* recv, const std::vector<int64_t>& counts,
                           const std::vector<int64_t>& off, CommType t,
                           std::vector<MPI_Request>& reqs) const {
@@ -448,9 +477,8 @@ CommHandle MpiComm::all_reduce(void* buf, int64_t count, CommType t) {
     op.bytes = static_cast<int64_t>(es) * ((count - mine) + mine * (n - 1));
     // In place: this rank's segment is reduced into itself (reduce_fixed_order allows the alias).
     add_reduce_scatter_phases(op, buf, bytes(buf, off[static_cast<size_t>(r)], es), seg, t);
-    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
-        post_gather(buf, seg, off, t, reqs);
-    });
+    op.phases.push_back(
+        [=, this](std::vector<MPI_Request>& reqs) { post_gather(buf, seg, off, t, reqs); });
     return enqueue(std::move(op));
 }
 
@@ -541,8 +569,8 @@ CommHandle MpiComm::all_to_all(const void* send, std::vector<int64_t> send_count
         auto g = mpi_detail::lock();
         for (int q = 0; q < n; ++q) {
             if (q != r)
-                irecv(bytes(recv, roff[static_cast<size_t>(q)], es), rc[static_cast<size_t>(q)],
-                      t, q, coll_tag_, coll_, reqs);
+                irecv(bytes(recv, roff[static_cast<size_t>(q)], es), rc[static_cast<size_t>(q)], t,
+                      q, coll_tag_, coll_, reqs);
         }
         for (int k = 1; k < n; ++k) {
             const int q = (r + k) % n;
@@ -556,8 +584,8 @@ CommHandle MpiComm::all_to_all(const void* send, std::vector<int64_t> send_count
 CommHandle MpiComm::send(const void* buf, int64_t count, CommType t, int peer, int tag) {
     comm_detail::check_type(t, "send");
     check_peer(peer, "send");
-    ZT_CHECK(count >= 0 && tag >= 0 && tag <= tag_ub_, "comm send: count ", count, " and tag ",
-             tag, " must be >= 0, tag <= ", tag_ub_);
+    ZT_CHECK(count >= 0 && tag >= 0 && tag <= tag_ub_, "comm send: count ", count, " and tag ", tag,
+             " must be >= 0, tag <= ", tag_ub_);
     Op op(CollectiveKind::kSend);
     op.collective = false;
     op.bytes = static_cast<int64_t>(comm_type_size(t)) * count;
@@ -571,8 +599,8 @@ CommHandle MpiComm::send(const void* buf, int64_t count, CommType t, int peer, i
 CommHandle MpiComm::recv(void* buf, int64_t count, CommType t, int peer, int tag) {
     comm_detail::check_type(t, "recv");
     check_peer(peer, "recv");
-    ZT_CHECK(count >= 0 && tag >= 0 && tag <= tag_ub_, "comm recv: count ", count, " and tag ",
-             tag, " must be >= 0, tag <= ", tag_ub_);
+    ZT_CHECK(count >= 0 && tag >= 0 && tag <= tag_ub_, "comm recv: count ", count, " and tag ", tag,
+             " must be >= 0, tag <= ", tag_ub_);
     Op op(CollectiveKind::kRecv);
     op.collective = false;
     op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
