@@ -51,6 +51,9 @@ LAYOUTS = {
     "pp2-gpipe": (2, 1, 1, 2, "gpipe", 1, 0),
     "pp2-1f1b": (2, 1, 1, 2, "1f1b", 1, 0),
     "pp2-interleaved": (2, 1, 1, 2, "interleaved", 2, 0),
+    # the same with pieces [4, 2, 4, 2]: rank 1's two pieces (2 blocks each, the last with the
+    # head's 4.47 blocks of work) cost about what rank 0's 8 blocks do
+    "pp2-interleaved-uneven": (2, 1, 1, 2, "interleaved", 2, 0),
     "pp2-zero_bubble": (2, 1, 1, 2, "zero_bubble", 1, 0),
     "pp4-1f1b": (4, 1, 1, 4, "1f1b", 1, 0),
     "pp4-zero_bubble": (4, 1, 1, 4, "zero_bubble", 1, 0),
@@ -60,6 +63,7 @@ LAYOUTS = {
     "torch-pp2-gpipe": (2, 1, 1, 2, "gpipe", 1, 0),
     "torch-pp2-1f1b": (2, 1, 1, 2, "1f1b", 1, 0),
 }
+PARTITIONS = {"pp2-interleaved-uneven": [4, 2, 4, 2]}
 DEFAULT = ("dp2-z1,tp2,pp2-gpipe,pp2-1f1b,pp2-interleaved,pp2-zero_bubble,torch-pp2-gpipe,"
            "torch-pp2-1f1b")
 # Blocks of stage 0 for the PyTorch peer: zerotrain's balanced partition of config M on 2 stages
@@ -101,6 +105,8 @@ def zt_config(layout, steps):
     if pp > 1:
         cfg["parallel"]["pipeline"] = {"stages": pp, "schedule": schedule, "virtual_stages": v,
                                        "micro_batches": accum}
+    if layout in PARTITIONS:
+        cfg["parallel"]["pipeline"]["partition"] = PARTITIONS[layout]
     return cfg
 
 

@@ -72,12 +72,6 @@ void check_partition(const PipeOptions& o, const std::vector<int64_t>& counts, i
     }
     ZT_CHECK(sum == blocks, "parallel.pipeline.partition: the counts add up to ", sum,
              " blocks, the model has ", blocks);
-    if (o.schedule == PipeSchedule::kInterleaved)
-        for (size_t k = 0; k < counts.size(); ++k)
-            ZT_CHECK(counts[k] == counts[0],
-                     "parallel.pipeline.partition: the interleaved "
-                     "schedule needs equal pieces (Megatron-LM's rule); entry ",
-                     k, " is ", counts[k], ", entry 0 is ", counts[0]);
 }
 
 PipeStage pipe_stage(const PipeOptions& o, const std::vector<int64_t>& counts, int stage) {

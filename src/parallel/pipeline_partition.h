@@ -50,11 +50,13 @@ struct PipeCosts {
 
 // Block counts of the p v pieces, in virtual-stage order, that minimise the most expensive
 // piece (each piece at least one block); ties go to the earliest split. Interleaved runs take an
-// even split (validate_pipe demands blocks % (p v) == 0), as Megatron-LM does.
+// even split (validate_pipe demands blocks % (p v) == 0), as Megatron-LM does; an explicit
+// partition may give them uneven pieces (a large head on the last piece, for one).
 std::vector<int64_t> balanced_partition(const PipeOptions& o, const PipeCosts& costs);
 
 // Checks an explicit `parallel.pipeline.partition` (block counts per piece) against the
-// options and the model's block count: p v entries, each >= 1, summing to `blocks`; throws
+// options and the model's block count: p v entries, each >= 1, summing to `blocks` (any sizes,
+// interleaved included); throws
 // zt::Error (kInput) naming the key otherwise.
 void check_partition(const PipeOptions& o, const std::vector<int64_t>& counts, int64_t blocks);
 

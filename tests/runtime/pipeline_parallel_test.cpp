@@ -28,10 +28,11 @@
 namespace zt {
 namespace {
 
-constexpr int64_t kV = 48, kT = 8, kMicro = 2, kLayers = 4;
+constexpr int64_t kV = 48, kT = 8, kMicro = 2;
 
 struct Layout {
     int dp = 1, tp = 1, pp = 1;
+    int64_t layers = 4;
     PipeSchedule schedule = PipeSchedule::kOneFOneB;
     int virtual_stages = 1;
     int64_t micro_batches = 4;  // per step on each dp rank (gradient accumulation)
@@ -64,15 +65,15 @@ int32_t token(int64_t sample, int64_t t) {
 std::vector<int64_t> partition_of(const Layout& l) {
     if (!l.partition.empty()) return l.partition;
     const int64_t n = static_cast<int64_t>(l.pp) * l.virtual_stages;
-    std::vector<int64_t> c(static_cast<size_t>(n), kLayers / n);
-    for (int64_t k = 0; k < kLayers % n; ++k) ++c[static_cast<size_t>(k)];
+    std::vector<int64_t> c(static_cast<size_t>(n), l.layers / n);
+    for (int64_t k = 0; k < l.layers % n; ++k) ++c[static_cast<size_t>(k)];
     return c;
 }
 
 void train_rank(const Layout& l, Communicator& world, PpRun* out, std::mutex* mu) {
     set_num_threads(1);
     RunMesh mesh = split_run_mesh(&world, l.tp, l.pp, false);
-    GptOptions go{kV, kT, 16, kLayers, 4};
+    GptOptions go{kV, kT, 16, l.layers, 4};
     go.checkpoint_policy = l.checkpointing;
     go.tp = mesh.tp;
     const PipeOptions po{l.pp, static_cast<int>(l.micro_batches), l.virtual_stages, l.schedule};
@@ -97,7 +98,7 @@ void train_rank(const Layout& l, Communicator& world, PpRun* out, std::mutex* mu
     Engine e(pool, std::make_unique<Gpt>(go), std::move(eo));
     const bool root = world.rank() == 0;
     {  // the estimator's count for this stage (planner: param_count_stage) is the arena's
-        const GptFamily family(GptOptions{kV, kT, 16, kLayers, 4}, GptDataOptions{});
+        const GptFamily family(GptOptions{kV, kT, 16, l.layers, 4}, GptDataOptions{});
         EXPECT_EQ(e.arena().numel(),
                   family.param_count_stage(l.tp, l.pp > 1 ? go.pipe : PipeStage{}));
     }
@@ -233,6 +234,17 @@ TEST(PipelineParallel, EverySchedulOnTwoStagesTrainsLikeOneProcess) {
     l.pp = 2;
     l.schedule = PipeSchedule::kInterleaved;
     l.virtual_stages = 2;
+    expect_equivalent(l);
+}
+
+// Interleaved with uneven pieces (an explicit partition; the head's piece smaller).
+TEST(PipelineParallel, InterleavedWithUnevenPiecesTrainsLikeOneProcess) {
+    Layout l;
+    l.pp = 2;
+    l.layers = 8;
+    l.schedule = PipeSchedule::kInterleaved;
+    l.virtual_stages = 2;
+    l.partition = {3, 2, 2, 1};
     expect_equivalent(l);
 }
 
