@@ -54,11 +54,12 @@ struct Parameter {
     Shape shape;       // this rank's part (split.sharded()) or the whole tensor
     ParamSplit split;
     ParamInit init;
-    bool decay = false;  // AdamW weight decay applies (2-D weights)
-    int64_t offset = 0;  // element offset in the flat arenas
-    Tensor master;       // f32 master weights (arena view)
-    Tensor grad;         // gradient (arena view, grad_accum dtype)
-    Var var;             // what ops see: value = compute copy, grad = `grad`
+    bool decay = false;     // AdamW weight decay applies (2-D weights)
+    bool prunable = false;  // a Linear's weight: pruning's default target (compression/)
+    int64_t offset = 0;     // element offset in the flat arenas
+    Tensor master;          // f32 master weights (arena view)
+    Tensor grad;            // gradient (arena view, grad_accum dtype)
+    Var var;                // what ops see: value = compute copy, grad = `grad`
     int64_t numel() const { return shape_numel(shape); }
     // The whole tensor's shape: `shape` with the split dimension times split.parts.
     Shape global_shape() const;

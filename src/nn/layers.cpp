@@ -5,6 +5,7 @@ namespace zt {
 Linear::Linear(LinearOptions o)
     : weight(register_parameter("weight", {o.out, o.in}, ParamInit::normal(o.init_std), true)),
       bias(nullptr) {
+    weight.prunable = true;
     if (o.bias)
         bias = &register_parameter(
             "bias", {o.out},

@@ -11,6 +11,7 @@
 #include "checkpoint/shards.h"
 #include "checkpoint/sparse_file.h"
 #include "comm/gather_strings.h"
+#include "compression/masked_optimizer.h"
 #include "runtime/checkpoint_read.h"
 #include "runtime/fault_injection.h"
 #include "util/log.h"
@@ -161,9 +162,10 @@ void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
     check_checkpoint_params(m, e.arena().params(), where, e.options().pp != nullptr);
     ZT_CHECK(m.optimizer == e.optimizer().name(), where, " was written with optimizer ",
              m.optimizer, ", this run uses ", e.optimizer().name());
-    for (const std::string& name : e.optimizer().state_names())
-        ZT_CHECK(std::find(m.tensors.begin(), m.tensors.end(), name) != m.tensors.end(), where,
-                 " holds no optimizer state \"", name, "\"");
+    for (const std::string& name : e.optimizer().state_names())  // a dense one starts pruning
+        ZT_CHECK(name == kPrunedStateName ||
+                     std::find(m.tensors.begin(), m.tensors.end(), name) != m.tensors.end(),
+                 where, " holds no optimizer state \"", name, "\"");
 }
 
 // Copies of this rank's sparse blocks (nn/sparse_params.h), named by tensor.
@@ -467,13 +469,17 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
             check_same_model(*m, engine, cand);
             state.reserve(names.size());
             std::vector<float*> outs;
+            std::vector<std::string> held;  // a checkpoint without pruning's mask: none pruned
             for (size_t i = 0; i < names.size(); ++i) {
                 state.emplace_back(static_cast<size_t>(upd.size()));
+                if (std::find(m->tensors.begin(), m->tensors.end(), names[i]) == m->tensors.end())
+                    continue;
+                held.push_back(names[i]);
                 outs.push_back(state.back().data());
             }
             // One pass over each shard for all tensors, from whatever layout wrote them.
-            read_checkpoint_range(cand, *m, engine.arena().params(), upd.lo, upd.hi, names, outs,
-                                  io, engine.options().pp != nullptr);
+            read_checkpoint_range(cand, *m, engine.arena().params(), upd.lo, upd.hi, held, outs, io,
+                                  engine.options().pp != nullptr);
             sparse = read_sparse_blocks(engine, *m, cand);
         } catch (const std::exception& e) {
             error = e.what();

@@ -19,6 +19,7 @@
 
 #include "models/registry.h"
 #include "parallel/mesh.h"
+#include "runtime/config_compression.h"
 #include "runtime/config_monitor.h"
 #include "runtime/config_pipeline.h"
 #include "util/error.h"
@@ -26,15 +27,15 @@
 
 namespace zt {
 
-using nlohmann::json;
-using config_detail::Section;
-using config_detail::as_int;
-using config_detail::is_auto;
-using config_detail::show;
-using config_detail::fail_type;
-using config_detail::as_number;
 using config_detail::as_bool;
+using config_detail::as_int;
+using config_detail::as_number;
 using config_detail::as_string;
+using config_detail::fail_type;
+using config_detail::is_auto;
+using config_detail::Section;
+using config_detail::show;
+using nlohmann::json;
 
 namespace {
 
@@ -106,8 +107,8 @@ void resolve_batch(Section& root, const MeshShape& mesh, TrainConfig& c,
     auto accum = batch_term(root, "gradient_accumulation_steps");
     // parallel.pipeline.micro_batches names the accumulation steps (a pipeline's micro-batches).
     if (pipe_micro) {
-        ZT_CHECK(!accum || *accum == *pipe_micro, "parallel.pipeline.micro_batches (",
-                 *pipe_micro, ") and gradient_accumulation_steps (", *accum,
+        ZT_CHECK(!accum || *accum == *pipe_micro, "parallel.pipeline.micro_batches (", *pipe_micro,
+                 ") and gradient_accumulation_steps (", *accum,
                  ") differ; they are the same count (the micro-batches of one step): give one");
         accum = pipe_micro;
     }
@@ -115,8 +116,8 @@ void resolve_batch(Section& root, const MeshShape& mesh, TrainConfig& c,
     auto divide = [&](int64_t per_rank, const char* named) {
         const int64_t by = mul_checked(per_rank, dp, "batch");
         const bool whole = *tbs % per_rank == 0;
-        ZT_CHECK(*tbs % by == 0, "train_batch_size: ", *tbs, " is not divisible by ", named,
-                 " = ", by, whole ? rank_hint(mesh, fitting_ranks(*tbs / per_rank, mesh)) : "",
+        ZT_CHECK(*tbs % by == 0, "train_batch_size: ", *tbs, " is not divisible by ", named, " = ",
+                 by, whole ? rank_hint(mesh, fitting_ranks(*tbs / per_rank, mesh)) : "",
                  "; pick a train_batch_size that is a multiple of ", by);
         return *tbs / by;
     };
@@ -214,12 +215,12 @@ void parse_optimizer(Section& root, OptimizerConfig& o, std::vector<std::string>
     static const std::set<std::string> kLater = {
         "lamb", "onebitadam", "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd"};
     const char* kSupported = "\"Adam\", \"AdamW\", \"SGD\", \"Adagrad\" or \"Lion\"";
-    ZT_CHECK(!kLater.count(type), s.key("type"), ": \"", given,
-             "\" is not supported yet; use ", kSupported);
-    ZT_CHECK(type == "adam" || type == "adamw" || type == "sgd" || type == "adagrad" ||
-                 type == "lion",
-             s.key("type"), ": expected ", kSupported, " (any case), got ",
-             given.empty() ? std::string("nothing") : "\"" + given + "\"");
+    ZT_CHECK(!kLater.count(type), s.key("type"), ": \"", given, "\" is not supported yet; use ",
+             kSupported);
+    ZT_CHECK(
+        type == "adam" || type == "adamw" || type == "sgd" || type == "adagrad" || type == "lion",
+        s.key("type"), ": expected ", kSupported, " (any case), got ",
+        given.empty() ? std::string("nothing") : "\"" + given + "\"");
     o.lr = p.get_number("lr", o.lr, 0.0);
     o.weight_decay = p.get_number("weight_decay", 0.0, 0.0);
     const std::initializer_list<const char*> sgd_only = {"momentum", "nesterov", "dampening"};
@@ -354,9 +355,11 @@ void parse_precision(Section& root, TrainConfig& c) {
         if (comm != "fp32" && comm != "bf16" && comm != "fp16")
             fail_type("communication_data_type", "one of \"fp32\", \"bf16\", \"fp16\"", *v);
     }
-    ZT_CHECK(comm != "fp16" || c.precision == "fp16", "communication_data_type: \"fp16\" needs "
+    ZT_CHECK(comm != "fp16" || c.precision == "fp16",
+             "communication_data_type: \"fp16\" needs "
              "fp16 training; set \"fp16\": {\"enabled\": true} or use \"fp32\"");
-    ZT_CHECK(comm != "bf16" || c.precision == "bf16", "communication_data_type: \"bf16\" needs "
+    ZT_CHECK(comm != "bf16" || c.precision == "bf16",
+             "communication_data_type: \"bf16\" needs "
              "bf16 training; set \"bf16\": {\"enabled\": true} or use \"fp32\"");
     c.communication_data_type = comm;
     const std::string sp =
@@ -406,11 +409,13 @@ void parse_offload(Section& z, ZeroConfig& zc, std::vector<std::string>& warning
         if (o.has(k)) {
             o.get_bool(k, false);
             if (oo.device != "none")
-                warnings.push_back(str_cat(o.key(k), ": has no effect in zerotrain (the step "
-                                                     "always reads ahead and writes behind)"));
+                warnings.push_back(str_cat(o.key(k),
+                                           ": has no effect in zerotrain (the step "
+                                           "always reads ahead and writes behind)"));
         }
     if (oo.pin_memory && oo.device != "none")
-        warnings.push_back(str_cat(o.key("pin_memory"), ": has no effect on a machine without an "
+        warnings.push_back(str_cat(o.key("pin_memory"),
+                                   ": has no effect on a machine without an "
                                    "accelerator (staging buffers are plain host memory)"));
     o.finish();
 
@@ -423,9 +428,12 @@ void parse_offload(Section& z, ZeroConfig& zc, std::vector<std::string>& warning
         return;
     }
     p.guard([&] {
-        ZT_CHECK(zc.stage == 3, p.key("device"), ": offloading parameters needs stage 3 (they are "
-                 "partitioned and gathered per module), got stage ", zc.stage);
-        ZT_CHECK(oo.device != "none", p.key("device"), ": offloading parameters needs "
+        ZT_CHECK(zc.stage == 3, p.key("device"),
+                 ": offloading parameters needs stage 3 (they are "
+                 "partitioned and gathered per module), got stage ",
+                 zc.stage);
+        ZT_CHECK(oo.device != "none", p.key("device"),
+                 ": offloading parameters needs "
                  "offload_optimizer too (\"cpu\" or \"nvme\"): the offloaded optimizer step "
                  "writes the weights");
         ZT_CHECK(op.device != "nvme" || !op.nvme_path.empty(), p.key("nvme_path"),
@@ -434,7 +442,8 @@ void parse_offload(Section& z, ZeroConfig& zc, std::vector<std::string>& warning
     for (const char* k : {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"})
         if (p.has(k)) {
             p.take(k);
-            warnings.push_back(str_cat(p.key(k), ": has no effect in zerotrain (each module's "
+            warnings.push_back(str_cat(p.key(k),
+                                       ": has no effect in zerotrain (each module's "
                                        "slice is read into its own buffer when it is gathered)"));
         }
     p.finish();
@@ -458,13 +467,14 @@ void parse_aio(Section& root, ZeroConfig& zc, std::vector<std::string>& warnings
                  ": GPUDirect Storage needs a GPU; set it to false");
     });
     if (aio.thread_count != 1)
-        warnings.push_back(str_cat(a.key(a.has("intra_op_parallelism") ? "intra_op_parallelism"
-                                                                          : "thread_count"),
-                                   ": has no effect in zerotrain (io_uring keeps queue_depth "
-                                   "requests in flight from one thread)"));
+        warnings.push_back(
+            str_cat(a.key(a.has("intra_op_parallelism") ? "intra_op_parallelism" : "thread_count"),
+                    ": has no effect in zerotrain (io_uring keeps queue_depth "
+                    "requests in flight from one thread)"));
     if (!a.empty() && zc.offload_optimizer.device != "nvme" && zc.offload_param.device != "nvme")
-        warnings.push_back("aio: has no effect without an \"nvme\" offload_optimizer or "
-                           "offload_param device");
+        warnings.push_back(
+            "aio: has no effect without an \"nvme\" offload_optimizer or "
+            "offload_param device");
     a.finish();
 }
 
@@ -487,8 +497,8 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
              "(set it to true or remove it)");
     zc.stage3_prefetch_bucket_size =
         zero_size(z, "stage3_prefetch_bucket_size", zc.stage3_prefetch_bucket_size, 0);  // 0: off
-    zc.stage3_param_persistence_threshold = zero_size(
-        z, "stage3_param_persistence_threshold", zc.stage3_param_persistence_threshold, 0);
+    zc.stage3_param_persistence_threshold = zero_size(z, "stage3_param_persistence_threshold",
+                                                      zc.stage3_param_persistence_threshold, 0);
     zc.stage3_max_live_parameters =
         zero_size(z, "stage3_max_live_parameters", zc.stage3_max_live_parameters);
 
@@ -506,10 +516,8 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
         const char* why;
     };
     static const NoEffect kNoEffect[] = {
-        {"round_robin_gradients", true, 0,
-         "gradients are already laid out by owner"},
-        {"elastic_checkpoint", true, 0,
-         "checkpoints are resharded on load anyway"},
+        {"round_robin_gradients", true, 0, "gradients are already laid out by owner"},
+        {"elastic_checkpoint", true, 0, "checkpoints are resharded on load anyway"},
         {"stage3_gather_16bit_weights_on_model_save", true, 0,
          "zerotrain export always writes consolidated weights"},
         {"stage3_gather_fp16_weights_on_model_save", true, 0,
@@ -563,8 +571,8 @@ void parse_activation_checkpointing(Section& root, CheckpointingConfig& ck) {
     ZT_CHECK(!a.get_bool("cpu_checkpointing", false), a.key("cpu_checkpointing"),
              ": needs the offload tier, which zerotrain does not have yet; set it to false");
     // Layout and synchronization hints with no meaning in one CPU process: accepted when off.
-    for (const char* k : {"contiguous_memory_optimization", "synchronize_checkpoint_boundary",
-                          "profile"})
+    for (const char* k :
+         {"contiguous_memory_optimization", "synchronize_checkpoint_boundary", "profile"})
         ZT_CHECK(!a.get_bool(k, false), a.key(k), ": not supported; set it to false");
     if (const json* n = a.take("number_checkpoints"))
         ZT_CHECK(n->is_null() || *n == false, a.key("number_checkpoints"),
@@ -577,17 +585,18 @@ void parse_activation_checkpointing(Section& root, CheckpointingConfig& ck) {
 // DeepSpeed features we do not have: each is accepted only when it asks for nothing.
 void refuse_features(Section& root, std::vector<std::string>& warnings) {
     const char* later = "not supported yet";
-    for (const char* k :
-         {"amp", "wandb", "comet", "elasticity",
-          "autotuning", "curriculum_learning", "data_efficiency", "progressive_layer_drop",
-          "eigenvalue", "quantize_training", "nebula", "hybrid_engine"})
+    for (const char* k : {"amp", "wandb", "comet", "elasticity", "autotuning",
+                          "curriculum_learning", "data_efficiency", "progressive_layer_drop",
+                          "eigenvalue", "quantize_training", "nebula", "hybrid_engine"})
         root.refuse_if_enabled(k, later);
     root.refuse_if_nonempty("pipeline", "not supported; pipeline parallelism is parallel.pipeline");
-    for (const char* k : {"sparse_attention", "compression_training", "weight_quantization"})
-        root.refuse_if_nonempty(k, later);
-    for (const char* k : {"prescale_gradients", "sparse_gradients", "dump_state",
-                          "load_universal_checkpoint", "use_node_local_storage",
-                          "disable_allgather", "dataloader_drop_last"})
+    for (const char* k : {"sparse_attention", "weight_quantization"}) root.refuse_if_nonempty(k, later);
+    root.refuse_if_nonempty("compression_training",
+                            "DeepSpeed's compression library is not supported; pruning during "
+                            "training is compression.pruning (docs/pruning.md)");
+    for (const char* k :
+         {"prescale_gradients", "sparse_gradients", "dump_state", "load_universal_checkpoint",
+          "use_node_local_storage", "disable_allgather", "dataloader_drop_last"})
         root.guard([&] {
             ZT_CHECK(!root.get_bool(k, false), k, ": ", later, "; remove it or set it to false");
         });
@@ -640,8 +649,8 @@ MeshShape parse_parallel(Section& root, int64_t world, TrainConfig& c,
     const int64_t tp = s.get_int("tensor", 1, 1, INT_MAX);
     c.sequence_parallel = s.get_bool("sequence_parallel", false);
     ZT_CHECK(!c.sequence_parallel || tp > 1, s.key("sequence_parallel"),
-             ": splits the rows of a tensor-parallel group; it needs parallel.tensor > 1 (got ",
-             tp, ")");
+             ": splits the rows of a tensor-parallel group; it needs parallel.tensor > 1 (got ", tp,
+             ")");
     config_detail::parse_pipeline(s, c.pipe, pipe_micro);
     s.finish();
     ZT_CHECK(world <= INT_MAX, "world size: expected at most ", INT_MAX, " ranks, got ", world);
@@ -769,6 +778,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] {
         if (c.model) config_detail::resolve_pipeline(c);
     });
+    root.guard([&] { config_detail::parse_compression(root, c); });
     root.guard([&] { config_detail::parse_monitor(root, c.precision, c.monitor); });
     root.guard([&] { parse_breakdowns(root, c); });
     root.guard([&] { refuse_features(root, out.warnings); });

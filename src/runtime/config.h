@@ -6,13 +6,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "comm/communicator.h"
+#include "compression/prune_schedule.h"
 #include "models/family.h"
 #include "offload/update_tier.h"
 #include "optim/lr_schedule.h"
@@ -40,10 +40,10 @@ using SchedulerConfig = LrScheduleOptions;
 // DeepSpeed's "fp16" section: dynamic loss scaling when loss_scale is 0 (DeepSpeed's defaults).
 struct Fp16Config {
     bool enabled = false;
-    double loss_scale = 0.0;           // 0: dynamic; > 0: this static scale
-    int64_t initial_scale_power = 16;  // dynamic: the first scale is 2^power
-    int64_t loss_scale_window = 1000;  // clean steps before the scale doubles
-    int64_t hysteresis = 2;            // overflows tolerated before the scale halves
+    double loss_scale = 0.0;              // 0: dynamic; > 0: this static scale
+    int64_t initial_scale_power = 16;     // dynamic: the first scale is 2^power
+    int64_t loss_scale_window = 1000;     // clean steps before the scale doubles
+    int64_t hysteresis = 2;               // overflows tolerated before the scale halves
     bool consecutive_hysteresis = false;  // refill hysteresis after each clean step
     double min_loss_scale = 1.0;
 };
@@ -59,9 +59,9 @@ struct CheckpointingConfig {
 // Resolved: "auto" becomes the default, and overlap_comm defaults to true at stage 3 when absent,
 // as in DeepSpeed. Offload, MiCS, hpZ and quantized ZeRO are refused by the parser.
 struct ZeroConfig {
-    int stage = 0;                                   // 0 (plain data parallel), 1, 2, 3
-    int64_t reduce_bucket_size = 500000000;          // gradient bucket, elements
-    int64_t allgather_bucket_size = 500000000;       // stage 1/2 weight all-gather bucket, elements
+    int stage = 0;                              // 0 (plain data parallel), 1, 2, 3
+    int64_t reduce_bucket_size = 500000000;     // gradient bucket, elements
+    int64_t allgather_bucket_size = 500000000;  // stage 1/2 weight all-gather bucket, elements
     // Reduce buckets while backward runs (DeepSpeed: default true for stage 3).
     bool overlap_comm = false;
     bool contiguous_gradients = true;                // always true: one flat gradient arena
@@ -88,10 +88,10 @@ struct CommConfig {
 
 // "checkpoint": sharded atomic checkpoints (docs/checkpoints.md).
 struct CheckpointConfig {
-    std::string dir;             // empty: RUN_DIR/checkpoints
-    int64_t interval_steps = 0;  // a checkpoint every this many optimizer steps; 0: none
-    int64_t keep_last = 0;       // newest checkpoints kept; 0: all
-    bool async = false;          // written by a background thread while training goes on
+    std::string dir;                // empty: RUN_DIR/checkpoints
+    int64_t interval_steps = 0;     // a checkpoint every this many optimizer steps; 0: none
+    int64_t keep_last = 0;          // newest checkpoints kept; 0: all
+    bool async = false;             // written by a background thread while training goes on
     std::string on_error = "stop";  // a failed write: "stop" training or "continue" without it
     double preempt_grace_s = 0;     // after SIGTERM, exit without a checkpoint past this; 0: wait
     bool direct_io = true;          // shards move by O_DIRECT + io_uring (checkpoint/direct_io.h)
@@ -110,10 +110,10 @@ struct FlopsProfilerConfig {
 // DeepSpeed's "comms_logger" section (runtime/profiler/comms_logger.h).
 struct CommsLoggerConfig {
     bool enabled = false;
-    bool verbose = false;                // also one line per step
-    bool prof_all = true;                // every collective kind; false: prof_ops only
-    std::vector<std::string> prof_ops;   // kinds ("all_reduce", ...) when prof_all is false
-    bool debug = false;                  // every rank prints its own figures, not rank 0 only
+    bool verbose = false;               // also one line per step
+    bool prof_all = true;               // every collective kind; false: prof_ops only
+    std::vector<std::string> prof_ops;  // kinds ("all_reduce", ...) when prof_all is false
+    bool debug = false;                 // every rank prints its own figures, not rank 0 only
 };
 
 // DeepSpeed's "tensorboard" and "csv_monitor" sections (docs/monitoring.md): files go to
@@ -130,9 +130,10 @@ struct MonitorConfig {
     // median over ranks is named a straggler.
     double straggler_factor = 1.5;
     // FLOP/s that MFU is measured against (the GEMM ceiling of all the run's hardware, from
-    // monitor.gemm_ceiling_flops or the `zerotrain bench gemm --json` file monitor.gemm_ceiling_file,
-    // read at parse time); 0: unknown, no mfu field. When neither key is given, train fills it in
-    // from the engine's own measured GEMM choice (docs/monitoring.md, "MFU").
+    // monitor.gemm_ceiling_flops or the `zerotrain bench gemm --json` file
+    // monitor.gemm_ceiling_file, read at parse time); 0: unknown, no mfu field. When neither key is
+    // given, train fills it in from the engine's own measured GEMM choice (docs/monitoring.md,
+    // "MFU").
     double gemm_ceiling_flops = 0;
     // FLOP/s of the hardware's peak (register FMA / bf16 dot / AMX loops, tensor/peak.h) over all
     // the run's ranks, measured by train at start; 0: unknown, no mfu_peak field.
@@ -166,13 +167,14 @@ struct TrainConfig {
     OptimizerConfig optimizer;
     SchedulerConfig scheduler;
 
-    int64_t train_batch_size = 0;  // micro x accumulation x dp
-    int64_t micro_batch = 1;       // train_micro_batch_size_per_gpu
-    int64_t grad_accum = 1;        // gradient_accumulation_steps
-    int64_t dp = 1;                // data-parallel ranks: world / (tensor x pipeline)
-    int64_t tp = 1;                // parallel.tensor: ranks each model is split over
+    int64_t train_batch_size = 0;    // micro x accumulation x dp
+    int64_t micro_batch = 1;         // train_micro_batch_size_per_gpu
+    int64_t grad_accum = 1;          // gradient_accumulation_steps
+    int64_t dp = 1;                  // data-parallel ranks: world / (tensor x pipeline)
+    int64_t tp = 1;                  // parallel.tensor: ranks each model is split over
     bool sequence_parallel = false;  // parallel.sequence_parallel (tensor-parallel row split)
     PipelineConfig pipe;             // parallel.pipeline
+    PruningOptions pruning;          // compression.pruning (compression/prune_schedule.h)
 
     int64_t steps = 100;  // optimizer steps to run
     uint64_t seed = 42;
@@ -180,7 +182,7 @@ struct TrainConfig {
     int64_t eval_interval = 0;  // 0: no evaluation
     int64_t eval_iters = 1;
 
-    std::string precision = "fp32";         // "fp32", "bf16" (bf16.enabled), "fp16" (fp16.enabled)
+    std::string precision = "fp32";  // "fp32", "bf16" (bf16.enabled), "fp16" (fp16.enabled)
     Fp16Config fp16;
     CheckpointingConfig activation_checkpointing;
     std::string nan_policy = "skip";  // non-finite loss or gradients: "skip" the step or "stop"
@@ -198,8 +200,8 @@ struct TrainConfig {
     bool wall_clock_breakdown = false;
     bool memory_breakdown = false;
 
-    int threads = 0;  // intra-op threads per rank; 0: all cores
-    std::string init_from;  // safetensors file to load weights from
+    int threads = 0;            // intra-op threads per rank; 0: all cores
+    std::string init_from;      // safetensors file to load weights from
     int64_t memory_budget = 0;  // bytes; memory.budget_per_rank; 0: none
 
     nlohmann::json raw;  // the config as given, after --set overrides

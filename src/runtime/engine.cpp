@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compression/masked_optimizer.h"
 #include "models/pipeline_model.h"
 #include "optim/clip.h"
 #include "tensor/kernels/elementwise.h"
@@ -51,6 +52,11 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
              "zero_optimization.offload_param needs stage 3 and offload_optimizer (\"cpu\" or "
              "\"nvme\"): the weights are partitioned, gathered per module, and written by the "
              "offloaded optimizer step");
+    if (options_.pruning.enabled()) {
+        ZT_CHECK(!options_.tp.active() && !options_.pp,
+                 "compression.pruning: not supported with tensor or pipeline parallelism yet");
+        options_.optimizer = std::make_unique<MaskedOptimizer>(std::move(options_.optimizer));
+    }
     ao.hold_master = !offloaded;
     ao.hold_compute = !params_offloaded;
     arena_ = std::make_unique<ParamArena>(pool_, std::move(params), ao);
@@ -72,6 +78,12 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
             arena_->fill_init(options_.seed, u.lo + lo, n, out);
         });
         dp_->after_update();
+    }
+    if (options_.pruning.enabled()) {
+        const auto& masked = static_cast<const MaskedOptimizer&>(*options_.optimizer);
+        pruner_ = std::make_unique<Pruner>(options_.pruning,
+                                           prune_targets(arena_->params(), options_.pruning.params),
+                                           arena_->padded_numel(), u, 1 + masked.mask_index());
     }
     if (options_.grad_dtype != DType::kF32)
         grad_f32_ = Tensor::zeros(pool_, {update_numel}, DType::kF32, MemCategory::kWorkspace);
@@ -185,6 +197,7 @@ StepStats Engine::step() {
         grad_f32_.copy_from(update_grads);
         grads = grad_f32_.data<float>();
     }
+    if (pruner_) pruner_->mask_grads(grads);  // pruned weights are not parameters
     if (scaler_) {  // unscale fused with the norm, which is also the overflow check
         st.loss_scale = scaler_->scale();
         st.grad_norm = std::sqrt(grad_sq_norm(grads, static_cast<float>(1.0 / st.loss_scale)));
@@ -221,9 +234,11 @@ StepStats Engine::step() {
         const int64_t update = ++updates_done_;
         if (sparse_) sparse_->step(static_cast<float>(st.lr), options_.lr, update);
         state_->step(grads, segments_, static_cast<float>(st.lr), update);
-        dp_->after_update();
     }
     ++steps_done_;
+    const bool pruned = pruner_ && pruner_->due(steps_done_);
+    if (pruned) pruner_->update(steps_done_, *state_, *dp_);  // masks after the step's update
+    if (!st.skipped || pruned) dp_->after_update();
     finish_step();
     return st;
 }
@@ -283,6 +298,7 @@ void Engine::restore(const EngineCounters& c) {
     updates_done_ = c.updates_done;
     if (scaler_ && c.has_scaler) scaler_->restore(c.scaler);
     state_->refresh_compute();
+    if (pruner_) pruner_->reload(*state_, *dp_);
     dp_->after_update();
 }
 

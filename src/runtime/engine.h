@@ -10,6 +10,7 @@
 
 #include "autograd/param_arena.h"
 #include "autograd/tape.h"
+#include "compression/pruner.h"
 #include "nn/model.h"
 #include "offload/update_tier.h"
 #include "optim/loss_scaler.h"
@@ -56,6 +57,9 @@ struct EngineOptions {
     // Stage 3's compute weights on a tier (zero_optimization.offload_param); needs the optimizer
     // offloaded too.
     OffloadParamOptions offload_param;
+    // compression.pruning: masks kept with the optimizer state (compression/pruner.h); needs
+    // one tensor-parallel part and one pipeline stage.
+    PruningOptions pruning;
 };
 
 struct StepStats {
@@ -130,6 +134,8 @@ class Engine {
     // The fp16 loss scaler; null in f32 and bf16.
     const LossScaler* loss_scaler() const { return scaler_.get(); }
     LossScaler* loss_scaler() { return scaler_.get(); }
+    // compression.pruning's masks and counts; null without pruning.
+    const Pruner* pruner() const { return pruner_.get(); }
 
   private:
     // Throws the nan_policy "stop" error for step steps_done_ + 1.
@@ -161,6 +167,7 @@ class Engine {
     Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)
     std::unique_ptr<LossScaler> scaler_;  // f16 compute only
     SparseParams* sparse_ = nullptr;      // the model's, when it has some
+    std::unique_ptr<Pruner> pruner_;      // compression.pruning
     int64_t steps_done_ = 0;              // optimizer steps, skipped ones included
     int64_t updates_done_ = 0;  // steps that updated the weights (Adam's bias-correction count)
     int64_t micro_done_ = 0;

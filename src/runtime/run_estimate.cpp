@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "compression/masked_optimizer.h"
 #include "tensor/threads.h"
 
 namespace zt {
@@ -31,6 +32,8 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     st.grad_dtype = parse_dtype(cfg.grad_accum_dtype);
     st.optimizer_state_names =
         optimizer_state_names_of(cfg.optimizer.type, cfg.optimizer.momentum != 0.0);
+    if (cfg.pruning.enabled())  // the mask (compression/masked_optimizer.h)
+        st.optimizer_state_names.emplace_back(kPrunedStateName);
     st.optimizer_states = static_cast<int>(st.optimizer_state_names.size());
     st.offload_optimizer = offload_optimizer;
     const OffloadOptimizerOptions& oo = cfg.zero.offload_optimizer;

@@ -313,6 +313,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.offload_optimizer = z.offload_optimizer;
     eo.offload_param = z.offload_param;
     eo.optimizer = make_optimizer(cfg.optimizer);
+    eo.pruning = cfg.pruning;
     if (!cfg.scheduler.type.empty())
         eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
     return eo;
@@ -707,6 +708,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 if (pipe) line["pipeline"] = pipe->metrics();
+                if (const Pruner* pr = engine.pruner())  // per layer when the masks change
+                    line["pruning"] = pr->metrics(
+                        engine.steps_done(), step == start_step || pr->due(engine.steps_done()));
                 if (step == start_step)  // the run's first line names its GEMM libraries
                     line["gemm"] = {{"choice", current_gemm_choice().summary()},
                                     {"openblas_kernels", openblas_core_name()}};

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Pruning during training against dense training (docs/pruning.md, issue 19's benchmark):
+GPT config S on the built-in corpus, the same steps and samples for each variant; the final loss
+(mean of the last 10 steps' training loss, and the evaluation loss at the end) against dense, the
+sparsity reached, and tokens/s (unstructured and N:M sparsity are dense tensors: no speedup is
+expected, the figure shows what the masks cost). Python 3 standard library only.
+
+    python3 bench/prune_train.py [--steps 120] [--dtype bf16] [--variants dense,magnitude30,nm24]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt_train import CONFIGS, child_figures, run_child, tail, zerotrain_config  # noqa: E402
+
+
+def variants(steps):
+    """Each variant's compression section: gradual magnitude pruning from 10% to 60% of the run,
+    N:M in one shot at 20%."""
+    start, end = max(1, steps // 10), max(2, steps * 6 // 10)
+    freq = max(1, (end - start) // 5)
+    mag = lambda s, scope="global": {"pruning": {"type": "magnitude", "final_sparsity": s,
+                                                 "start_step": start, "end_step": end,
+                                                 "frequency": freq, "scope": scope}}
+    return {
+        "dense": None,
+        "magnitude30": mag(0.3),
+        "magnitude30-layer": mag(0.3, "layer"),
+        "magnitude50": mag(0.5),
+        "nm24": {"pruning": {"type": "nm", "n": 2, "m": 4, "start_step": steps // 5,
+                             "end_step": steps // 5}},
+    }
+
+
+def run(args, name, compression, workdir):
+    c = CONFIGS["S"]
+    tokens_per_step = c["batch"] * c["seq"]
+    cfg = zerotrain_config("S", args.dtype, args.steps)
+    cfg["steps_per_print"] = 1
+    cfg["eval_interval"] = args.steps
+    cfg["eval_iters"] = 8
+    # Training samples and a held-out tenth for evaluation.
+    cfg["data"] = {"type": "builtin", "builtin_tokens": (args.steps + 16) * tokens_per_step + 1,
+                   "eval_fraction": 0.1}
+    if compression:
+        cfg["compression"] = compression
+    run_dir = tempfile.mkdtemp(prefix=f"zt_prune_{name}_", dir=workdir)
+    path = os.path.join(run_dir, "config.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)
+    cmd = [args.zerotrain, "train", path, "--run-dir", os.path.join(run_dir, "run"),
+           "--threads", str(args.threads), "--quiet"]
+    r = run_child(cmd, dict(os.environ), run_dir, args.timeout)
+    res = dict(variant=name, cmd=" ".join(cmd), compression=compression, **child_figures(r))
+    try:
+        if r["rc"] != 0:
+            raise RuntimeError(f"exit code {r['rc']}: {tail(r['stderr'], 600)}")
+        lines, evals = [], []
+        with open(os.path.join(run_dir, "run", "metrics.jsonl")) as f:
+            for line in f:
+                m = json.loads(line)
+                if "step_time_s" in m:
+                    lines.append(m)
+                if "eval_loss" in m:
+                    evals.append(m["eval_loss"])
+        times = [m["step_time_s"] for m in lines[2:]]
+        res.update(ok=True, steps=len(lines),
+                   final_loss=statistics.mean(m["loss"] for m in lines[-10:]),
+                   eval_loss=evals[-1] if evals else None,
+                   sparsity=lines[-1].get("pruning", {}).get("sparsity", 0.0),
+                   tokens_per_s=tokens_per_step / statistics.median(times))
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        res.update(ok=False, error=str(e))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return res
+
+
+def markdown(rows, args):
+    dense = next((r for r in rows if r["variant"] == "dense" and r.get("ok")), None)
+    out = [f"GPT config S, {args.dtype}, {args.steps} steps, {args.threads} threads, "
+           f"{CONFIGS['S']['batch'] * CONFIGS['S']['seq']} tokens/step.", "",
+           "| variant | sparsity | final loss (last 10) | vs dense | eval loss | vs dense | "
+           "tokens/s | vs dense |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if not r.get("ok"):
+            out.append(f"| {r['variant']} | failed: {r.get('error')} |||||||")
+            continue
+        rel = lambda k: f"{r[k] / dense[k]:.4f}" if dense and r.get(k) and dense.get(k) else "-"
+        ev = f"{r['eval_loss']:.4f}" if r.get("eval_loss") is not None else "-"
+        out.append(f"| {r['variant']} | {r['sparsity']:.3f} | {r['final_loss']:.4f} | "
+                   f"{rel('final_loss')} | {ev} | {rel('eval_loss')} | "
+                   f"{r['tokens_per_s']:.0f} | {rel('tokens_per_s')} |")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--zerotrain", default=os.path.join(here, "..", "build", "zerotrain"))
+    ap.add_argument("--steps", type=int, default=120)
+    ap.add_argument("--dtype", default="bf16", choices=["fp32", "bf16"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--variants", default="dense,magnitude30,nm24")
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--json", help="write the results here too")
+    args = ap.parse_args()
+    table = variants(args.steps)
+    names = args.variants.split(",")
+    for n in names:
+        if n not in table:
+            ap.error(f"--variants: unknown {n!r}; expected some of {', '.join(table)}")
+    with tempfile.TemporaryDirectory() as workdir:
+        rows = []
+        for n in names:
+            rows.append(run(args, n, table[n], workdir))
+            r = rows[-1]
+            print(f"{n}: " + (f"loss {r['final_loss']:.4f}, eval {r['eval_loss']}, sparsity "
+                              f"{r['sparsity']:.3f}, {r['tokens_per_s']:.0f} tokens/s"
+                              if r.get("ok") else f"failed: {r.get('error')}"), flush=True)
+    print(markdown(rows, args))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if all(r.get("ok") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

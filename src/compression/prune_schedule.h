@@ -1,0 +1,35 @@
+// Pruning's options and its schedule (docs/pruning.md): which weights, what pattern, and the
+// sparsity after each optimizer step. Pure functions of the step: every rank, every layout and a
+// resumed run compute the same masks at the same steps.
+//   magnitude: the gradual schedule of Zhu and Gupta (2017), cubic from initial_sparsity at
+//              start_step to final_sparsity at end_step, masks recomputed every `frequency`
+//              steps in between (and at end_step), fixed after it;
+//   nm:        N of every M consecutive weights of a row kept (2:4), recomputed on the same grid.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zt {
+
+struct PruningOptions {
+    std::string type;              // "" (off), "magnitude", "nm"
+    std::string scope = "global";  // magnitude: one threshold for all targets, or "layer"
+    double initial_sparsity = 0.0;
+    double final_sparsity = 0.0;
+    int64_t start_step = 0;  // first mask update after this many optimizer steps
+    int64_t end_step = 0;    // last mask update (>= start_step)
+    int64_t frequency = 1;   // steps between mask updates
+    int n = 2, m = 4;        // nm: N kept in every M
+    // Substrings of parameter names to prune; empty: every Linear weight.
+    std::vector<std::string> params;
+    bool enabled() const { return !type.empty(); }
+};
+
+// The target sparsity after `step` optimizer steps (0 before start_step).
+double prune_sparsity_at(const PruningOptions& o, int64_t step);
+// Whether the masks are recomputed after optimizer step `step` (1-based).
+bool prune_updates_at(const PruningOptions& o, int64_t step);
+
+}  // namespace zt

@@ -1,0 +1,125 @@
+#include "compression/pruner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace zt {
+
+std::vector<PruneTarget> prune_targets(const std::vector<Parameter*>& params,
+                                       const std::vector<std::string>& patterns) {
+    std::vector<PruneTarget> out;
+    for (const Parameter* p : params) {
+        if (!p->prunable || p->shape.size() != 2) continue;
+        bool match = patterns.empty();
+        for (const std::string& s : patterns) match = match || p->name.find(s) != std::string::npos;
+        if (match) out.push_back({p->name, p->offset, p->shape[0], p->shape[1]});
+    }
+    std::string list;
+    for (const std::string& s : patterns) list += (list.empty() ? "\"" : ", \"") + s + "\"";
+    ZT_CHECK(!out.empty(), "compression.pruning.params: ",
+             patterns.empty() ? std::string("the model has no Linear weight to prune")
+                              : str_cat("no Linear weight's name contains any of ", list),
+             "; name parts of Linear weights (\"attn\", \"mlp\", \"bot_l\", ...)");
+    return out;
+}
+
+Pruner::Pruner(PruningOptions options, std::vector<PruneTarget> targets, int64_t padded,
+               Range update, int state_index)
+    : options_(std::move(options)),
+      targets_(std::move(targets)),
+      padded_(padded),
+      update_(update),
+      state_index_(state_index),
+      bits_(static_cast<size_t>((update.size() + 63) / 64), 0),
+      pruned_per_target_(targets_.size(), 0) {}
+
+void Pruner::mask_grads(float* g) const {
+    for (size_t w = 0; w < bits_.size(); ++w)
+        for (uint64_t b = bits_[w]; b != 0; b &= b - 1)
+            g[static_cast<int64_t>(w * 64) + __builtin_ctzll(b)] = 0.0f;
+}
+
+void Pruner::update(int64_t step, UpdateState& state, ZeroDataParallel& dp) {
+    const int64_t n = update_.size();
+    std::vector<float> master(static_cast<size_t>(n)), mask(static_cast<size_t>(n));
+    state.read(0, 0, n, master.data());
+    state.read(state_index_, 0, n, mask.data());
+    // Score = |w|, or -1 for a weight pruned already.
+    std::vector<float> score(static_cast<size_t>(n));
+    for (size_t i = 0; i < score.size(); ++i)
+        score[i] = mask[i] != 0.0f ? -1.0f : std::fabs(master[i]);
+    const std::vector<float> whole = dp.gather_update_ranges(score.data());
+    std::vector<uint8_t> pruned(static_cast<size_t>(padded_), 0);
+    if (options_.type == "nm")
+        nm_mask(whole, targets_, options_.n, options_.m, pruned);
+    else
+        magnitude_mask(whole, targets_, prune_sparsity_at(options_, step),
+                       options_.scope == "global", pruned);
+    // The new mask over the update range; the pruned weights and their optimizer state to 0.
+    for (size_t i = 0; i < mask.size(); ++i)
+        mask[i] = pruned[static_cast<size_t>(update_.lo) + i] ? 1.0f : 0.0f;
+    state.write(state_index_, 0, n, mask.data());
+    std::vector<float> buf = std::move(master);
+    const int tensors = static_cast<int>(state.names().size());
+    for (int which = 0; which < tensors; ++which) {
+        if (which == state_index_) continue;
+        if (which > 0) state.read(which, 0, n, buf.data());
+        for (size_t i = 0; i < buf.size(); ++i)
+            if (mask[i] != 0.0f) buf[i] = 0.0f;
+        state.write(which, 0, n, buf.data());
+    }
+    state.refresh_compute();
+    set_mask(pruned);
+}
+
+void Pruner::reload(UpdateState& state, ZeroDataParallel& dp) {
+    const int64_t n = update_.size();
+    std::vector<float> mask(static_cast<size_t>(n));
+    state.read(state_index_, 0, n, mask.data());
+    const std::vector<float> whole = dp.gather_update_ranges(mask.data());
+    std::vector<uint8_t> pruned(whole.size());
+    for (size_t i = 0; i < whole.size(); ++i) pruned[i] = whole[i] != 0.0f ? 1 : 0;
+    set_mask(pruned);
+}
+
+void Pruner::set_mask(const std::vector<uint8_t>& whole) {
+    std::fill(bits_.begin(), bits_.end(), 0);
+    for (int64_t i = 0; i < update_.size(); ++i)
+        if (whole[static_cast<size_t>(update_.lo + i)])
+            bits_[static_cast<size_t>(i / 64)] |= uint64_t{1} << (i % 64);
+    for (size_t t = 0; t < targets_.size(); ++t) {
+        int64_t c = 0;
+        for (int64_t i = targets_[t].offset; i < targets_[t].offset + targets_[t].numel(); ++i)
+            c += whole[static_cast<size_t>(i)];
+        pruned_per_target_[t] = c;
+    }
+}
+
+double Pruner::sparsity() const {
+    int64_t pruned = 0, total = 0;
+    for (size_t t = 0; t < targets_.size(); ++t) {
+        pruned += pruned_per_target_[t];
+        total += targets_[t].numel();
+    }
+    return static_cast<double>(pruned) / static_cast<double>(total);
+}
+
+nlohmann::json Pruner::metrics(int64_t step, bool layers) const {
+    int64_t pruned = 0;
+    for (int64_t c : pruned_per_target_) pruned += c;
+    nlohmann::json j = {{"sparsity", sparsity()},
+                        {"target", prune_sparsity_at(options_, step)},
+                        {"pruned", pruned}};
+    if (layers) {
+        nlohmann::json per = nlohmann::json::object();
+        for (size_t t = 0; t < targets_.size(); ++t)
+            per[targets_[t].name] = static_cast<double>(pruned_per_target_[t]) /
+                                    static_cast<double>(targets_[t].numel());
+        j["layers"] = per;
+    }
+    return j;
+}
+
+}  // namespace zt

@@ -1,0 +1,65 @@
+// Pruning during training (docs/pruning.md): the Engine's part. Before each step's gradient norm
+// the pruned weights' gradients are zeroed (they are not parameters of the pruned model); after
+// the steps the schedule names (prune_schedule.h) the masks are recomputed from the master
+// weights and the pruned weights, their optimizer state and the compute copy are set to 0.
+// The mask itself is the MaskedOptimizer's "pruned" state (masked_optimizer.h): partitioned,
+// offloaded and checkpointed with the optimizer state. A mask update sees the whole model: each
+// rank's scores are all-gathered over the data-parallel group (one f32 per weight, for the
+// update's duration), so every layout computes the same mask. Tensor and pipeline parallelism
+// are not supported yet (their parts would need a gather over tp and pp too).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autograd/module.h"
+#include "compression/prune_mask.h"
+#include "compression/prune_schedule.h"
+#include "offload/update_state.h"
+#include "parallel/zero.h"
+
+namespace zt {
+
+// The weights pruning applies to: each parameter that is a Linear's weight and, when `patterns`
+// is not empty, whose name contains one of them. Throws kInput when none is.
+std::vector<PruneTarget> prune_targets(const std::vector<Parameter*>& params,
+                                       const std::vector<std::string>& patterns);
+
+class Pruner {
+  public:
+    // state_index: the "pruned" tensor among the update state's names().
+    Pruner(PruningOptions options, std::vector<PruneTarget> targets, int64_t padded, Range update,
+           int state_index);
+
+    // Zeroes the gradients of pruned weights: g holds the update range's f32 gradients.
+    void mask_grads(float* g) const;
+    // Collective over the data-parallel group when due(step): new masks after optimizer step
+    // `step`, applied to the master weights, the optimizer state and the compute copy. The
+    // caller then makes the compute weights whole (ZeroDataParallel::after_update).
+    bool due(int64_t step) const { return prune_updates_at(options_, step); }
+    void update(int64_t step, UpdateState& state, ZeroDataParallel& dp);
+    // Collective: the masks from the state after it was loaded (a resume).
+    void reload(UpdateState& state, ZeroDataParallel& dp);
+
+    const PruningOptions& options() const { return options_; }
+    double sparsity() const;  // of all targets, now
+    // {"sparsity", "target" (the schedule's at `step`), "pruned", "layers" (per target, when
+    // `layers`)}.
+    nlohmann::json metrics(int64_t step, bool layers) const;
+
+  private:
+    // Counts per target and this rank's bits from the whole-arena mask.
+    void set_mask(const std::vector<uint8_t>& whole);
+
+    PruningOptions options_;
+    std::vector<PruneTarget> targets_;
+    int64_t padded_;
+    Range update_;
+    int state_index_;
+    std::vector<uint64_t> bits_;  // the update range's mask, one bit per weight
+    std::vector<int64_t> pruned_per_target_;
+};
+
+}  // namespace zt
