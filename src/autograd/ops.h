@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/tape.h"
+#include "tensor/kernels/fake_quant.h"
 
 namespace zt::ops {
 
@@ -25,8 +26,7 @@ namespace zt::ops {
 enum class OutputUse { kRead, kGradOnly };
 
 // x: (N, in), w: (out, in) like nn.Linear, b: (out) or null -> (N, out)
-Var linear(Tape& tape, const Var& x, const Var& w, const Var* b,
-           OutputUse use = OutputUse::kRead);
+Var linear(Tape& tape, const Var& x, const Var& w, const Var* b, OutputUse use = OutputUse::kRead);
 // x: (N, C), gamma, beta: (C) -> (N, C)
 Var layernorm(Tape& tape, const Var& x, const Var& gamma, const Var& beta, float eps);
 // elementwise GELU (tanh approximation)
@@ -60,5 +60,9 @@ Var dot_interaction(Tape& tape, const Var& x, std::span<const Var> embs, bool se
 Var bce_with_logits(Tape& tape, const Var& logits, std::span<const float> labels);
 // elementwise max(x, 0); backward passes dy where x > 0.
 Var relu(Tape& tape, const Var& x);
+// Quantization-aware training: x (R, K) -> (R, K), each row fake-quantized with its own scale
+// clip x max|row| / qmax (tensor/kernels/fake_quant.h); backward is straight-through: dy where
+// the element was inside the clipping range, 0 where it was clipped.
+Var fake_quant_rows(Tape& tape, const Var& x, QuantFormat format, float clip = 1.0f);
 
 }  // namespace zt::ops

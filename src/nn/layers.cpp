@@ -13,8 +13,20 @@ Linear::Linear(LinearOptions o)
 }
 
 Var Linear::forward(Tape& tape, const Var& x, ops::OutputUse use) {
-    return call(tape,
-                [&] { return ops::linear(tape, x, weight.var, bias ? &bias->var : nullptr, use); });
+    return call(tape, [&] {
+        return ops::linear(tape, quant_input(tape, x), quant_weight(tape),
+                           bias ? &bias->var : nullptr, use);
+    });
+}
+
+Var Linear::quant_input(Tape& tape, const Var& x) const {
+    if (!quant || !quant->active || !quant->inputs) return x;
+    return ops::fake_quant_rows(tape, x, quant->input_format, quant->clip);
+}
+
+Var Linear::quant_weight(Tape& tape) const {
+    if (!quant || !quant->active || !quant->weights) return weight.var;
+    return ops::fake_quant_rows(tape, weight.var, quant->weight_format, quant->clip);
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, float init_std)

@@ -278,8 +278,8 @@ ColumnParallelLinear::ColumnParallelLinear(LinearOptions o, TensorParallel tp_, 
 
 Var ColumnParallelLinear::forward(Tape& tape, const Var& x, ops::OutputUse use) {
     return call(tape, [&] {
-        return ops::linear(tape, ops::tp_copy(tape, x, tp), weight.var, bias ? &bias->var : nullptr,
-                           use);
+        return ops::linear(tape, quant_input(tape, ops::tp_copy(tape, x, tp)), quant_weight(tape),
+                           bias ? &bias->var : nullptr, use);
     });
 }
 
@@ -289,8 +289,11 @@ RowParallelLinear::RowParallelLinear(LinearOptions o, TensorParallel tp_) : Line
 
 Var RowParallelLinear::forward(Tape& tape, const Var& x, ops::OutputUse use) {
     return call(tape, [&] {
-        if (!tp.active()) return ops::linear(tape, x, weight.var, bias ? &bias->var : nullptr, use);
-        Var y = ops::tp_reduce(tape, ops::linear(tape, x, weight.var, nullptr, use), tp);
+        if (!tp.active())
+            return ops::linear(tape, quant_input(tape, x), quant_weight(tape),
+                               bias ? &bias->var : nullptr, use);
+        Var y = ops::tp_reduce(
+            tape, ops::linear(tape, quant_input(tape, x), quant_weight(tape), nullptr, use), tp);
         return bias ? ops::bias_add(tape, y, bias->var) : y;
     });
 }

@@ -13,6 +13,7 @@
 
 #include "comm/communicator.h"
 #include "compression/prune_schedule.h"
+#include "compression/qat.h"
 #include "models/family.h"
 #include "offload/update_tier.h"
 #include "optim/lr_schedule.h"
@@ -175,6 +176,7 @@ struct TrainConfig {
     bool sequence_parallel = false;  // parallel.sequence_parallel (tensor-parallel row split)
     PipelineConfig pipe;             // parallel.pipeline
     PruningOptions pruning;          // compression.pruning (compression/prune_schedule.h)
+    QatOptions quantization;         // compression.quantization (compression/qat.h)
 
     int64_t steps = 100;  // optimizer steps to run
     uint64_t seed = 42;

@@ -1,4 +1,5 @@
-// compression.pruning (config_compression.h; docs/pruning.md).
+// compression.pruning and compression.quantization (config_compression.h; docs/pruning.md,
+// docs/quantization.md).
 #include "runtime/config_compression.h"
 
 #include <climits>
@@ -47,14 +48,42 @@ void parse_pruning(Section& s, PruningOptions& p, const TrainConfig& c) {
              "update would need the weights of every part); use data parallelism and ZeRO");
 }
 
+// "weights" and "activations": a format, or "none".
+void parse_quantization(Section& s, QatOptions& q, const TrainConfig& c) {
+    q.enabled = true;
+    auto format = [&](const char* k, bool& on, QuantFormat& f) {
+        const std::string v = s.get_choice(k, "int8", {"int8", "fp8_e4m3", "fp8_e5m2", "none"});
+        on = v != "none";
+        if (on) f = parse_quant_format(v);
+    };
+    format("weights", q.weights, q.weight_format);
+    format("activations", q.inputs, q.input_format);
+    ZT_CHECK(q.weights || q.inputs, s.key("weights"),
+             ": quantization with neither weights nor activations does nothing; give a format "
+             "for one of them, or remove compression.quantization");
+    q.start_step = s.get_int("start_step", 1, 1);
+    q.clip = static_cast<float>(s.get_number("clip", 1.0, 0.0, 1.0));
+    ZT_CHECK(q.clip > 0.0f, s.key("clip"), ": expected a number in (0, 1], got 0");
+    if (const json* v = s.take("params")) {
+        ZT_CHECK(v->is_array(), s.key("params"),
+                 ": expected a list of parameter-name parts (\"attn\", \"mlp\"), got ", show(*v));
+        for (const json& x : *v) q.params.push_back(as_string(x, s.key("params")));
+    }
+    s.finish();
+    ZT_CHECK(c.tp == 1 && !c.pipe.active(), s.key("weights"),
+             ": quantization-aware training with parallel.tensor or parallel.pipeline is not "
+             "supported yet (a row-parallel part sees part of each row); use data parallelism "
+             "and ZeRO");
+}
+
 }  // namespace
 
 void parse_compression(Section& root, TrainConfig& c) {
     Section s = root.section("compression");
     Section pruning = s.section("pruning");
     if (!pruning.empty()) parse_pruning(pruning, c.pruning, c);
-    for (const char* k : {"quantization", "quantize_training"})
-        ZT_CHECK(!s.has(k), s.key(k), ": quantization-aware training is not supported yet");
+    Section quant = s.section("quantization");
+    if (!quant.empty()) parse_quantization(quant, c.quantization, c);
     s.finish();
 }
 

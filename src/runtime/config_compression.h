@@ -1,5 +1,5 @@
-// The "compression" section's parser (config_compression.cpp): pruning now; quantization-aware
-// training is refused until it exists.
+// The "compression" section's parser (config_compression.cpp): pruning and quantization-aware
+// training.
 #pragma once
 
 #include "util/config_section.h"
@@ -7,8 +7,8 @@
 namespace zt {
 struct TrainConfig;
 namespace config_detail {
-// Reads compression.pruning into c.pruning; after parallel is known (pruning refuses tensor and
-// pipeline parallelism in this version).
+// Reads compression.pruning and compression.quantization into c.pruning and c.quantization;
+// after parallel is known (both refuse tensor and pipeline parallelism in this version).
 void parse_compression(Section& root, TrainConfig& c);
 }  // namespace config_detail
 }  // namespace zt

@@ -52,6 +52,14 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
              "zero_optimization.offload_param needs stage 3 and offload_optimizer (\"cpu\" or "
              "\"nvme\"): the weights are partitioned, gathered per module, and written by the "
              "offloaded optimizer step");
+    if (options_.quantization.enabled) {
+        ZT_CHECK(!options_.tp.active() && !options_.pp,
+                 "compression.quantization: not supported with tensor or pipeline parallelism "
+                 "yet");
+        const QatOptions& q = options_.quantization;
+        linear_quant_ = {false, q.weights, q.inputs, q.weight_format, q.input_format, q.clip};
+        attach_linear_quant(*model_, &linear_quant_, q.params);
+    }
     if (options_.pruning.enabled()) {
         ZT_CHECK(!options_.tp.active() && !options_.pp,
                  "compression.pruning: not supported with tensor or pipeline parallelism yet");
@@ -125,8 +133,14 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
              "\"data_parallel\"");
 }
 
+bool Engine::quantizing() const {
+    return options_.quantization.enabled && !quant_paused_ &&
+           steps_done_ + 1 >= options_.quantization.start_step;
+}
+
 Var Engine::forward(const Batch& batch) {
     ZT_ASSERT(tape_.size() == 0, "forward called twice without backward");
+    linear_quant_.active = quantizing();
     if (micro_done_ == 0) tape_.clear_nonfinite();  // watch this step's forwards only
     tape_.set_recording(true);
     return model_->loss(tape_, batch);
@@ -173,6 +187,7 @@ float Engine::eval_loss(const Batch& batch, std::vector<float>* outputs,
     const bool watch = tape_.check_finite();
     tape_.set_check_finite(false);  // the watch is for training steps
     tape_.set_recording(false);
+    linear_quant_.active = quantizing();
     Var loss = outputs && labels ? model_->eval(tape_, batch, *outputs, *labels)
                                  : model_->loss(tape_, batch);
     dp_->end_forward_only();

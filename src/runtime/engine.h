@@ -11,6 +11,7 @@
 #include "autograd/param_arena.h"
 #include "autograd/tape.h"
 #include "compression/pruner.h"
+#include "compression/qat.h"
 #include "nn/model.h"
 #include "offload/update_tier.h"
 #include "optim/loss_scaler.h"
@@ -60,6 +61,9 @@ struct EngineOptions {
     // compression.pruning: masks kept with the optimizer state (compression/pruner.h); needs
     // one tensor-parallel part and one pipeline stage.
     PruningOptions pruning;
+    // compression.quantization: fake-quantized Linears from a start step (compression/qat.h);
+    // needs one tensor-parallel part and one pipeline stage.
+    QatOptions quantization;
 };
 
 struct StepStats {
@@ -136,6 +140,10 @@ class Engine {
     LossScaler* loss_scaler() { return scaler_.get(); }
     // compression.pruning's masks and counts; null without pruning.
     const Pruner* pruner() const { return pruner_.get(); }
+    // Quantization-aware training: whether the next forward runs quantized (the start step is
+    // reached and it is not paused); pausing evaluates the full-precision model beside it.
+    bool quantizing() const;
+    void pause_quantization(bool paused) { quant_paused_ = paused; }
 
   private:
     // Throws the nan_policy "stop" error for step steps_done_ + 1.
@@ -168,7 +176,9 @@ class Engine {
     std::unique_ptr<LossScaler> scaler_;  // f16 compute only
     SparseParams* sparse_ = nullptr;      // the model's, when it has some
     std::unique_ptr<Pruner> pruner_;      // compression.pruning
-    int64_t steps_done_ = 0;              // optimizer steps, skipped ones included
+    LinearQuant linear_quant_;            // compression.quantization, shared by the Linears
+    bool quant_paused_ = false;
+    int64_t steps_done_ = 0;    // optimizer steps, skipped ones included
     int64_t updates_done_ = 0;  // steps that updated the weights (Adam's bias-correction count)
     int64_t micro_done_ = 0;
     double loss_sum_ = 0;

@@ -19,6 +19,7 @@
 #include "optim/sgd.h"
 #include "parallel/tensor_parallel_weights.h"
 #include "runtime/checkpointer.h"
+#include "runtime/evaluation.h"
 #include "runtime/fault_injection.h"
 #include "runtime/memory_timeline.h"
 #include "runtime/metrics.h"
@@ -82,57 +83,6 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
     ao.adam_w_mode = o.type != "Adam";
     ao.bias_correction = o.bias_correction;
     return std::make_unique<AdamW>(ao);
-}
-
-// Note [Evaluation]: the mean loss over eval_iters batches, plus the family's metrics of the
-// model's outputs (DLRM: AUC and log loss). Ranks share the batches (rank r takes r, r + N, ...);
-// every rank runs the same number of forwards, since ZeRO-3 gathers parameters collectively, and
-// a rank's surplus forward counts nothing. Outputs travel to every rank in one all-gather of
-// equal counts (rounds x micro-batch samples per rank, surplus marked by a NaN label).
-nlohmann::json evaluate(Engine& engine, RunData& data, const TrainConfig& cfg, Communicator* comm,
-                        PipelineStep* pipe) {
-    ZeroDataParallel& dp = engine.data_parallel();
-    const int64_t N = dp.ranks();
-    const int64_t rounds = (cfg.eval_iters + N - 1) / N;
-    const bool outputs = cfg.model->evaluates_outputs();
-    std::vector<float> out, labels;
-    double sum = 0;
-    for (int64_t i = 0; i < rounds; ++i) {
-        const int64_t it = i * N + dp.rank();
-        const Batch batch =
-            data.eval_batch((it < cfg.eval_iters ? it : 0) * cfg.micro_batch, cfg.micro_batch);
-        const size_t before = labels.size();
-        const double loss = pipe      ? pipe->eval_loss(batch)
-                            : outputs ? engine.eval_loss(batch, &out, &labels)
-                                      : engine.eval_loss(batch);
-        ZT_ASSERT(out.size() == labels.size(), "evaluate: outputs and labels differ in count");
-        if (it < cfg.eval_iters) {
-            sum += loss;
-        } else {
-            for (size_t k = before; k < labels.size(); ++k) labels[k] = NAN;
-        }
-    }
-    nlohmann::json j = {
-        {"eval_loss", dp.sum_over_ranks(sum) / static_cast<double>(cfg.eval_iters)}};
-    if (!outputs) return j;
-    std::vector<float> all_out = out, all_labels = labels;
-    if (comm && N > 1) {
-        const std::vector<int64_t> counts(static_cast<size_t>(N), static_cast<int64_t>(out.size()));
-        all_out.assign(out.size() * static_cast<size_t>(N), 0.0f);
-        all_labels.assign(all_out.size(), 0.0f);
-        comm->all_gather(out.data(), all_out.data(), counts, CommType::kF32)->wait();
-        comm->all_gather(labels.data(), all_labels.data(), counts, CommType::kF32)->wait();
-    }
-    size_t kept = 0;
-    for (size_t k = 0; k < all_labels.size(); ++k)
-        if (!std::isnan(all_labels[k])) {
-            all_out[kept] = all_out[k];
-            all_labels[kept++] = all_labels[k];
-        }
-    all_out.resize(kept);
-    all_labels.resize(kept);
-    j.update(cfg.model->eval_metrics(all_out, all_labels));
-    return j;
 }
 
 // Threads per rank when the config leaves it open: the cores shared by the ranks on this machine.
@@ -314,6 +264,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.offload_param = z.offload_param;
     eo.optimizer = make_optimizer(cfg.optimizer);
     eo.pruning = cfg.pruning;
+    eo.quantization = cfg.quantization;
     if (!cfg.scheduler.type.empty())
         eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
     return eo;
@@ -708,6 +659,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 if (pipe) line["pipeline"] = pipe->metrics();
+                if (const QatOptions& q = cfg.quantization; q.enabled)
+                    line["quantization"] = {
+                        {"active", step + 1 >= q.start_step},
+                        {"weights", q.weights ? quant_format_name(q.weight_format) : "none"},
+                        {"activations", q.inputs ? quant_format_name(q.input_format) : "none"}};
                 if (const Pruner* pr = engine.pruner())  // per layer when the masks change
                     line["pruning"] = pr->metrics(
                         engine.steps_done(), step == start_step || pr->due(engine.steps_done()));

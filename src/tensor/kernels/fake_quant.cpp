@@ -1,0 +1,92 @@
+#include "tensor/kernels/fake_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/dtype.h"
+#include "util/error.h"
+
+namespace zt {
+
+QuantFormat parse_quant_format(const std::string& name) {
+    if (name == "int8") return QuantFormat::kInt8;
+    if (name == "fp8_e4m3") return QuantFormat::kFp8E4M3;
+    if (name == "fp8_e5m2") return QuantFormat::kFp8E5M2;
+    ZT_FAIL("quantization format: expected \"int8\", \"fp8_e4m3\" or \"fp8_e5m2\", got \"", name,
+            "\"");
+}
+
+const char* quant_format_name(QuantFormat f) {
+    switch (f) {
+        case QuantFormat::kInt8:
+            return "int8";
+        case QuantFormat::kFp8E4M3:
+            return "fp8_e4m3";
+        case QuantFormat::kFp8E5M2:
+            return "fp8_e5m2";
+    }
+    return "?";
+}
+
+float quant_format_max(QuantFormat f) {
+    switch (f) {
+        case QuantFormat::kInt8:
+            return 127.0f;
+        case QuantFormat::kFp8E4M3:
+            return 448.0f;
+        case QuantFormat::kFp8E5M2:
+            return 57344.0f;
+    }
+    return 0.0f;
+}
+
+float quant_round(float v, QuantFormat f) {
+    const float qmax = quant_format_max(f);
+    if (f == QuantFormat::kInt8) return std::clamp(std::nearbyint(v), -qmax, qmax);
+    // A float format: the spacing at v's binade is 2^(e - mantissa bits); below the smallest
+    // normal binade the spacing stays that of the subnormals.
+    const int mant = f == QuantFormat::kFp8E4M3 ? 3 : 2;
+    const int emin = f == QuantFormat::kFp8E4M3 ? -6 : -14;
+    const float a = std::fabs(v);
+    if (a == 0.0f) return v;
+    if (a >= qmax) return std::copysign(qmax, v);
+    int e = 0;
+    std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1): the binade's exponent is e - 1
+    const int binade = std::max(e - 1, emin);
+    const float step = std::ldexp(1.0f, binade - mant);
+    const float q = std::nearbyint(a / step) * step;
+    return std::copysign(std::min(q, qmax), v);
+}
+
+namespace kernels {
+
+template <typename T>
+void fake_quant_rows(const T* x, T* y, float* scales, int64_t rows, int64_t cols, QuantFormat f,
+                     float clip, float* ranges) {
+    const float qmax = quant_format_max(f);
+    for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * cols;
+        T* yr = y + r * cols;
+        float amax = 0.0f;
+        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(to_f32(xr[c])));
+        const float s = clip * amax / qmax;
+        scales[r] = s;
+        if (ranges) ranges[r] = clip * amax;
+        if (s == 0.0f) {
+            for (int64_t c = 0; c < cols; ++c) yr[c] = from_f32<T>(0.0f);
+            continue;
+        }
+        for (int64_t c = 0; c < cols; ++c)
+            yr[c] = from_f32<T>(quant_round(to_f32(xr[c]) / s, f) * s);
+    }
+}
+
+template void fake_quant_rows<float>(const float*, float*, float*, int64_t, int64_t, QuantFormat,
+                                     float, float*);
+template void fake_quant_rows<bf16>(const bf16*, bf16*, float*, int64_t, int64_t, QuantFormat,
+                                    float, float*);
+template void fake_quant_rows<f16>(const f16*, f16*, float*, int64_t, int64_t, QuantFormat, float,
+                                   float*);
+
+}  // namespace kernels
+}  // namespace zt
