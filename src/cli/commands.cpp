@@ -5,11 +5,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "comm/local/local_comm.h"
 #include "comm/mpi/mpi_comm.h"
 #include "data/tokens/tokenize.h"
 #include "models/named_tensor.h"
+#include "models/quantized_weights.h"
 #include "runtime/config.h"
 #include "runtime/start_agreement.h"
 #include "runtime/supervisor_watch.h"
@@ -210,6 +212,10 @@ void Commands::add_export(CLI::App& app) {
                     "checkpoint directory, of any layout (default: the config's initial "
                     "weights, from seed or init_from)");
     sub->add_option("--dtype", weight_dtype_, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+    sub->add_option("--quantize", quantize_,
+                    "int8, fp8_e4m3 or fp8_e5m2: the Linear weights (those of "
+                    "compression.quantization.params when given) as codes with a scale per row")
+        ->check(CLI::IsMember({"int8", "fp8_e4m3", "fp8_e5m2"}));
     runners_.emplace_back(sub, [this] {
         // The weights of any layout come back whole (--from consolidates them), so the batch,
         // which had to fit the rank count of the run that trained, is not checked against this
@@ -246,7 +252,21 @@ void Commands::add_export(CLI::App& app) {
             std::string src = !from_run_.empty() ? from_run_ + "/model.safetensors" : cfg.init_from;
             if (!src.empty()) cfg.model->import_weights(src, named);
         }
-        cfg.model->export_weights(out_path_, named, weight_dtype_ == "bf16" ? "BF16" : "F32");
+        const std::string dtype = weight_dtype_ == "bf16" ? "BF16" : "F32";
+        if (quantize_.empty()) {
+            cfg.model->export_weights(out_path_, named, dtype);
+        } else {  // the Linears quantization-aware training quantizes
+            std::set<std::string> targets;
+            for (Parameter* p : engine.arena().params()) {
+                if (!p->prunable) continue;  // a Linear's weight
+                bool match = cfg.quantization.params.empty();
+                for (const std::string& s : cfg.quantization.params)
+                    match = match || p->name.find(s) != std::string::npos;
+                if (match) targets.insert(p->name);
+            }
+            write_quantized_weights(out_path_, named, targets, parse_quant_format(quantize_),
+                                    dtype);
+        }
         std::fprintf(stderr, "wrote %s (%zu tensors)\n", out_path_.c_str(), named.size());
         return 0;
     });

@@ -10,7 +10,7 @@
 namespace zt {
 struct TrainOptions;
 class Engine;
-}
+}  // namespace zt
 
 namespace zt::cli {
 
@@ -30,12 +30,12 @@ struct EstimateArgs {
 
 // `zerotrain launch` options (cli/launch.cpp, docs/launch.md).
 struct LaunchArgs {
-    int ranks = 0;                 // -n: ranks to start
+    int ranks = 0;  // -n: ranks to start
     int max_restarts = 3;
-    int min_ranks = 0;             // > 0: elastic, may restart on as few as this many ranks
-    std::string launcher = "auto"; // "mpirun", "srun", or "auto" (srun inside a Slurm allocation)
-    std::string launcher_args;     // extra arguments for mpirun or srun, split at spaces
-    std::vector<std::string> job;  // after --: train CONFIG ...
+    int min_ranks = 0;              // > 0: elastic, may restart on as few as this many ranks
+    std::string launcher = "auto";  // "mpirun", "srun", or "auto" (srun inside a Slurm allocation)
+    std::string launcher_args;      // extra arguments for mpirun or srun, split at spaces
+    std::vector<std::string> job;   // after --: train CONFIG ...
 };
 
 // `zerotrain report` options (cli/report.cpp, docs/report.md).
@@ -46,11 +46,11 @@ struct ReportArgs {
 };
 
 class Commands {
-public:
+  public:
     void add_to(CLI::App& app);
     int run();  // runs the chosen subcommand; returns the exit code
 
-private:
+  private:
     void add_train(CLI::App& app);
     void add_estimate(CLI::App& app);
     void add_export(CLI::App& app);
@@ -83,9 +83,10 @@ private:
     std::string in_path_;
     std::string token_dtype_ = "uint16";
     std::string weight_dtype_ = "f32";
+    std::string quantize_;  // export --quantize: "" (off), "int8", "fp8_e4m3", "fp8_e5m2"
     std::string bench_out_;
     bool bench_remeasure_ = false;  // `bench gemm --remeasure`
-    double bench_seconds_ = 0.2;  // `bench peak`: seconds per kernel
+    double bench_seconds_ = 0.2;    // `bench peak`: seconds per kernel
 };
 
 }  // namespace zt::cli

@@ -6,7 +6,11 @@
 
 #include <fstream>
 
+#include "checkpoint/safetensors.h"
 #include "cli/cli_fixture.h"
+#include "reader_required.h"
+#include "tensor/kernels/fake_quant.h"
+#include "util/error.h"
 
 using zt::testing::Cli;
 using zt::testing::CommandResult;
@@ -101,4 +105,92 @@ TEST_F(QuantizationCli, WhatDoesNotQuantizeIsRefusedBeforeAnyWork) {
         EXPECT_NE(r.output.find(c.says), std::string::npos) << c.q.dump() << r.output;
         EXPECT_FALSE(fs::exists(dir_ / "bad" / "model.safetensors"));
     }
+}
+
+// export --quantize writes each Linear weight as codes and a scale per row whose product is the
+// fake-quantized f32 weight, bit for bit; the other tensors as the plain export has them.
+TEST_F(QuantizationCli, ExportWritesCodesAndScalesOfTheFakeQuantizedWeights) {
+    nlohmann::json j = config(3, 1);
+    ASSERT_EQ(train_run(j, "run", "", 1).code, 0);
+    const std::string cfg = write_config(j, "export.json");
+    const std::string plain = (dir_ / "plain.safetensors").string();
+    ASSERT_EQ(zt::testing::run_zerotrain("export " + cfg + " --from " + (dir_ / "run").string() +
+                                         " --out " + plain)
+                  .code,
+              0);
+    const zt::SafetensorsFile ref(plain);
+    for (const char* fmt : {"int8", "fp8_e4m3", "fp8_e5m2"}) {
+        const std::string out = (dir_ / (std::string(fmt) + ".safetensors")).string();
+        const CommandResult r =
+            zt::testing::run_zerotrain("export " + cfg + " --from " + (dir_ / "run").string() +
+                                       " --out " + out + " --quantize " + fmt);
+        ASSERT_EQ(r.code, 0) << r.output;
+        const zt::SafetensorsFile q(out);
+        const zt::QuantFormat f = zt::parse_quant_format(fmt);
+        int quantized = 0;
+        for (const zt::SafetensorsTensor& t : ref.tensors()) {
+            std::vector<float> w(static_cast<size_t>(t.numel));
+            ref.read_f32(t.name, w.data(), t.numel);
+            const zt::SafetensorsTensor& qt = q.tensor(t.name);
+            const bool linear = t.shape.size() == 2 && t.name.find(".h.") != std::string::npos;
+            if (!linear) {
+                std::vector<float> v(w.size());
+                q.read_f32(t.name, v.data(), t.numel);
+                EXPECT_EQ(v, w) << t.name;
+                continue;
+            }
+            ++quantized;
+            EXPECT_EQ(qt.dtype, std::string(fmt) == "int8"       ? "I8"
+                                : std::string(fmt) == "fp8_e4m3" ? "F8_E4M3"
+                                                                 : "F8_E5M2");
+            const int64_t rows = t.shape[0], cols = t.shape[1];
+            std::vector<float> fake(w.size()), s(static_cast<size_t>(rows)), got_s(s.size());
+            zt::kernels::fake_quant_rows(w.data(), fake.data(), s.data(), rows, cols, f, 1.0f);
+            q.read_f32(t.name + "_scale", got_s.data(), rows);
+            EXPECT_EQ(got_s, s) << t.name;
+            const auto codes = q.data(t.name);
+            for (int64_t i = 0; i < t.numel; ++i) {
+                const float v = zt::quant_decode(static_cast<uint8_t>(codes[i]), f) *
+                                got_s[static_cast<size_t>(i / cols)];
+                ASSERT_EQ(v, fake[static_cast<size_t>(i)]) << t.name << " " << i;
+            }
+        }
+        EXPECT_EQ(quantized, 4) << fmt;  // c_attn, attn c_proj, c_fc, mlp c_proj of 1 layer
+        EXPECT_NE(q.metadata().at("quantization").find(fmt), std::string::npos);
+    }
+}
+
+// The safetensors reader (Debian's python3-safetensors, numpy) reads the int8 export: int8 codes
+// and f32 scales with the shapes and values zerotrain wrote.
+TEST_F(QuantizationCli, SafetensorsReadsTheInt8Export) {
+    nlohmann::json j = config(2, 1);
+    ASSERT_EQ(train_run(j, "run", "", 1).code, 0);
+    const std::string out = (dir_ / "int8.safetensors").string();
+    ASSERT_EQ(
+        zt::testing::run_zerotrain("export " + write_config(j, "e.json") + " --from " +
+                                   (dir_ / "run").string() + " --out " + out + " --quantize int8")
+            .code,
+        0);
+    const std::string name = "transformer.h.0.mlp.c_fc.weight";
+    const CommandResult r = zt::testing::run_command(
+        "/usr/bin/python3 -c \"import sys\ntry:\n from safetensors.numpy import load_file\n"
+        "except ImportError:\n sys.exit(77)\nd = load_file(sys.argv[1])\nw = d[sys.argv[2]]\n"
+        "s = d[sys.argv[2] + '_scale']\nprint(w.dtype, list(w.shape), s.dtype, list(s.shape), "
+        "int(w.astype('int64').sum()), repr(float(s.astype('float64').sum())))\" " +
+        out + " " + name);
+    if (r.code == 77 || r.code == 127) ZT_READER_MISSING("python3-safetensors: " << r.output);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const zt::SafetensorsFile q(out);
+    const zt::SafetensorsTensor& t = q.tensor(name);
+    const auto codes = q.data(name);
+    int64_t sum = 0;
+    for (std::byte b : codes) sum += static_cast<int8_t>(b);
+    std::vector<float> scale(static_cast<size_t>(t.shape[0]));
+    q.read_f32(name + "_scale", scale.data(), t.shape[0]);
+    double ssum = 0;
+    for (float x : scale) ssum += x;
+    const std::string want = zt::str_cat("int8 [", t.shape[0], ", ", t.shape[1], "] float32 [",
+                                         t.shape[0], "] ", sum, " ");
+    EXPECT_EQ(r.output.substr(0, want.size()), want) << r.output;
+    EXPECT_NEAR(std::stod(r.output.substr(want.size())), ssum, 1e-9 * std::abs(ssum));
 }

@@ -118,6 +118,35 @@ TEST(FakeQuant, ClipSaturatesTheLargest) {
     EXPECT_FLOAT_EQ(y[2], quant_round(0.25f / s[0], QuantFormat::kInt8) * s[0]);
 }
 
+// Storage codes: every code of each format decodes to the value its bit fields give, and
+// encodes back to itself (int8: all 256; fp8: all but NaN and, in e5m2, the infinities).
+TEST(FakeQuant, CodesRoundTripThroughTheirBitFields) {
+    for (int c = 0; c < 256; ++c)
+        EXPECT_EQ(quant_encode(quant_decode(static_cast<uint8_t>(c), QuantFormat::kInt8),
+                               QuantFormat::kInt8),
+                  c);
+    struct Fmt {
+        QuantFormat f;
+        int mant, bias;
+    };
+    for (const Fmt& f : {Fmt{QuantFormat::kFp8E4M3, 3, 7}, Fmt{QuantFormat::kFp8E5M2, 2, 15}}) {
+        const int exp_bits = 7 - f.mant;
+        for (int c = 0; c < 256; ++c) {
+            const int field = (c & 0x7f) >> f.mant, m = c & ((1 << f.mant) - 1);
+            if (f.f == QuantFormat::kFp8E4M3 && (c & 0x7f) == 0x7f) continue;  // NaN
+            if (f.f == QuantFormat::kFp8E5M2 && field == (1 << exp_bits) - 1) continue;
+            const float frac = static_cast<float>(m) / static_cast<float>(1 << f.mant);
+            float want =
+                field == 0 ? std::ldexp(frac, 1 - f.bias) : std::ldexp(1.0f + frac, field - f.bias);
+            if (c & 0x80) want = -want;
+            const float v = quant_decode(static_cast<uint8_t>(c), f.f);
+            EXPECT_EQ(v, want) << quant_format_name(f.f) << " code " << c;
+            EXPECT_EQ(quant_encode(v, f.f), c) << quant_format_name(f.f) << " code " << c;
+            EXPECT_EQ(quant_round(v, f.f), v);
+        }
+    }
+}
+
 TEST(FakeQuant, FormatNames) {
     for (const char* n : {"int8", "fp8_e4m3", "fp8_e5m2"})
         EXPECT_STREQ(quant_format_name(parse_quant_format(n)), n);

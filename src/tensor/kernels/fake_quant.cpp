@@ -58,6 +58,48 @@ float quant_round(float v, QuantFormat f) {
     return std::copysign(std::min(q, qmax), v);
 }
 
+namespace {
+
+struct Fp8Bits {
+    int mant, bias;
+};
+
+Fp8Bits fp8_bits(QuantFormat f) {
+    return f == QuantFormat::kFp8E4M3 ? Fp8Bits{3, 7} : Fp8Bits{2, 15};
+}
+
+}  // namespace
+
+uint8_t quant_encode(float v, QuantFormat f) {
+    if (f == QuantFormat::kInt8) return static_cast<uint8_t>(static_cast<int8_t>(v));
+    const Fp8Bits b = fp8_bits(f);
+    const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+    const float a = std::fabs(v);
+    if (a == 0.0f) return sign;
+    int e = 0;
+    std::frexp(a, &e);
+    int field = e - 1 + b.bias;  // biased exponent of a normal value
+    int mant = 0;
+    if (field <= 0) {  // subnormal: a = mant 2^(1 - bias - mant bits)
+        field = 0;
+        mant = static_cast<int>(std::ldexp(a, b.mant + b.bias - 1));
+    } else {
+        mant = static_cast<int>(std::ldexp(a, b.mant - (e - 1))) - (1 << b.mant);
+    }
+    return static_cast<uint8_t>(sign | (field << b.mant) | mant);
+}
+
+float quant_decode(uint8_t code, QuantFormat f) {
+    if (f == QuantFormat::kInt8) return static_cast<float>(static_cast<int8_t>(code));
+    const Fp8Bits b = fp8_bits(f);
+    const int field = (code & 0x7f) >> b.mant;
+    const int mant = code & ((1 << b.mant) - 1);
+    const float a =
+        field == 0 ? std::ldexp(static_cast<float>(mant), 1 - b.bias - b.mant)
+                   : std::ldexp(static_cast<float>((1 << b.mant) + mant), field - b.bias - b.mant);
+    return code & 0x80 ? -a : a;
+}
+
 namespace kernels {
 
 template <typename T>

@@ -21,6 +21,12 @@ float quant_format_max(QuantFormat f);  // qmax
 // The value of format f nearest to v (|v| in units of the scale), saturated at +-qmax.
 float quant_round(float v, QuantFormat f);
 
+// The storage code of a value of the format (quant_round's result): int8 as two's complement,
+// fp8 as sign, exponent and mantissa bits (e4m3fn: bias 7; e5m2: bias 15), subnormals with a zero
+// exponent field. quant_decode is its inverse.
+uint8_t quant_encode(float v, QuantFormat f);
+float quant_decode(uint8_t code, QuantFormat f);
+
 namespace kernels {
 
 // y[r, :] = quant_round(x[r, :] / s_r) s_r with s_r = clip max|x[r, :]| / qmax; scales[r] = s_r

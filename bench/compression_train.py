@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Pruning during training against dense training (docs/pruning.md, issue 19's benchmark):
-GPT config S on the built-in corpus, the same steps and samples for each variant; the final loss
-(mean of the last 10 steps' training loss, and the evaluation loss at the end) against dense, the
-sparsity reached, and tokens/s (unstructured and N:M sparsity are dense tensors: no speedup is
-expected, the figure shows what the masks cost). Python 3 standard library only.
+"""Pruning and quantization-aware training against plain training (docs/pruning.md,
+docs/quantization.md, issue 19's benchmark): GPT config S on the built-in corpus, the same steps
+and samples for each variant; the final loss (mean of the last 10 steps' training loss, and the
+evaluation loss at the end) against dense, the sparsity reached, and tokens/s (unstructured and
+N:M sparsity are dense tensors and fake quantization runs the same GEMMs: no speedup is expected,
+the figure shows what the masks and the rounding cost). Python 3 standard library only.
 
-    python3 bench/prune_train.py [--steps 120] [--dtype bf16] [--variants dense,magnitude30,nm24]
+    python3 bench/compression_train.py [--steps 60] [--dtype bf16] [--variants dense,magnitude30,nm24,qat-int8]
 """
 import argparse
 import json
@@ -21,7 +22,7 @@ from gpt_train import CONFIGS, child_figures, run_child, tail, zerotrain_config 
 
 def variants(steps):
     """Each variant's compression section: gradual magnitude pruning from 10% to 60% of the run,
-    N:M in one shot at 20%."""
+    N:M in one shot at 20%, quantization-aware training from 20%."""
     start, end = max(1, steps // 10), max(2, steps * 6 // 10)
     freq = max(1, (end - start) // 5)
     mag = lambda s, scope="global": {"pruning": {"type": "magnitude", "final_sparsity": s,
@@ -34,6 +35,11 @@ def variants(steps):
         "magnitude50": mag(0.5),
         "nm24": {"pruning": {"type": "nm", "n": 2, "m": 4, "start_step": steps // 5,
                              "end_step": steps // 5}},
+        # Quantization-aware training from 20% of the run (the first steps in full precision).
+        "qat-int8": {"quantization": {"weights": "int8", "activations": "int8",
+                                      "start_step": max(1, steps // 5)}},
+        "qat-fp8": {"quantization": {"weights": "fp8_e4m3", "activations": "fp8_e4m3",
+                                     "start_step": max(1, steps // 5)}},
     }
 
 
@@ -49,7 +55,7 @@ def run(args, name, compression, workdir):
                    "eval_fraction": 0.1}
     if compression:
         cfg["compression"] = compression
-    run_dir = tempfile.mkdtemp(prefix=f"zt_prune_{name}_", dir=workdir)
+    run_dir = tempfile.mkdtemp(prefix=f"zt_compress_{name}_", dir=workdir)
     path = os.path.join(run_dir, "config.json")
     with open(path, "w") as f:
         json.dump(cfg, f, indent=1)
@@ -60,7 +66,7 @@ def run(args, name, compression, workdir):
     try:
         if r["rc"] != 0:
             raise RuntimeError(f"exit code {r['rc']}: {tail(r['stderr'], 600)}")
-        lines, evals = [], []
+        lines, evals, eval_fp = [], [], None
         with open(os.path.join(run_dir, "run", "metrics.jsonl")) as f:
             for line in f:
                 m = json.loads(line)
@@ -68,10 +74,11 @@ def run(args, name, compression, workdir):
                     lines.append(m)
                 if "eval_loss" in m:
                     evals.append(m["eval_loss"])
+                    eval_fp = m.get("eval_loss_full_precision")
         times = [m["step_time_s"] for m in lines[2:]]
         res.update(ok=True, steps=len(lines),
                    final_loss=statistics.mean(m["loss"] for m in lines[-10:]),
-                   eval_loss=evals[-1] if evals else None,
+                   eval_loss=evals[-1] if evals else None, eval_loss_full_precision=eval_fp,
                    sparsity=lines[-1].get("pruning", {}).get("sparsity", 0.0),
                    tokens_per_s=tokens_per_step / statistics.median(times))
     except (OSError, ValueError, KeyError, RuntimeError) as e:
@@ -86,15 +93,18 @@ def markdown(rows, args):
     out = [f"GPT config S, {args.dtype}, {args.steps} steps, {args.threads} threads, "
            f"{CONFIGS['S']['batch'] * CONFIGS['S']['seq']} tokens/step.", "",
            "| variant | sparsity | final loss (last 10) | vs dense | eval loss | vs dense | "
-           "tokens/s | vs dense |", "|---|---|---|---|---|---|---|---|"]
+           "eval loss, quantization paused | tokens/s | vs dense |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if not r.get("ok"):
-            out.append(f"| {r['variant']} | failed: {r.get('error')} |||||||")
+            out.append(f"| {r['variant']} | failed: {r.get('error')} ||||||||")
             continue
         rel = lambda k: f"{r[k] / dense[k]:.4f}" if dense and r.get(k) and dense.get(k) else "-"
         ev = f"{r['eval_loss']:.4f}" if r.get("eval_loss") is not None else "-"
+        fp = r.get("eval_loss_full_precision")
+        fp = f"{fp:.4f}" if fp is not None else "-"
         out.append(f"| {r['variant']} | {r['sparsity']:.3f} | {r['final_loss']:.4f} | "
-                   f"{rel('final_loss')} | {ev} | {rel('eval_loss')} | "
+                   f"{rel('final_loss')} | {ev} | {rel('eval_loss')} | {fp} | "
                    f"{r['tokens_per_s']:.0f} | {rel('tokens_per_s')} |")
     return "\n".join(out)
 
@@ -103,10 +113,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--zerotrain", default=os.path.join(here, "..", "build", "zerotrain"))
-    ap.add_argument("--steps", type=int, default=120)
+    ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--dtype", default="bf16", choices=["fp32", "bf16"])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--variants", default="dense,magnitude30,nm24")
+    ap.add_argument("--variants", default="dense,magnitude30,nm24,qat-int8")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
