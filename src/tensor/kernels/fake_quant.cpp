@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "tensor/dtype.h"
 #include "util/error.h"
@@ -43,18 +44,25 @@ float quant_format_max(QuantFormat f) {
 float quant_round(float v, QuantFormat f) {
     const float qmax = quant_format_max(f);
     if (f == QuantFormat::kInt8) return std::clamp(std::nearbyint(v), -qmax, qmax);
-    // A float format: the spacing at v's binade is 2^(e - mantissa bits); below the smallest
-    // normal binade the spacing stays that of the subnormals.
+    // A float format with `mant` mantissa bits: in the normal range, round the f32 mantissa to
+    // `mant` bits, to nearest even, on the bits (a carry into the exponent is the next binade);
+    // below the smallest normal 2^emin the spacing is the subnormals' 2^(emin - mant).
     const int mant = f == QuantFormat::kFp8E4M3 ? 3 : 2;
     const int emin = f == QuantFormat::kFp8E4M3 ? -6 : -14;
     const float a = std::fabs(v);
-    if (a == 0.0f) return v;
-    if (a >= qmax) return std::copysign(qmax, v);
-    int e = 0;
-    std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1): the binade's exponent is e - 1
-    const int binade = std::max(e - 1, emin);
-    const float step = std::ldexp(1.0f, binade - mant);
-    const float q = std::nearbyint(a / step) * step;
+    if (!(a < qmax)) return std::isnan(v) ? v : std::copysign(qmax, v);
+    float q;
+    if (a < std::ldexp(1.0f, emin)) {
+        const float inv_step = std::ldexp(1.0f, mant - emin);
+        q = std::nearbyint(a * inv_step) / inv_step;
+    } else {
+        uint32_t u;
+        std::memcpy(&u, &a, 4);
+        const int drop = 23 - mant;
+        u += ((uint32_t{1} << (drop - 1)) - 1) + ((u >> drop) & 1);
+        u &= ~((uint32_t{1} << drop) - 1);
+        std::memcpy(&q, &u, 4);
+    }
     return std::copysign(std::min(q, qmax), v);
 }
 
