@@ -10,12 +10,11 @@
 
 #include "comm/local/local_comm.h"
 #include "compression/masked_optimizer.h"
-#include "data/tokens/token_dataset.h"
 #include "models/gpt/gpt.h"
 #include "optim/adamw.h"
 #include "runtime/engine.h"
+#include "runtime/toy_sequences.h"
 #include "tensor/threads.h"
-#include "util/random.h"
 
 namespace zt {
 namespace {
@@ -37,12 +36,6 @@ struct PruneRun {
     std::vector<int64_t> pruned;              // the pruner's count after each step
     std::vector<float> compute_at_end;        // bf16 compute copy as f32 (stages 0-2)
 };
-
-int32_t token(int64_t sample, int64_t t) {
-    int64_t x = static_cast<int64_t>(uniform01(11, static_cast<uint64_t>(sample), 0) * kV);
-    for (int64_t i = 0; i < t; ++i) x = (5 * x + 3) % kV;
-    return static_cast<int32_t>(x);
-}
 
 PruningOptions gradual() {
     PruningOptions p;
@@ -82,14 +75,7 @@ void train_steps(Engine& e, const PruneSetup& s, int rank, int64_t from, int64_t
     std::vector<int32_t> in(kMicro * kT), tg(kMicro * kT);
     for (int64_t step = from; step < to; ++step) {
         for (int64_t m = 0; m < s.grad_accum; ++m) {
-            for (int64_t j = 0; j < kMicro; ++j) {
-                const int64_t k =
-                    global_sample_index(step, m, rank, kMicro, s.grad_accum, s.ranks, j);
-                for (int64_t t = 0; t < kT; ++t) {
-                    in[j * kT + t] = token(k, t);
-                    tg[j * kT + t] = token(k, t + 1);
-                }
-            }
+            testing::toy_micro_batch(in, tg, step, m, rank, kMicro, s.grad_accum, s.ranks, kT, kV);
             e.forward_backward(Batch{in, tg, kMicro, kT});
         }
         const StepStats st = e.step();

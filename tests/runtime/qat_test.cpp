@@ -8,12 +8,11 @@
 #include <cmath>
 
 #include "comm/local/local_comm.h"
-#include "data/tokens/token_dataset.h"
 #include "models/gpt/gpt.h"
 #include "optim/adamw.h"
 #include "runtime/engine.h"
+#include "runtime/toy_sequences.h"
 #include "tensor/threads.h"
-#include "util/random.h"
 
 namespace zt {
 namespace {
@@ -27,12 +26,6 @@ struct QatSetup {
     DType compute = DType::kF32;
     QatOptions qat;
 };
-
-int32_t token(int64_t sample, int64_t t) {
-    int64_t x = static_cast<int64_t>(uniform01(11, static_cast<uint64_t>(sample), 0) * kV);
-    for (int64_t i = 0; i < t; ++i) x = (5 * x + 3) % kV;
-    return static_cast<int32_t>(x);
-}
 
 std::vector<double> train(const QatSetup& s) {
     std::vector<double> losses;
@@ -54,14 +47,8 @@ std::vector<double> train(const QatSetup& s) {
         std::vector<int32_t> in(kMicro * kT), tg(kMicro * kT);
         for (int64_t step = 0; step < kSteps; ++step) {
             for (int64_t m = 0; m < s.grad_accum; ++m) {
-                for (int64_t j = 0; j < kMicro; ++j) {
-                    const int64_t k =
-                        global_sample_index(step, m, c.rank(), kMicro, s.grad_accum, s.ranks, j);
-                    for (int64_t t = 0; t < kT; ++t) {
-                        in[j * kT + t] = token(k, t);
-                        tg[j * kT + t] = token(k, t + 1);
-                    }
-                }
+                testing::toy_micro_batch(in, tg, step, m, c.rank(), kMicro, s.grad_accum, s.ranks,
+                                         kT, kV);
                 e.forward_backward(Batch{in, tg, kMicro, kT});
             }
             const StepStats st = e.step();

@@ -15,10 +15,9 @@
 #include "models/gpt/gpt.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
-#include "data/tokens/token_dataset.h"
 #include "runtime/engine.h"
+#include "runtime/toy_sequences.h"
 #include "tensor/threads.h"
-#include "util/random.h"
 
 namespace zt {
 
@@ -33,7 +32,7 @@ struct DpSetup {
     DType compute = DType::kF32;
     double clip = 0.0;
     bool overlap = true;
-    int64_t bucket = 700;    // elements: several buckets per model
+    int64_t bucket = 700;  // elements: several buckets per model
     std::string checkpointing = "none";
     int64_t prefetch = 2000;
     int64_t persistence = 100;
@@ -46,13 +45,6 @@ struct Trajectory {
     std::vector<char> skipped;
     std::vector<float> weights;  // whole master after the last step
 };
-
-// A learnable sequence: a random start, then x -> (5x + 3) mod V.
-int32_t token(int64_t sample, int64_t t) {
-    int64_t x = static_cast<int64_t>(uniform01(11, static_cast<uint64_t>(sample), 0) * kV);
-    for (int64_t i = 0; i < t; ++i) x = (5 * x + 3) % kV;
-    return static_cast<int32_t>(x);
-}
 
 EngineOptions options_for(const DpSetup& s, Communicator* comm) {
     EngineOptions eo;
@@ -91,14 +83,7 @@ void train_rank(const DpSetup& s, Communicator* comm, Trajectory* out) {
     std::vector<int32_t> in(kMicro * kT), tg(kMicro * kT);
     for (int64_t step = 0; step < kSteps; ++step) {
         for (int64_t m = 0; m < s.grad_accum; ++m) {
-            for (int64_t j = 0; j < kMicro; ++j) {
-                const int64_t k =
-                    global_sample_index(step, m, rank, kMicro, s.grad_accum, s.ranks, j);
-                for (int64_t t = 0; t < kT; ++t) {
-                    in[j * kT + t] = token(k, t);
-                    tg[j * kT + t] = token(k, t + 1);
-                }
-            }
+            testing::toy_micro_batch(in, tg, step, m, rank, kMicro, s.grad_accum, s.ranks, kT, kV);
             e.forward_backward(Batch{in, tg, kMicro, kT});
         }
         StepStats st = e.step();
@@ -147,8 +132,8 @@ double rel_weight_diff(const std::vector<float>& a, const std::vector<float>& b)
 
 // Loss and gradient norm at every step within `tol` relative and the final weights within
 // `weight_tol` of their scale, against the reference; the largest differences are printed.
-void expect_close(const Trajectory& got, const Trajectory& ref, double tol,
-                  const std::string& what, double weight_tol) {
+void expect_close(const Trajectory& got, const Trajectory& ref, double tol, const std::string& what,
+                  double weight_tol) {
     ASSERT_EQ(got.loss.size(), ref.loss.size()) << what;
     ASSERT_EQ(got.weights.size(), ref.weights.size()) << what;
     const double dl = max_rel_diff(got.loss, ref.loss);
