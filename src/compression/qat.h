@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/module.h"
@@ -29,5 +30,13 @@ struct QatOptions {
 // is targeted.
 int attach_linear_quant(Module& model, const LinearQuant* quant,
                         const std::vector<std::string>& params);
+
+// The weight quantization error of the last quantized forward: sqrt(sum (Q(w) - w)^2 / sum w^2)
+// over every Linear that `quant` quantizes (overall) and per Linear (by weight name).
+struct QuantError {
+    double overall = 0;
+    std::vector<std::pair<std::string, double>> layers;
+};
+QuantError linear_quant_error(Module& model, const LinearQuant* quant);
 
 }  // namespace zt

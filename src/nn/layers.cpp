@@ -24,9 +24,17 @@ Var Linear::quant_input(Tape& tape, const Var& x) const {
     return ops::fake_quant_rows(tape, x, quant->input_format, quant->clip);
 }
 
-Var Linear::quant_weight(Tape& tape) const {
+Var Linear::quant_weight(Tape& tape) {
     if (!quant || !quant->active || !quant->weights) return weight.var;
-    return ops::fake_quant_rows(tape, weight.var, quant->weight_format, quant->clip);
+    Var q = ops::fake_quant_rows(tape, weight.var, quant->weight_format, quant->clip);
+    const std::vector<float> w = weight.var->value.to_vector(), v = q->value.to_vector();
+    quant_error_sq = quant_weight_sq = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+        const double d = static_cast<double>(v[i]) - w[i];
+        quant_error_sq += d * d;
+        quant_weight_sq += static_cast<double>(w[i]) * w[i];
+    }
+    return q;
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, float init_std)

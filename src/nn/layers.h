@@ -35,10 +35,13 @@ class Linear : public Module {
     Var forward(Tape& tape, const Var& x, ops::OutputUse use = ops::OutputUse::kRead);
     // What forward multiplies: x and the weight, fake-quantized while `quant` is active.
     Var quant_input(Tape& tape, const Var& x) const;
-    Var quant_weight(Tape& tape) const;
+    Var quant_weight(Tape& tape);
     Parameter& weight;
     Parameter* bias;                     // null without bias
     const LinearQuant* quant = nullptr;  // quantization-aware training; null: off
+    // The last quantized forward's sums over the weight of (Q(w) - w)^2 and w^2, in the compute
+    // dtype's values (the quantization error metrics report their ratio).
+    double quant_error_sq = 0, quant_weight_sq = 0;
 };
 
 class Embedding : public Module {

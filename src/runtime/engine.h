@@ -144,6 +144,8 @@ class Engine {
     // reached and it is not paused); pausing evaluates the full-precision model beside it.
     bool quantizing() const;
     void pause_quantization(bool paused) { quant_paused_ = paused; }
+    // The weight quantization error of the last quantized forward (compression/qat.h).
+    QuantError quantization_error() { return linear_quant_error(*model_, &linear_quant_); }
 
   private:
     // Throws the nan_policy "stop" error for step steps_done_ + 1.

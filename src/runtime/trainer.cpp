@@ -226,6 +226,23 @@ OomAdvisor oom_advisor(const TrainConfig& cfg) {
     };
 }
 
+// A step line's "quantization": whether it trained quantized, the formats, and the weight
+// quantization error (overall; per Linear on the first quantized step).
+nlohmann::json quantization_metrics(Engine& engine, const QatOptions& q, int64_t step) {
+    nlohmann::json j = {{"active", step >= q.start_step},
+                        {"weights", q.weights ? quant_format_name(q.weight_format) : "none"},
+                        {"activations", q.inputs ? quant_format_name(q.input_format) : "none"}};
+    if (step < q.start_step || !q.weights) return j;
+    const QuantError e = engine.quantization_error();
+    j["weight_error"] = e.overall;
+    if (step == q.start_step) {
+        nlohmann::json layers = nlohmann::json::object();
+        for (const auto& [name, err] : e.layers) layers[name] = err;
+        j["layers"] = layers;
+    }
+    return j;
+}
+
 }  // namespace
 
 EngineOptions engine_options(const TrainConfig& cfg) {
@@ -659,11 +676,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 if (pipe) line["pipeline"] = pipe->metrics();
-                if (const QatOptions& q = cfg.quantization; q.enabled)
-                    line["quantization"] = {
-                        {"active", step + 1 >= q.start_step},
-                        {"weights", q.weights ? quant_format_name(q.weight_format) : "none"},
-                        {"activations", q.inputs ? quant_format_name(q.input_format) : "none"}};
+                if (cfg.quantization.enabled)
+                    line["quantization"] = quantization_metrics(engine, cfg.quantization, step + 1);
                 if (const Pruner* pr = engine.pruner())  // per layer when the masks change
                     line["pruning"] = pr->metrics(
                         engine.steps_done(), step == start_step || pr->due(engine.steps_done()));

@@ -52,6 +52,19 @@ TEST_F(QuantizationCli, MetricsSayWhenAndEvaluationComparesWithFullPrecision) {
             EXPECT_EQ(j["quantization"]["active"].get<bool>(), step >= 3) << j.dump();
             EXPECT_EQ(j["quantization"]["weights"], "int8");
             EXPECT_EQ(j["quantization"]["activations"], "fp8_e4m3");
+            // The weight error: 0 < error < one int8 step's worth, once quantized; per layer on
+            // the first quantized step.
+            if (step >= 3) {
+                const double e = j["quantization"]["weight_error"];
+                EXPECT_GT(e, 0.0) << j.dump();
+                EXPECT_LT(e, 0.02) << j.dump();  // seen about 0.005 (int8, per-row scales)
+                EXPECT_EQ(j["quantization"].contains("layers"), step == 3) << j.dump();
+                if (step == 3) {
+                    EXPECT_EQ(j["quantization"]["layers"].size(), 4u) << j.dump();
+                }
+            } else {
+                EXPECT_FALSE(j["quantization"].contains("weight_error")) << j.dump();
+            }
         }
         if (j.contains("eval_loss")) {
             ++evals;
