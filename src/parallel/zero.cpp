@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "parallel/grad_transport.h"
+
 namespace zt {
 
 ZeroDataParallel::ZeroDataParallel(MemoryPool& pool, Module& model, ParamArena& arena,
@@ -63,6 +65,14 @@ std::vector<float> ZeroDataParallel::gather_update_ranges(const float* mine) {
     ctx_.wait_exposed(ctx_.comm->all_gather(mine, out.data(), rank_counts({0, P}, P, ctx_.ranks),
                                             CommType::kF32));
     return out;
+}
+
+CompressionStats ZeroDataParallel::grad_compression_stats() const {
+    return ctx_.transport->stats();
+}
+
+std::vector<Tensor*> ZeroDataParallel::grad_compression_residuals() {
+    return ctx_.transport->residuals();
 }
 
 }  // namespace zt

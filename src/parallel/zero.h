@@ -37,7 +37,8 @@ class ZeroDataParallel {
     // The range this rank's optimizer updates: the whole arena at stage 0, the owned range above.
     Range update_range() const { return stage_->update().range(); }
     std::vector<OptimSegment> update_segments() const;  // offsets relative to update_range()
-    // f32 master weights of update_range() in the arena (undefined when an offload tier holds them).
+    // f32 master weights of update_range() in the arena (undefined when an offload tier holds
+    // them).
     Tensor update_master();
     // The compute copy of update_range() as an optimizer step writes it (offload/update_state.h);
     // data == nullptr where the compute weights are the arena's master weights (f32).
@@ -71,6 +72,10 @@ class ZeroDataParallel {
     // Seconds the caller spent waiting for communication (not hidden behind compute).
     double exposed_comm_s() const { return ctx_.exposed_s; }
     void reset_exposed_comm_s() { ctx_.exposed_s = 0; }
+    // What the gradient reductions sent through compression.gradients' codec so far, and the
+    // codec's error-feedback residuals (grad_transport.h).
+    CompressionStats grad_compression_stats() const;
+    std::vector<Tensor*> grad_compression_residuals();
     // Stage 3: elements of gathered parameters alive now (persistent ones included).
     int64_t live_gathered() const { return stage_->gather().live_gathered(); }
 

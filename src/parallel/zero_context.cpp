@@ -1,5 +1,6 @@
 #include "parallel/zero_context.h"
 
+#include "parallel/grad_transport.h"
 #include "util/timer.h"
 
 namespace zt {
@@ -26,7 +27,8 @@ ZeroContext::ZeroContext(MemoryPool& p, ParamArena& a, Communicator* c, ZeroOpti
     : pool(p), arena(a), comm(c), options(o), param_tier(tier) {
     ZT_CHECK(tier == nullptr || o.stage == 3,
              "zero_optimization.offload_param needs stage 3 (the weights are partitioned and "
-             "gathered per module), got stage ", o.stage);
+             "gathered per module), got stage ",
+             o.stage);
     if (comm) {
         ranks = comm->size();
         rank = comm->rank();
@@ -55,7 +57,10 @@ ZeroContext::ZeroContext(MemoryPool& p, ParamArena& a, Communicator* c, ZeroOpti
     bucket_of.assign(params.size(), -1);
     for (size_t b = 0; b < buckets.size(); ++b)
         for (int i : buckets[b].params) bucket_of[static_cast<size_t>(i)] = static_cast<int>(b);
+    transport = make_grad_transport(*this, options.grad_compression);
 }
+
+ZeroContext::~ZeroContext() = default;
 
 void ZeroContext::wait_exposed(const CommHandle& h) {
     Stopwatch sw;

@@ -5,15 +5,26 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "autograd/param_arena.h"
+#include "comm/codec/codec.h"
 #include "comm/communicator.h"
 #include "offload/param_tier.h"
 #include "parallel/zero_layout.h"
 
 namespace zt {
+
+// compression.gradients (docs/compression.md): the codec the gradient reductions travel in.
+struct GradCompressionOptions {
+    bool enabled = false;
+    CodecOptions codec;
+    bool error_feedback = false;
+};
+
+class GradTransport;
 
 // DeepSpeed's zero_optimization settings that act here; sizes count elements.
 struct ZeroOptions {
@@ -25,6 +36,7 @@ struct ZeroOptions {
     int64_t persistence_threshold = 100000;    // stage 3: modules with fewer stay gathered
     int64_t max_live_parameters = 1000000000;  // stage 3: prefetch stops at this many gathered
     DType comm_dtype = DType::kF32;            // gradient reductions (communication_data_type)
+    GradCompressionOptions grad_compression;   // gradient reductions as a codec's bytes
 };
 
 CommType comm_type_of(DType t);
@@ -45,6 +57,7 @@ struct ZeroContext {
     // params: stage 3's owned compute weights on a tier (offload_param), else null (the arena's).
     ZeroContext(MemoryPool& pool, ParamArena& arena, Communicator* comm, ZeroOptions options,
                 ParamTier* params = nullptr);
+    ~ZeroContext();
     ZeroContext(const ZeroContext&) = delete;
     ZeroContext& operator=(const ZeroContext&) = delete;
 
@@ -63,10 +76,11 @@ struct ZeroContext {
     Range owned;                      // this rank's range of the padded arena
     std::vector<Range> param_ranges;  // per arena parameter
     std::unordered_map<const Parameter*, int> param_index;
-    std::vector<Bucket> buckets;  // plan_buckets() with reduce_bucket_size
-    std::vector<int> bucket_of;   // parameter -> bucket
-    double exposed_s = 0;         // seconds waited for communication
-    ParamTier* param_tier = nullptr;  // offload_param: where stage 3's owned weights live
+    std::vector<Bucket> buckets;               // plan_buckets() with reduce_bucket_size
+    std::vector<int> bucket_of;                // parameter -> bucket
+    double exposed_s = 0;                      // seconds waited for communication
+    ParamTier* param_tier = nullptr;           // offload_param: where stage 3's owned weights live
+    std::unique_ptr<GradTransport> transport;  // how gradient buckets travel (grad_transport.h)
 };
 
 }  // namespace zt

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/compressed.h"
 #include "parallel/zero_context.h"
 
 namespace zt {
@@ -19,6 +20,9 @@ struct BucketReduction {
     CommHandle handle;  // null: nothing to wait for (one rank)
     Tensor send;        // the bucket converted to communication_data_type, when it differs
     Tensor recv;        // reduce-scatter: this rank's reduced slice
+    std::unique_ptr<CompressedExchange> exchange;  // compressed transport: the bytes in flight
+    Tensor wire;  // all-reduce: the bucket as it travels (reduced in place)
+    Tensor f32;   // compressed transport: the bucket in f32, when its dtype differs
 };
 
 // How one gradient bucket is reduced.

@@ -1,5 +1,6 @@
 #include "parallel/zero_grad_reduce.h"
 
+#include "parallel/grad_transport.h"
 #include "tensor/kernels/elementwise.h"
 
 namespace zt {
@@ -8,18 +9,6 @@ namespace {
 
 const Bucket& bucket_of(const ZeroContext& ctx, const BucketReduction& r) {
     return ctx.buckets[static_cast<size_t>(r.bucket)];
-}
-
-// Reduce-scatter of `wire` over the bucket's range: r.recv gets this rank's slice of the sum.
-void issue_reduce_scatter(ZeroContext& ctx, BucketReduction& r, const Tensor& wire) {
-    std::vector<int64_t> counts = rank_counts(bucket_of(ctx, r).range, ctx.padded(), ctx.ranks);
-    r.recv = Tensor::empty(ctx.pool, {counts[static_cast<size_t>(ctx.rank)]}, wire.dtype(),
-                           MemCategory::kComm);
-    if (ctx.ranks > 1)
-        r.handle =
-            ctx.comm->reduce_scatter(wire.raw(), r.recv.raw(), counts, comm_type_of(wire.dtype()));
-    else
-        r.recv.copy_from(wire);
 }
 
 // r.recv in the gradient dtype (a converted copy when communication_data_type differs).
@@ -42,11 +31,13 @@ Tensor AllReduceGrads::bucket_grads(int b) {
 }
 
 void AllReduceGrads::issue(BucketReduction& r, const Tensor& wire) {
-    if (ctx_.ranks > 1)
-        r.handle = ctx_.comm->all_reduce(wire.raw(), wire.numel(), comm_type_of(wire.dtype()));
+    r.wire = wire;
+    ctx_.transport->start_all_reduce(r, wire);
 }
 
 void AllReduceGrads::finish(BucketReduction& r) {
+    ctx_.transport->finish_all_reduce(r, r.wire);
+    r.wire = Tensor();
     // The converted copy, if any, stays allocated until GradBuckets drops r.
     if (r.send.defined()) bucket_grads(r.bucket).copy_from(r.send);
 }
@@ -59,10 +50,11 @@ Tensor ReduceScatterGrads::bucket_grads(int b) {
 }
 
 void ReduceScatterGrads::issue(BucketReduction& r, const Tensor& wire) {
-    issue_reduce_scatter(ctx_, r, wire);
+    ctx_.transport->start_reduce_scatter(r, wire);
 }
 
 void ReduceScatterGrads::finish(BucketReduction& r) {
+    ctx_.transport->finish_reduce_scatter(r);
     const Range mine = intersect(bucket_of(ctx_, r).range, ctx_.owned);
     if (!mine.empty())
         flat_slice(ctx_.arena.grads(), mine.lo, mine.size())
@@ -101,10 +93,11 @@ Tensor PartitionedGrads::bucket_grads(int b) {
 }
 
 void PartitionedGrads::issue(BucketReduction& r, const Tensor& wire) {
-    issue_reduce_scatter(ctx_, r, wire);
+    ctx_.transport->start_reduce_scatter(r, wire);
 }
 
 void PartitionedGrads::finish(BucketReduction& r) {
+    ctx_.transport->finish_reduce_scatter(r);
     const Bucket& bk = bucket_of(ctx_, r);
     const Range mine = intersect(bk.range, ctx_.owned);
     if (!mine.empty()) {

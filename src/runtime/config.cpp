@@ -778,7 +778,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] {
         if (c.model) config_detail::resolve_pipeline(c);
     });
-    root.guard([&] { config_detail::parse_compression(root, c); });
+    root.guard([&] { config_detail::parse_compression(root, c, out.warnings); });
     root.guard([&] { config_detail::parse_monitor(root, c.precision, c.monitor); });
     root.guard([&] { parse_breakdowns(root, c); });
     root.guard([&] { refuse_features(root, out.warnings); });

@@ -18,6 +18,7 @@
 #include "offload/update_tier.h"
 #include "optim/lr_schedule.h"
 #include "parallel/pipeline_partition.h"
+#include "parallel/zero_context.h"
 
 namespace zt {
 
@@ -177,6 +178,7 @@ struct TrainConfig {
     PipelineConfig pipe;             // parallel.pipeline
     PruningOptions pruning;          // compression.pruning (compression/prune_schedule.h)
     QatOptions quantization;         // compression.quantization (compression/qat.h)
+    GradCompressionOptions grad_compression;  // compression.gradients (parallel/grad_transport.h)
 
     int64_t steps = 100;  // optimizer steps to run
     uint64_t seed = 42;

@@ -1,5 +1,5 @@
-// compression.pruning and compression.quantization (config_compression.h; docs/pruning.md,
-// docs/quantization.md).
+// compression.pruning, compression.quantization and compression.gradients (config_compression.h;
+// docs/pruning.md, docs/quantization.md, docs/compression.md).
 #include "runtime/config_compression.h"
 
 #include <climits>
@@ -76,14 +76,51 @@ void parse_quantization(Section& s, QatOptions& q, const TrainConfig& c) {
              "and ZeRO");
 }
 
+// compression.gradients (docs/compression.md): the codec of the data-parallel gradient
+// reductions. Error feedback defaults on where the codec drops most of the signal (top-k, int4).
+void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c,
+                     std::vector<std::string>& warnings) {
+    const std::string type = s.get_choice(
+        "type", "int8", {"f32", "bf16", "fp16", "int8", "int4", "fp8_e4m3", "fp8_e5m2", "topk"});
+    g.enabled = true;
+    g.codec.kind = parse_codec_kind(type);
+    const bool blockwise = type == "int8" || type == "int4" || type.rfind("fp8", 0) == 0;
+    if (blockwise)
+        g.codec.block = s.get_int("block", 256, 1);
+    else
+        ZT_CHECK(!s.has("block"), s.key("block"),
+                 ": only the blockwise types (int8, int4, "
+                 "fp8_e4m3, fp8_e5m2) have blocks; remove it for \"",
+                 type, "\"");
+    if (type == "topk")
+        g.codec.ratio = s.get_number("ratio", 0.01, 1e-9, 1.0);
+    else
+        ZT_CHECK(!s.has("ratio"), s.key("ratio"),
+                 ": only \"topk\" keeps a ratio; remove it "
+                 "for \"",
+                 type, "\"");
+    g.error_feedback = s.get_bool("error_feedback", type == "topk" || type == "int4");
+    s.finish();
+    ZT_CHECK(c.communication_data_type == c.grad_accum_dtype, s.key("type"),
+             ": communication_data_type \"", c.communication_data_type,
+             "\" and compression.gradients both choose how gradients travel; remove "
+             "communication_data_type (compression.gradients \"bf16\" or \"fp16\" casts)");
+    if (c.dp == 1)
+        warnings.push_back(str_cat(s.key("type"),
+                                   ": one data-parallel rank reduces no "
+                                   "gradients, so nothing is compressed"));
+}
+
 }  // namespace
 
-void parse_compression(Section& root, TrainConfig& c) {
+void parse_compression(Section& root, TrainConfig& c, std::vector<std::string>& warnings) {
     Section s = root.section("compression");
     Section pruning = s.section("pruning");
     if (!pruning.empty()) parse_pruning(pruning, c.pruning, c);
     Section quant = s.section("quantization");
     if (!quant.empty()) parse_quantization(quant, c.quantization, c);
+    Section grads = s.section("gradients");
+    if (!grads.empty()) parse_gradients(grads, c.grad_compression, c, warnings);
     s.finish();
 }
 

@@ -19,6 +19,7 @@
 #include "optim/sgd.h"
 #include "parallel/tensor_parallel_weights.h"
 #include "runtime/checkpointer.h"
+#include "runtime/comm_compression_metrics.h"
 #include "runtime/evaluation.h"
 #include "runtime/fault_injection.h"
 #include "runtime/memory_timeline.h"
@@ -277,6 +278,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.zero.persistence_threshold = z.stage3_param_persistence_threshold;
     eo.zero.max_live_parameters = z.stage3_max_live_parameters;
     eo.zero.comm_dtype = parse_dtype(cfg.communication_data_type);
+    eo.zero.grad_compression = cfg.grad_compression;
     eo.offload_optimizer = z.offload_optimizer;
     eo.offload_param = z.offload_param;
     eo.optimizer = make_optimizer(cfg.optimizer);
@@ -581,6 +583,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             pool.reset_peaks();
             dp.reset_exposed_comm_s();
             const CommStats comm_before = mesh.stats();
+            const CompressionStats compression_before = dp.grad_compression_stats();
             profilers.before_step(step);
             Stopwatch sw;
             if (slow_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s));
@@ -676,6 +679,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
                 if (pipe) line["pipeline"] = pipe->metrics();
+                if (cfg.grad_compression.enabled)
+                    line["compression"] = grad_compression_metrics(
+                        cfg.grad_compression, dp.grad_compression_stats(), compression_before);
                 if (cfg.quantization.enabled)
                     line["quantization"] = quantization_metrics(engine, cfg.quantization, step + 1);
                 if (const Pruner* pr = engine.pruner())  // per layer when the masks change

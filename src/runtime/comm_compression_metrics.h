@@ -1,0 +1,17 @@
+// A step line's "compression" entry (docs/compression.md): for compression.gradients, the codec,
+// the bytes the gradient reductions would have sent and sent on this rank during the step, their
+// ratio, and the relative error of the encodings, sqrt(sum (decoded - input)^2 / sum input^2).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "comm/compressed.h"
+#include "parallel/zero_context.h"
+
+namespace zt {
+
+nlohmann::json grad_compression_metrics(const GradCompressionOptions& o,
+                                        const CompressionStats& now,
+                                        const CompressionStats& before);
+
+}  // namespace zt
