@@ -12,40 +12,62 @@ namespace zt {
 
 size_t comm_type_size(CommType t) {
     switch (t) {
-        case CommType::kF32: return 4;
-        case CommType::kBF16: return 2;
-        case CommType::kF16: return 2;
-        case CommType::kF64: return 8;
-        case CommType::kI32: return 4;
-        case CommType::kI64: return 8;
-        case CommType::kU8: return 1;
+        case CommType::kF32:
+            return 4;
+        case CommType::kBF16:
+            return 2;
+        case CommType::kF16:
+            return 2;
+        case CommType::kF64:
+            return 8;
+        case CommType::kI32:
+            return 4;
+        case CommType::kI64:
+            return 8;
+        case CommType::kU8:
+            return 1;
     }
     ZT_FAIL("comm: unknown CommType ", static_cast<int>(t));
 }
 
 const char* comm_type_name(CommType t) {
     switch (t) {
-        case CommType::kF32: return "f32";
-        case CommType::kBF16: return "bf16";
-        case CommType::kF16: return "f16";
-        case CommType::kF64: return "f64";
-        case CommType::kI32: return "i32";
-        case CommType::kI64: return "i64";
-        case CommType::kU8: return "u8";
+        case CommType::kF32:
+            return "f32";
+        case CommType::kBF16:
+            return "bf16";
+        case CommType::kF16:
+            return "f16";
+        case CommType::kF64:
+            return "f64";
+        case CommType::kI32:
+            return "i32";
+        case CommType::kI64:
+            return "i64";
+        case CommType::kU8:
+            return "u8";
     }
     return "unknown";
 }
 
 const char* collective_kind_name(CollectiveKind k) {
     switch (k) {
-        case CollectiveKind::kAllReduce: return "all_reduce";
-        case CollectiveKind::kReduceScatter: return "reduce_scatter";
-        case CollectiveKind::kAllGather: return "all_gather";
-        case CollectiveKind::kBroadcast: return "broadcast";
-        case CollectiveKind::kAllToAll: return "all_to_all";
-        case CollectiveKind::kSend: return "send";
-        case CollectiveKind::kRecv: return "recv";
-        case CollectiveKind::kBarrier: return "barrier";
+        case CollectiveKind::kAllReduce:
+            return "all_reduce";
+        case CollectiveKind::kReduceScatter:
+            return "reduce_scatter";
+        case CollectiveKind::kAllGather:
+            return "all_gather";
+        case CollectiveKind::kBroadcast:
+            return "broadcast";
+        case CollectiveKind::kAllToAll:
+            return "all_to_all";
+        case CollectiveKind::kSend:
+            return "send";
+        case CollectiveKind::kRecv:
+            return "recv";
+        case CollectiveKind::kBarrier:
+            return "barrier";
     }
     return "unknown";
 }
@@ -98,10 +120,9 @@ void StatsRecorder::waited(double t_issue, double t_seen) {
 void StatsRecorder::add_busy(double a, double b) {
     // The first interval that ends at or after a; those from it up to the first that starts
     // after b overlap [a, b] and merge with it.
-    auto first = std::lower_bound(open_.begin(), open_.end(), a,
-                                  [](const std::pair<double, double>& iv, double x) {
-                                      return iv.second < x;
-                                  });
+    auto first = std::lower_bound(
+        open_.begin(), open_.end(), a,
+        [](const std::pair<double, double>& iv, double x) { return iv.second < x; });
     auto last = first;
     double lo = a, hi = b;
     while (last != open_.end() && last->first <= b) {

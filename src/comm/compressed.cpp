@@ -1,5 +1,7 @@
 #include "comm/compressed.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "util/error.h"
@@ -19,22 +21,34 @@ ErrorFeedback::ErrorFeedback(MemoryPool& pool, int64_t n)
 void encode_with_feedback(const Codec& codec, const float* x, int64_t n, uint8_t* out, float* ef,
                           CompressionStats& stats) {
     if (n == 0) return;
-    thread_local std::vector<float> v, dec;
+    // v = x + e where there is feedback; the residual goes to e, else to scratch for the stats.
+    thread_local std::vector<float> v, scratch;
     const float* in = x;
+    float* res = ef;
     if (ef) {
         v.resize(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = x[i] + ef[i];
         in = v.data();
+    } else {
+        scratch.resize(static_cast<size_t>(n));
+        res = scratch.data();
     }
-    codec.encode(in, n, out);
-    dec.resize(static_cast<size_t>(n));
-    codec.decode(out, n, dec.data());
+    codec.encode(in, n, out, res);
+    // A non-finite value (an fp16 overflow, whose step the loss scaler skips) is not carried
+    // into later steps: its residual is dropped. Sums in f32 over chunks, then f64.
     double err = 0, ref = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        const float d = in[i] - dec[static_cast<size_t>(i)];
-        if (ef) ef[i] = d;
-        err += static_cast<double>(d) * d;
-        ref += static_cast<double>(in[i]) * in[i];
+    constexpr int64_t kChunk = 1024;
+    for (int64_t lo = 0; lo < n; lo += kChunk) {
+        float e = 0, r = 0;
+        for (int64_t i = lo; i < std::min(n, lo + kChunk); ++i) {
+            const bool ok = std::isfinite(res[i]) && std::isfinite(in[i]);
+            const float ri = ok ? res[i] : 0.0f, xi = ok ? in[i] : 0.0f;
+            res[i] = ri;
+            e += ri * ri;
+            r += xi * xi;
+        }
+        err += e;
+        ref += r;
     }
     stats.error_sq += err;
     stats.input_sq += ref;

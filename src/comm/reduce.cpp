@@ -66,13 +66,20 @@ void reduce_fixed_order(std::span<const void* const> srcs, void* dst, int64_t co
     ZT_ASSERT(!srcs.empty() && count >= 0);
     if (count == 0) return;
     switch (t) {
-        case CommType::kF32: return sum_float<float>(srcs, dst, count);
-        case CommType::kF64: return sum_float<double>(srcs, dst, count);
-        case CommType::kBF16: return sum_half(srcs, dst, count, DType::kBF16);
-        case CommType::kF16: return sum_half(srcs, dst, count, DType::kF16);
-        case CommType::kI32: return sum_int<uint32_t>(srcs, dst, count);
-        case CommType::kI64: return sum_int<uint64_t>(srcs, dst, count);
-        case CommType::kU8: return sum_int<uint8_t>(srcs, dst, count);
+        case CommType::kF32:
+            return sum_float<float>(srcs, dst, count);
+        case CommType::kF64:
+            return sum_float<double>(srcs, dst, count);
+        case CommType::kBF16:
+            return sum_half(srcs, dst, count, DType::kBF16);
+        case CommType::kF16:
+            return sum_half(srcs, dst, count, DType::kF16);
+        case CommType::kI32:
+            return sum_int<uint32_t>(srcs, dst, count);
+        case CommType::kI64:
+            return sum_int<uint64_t>(srcs, dst, count);
+        case CommType::kU8:
+            return sum_int<uint8_t>(srcs, dst, count);
     }
     ZT_FAIL("comm: reduction of unknown CommType ", static_cast<int>(t));
 }

@@ -12,8 +12,9 @@
 namespace zt::comm_detail {
 
 std::array<int64_t, OpState::kWords> OpState::encode() const {
-    return {active ? 1 : 0, op, static_cast<int64_t>(seq), count, static_cast<int64_t>(type), root,
-            count_agrees ? 1 : 0};
+    return {
+        active ? 1 : 0,      op, static_cast<int64_t>(seq), count, static_cast<int64_t>(type), root,
+        count_agrees ? 1 : 0};
 }
 
 OpState OpState::decode(const std::array<int64_t, kWords>& w) {
@@ -30,7 +31,8 @@ OpState OpState::decode(const std::array<int64_t, kWords>& w) {
 
 const char* op_name(int op) {
     if (op == kOpSplit) return "split";
-    if (op >= 0 && op < kCollectiveKindCount) return collective_kind_name(static_cast<CollectiveKind>(op));
+    if (op >= 0 && op < kCollectiveKindCount)
+        return collective_kind_name(static_cast<CollectiveKind>(op));
     return "unknown";
 }
 
@@ -102,7 +104,8 @@ namespace {
 std::string group_text(const std::string& group, const std::vector<int>& world_ranks) {
     std::string g = str_cat("group ", group, " (", world_ranks.size(), " ranks");
     bool identity = true;
-    for (size_t q = 0; q < world_ranks.size(); ++q) identity &= world_ranks[q] == static_cast<int>(q);
+    for (size_t q = 0; q < world_ranks.size(); ++q)
+        identity &= world_ranks[q] == static_cast<int>(q);
     if (!identity) {
         g += "; world ranks";
         for (size_t q = 0; q < world_ranks.size(); ++q) g += str_cat(q ? "," : " ", world_ranks[q]);
@@ -141,8 +144,7 @@ std::string sequence_mismatch(const char* who, const std::string& group,
                               const std::vector<OpState>& issued) {
     std::vector<RankState> states;
     for (const auto& s : issued) states.push_back({true, s});
-    return str_cat(who, ": collective mismatch on group ", group, ": ",
-                   format_states(states),
+    return str_cat(who, ": collective mismatch on group ", group, ": ", format_states(states),
                    ". Every rank must issue the same collectives, with the same counts and types, "
                    "in the same order");
 }
@@ -156,7 +158,8 @@ FaultSkip fault_skip_from_env() {
     unsigned long long seq = 0;
     char tail = 0;
     ZT_CHECK(std::sscanf(v, "%d:%llu%c", &rank, &seq, &tail) == 2 && rank >= 0 && seq >= 1,
-             "ZT_FAULT_SKIP_COLLECTIVE=", v, ": expected <world rank>:<collective number>, e.g. 3:12");
+             "ZT_FAULT_SKIP_COLLECTIVE=", v,
+             ": expected <world rank>:<collective number>, e.g. 3:12");
     return {rank, static_cast<uint64_t>(seq)};
 }
 

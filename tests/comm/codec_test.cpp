@@ -90,6 +90,29 @@ TEST(Codec, BlockwiseErrorWithinHalfAStepOfTheFormat) {
     }
 }
 
+TEST(Codec, Fp8CodesAreFakeQuantsCodes) {
+    // A block whose largest magnitude is qmax has scale 1: each value's decoded result must be
+    // fake_quant.h's rounding of it, over a sweep through subnormals, normals and rounding ties.
+    for (CodecKind k : {CodecKind::kFp8E4M3, CodecKind::kFp8E5M2}) {
+        const QuantFormat f =
+            k == CodecKind::kFp8E4M3 ? QuantFormat::kFp8E4M3 : QuantFormat::kFp8E5M2;
+        const float qmax = quant_format_max(f);
+        std::vector<float> x{qmax};
+        for (float v = std::ldexp(1.0f, -20); v < qmax; v *= 1.0137f) {
+            x.push_back(v);
+            x.push_back(-v * 1.00001f);
+        }
+        for (int e = -17; e < 15; ++e)  // exact ties between neighbours of each binade
+            for (float m : {1.0625f, 1.1875f, 1.125f, 1.375f})
+                if (std::ldexp(m, e) < qmax) x.push_back(std::ldexp(m, e));
+        auto c = make_codec({k, static_cast<int64_t>(x.size()), 0});
+        const auto y = round_trip(*c, x);
+        for (size_t i = 0; i < x.size(); ++i)
+            ASSERT_EQ(y[i], quant_decode(quant_encode(quant_round(x[i], f), f), f))
+                << codec_kind_name(k) << " x " << x[i];
+    }
+}
+
 TEST(Codec, SizesOfTheEncodings) {
     // Formulas: nb = ceil(n / block) f32 scales plus the codes, padded to 4 bytes.
     const int64_t n = 1000, nb = 4;  // block 256

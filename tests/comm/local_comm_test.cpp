@@ -18,11 +18,13 @@ class LocalConformance : public ::testing::TestWithParam<std::tuple<size_t, int>
 TEST_P(LocalConformance, Passes) {
     const auto& check = conformance::checks()[std::get<0>(GetParam())];
     const int n = std::get<1>(GetParam());
-    EXPECT_NO_THROW(run_local_ranks(n, [&](Communicator& c) {
-        EXPECT_EQ(c.backend(), "local");
-        EXPECT_EQ(c.size(), n);
-        check.fn(c);
-    })) << check.name << " on " << n << " ranks";
+    EXPECT_NO_THROW(run_local_ranks(n,
+                                    [&](Communicator& c) {
+                                        EXPECT_EQ(c.backend(), "local");
+                                        EXPECT_EQ(c.size(), n);
+                                        check.fn(c);
+                                    }))
+        << check.name << " on " << n << " ranks";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -93,14 +95,13 @@ TEST(LocalComm, RankReturningEarlyFailsWaiters) {
 }
 
 TEST(LocalComm, MismatchedCountsFail) {
-    EXPECT_THROW(run_local_ranks(2,
-                                 [&](Communicator& c) {
-                                     std::vector<float> buf(8, 1.0f);
-                                     c.all_reduce(buf.data(), c.rank() == 0 ? 4 : 8,
-                                                  CommType::kF32)
-                                         ->wait();
-                                 }),
-                 Error);
+    EXPECT_THROW(
+        run_local_ranks(2,
+                        [&](Communicator& c) {
+                            std::vector<float> buf(8, 1.0f);
+                            c.all_reduce(buf.data(), c.rank() == 0 ? 4 : 8, CommType::kF32)->wait();
+                        }),
+        Error);
 }
 
 TEST(LocalComm, BadArgumentsAreInputErrors) {

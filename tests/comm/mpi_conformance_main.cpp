@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
     int expect_size = -1, expect_launcher = -1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--expect-size") == 0) expect_size = std::atoi(argv[i + 1]);
-        if (std::strcmp(argv[i], "--expect-launcher") == 0) expect_launcher = std::atoi(argv[i + 1]);
+        if (std::strcmp(argv[i], "--expect-launcher") == 0)
+            expect_launcher = std::atoi(argv[i + 1]);
     }
     zt::set_num_threads(1);
     int rank = -1;

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
     double timeout_s = 2;
     bool check = false;
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout_s = std::atof(argv[++i]);
+        if (std::strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
+            timeout_s = std::atof(argv[++i]);
         if (std::strcmp(argv[i], "--check-sequence") == 0) check = true;
     }
     int rank = -1;
@@ -29,11 +30,13 @@ int main(int argc, char** argv) {
         const int n = world->size();
         std::vector<float> a(static_cast<size_t>(3 * n), 1.0f), b(3);
         world->all_reduce(a.data(), 3 * n, zt::CommType::kF32)->wait();
-        world->reduce_scatter(a.data(), b.data(), std::vector<int64_t>(static_cast<size_t>(n), 3),
-                              zt::CommType::kF32)
+        world
+            ->reduce_scatter(a.data(), b.data(), std::vector<int64_t>(static_cast<size_t>(n), 3),
+                             zt::CommType::kF32)
             ->wait();
-        world->all_gather(b.data(), a.data(), std::vector<int64_t>(static_cast<size_t>(n), 3),
-                          zt::CommType::kF32)
+        world
+            ->all_gather(b.data(), a.data(), std::vector<int64_t>(static_cast<size_t>(n), 3),
+                         zt::CommType::kF32)
             ->wait();
         world->barrier()->wait();
         world.reset();

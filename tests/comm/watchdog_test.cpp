@@ -1,8 +1,9 @@
 // Hang detection (Note [Hang detection], comm/watchdog.h) on the local backend: a rank that skips a
 // collective (ZT_FAULT_SKIP_COLLECTIVE) is reported on every rank, naming what each is in, at once
 // when every rank waits in a collective, else by the timeout; check_sequence names a mismatch at
-// once. Verdicts come from the reports, not the clock (elapsed time is only a hang guard). Plus the report's formatting. The MPI side
-// runs as ctest comm.mpi_watchdog_np4 and comm.mpi_check_sequence_np4 (tests/CMakeLists.txt).
+// once. Verdicts come from the reports, not the clock (elapsed time is only a hang guard). Plus the
+// report's formatting. The MPI side runs as ctest comm.mpi_watchdog_np4 and
+// comm.mpi_check_sequence_np4 (tests/CMakeLists.txt).
 #include "comm/watchdog.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,7 @@ using comm_detail::RankState;
 
 // Sets ZT_FAULT_SKIP_COLLECTIVE for one test.
 class FaultEnv {
-public:
+  public:
     explicit FaultEnv(const char* v) { setenv("ZT_FAULT_SKIP_COLLECTIVE", v, 1); }
     ~FaultEnv() { unsetenv("ZT_FAULT_SKIP_COLLECTIVE"); }
 };
@@ -37,8 +38,9 @@ TEST(Watchdog, FormatsRanksAndStates) {
     EXPECT_EQ(comm_detail::format_ranks({2, 0, 1, 5, 7, 6}), "ranks 0-2,5-7");
     std::vector<RankState> s(4, {true, op(CollectiveKind::kReduceScatter, 812, 4096)});
     s[3] = {true, op(CollectiveKind::kAllGather, 812, 1024)};
-    EXPECT_EQ(comm_detail::format_states(s),
-              "rank 3 is in all_gather #812 (1024 f32), ranks 0-2 in reduce_scatter #812 (4096 f32)");
+    EXPECT_EQ(
+        comm_detail::format_states(s),
+        "rank 3 is in all_gather #812 (1024 f32), ranks 0-2 in reduce_scatter #812 (4096 f32)");
     s[1].answered = false;
     s[3].state.active = false;
     EXPECT_EQ(comm_detail::format_states(s),
@@ -65,31 +67,29 @@ TEST(Watchdog, ParsesFaultVariable) {
 std::vector<std::string> run_skipping(double timeout_s, bool check_sequence, bool then_recv) {
     std::mutex mu;
     std::vector<std::string> errors(4);
-    EXPECT_THROW(run_local_ranks(4,
-                                 [&](Communicator& c) {
-                                     c.set_timeout(timeout_s);
-                                     c.set_check_sequence(check_sequence);
-                                     std::vector<float> a(12, 1.0f), b(3);
-                                     try {
-                                         c.all_reduce(a.data(), 12, CommType::kF32)->wait();
-                                         c.reduce_scatter(a.data(), b.data(), {3, 3, 3, 3},
-                                                          CommType::kF32)
-                                             ->wait();
-                                         if (then_recv && c.rank() == 3) {
-                                             // In no collective: waits for a message that
-                                             // never comes.
-                                             c.recv(b.data(), 3, CommType::kF32, 0, 0)->wait();
-                                         }
-                                         c.all_gather(b.data(), a.data(), {3, 3, 3, 3},
-                                                      CommType::kF32)
-                                             ->wait();
-                                     } catch (const Error& e) {
-                                         std::lock_guard lock(mu);
-                                         errors[static_cast<size_t>(c.rank())] = e.message();
-                                         throw;
-                                     }
-                                 }),
-                 Error);
+    EXPECT_THROW(
+        run_local_ranks(
+            4,
+            [&](Communicator& c) {
+                c.set_timeout(timeout_s);
+                c.set_check_sequence(check_sequence);
+                std::vector<float> a(12, 1.0f), b(3);
+                try {
+                    c.all_reduce(a.data(), 12, CommType::kF32)->wait();
+                    c.reduce_scatter(a.data(), b.data(), {3, 3, 3, 3}, CommType::kF32)->wait();
+                    if (then_recv && c.rank() == 3) {
+                        // In no collective: waits for a message that
+                        // never comes.
+                        c.recv(b.data(), 3, CommType::kF32, 0, 0)->wait();
+                    }
+                    c.all_gather(b.data(), a.data(), {3, 3, 3, 3}, CommType::kF32)->wait();
+                } catch (const Error& e) {
+                    std::lock_guard lock(mu);
+                    errors[static_cast<size_t>(c.rank())] = e.message();
+                    throw;
+                }
+            }),
+        Error);
     return errors;
 }
 
@@ -133,8 +133,7 @@ TEST(Watchdog, TimeoutReportsEveryRank) {
                          "(12 f32)"),
                   std::string::npos)
             << "rank " << r << ": " << e;
-        EXPECT_NE(e.find(" (comm.timeout_s 1)"), std::string::npos)
-            << "rank " << r << ": " << e;
+        EXPECT_NE(e.find(" (comm.timeout_s 1)"), std::string::npos) << "rank " << r << ": " << e;
         EXPECT_GE(reported_wait_s(e), timeout_s) << "rank " << r << ": " << e;
     }
 }

@@ -26,6 +26,12 @@ class BlockCodec final : public Codec {
             for (int c = 0; c < 256; ++c)
                 lut_[static_cast<size_t>(c)] = quant_decode(static_cast<uint8_t>(c), format_);
         }
+        if (format_ != QuantFormat::kInt8) {
+            const int mant = format_ == QuantFormat::kFp8E4M3 ? 3 : 2;
+            const int bias = format_ == QuantFormat::kFp8E4M3 ? 7 : 15;
+            min_normal_ = std::ldexp(1.0f, 1 - bias);
+            sub_inv_ = std::ldexp(1.0f, bias - 1 + mant);
+        }
         qmax_ = k == CodecKind::kInt8   ? 127.0f
                 : k == CodecKind::kInt4 ? 7.0f
                                         : quant_format_max(format_);
@@ -37,7 +43,7 @@ class BlockCodec final : public Codec {
         return pad4(blocks(n) * 4 + code_bytes(n));
     }
 
-    void encode(const float* x, int64_t n, uint8_t* out) const override {
+    void encode(const float* x, int64_t n, uint8_t* out, float* residual) const override {
         float* scales = reinterpret_cast<float*>(out);
         uint8_t* codes = out + blocks(n) * 4;
         std::fill(codes, out + encoded_bytes(n), uint8_t{0});
@@ -49,13 +55,14 @@ class BlockCodec final : public Codec {
                 amax = std::max(amax, std::fabs(xb[i]));
                 probe += xb[i] * 0.0f;
             }
-            if (probe != 0.0f) {
-                scales[b] = std::numeric_limits<float>::quiet_NaN();
+            float* rb = residual ? residual + lo : nullptr;
+            if (probe != 0.0f || amax == 0.0f) {  // NaN scale; or zeros, exactly
+                scales[b] = probe != 0.0f ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+                if (rb) std::copy(xb, xb + m, rb);  // none of it was carried
                 continue;
             }
             scales[b] = amax / qmax_;
-            if (amax == 0.0f) continue;
-            encode_block(xb, m, qmax_ / amax, codes, lo);
+            encode_block(xb, m, qmax_ / amax, scales[b], codes, lo, rb);
         }
     }
 
@@ -98,35 +105,67 @@ class BlockCodec final : public Codec {
         return v >= 8 ? v - 16 : v;  // two's complement in 4 bits
     }
 
-    // codes of x[0, m) (global offset lo), scaled by inv = qmax / max|x|.
-    void encode_block(const float* x, int64_t m, float inv, uint8_t* codes, int64_t lo) const {
+    // Codes of x[0, m) (global offset lo) scaled by inv = qmax / max|x|; r (when given) gets
+    // x minus the decoded value (code x s).
+    void encode_block(const float* x, int64_t m, float inv, float s, uint8_t* codes, int64_t lo,
+                      float* r) const {
         switch (kind_) {
             case CodecKind::kInt8: {
                 int8_t* c = reinterpret_cast<int8_t*>(codes) + lo;
-                for (int64_t i = 0; i < m; ++i)
-                    c[i] =
-                        static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -qmax_, qmax_));
+                for (int64_t i = 0; i < m; ++i) {
+                    const float q = std::clamp(std::nearbyint(x[i] * inv), -qmax_, qmax_);
+                    c[i] = static_cast<int8_t>(q);
+                    if (r) r[i] = x[i] - q * s;
+                }
                 break;
             }
             case CodecKind::kInt4:
                 for (int64_t i = 0; i < m; ++i) {
-                    const int q =
-                        static_cast<int>(std::clamp(std::nearbyint(x[i] * inv), -qmax_, qmax_));
+                    const float q = std::clamp(std::nearbyint(x[i] * inv), -qmax_, qmax_);
                     const int64_t j = lo + i;
-                    codes[j / 2] |= static_cast<uint8_t>((q & 0xf) << ((j % 2) * 4));
+                    codes[j / 2] |=
+                        static_cast<uint8_t>((static_cast<int>(q) & 0xf) << ((j % 2) * 4));
+                    if (r) r[i] = x[i] - q * s;
                 }
                 break;
             default: {
                 uint8_t* c = codes + lo;
-                for (int64_t i = 0; i < m; ++i)
-                    c[i] = quant_encode(quant_round(x[i] * inv, format_), format_);
+                for (int64_t i = 0; i < m; ++i) {
+                    c[i] = fp8_code(x[i] * inv);
+                    if (r) r[i] = x[i] - lut_[c[i]] * s;
+                }
             }
         }
+    }
+
+    // The fp8 code of v (in units of the scale, not NaN): quant_encode(quant_round(v)) of
+    // fake_quant.h, on the f32 bits with no library call: the mantissa rounded to nearest even
+    // in the normal range (a carry is the next binade), multiples of the smallest subnormal
+    // below it, saturated at qmax.
+    uint8_t fp8_code(float v) const {
+        const int mant = format_ == QuantFormat::kFp8E4M3 ? 3 : 2;
+        const int bias = format_ == QuantFormat::kFp8E4M3 ? 7 : 15;
+        const uint8_t max_code = format_ == QuantFormat::kFp8E4M3 ? 0x7e : 0x7b;
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        const auto sign = static_cast<uint8_t>((u >> 24) & 0x80);
+        u &= 0x7fffffffu;
+        float a;
+        std::memcpy(&a, &u, 4);
+        if (!(a < qmax_)) return sign | max_code;
+        if (a < min_normal_)  // subnormal step 2^(1 - bias - mant); a carry is the first normal
+            return static_cast<uint8_t>(sign | static_cast<int>(std::nearbyint(a * sub_inv_)));
+        const int drop = 23 - mant;
+        u += ((uint32_t{1} << (drop - 1)) - 1) + ((u >> drop) & 1);
+        const int field = static_cast<int>(u >> 23) - 127 + bias;
+        const auto m = static_cast<int>((u >> drop) & ((1u << mant) - 1));
+        return static_cast<uint8_t>(sign | std::min<int>((field << mant) | m, max_code));
     }
 
     CodecKind kind_;
     int64_t block_;
     float qmax_ = 0;
+    float min_normal_ = 0, sub_inv_ = 0;  // fp8: the smallest normal, 1 / the subnormal step
     QuantFormat format_ = QuantFormat::kInt8;
     std::array<float, 256> lut_{};  // fp8: code -> value in units of the scale
 };

@@ -41,8 +41,10 @@ class Codec {
     virtual CodecKind kind() const = 0;
     // Bytes of an encoding of n values (a multiple of 4; 0 for n = 0).
     virtual int64_t encoded_bytes(int64_t n) const = 0;
-    // out[0, encoded_bytes(n)) <- x[0, n)
-    virtual void encode(const float* x, int64_t n, uint8_t* out) const = 0;
+    // out[0, encoded_bytes(n)) <- x[0, n). When residual is given, residual[i] <- x[i] minus
+    // the value decode gives for it (what error feedback carries, and the error metrics).
+    virtual void encode(const float* x, int64_t n, uint8_t* out,
+                        float* residual = nullptr) const = 0;
     // y[0, n) <- the values `in` encodes
     virtual void decode(const uint8_t* in, int64_t n, float* y) const = 0;
     // y[i] += the value `in` encodes, for i in [0, n): the reduction's step, in one pass

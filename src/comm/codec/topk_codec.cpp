@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/codec/codecs.h"
+#include "util/error.h"
 
 namespace zt::codec_detail {
 
@@ -22,9 +23,10 @@ class TopKCodec final : public Codec {
 
     int64_t encoded_bytes(int64_t n) const override { return 8 * kept(n); }
 
-    void encode(const float* x, int64_t n, uint8_t* out) const override {
+    void encode(const float* x, int64_t n, uint8_t* out, float* residual) const override {
         const int64_t k = kept(n);
         if (k == 0) return;
+        ZT_ASSERT(n <= int64_t{UINT32_MAX}, "topk: a segment of ", n, " values (u32 indices)");
         thread_local std::vector<uint32_t> order;
         order.resize(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = static_cast<uint32_t>(i);
@@ -44,6 +46,9 @@ class TopKCodec final : public Codec {
             idx[j] = order[static_cast<size_t>(j)];
             val[j] = x[idx[j]];
         }
+        if (!residual) return;
+        std::copy(x, x + n, residual);  // what was dropped, and nothing of what was kept
+        for (int64_t j = 0; j < k; ++j) residual[idx[j]] = 0.0f;
     }
 
     void decode(const uint8_t* in, int64_t n, float* y) const override {

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Compressed gradient communication on a slow link: zerotrain's compression.gradients codecs
+against the uncompressed reduction and against PyTorch DDP's communication hooks (fp16 and
+PowerSGD) over gloo, the same model on the same throttled link in the same run.
+
+Two ranks x 1 thread, GPT config S (gpt_train.py's config, as ../shared/peers/gpt_model.py), one
+rank in each of two network namespaces joined by a veth pair limited by tc (netns_link.py; needs
+root). For each link rate (Gbit/s; "none" is the veth unthrottled), the link's own TCP throughput
+is measured first (the ceiling); then each zerotrain variant (ZeRO stage and codec) and each
+PyTorch hook trains --steps steps. Reported per run: the median step time after the first, the
+exposed communication seconds (zerotrain's comm_overlap), the bytes each rank sent per step
+(zerotrain: its metrics' wire bytes, and the veth's transmit counter over the whole run, startup
+included; PyTorch: the counter over the timed steps), the final loss; and the ratios the issue
+asks for: bytes cut against the uncompressed reduction, the step at each rate against the
+unthrottled uncompressed step, zerotrain's best codec against PyTorch's PowerSGD hook.
+
+  python3 bench/comm_compression.py --rates 1,none --steps 4 \\
+      --out docs/benchmarks-compression.md --json compression.json
+
+Python 3 standard library only (the PyTorch peer is ddp_hook_peer.py, run by the python3 on PATH
+with tcmalloc preloaded as the other peers: peer_env.py).
+"""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netns_link  # noqa: E402
+import peer_env  # noqa: E402
+from gpt_train import REPO, git_describe, machine_info, zerotrain_config  # noqa: E402
+
+VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
+    "s0-none": (0, None),
+    "s0-int8": (0, {"type": "int8"}),
+    "s0-fp8": (0, {"type": "fp8_e4m3"}),
+    "s0-int4": (0, {"type": "int4"}),
+    "s0-topk1%": (0, {"type": "topk", "ratio": 0.01}),
+    "s3-none": (3, None),
+    "s3-int8": (3, {"type": "int8"}),
+}
+HOOKS = {"torch-none": ("none", 0), "torch-fp16": ("fp16", 0), "torch-powersgd4": ("powersgd", 4)}
+
+
+def log(*a):
+    print(f"[{datetime.datetime.now():%H:%M:%S}]", *a, file=sys.stderr, flush=True)
+
+
+def run_zerotrain(args, variant, workdir):
+    stage, grads = VARIANTS[variant]
+    cfg = zerotrain_config("S", "fp32", args.steps)
+    cfg["steps_per_print"] = 1
+    cfg["train_batch_size"] = 2 * cfg["train_micro_batch_size_per_gpu"]
+    cfg["zero_optimization"] = {"stage": stage}
+    if grads:
+        cfg["compression"] = {"gradients": grads}
+    run_dir = tempfile.mkdtemp(prefix=variant + "-", dir=workdir)
+    path = os.path.join(run_dir, "config.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    cmd = netns_link.mpirun_prefix(args.mpirun) + [
+        "-x", "OMP_WAIT_POLICY=passive", "-x", "OMP_NUM_THREADS=1", args.zerotrain, "train", path,
+        "--quiet", "--threads", "1", "--run-dir", os.path.join(run_dir, "run")]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    tx0 = netns_link.tx_bytes()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    tx1 = netns_link.tx_bytes()
+    res = dict(engine="zerotrain", variant=variant, stage=stage, compression=grads,
+               cmd="OMPI_ALLOW_RUN_AS_ROOT=1 ... " + " ".join(shlex.quote(c) for c in cmd))
+    metrics = os.path.join(run_dir, "run", "metrics.jsonl")
+    if p.returncode != 0 or not os.path.exists(metrics):
+        res["error"] = f"exit {p.returncode}: {(p.stderr or p.stdout)[-400:]}"
+        return res
+    lines = [json.loads(x) for x in open(metrics)]
+    steps = [x for x in lines if "step_time_s" in x]
+    timed = steps[1:] or steps
+    res.update(step_s=statistics.median(x["step_time_s"] for x in timed),
+               exposed_s=statistics.median(x["comm_overlap"]["exposed_s"] for x in timed),
+               loss_last=steps[-1]["loss"], tx_bytes_per_step_run=(tx1 - tx0) / len(steps))
+    g = steps[-1].get("compression", {}).get("gradients")
+    if g:
+        res.update(wire_bytes=g["wire_bytes"], raw_bytes=g["raw_bytes"],
+                   relative_error=g.get("relative_error"))
+    else:  # the plain collectives' bytes, from the comm entry
+        res["wire_bytes"] = res["raw_bytes"] = sum(
+            v["bytes"] for k, v in steps[-1]["comm"].items()
+            if k in ("all_reduce", "reduce_scatter", "all_gather"))
+    return res
+
+
+def run_peer(args, name, workdir):
+    hook, r = HOOKS[name]
+    spec = peer_env.peer_specs(1, peer_env.peer_malloc())["torch-new"]
+    port = 29750 + hash(name) % 200
+    procs = []
+    for i in (1, 0):
+        env = peer_env.peer_env(spec, dict(MASTER_ADDR=netns_link.ADDR[0], MASTER_PORT=str(port),
+                                           RANK=str(i), WORLD_SIZE="2",
+                                           GLOO_SOCKET_IFNAME=netns_link.IFACE[i]))
+        cmd = netns_link.in_namespace(i, [spec["python"], os.path.join(netns_link.HERE,
+                                                                       "ddp_hook_peer.py"),
+                                          "--peers-dir", args.peers_dir, "--hook", hook,
+                                          "--rank-r", str(r or 4), "--steps",
+                                          str(max(1, args.steps - 1)), "--warmup", "2"])
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, cwd=workdir))
+    outs = [p.communicate(timeout=args.timeout) for p in procs]
+    res = dict(engine="torch", variant=name, hook=hook, cmd=" ".join(shlex.quote(c) for c in cmd),
+               malloc=peer_env.malloc_name(env))
+    for line in outs[1][0].splitlines():
+        if line.startswith("RESULT "):
+            res.update(json.loads(line[7:]))
+            return res
+    res["error"] = (outs[1][1] or outs[0][1])[-400:]
+    return res
+
+
+def fmt(x, spec="{:.3g}"):
+    return "-" if x is None else spec.format(x)
+
+
+def markdown(report):
+    out = ["# Compressed gradient communication on a slow link", "",
+           f"Measured {report['date']} at `{report['git']}` on {report['machine']}.", "",
+           "Command: `" + report["command"] + "`", "",
+           "Two ranks x 1 thread, GPT config S (fp32, AdamW), one rank in each of two network "
+           "namespaces joined by a veth pair limited by `tc tbf`; OpenMPI over TCP on that link "
+           "only (bench/netns_link.py). PyTorch: DDP over gloo on the same link with its "
+           "communication hooks (bench/ddp_hook_peer.py), eager, tcmalloc preloaded.",
+           "The `tc netem` delay the issue names is not available in this kernel (no sch_netem); "
+           "the link has the veth's own latency.", ""]
+    for rate in report["rates"]:
+        rows = [r for r in report["runs"] if r["rate"] == rate]
+        out += [f"## Link {rate} (measured TCP ceiling {fmt(report['ceiling_gbit'][rate])} Gbit/s)",
+                "", "| run | step s | exposed comm s | bytes/step/rank sent | bytes cut | "
+                "vs unthrottled uncompressed | final loss | error |", "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if "error" in r:
+                out.append(f"| {r['variant']} | failed: {r['error'][:150]} | | | | | | |")
+                continue
+            sent = r.get("wire_bytes") if r["engine"] == "zerotrain" else r.get("tx_bytes_per_step")
+            out.append(f"| {r['variant']} | {fmt(r['step_s'])} | {fmt(r.get('exposed_s'))} | "
+                       f"{fmt(sent, '{:,.0f}')} | {fmt(r.get('bytes_cut'), '{:.2f}x')} | "
+                       f"{fmt(r.get('vs_unthrottled'), '{:.2f}x')} | {fmt(r.get('loss_last'), '{:.4f}')} | "
+                       f"{fmt(r.get('relative_error'))} |")
+        out.append("")
+    out += ["## Ratios", ""] + [f"- {x}" for x in report["ratios"]] + [""]
+    return "\n".join(out)
+
+
+def derive(report):
+    runs = report["runs"]
+    base = {}
+    for r in runs:
+        if r.get("variant", "").endswith("-none") and r["engine"] == "zerotrain" and "error" not in r:
+            base[(r["rate"], r["stage"])] = r
+    ratios = []
+    top = report["rates"][-1]  # the unthrottled rate last
+    for r in runs:
+        if "error" in r:
+            continue
+        if r["engine"] == "zerotrain":
+            b = base.get((r["rate"], r["stage"]))
+            if b and r.get("wire_bytes"):
+                r["bytes_cut"] = b["wire_bytes"] / r["wire_bytes"]
+            u = base.get((top, r["stage"]))
+            if u:
+                r["vs_unthrottled"] = r["step_s"] / u["step_s"]
+    for rate in report["rates"]:
+        zs = [r for r in runs if r["rate"] == rate and r["engine"] == "zerotrain"
+              and r.get("stage") == 0 and "error" not in r]
+        ps = [r for r in runs if r["rate"] == rate and r.get("hook") == "powersgd"
+              and "error" not in r]
+        if zs and ps:
+            best = min(zs, key=lambda r: r["step_s"])
+            ratios.append(f"{rate}: PowerSGD hook step / zerotrain best ({best['variant']}) step = "
+                          f"{ps[0]['step_s'] / best['step_s']:.2f}")
+    report["ratios"] = ratios
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zerotrain", default=os.path.join(REPO, "build", "zerotrain"))
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--rates", default="1,none", help="Gbit/s per link rate; none: unthrottled")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--peers", default=",".join(HOOKS))
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--out")
+    ap.add_argument("--json")
+    peer_env.add_peers_dir_option(ap)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        ap.error("needs root (network namespaces and tc)")
+    rates = [r.strip() for r in args.rates.split(",")]
+    report = dict(date=f"{datetime.datetime.now():%Y-%m-%d %H:%M}", git=git_describe(),
+                  machine=machine_info(), command="python3 bench/" + " ".join(
+                      [os.path.basename(sys.argv[0])] + sys.argv[1:]),
+                  rates=rates, ceiling_gbit={}, runs=[])
+    netns_link.setup()
+    try:
+        with tempfile.TemporaryDirectory(prefix="zt-comp-") as work:
+            for rate in rates:
+                netns_link.set_rate(None if rate == "none" else float(rate))
+                report["ceiling_gbit"][rate] = netns_link.measure_gbit()
+                log(f"link {rate}: {report['ceiling_gbit'][rate]:.2f} Gbit/s measured")
+                for v in [x for x in args.variants.split(",") if x]:
+                    r = run_zerotrain(args, v, work)
+                    r["rate"] = rate
+                    log(v, {k: r.get(k) for k in ("step_s", "exposed_s", "wire_bytes", "error")})
+                    report["runs"].append(r)
+                for p in [x for x in args.peers.split(",") if x]:
+                    r = run_peer(args, p, work)
+                    r["rate"] = rate
+                    log(p, {k: r.get(k) for k in ("step_s", "tx_bytes_per_step", "error")})
+                    report["runs"].append(r)
+    finally:
+        netns_link.teardown()
+    derive(report)
+    text = markdown(report)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
