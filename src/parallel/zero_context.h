@@ -37,6 +37,10 @@ struct ZeroOptions {
     int64_t max_live_parameters = 1000000000;  // stage 3: prefetch stops at this many gathered
     DType comm_dtype = DType::kF32;            // gradient reductions (communication_data_type)
     GradCompressionOptions grad_compression;   // gradient reductions as a codec's bytes
+    // zero_quantized_weights (ZeRO++ qwZ): stage 3's gathers carry the weights as this codec's
+    // bytes (blockwise int8); the master weights stay exact.
+    bool quantized_weights = false;
+    CodecOptions weight_codec{CodecKind::kInt8, 256, 0};
 };
 
 CommType comm_type_of(DType t);

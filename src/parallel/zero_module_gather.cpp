@@ -3,20 +3,25 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "comm/compressed.h"
+
 namespace zt {
 
 struct ModuleGather::Group {
     Range range;              // a module's own parameters: one contiguous arena range
     std::vector<int> params;  // indices into the arena's parameter list
     bool persistent = false;
-    Tensor buffer;         // gathered compute weights of `range`, while live or in flight
-    CommHandle handle;     // the gather, while in flight (null for one rank)
+    Tensor buffer;      // gathered compute weights of `range`, while live or in flight
+    CommHandle handle;  // the gather, while in flight (null for one rank)
     std::unique_ptr<ParamTier::Fetch> fetch;  // offload_param: the owned slice being read
     bool unbound = false;  // gathered or in flight, parameters not yet pointing at buffer
     int refs = 0;          // modules inside whose forward or backward we are
+    std::unique_ptr<CompressedExchange> exchange;  // quantized weights: the bytes in flight
 };
 
 ModuleGather::ModuleGather(ZeroContext& ctx, Module& model) : ctx_(ctx) {
+    if (ctx_.options.quantized_weights && ctx_.ranks > 1)
+        weight_codec_ = make_codec(ctx_.options.weight_codec);
     const int64_t P = ctx_.padded();
     std::unordered_map<const Module*, int> group_of_module;
     group_of_param_.assign(ctx_.arena.params().size(), -1);
@@ -117,7 +122,19 @@ void ModuleGather::issue_gather(Group& G, const char* src) {
     const DType ct = ctx_.arena.options().compute_dtype;
     const Range mine = intersect(G.range, ctx_.owned);
     const size_t es = dtype_size(ct);
-    if (ctx_.ranks > 1)
+    if (weight_codec_) {  // the owned slice in f32, encoded; decoded in finish_gather
+        Tensor mine_f32;
+        const float* x = reinterpret_cast<const float*>(src);
+        if (ct != DType::kF32) {
+            mine_f32 = Tensor::empty(ctx_.pool, {mine.size()}, DType::kF32, MemCategory::kComm);
+            convert(src, ct, mine_f32.raw(), DType::kF32, static_cast<size_t>(mine.size()));
+            x = mine_f32.data<float>();
+        }
+        G.exchange = std::make_unique<CompressedExchange>(
+            ctx_.pool, *ctx_.comm, *weight_codec_, rank_counts(G.range, ctx_.padded(), ctx_.ranks),
+            comm_type_of(ct));
+        G.handle = G.exchange->start_all_gather(x, nullptr);
+    } else if (ctx_.ranks > 1)
         G.handle = ctx_.comm->all_gather(
             src, G.buffer.raw(), rank_counts(G.range, ctx_.padded(), ctx_.ranks), comm_type_of(ct));
     else
@@ -139,6 +156,18 @@ void ModuleGather::finish_gather(int g) {
     G.handle = nullptr;
     G.unbound = false;
     const DType ct = ctx_.arena.options().compute_dtype;
+    if (G.exchange) {
+        MemScope scope(ctx_.pool, MemPhase::kComm);
+        if (ct == DType::kF32) {
+            G.exchange->finish_all_gather(G.buffer.data<float>());
+        } else {
+            Tensor all =
+                Tensor::empty(ctx_.pool, {G.range.size()}, DType::kF32, MemCategory::kComm);
+            G.exchange->finish_all_gather(all.data<float>());
+            G.buffer.copy_from(all);
+        }
+        G.exchange.reset();
+    }
     for (int i : G.params) {
         Parameter& p = ctx_.param(i);
         p.var->value = Tensor::view_of(G.buffer.storage(), p.offset - G.range.lo, p.shape, ct);
@@ -189,6 +218,7 @@ void ModuleGather::release_transient() {
         if (G->persistent || G->refs > 0 || !G->buffer.defined()) continue;
         if (G->handle) ctx_.wait_exposed(G->handle);
         G->handle = nullptr;
+        G->exchange.reset();
         if (G->fetch) ctx_.param_tier->wait(*G->fetch);
         G->fetch.reset();
         G->unbound = false;

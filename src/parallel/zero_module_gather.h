@@ -3,12 +3,15 @@
 // weights it uses) and released after them. Units under persistence_threshold elements stay
 // gathered and are refreshed after each update. The gather order of the first training
 // micro-step is recorded; later gathers prefetch the next units in it, up to
-// prefetch_bucket_size elements ahead and max_live_parameters alive.
+// prefetch_bucket_size elements ahead and max_live_parameters alive. With quantized_weights
+// (zero_quantized_weights) a gather carries each rank's slice as the weight codec's bytes and
+// every rank decodes every slice, its own included, so all ranks compute with the same weights.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "comm/codec/codec.h"
 #include "parallel/zero_gather.h"
 
 namespace zt {
@@ -38,6 +41,7 @@ class ModuleGather final : public ParamGather {
     void release_transient();
 
     ZeroContext& ctx_;
+    std::unique_ptr<Codec> weight_codec_;  // quantized_weights on more than one rank
     std::vector<std::unique_ptr<Group>> groups_;
     std::vector<int> group_of_param_;
     std::vector<int> trace_;  // gather order seen in the first training micro-step

@@ -551,8 +551,12 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
         warnings.push_back(str_cat(z.key("sub_group_size"),
                                    ": has no effect in zerotrain without offload_optimizer (the "
                                    "in-memory step runs over one flat range)"));
+    zc.quantized_weights = z.get_bool("zero_quantized_weights", false);
+    ZT_CHECK(!zc.quantized_weights || zc.stage == 3, z.key("zero_quantized_weights"),
+             ": quantizes stage 3's parameter gathers; this config has stage ", zc.stage,
+             " (set stage 3, or remove it)");
+    zc.quantized_gradients = z.get_bool("zero_quantized_gradients", false);
     for (const char* k : {"cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
-                          "zero_quantized_weights", "zero_quantized_gradients",
                           "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather"})
         ZT_CHECK(!z.get_bool(k, false), z.key(k),
                  ": not supported yet; remove it or set it to false");

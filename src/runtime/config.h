@@ -74,6 +74,10 @@ struct ZeroConfig {
     // offload_optimizer, sub_group_size and the top-level "aio" section (docs/offload.md).
     OffloadOptimizerOptions offload_optimizer;
     OffloadParamOptions offload_param;
+    // ZeRO++ (docs/compression.md): stage 3's gathers in blockwise int8; gradient reductions in
+    // blockwise int4 (as compression.gradients {"type": "int4"}).
+    bool quantized_weights = false;
+    bool quantized_gradients = false;
 };
 
 // "comm": how ranks talk. The world is the MPI world under "mpi" (1 without mpirun/srun) and

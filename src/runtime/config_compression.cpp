@@ -122,6 +122,14 @@ void parse_compression(Section& root, TrainConfig& c, std::vector<std::string>& 
     Section grads = s.section("gradients");
     if (!grads.empty()) parse_gradients(grads, c.grad_compression, c, warnings);
     s.finish();
+    if (c.zero.quantized_gradients) {  // ZeRO++'s qgZ: 4-bit blockwise gradients
+        ZT_CHECK(!c.grad_compression.enabled,
+                 "zero_optimization.zero_quantized_gradients and compression.gradients both "
+                 "choose the gradients' codec; keep one");
+        c.grad_compression.enabled = true;
+        c.grad_compression.codec = {CodecKind::kInt4, 256, 0};
+        c.grad_compression.error_feedback = true;
+    }
 }
 
 }  // namespace zt::config_detail

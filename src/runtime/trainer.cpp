@@ -279,6 +279,7 @@ EngineOptions engine_options(const TrainConfig& cfg) {
     eo.zero.max_live_parameters = z.stage3_max_live_parameters;
     eo.zero.comm_dtype = parse_dtype(cfg.communication_data_type);
     eo.zero.grad_compression = cfg.grad_compression;
+    eo.zero.quantized_weights = z.quantized_weights;
     eo.offload_optimizer = z.offload_optimizer;
     eo.offload_param = z.offload_param;
     eo.optimizer = make_optimizer(cfg.optimizer);
