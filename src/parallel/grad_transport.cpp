@@ -1,5 +1,9 @@
 #include "parallel/grad_transport.h"
 
+#include <algorithm>
+
+#include "util/error.h"
+
 namespace zt {
 
 namespace {
@@ -74,11 +78,32 @@ class CompressedTransport final : public GradTransport {
 
     std::vector<Tensor*> residuals() override {
         std::vector<Tensor*> out;
+        if (!error_feedback_) return out;
         for (size_t b = 0; b < worker_.size(); ++b) {
             out.push_back(&worker_[b]);
             out.push_back(&server_[b]);
         }
         return out;
+    }
+
+    std::string residual_layout() const override {
+        if (!error_feedback_) return {};
+        std::string s = str_cat(codec_kind_name(codec_->kind()), " ranks ", ctx_.ranks, " rank ",
+                                ctx_.rank, " buckets");
+        for (const Bucket& b : ctx_.buckets) s += str_cat(" ", b.range.lo, "-", b.range.hi);
+        return s;
+    }
+
+    void load_residual(size_t i, std::span<const float> data) override {
+        const size_t b = i / 2;
+        ZT_ASSERT(error_feedback_ && b < worker_.size(), "residual ", i, " out of range");
+        const int64_t n = i % 2 == 0 ? ctx_.buckets[b].range.size()
+                                     : rank_counts(ctx_.buckets[b].range, ctx_.padded(),
+                                                   ctx_.ranks)[static_cast<size_t>(ctx_.rank)];
+        ZT_CHECK(static_cast<int64_t>(data.size()) == n, "error-feedback residual ", i, ": ",
+                 data.size(), " values, the bucket needs ", n);
+        float* dst = residual(i % 2 == 0 ? worker_ : server_, static_cast<int>(b), n);
+        std::copy(data.begin(), data.end(), dst);
     }
 
   private:

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <memory>
+#include <span>
+#include <string>
 
 #include "comm/codec/codec.h"
 #include "comm/compressed.h"
@@ -28,9 +30,14 @@ class GradTransport {
     virtual void finish_reduce_scatter(BucketReduction& r) = 0;
     // What went through codecs since the transport was made (zeros for the plain one).
     virtual CompressionStats stats() const { return {}; }
-    // The error-feedback residuals, for checkpoints: per bucket, worker then server (empty
-    // tensors where there is none). Empty for the plain transport.
+    // The error-feedback residuals, for checkpoints: per bucket, the worker's then the server's
+    // (undefined tensors where none was made yet). Empty without error feedback.
     virtual std::vector<Tensor*> residuals() { return {}; }
+    // What residuals() depends on: the codec, the ranks and this rank, the buckets. A checkpoint's
+    // residuals restore only into a transport with the same layout.
+    virtual std::string residual_layout() const { return {}; }
+    // Residual i of residuals() <- data (allocated here when it was not made yet).
+    virtual void load_residual(size_t, std::span<const float>) {}
 };
 
 std::unique_ptr<GradTransport> make_grad_transport(ZeroContext& ctx,

@@ -71,8 +71,4 @@ CompressionStats ZeroDataParallel::grad_compression_stats() const {
     return ctx_.transport->stats();
 }
 
-std::vector<Tensor*> ZeroDataParallel::grad_compression_residuals() {
-    return ctx_.transport->residuals();
-}
-
 }  // namespace zt

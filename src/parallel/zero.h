@@ -75,7 +75,7 @@ class ZeroDataParallel {
     // What the gradient reductions sent through compression.gradients' codec so far, and the
     // codec's error-feedback residuals (grad_transport.h).
     CompressionStats grad_compression_stats() const;
-    std::vector<Tensor*> grad_compression_residuals();
+    GradTransport& grad_transport() { return *ctx_.transport; }
     // Stage 3: elements of gathered parameters alive now (persistent ones included).
     int64_t live_gathered() const { return stage_->gather().live_gathered(); }
 

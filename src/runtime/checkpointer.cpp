@@ -13,6 +13,7 @@
 #include "comm/gather_strings.h"
 #include "compression/masked_optimizer.h"
 #include "runtime/checkpoint_read.h"
+#include "runtime/comm_state_checkpoint.h"
 #include "runtime/fault_injection.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -269,7 +270,8 @@ struct Checkpointer::Pending {
     CheckpointFile file;
     std::vector<NamedSparseBlock> sparse;  // copies of this rank's sparse blocks
     SparseFileInfo sparse_file;
-    std::string error;  // this rank's write failed
+    CommStateCopy comm_state;  // error-feedback residuals (comm_state_checkpoint.h)
+    std::string error;         // this rank's write failed
 };
 
 Checkpointer::Checkpointer(Engine& engine, Communicator* comm, CheckpointOptions options)
@@ -318,6 +320,7 @@ void Checkpointer::save() {
     p->range = shard_range(engine_);
     shard_tensors(engine_, &p->names, &p->data, &p->copies);
     p->sparse = sparse_blocks(engine_);
+    p->comm_state = copy_comm_state(engine_);
     const int rank = comm_ ? comm_->rank() : 0;
     auto write = [pp = p.get(), rank, io = options_.io] {
         try {
@@ -329,6 +332,8 @@ void Checkpointer::save() {
                 pp->sparse_file =
                     write_sparse_file(pp->partial + "/" + sparse_file_name(rank), pp->sparse);
             std::vector<NamedSparseBlock>().swap(pp->sparse);
+            write_comm_state(pp->partial, rank, pp->comm_state);
+            pp->comm_state = {};
         } catch (const std::exception& e) {
             pp->error = e.what();
         }
@@ -514,6 +519,12 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
             c.has_scaler = false;  // keep the fresh scaler
         }
         engine.restore(c);
+        if (const std::string why = read_comm_state(cand, comm ? comm->rank() : 0, engine);
+            !why.empty())
+            log_warn(
+                "resume: the error-feedback residuals of compression.gradients restart at "
+                "zero: ",
+                why);
         return m;
     }
     return std::nullopt;

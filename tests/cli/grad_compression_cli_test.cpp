@@ -245,3 +245,32 @@ TEST_F(GradCompressionCli, ZeroPlusPlusQuantizedWeightsAndGradients) {
     EXPECT_EQ(both.code, 2) << both.output;
     EXPECT_NE(both.output.find("keep one"), std::string::npos) << both.output;
 }
+
+TEST_F(GradCompressionCli, ErrorFeedbackResidualsResumeBitForBit) {
+    // int4 with error feedback at stage 2 (residuals per bucket and per owned segment): stopped
+    // at step 3 and resumed, the run continues exactly as the uninterrupted one; resumed on 4
+    // ranks (another layout) the residuals restart at zero, and the run says so.
+    auto cfg = [&](int steps, int dp) {
+        nlohmann::json j = with(config(steps, dp, 2), {{"type", "int4"}});
+        j["checkpoint"] = {{"interval_steps", 3}};
+        return j;
+    };
+    train_ok(cfg(6, 2), "full", 2);
+    train_ok(cfg(3, 2), "resumed", 2);
+    const CommandResult r = train_run(cfg(6, 2), "resumed", "--resume", 2);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(r.output.find("restart at zero"), std::string::npos) << r.output;
+    const RunLog full = read_run("full"), resumed = read_run("resumed");
+    ASSERT_EQ(full.loss.size(), 6u);
+    EXPECT_EQ(resumed.loss, full.loss);
+    EXPECT_EQ(resumed.weights, full.weights);
+    EXPECT_TRUE(fs::exists(dir_ / "full" / "checkpoints" / "step_00000003" /
+                           "comm_state_00001.safetensors"));
+
+    train_ok(cfg(3, 2), "other", 2);
+    const CommandResult o = train_run(cfg(6, 4), "other", "--resume", 4);
+    ASSERT_EQ(o.code, 0) << o.output;
+    EXPECT_NE(o.output.find("restart at zero: they were written for another layout"),
+              std::string::npos)
+        << o.output;
+}
