@@ -41,8 +41,10 @@ VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
     "s0-fp8": (0, {"type": "fp8_e4m3"}),
     "s0-int4": (0, {"type": "int4"}),
     "s0-topk1%": (0, {"type": "topk", "ratio": 0.01}),
+    "s0-onebit": (0, {"type": "onebit"}),
     "s3-none": (3, None),
     "s3-int8": (3, {"type": "int8"}),
+    "s3-zero++": (3, "zero++"),  # zero_quantized_weights and zero_quantized_gradients
 }
 HOOKS = {"torch-none": ("none", 0), "torch-fp16": ("fp16", 0), "torch-powersgd4": ("powersgd", 4)}
 
@@ -57,7 +59,9 @@ def run_zerotrain(args, variant, workdir):
     cfg["steps_per_print"] = 1
     cfg["train_batch_size"] = 2 * cfg["train_micro_batch_size_per_gpu"]
     cfg["zero_optimization"] = {"stage": stage}
-    if grads:
+    if grads == "zero++":
+        cfg["zero_optimization"].update(zero_quantized_weights=True, zero_quantized_gradients=True)
+    elif grads:
         cfg["compression"] = {"gradients": grads}
     run_dir = tempfile.mkdtemp(prefix=variant + "-", dir=workdir)
     path = os.path.join(run_dir, "config.json")
@@ -86,10 +90,8 @@ def run_zerotrain(args, variant, workdir):
     if g:
         res.update(wire_bytes=g["wire_bytes"], raw_bytes=g["raw_bytes"],
                    relative_error=g.get("relative_error"))
-    else:  # the plain collectives' bytes, from the comm entry
-        res["wire_bytes"] = res["raw_bytes"] = sum(
-            v["bytes"] for k, v in steps[-1]["comm"].items()
-            if k in ("all_reduce", "reduce_scatter", "all_gather"))
+    # Every collective's bytes this step (gathers of weights at stage 3 included).
+    res["comm_bytes"] = sum(v["bytes"] for v in steps[-1]["comm"].values())
     return res
 
 
@@ -137,13 +139,13 @@ def markdown(report):
     for rate in report["rates"]:
         rows = [r for r in report["runs"] if r["rate"] == rate]
         out += [f"## Link {rate} (measured TCP ceiling {fmt(report['ceiling_gbit'][rate])} Gbit/s)",
-                "", "| run | step s | exposed comm s | bytes/step/rank sent | bytes cut | "
+                "", "| run | step s | exposed comm s | bytes sent per step and rank | bytes cut | "
                 "vs unthrottled uncompressed | final loss | error |", "|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if "error" in r:
                 out.append(f"| {r['variant']} | failed: {r['error'][:150]} | | | | | | |")
                 continue
-            sent = r.get("wire_bytes") if r["engine"] == "zerotrain" else r.get("tx_bytes_per_step")
+            sent = r.get("comm_bytes") if r["engine"] == "zerotrain" else r.get("tx_bytes_per_step")
             out.append(f"| {r['variant']} | {fmt(r['step_s'])} | {fmt(r.get('exposed_s'))} | "
                        f"{fmt(sent, '{:,.0f}')} | {fmt(r.get('bytes_cut'), '{:.2f}x')} | "
                        f"{fmt(r.get('vs_unthrottled'), '{:.2f}x')} | {fmt(r.get('loss_last'), '{:.4f}')} | "
@@ -166,8 +168,8 @@ def derive(report):
             continue
         if r["engine"] == "zerotrain":
             b = base.get((r["rate"], r["stage"]))
-            if b and r.get("wire_bytes"):
-                r["bytes_cut"] = b["wire_bytes"] / r["wire_bytes"]
+            if b and r.get("comm_bytes"):
+                r["bytes_cut"] = b["comm_bytes"] / r["comm_bytes"]
             u = base.get((top, r["stage"]))
             if u:
                 r["vs_unthrottled"] = r["step_s"] / u["step_s"]
@@ -213,7 +215,7 @@ def main():
                 for v in [x for x in args.variants.split(",") if x]:
                     r = run_zerotrain(args, v, work)
                     r["rate"] = rate
-                    log(v, {k: r.get(k) for k in ("step_s", "exposed_s", "wire_bytes", "error")})
+                    log(v, {k: r.get(k) for k in ("step_s", "exposed_s", "comm_bytes", "error")})
                     report["runs"].append(r)
                 for p in [x for x in args.peers.split(",") if x]:
                     r = run_peer(args, p, work)

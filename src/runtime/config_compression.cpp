@@ -81,10 +81,12 @@ void parse_quantization(Section& s, QatOptions& q, const TrainConfig& c) {
 void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c,
                      std::vector<std::string>& warnings) {
     const std::string type = s.get_choice(
-        "type", "int8", {"f32", "bf16", "fp16", "int8", "int4", "fp8_e4m3", "fp8_e5m2", "topk"});
+        "type", "int8",
+        {"f32", "bf16", "fp16", "int8", "int4", "fp8_e4m3", "fp8_e5m2", "topk", "onebit"});
     g.enabled = true;
     g.codec.kind = parse_codec_kind(type);
-    const bool blockwise = type == "int8" || type == "int4" || type.rfind("fp8", 0) == 0;
+    const bool blockwise =
+        type == "int8" || type == "int4" || type.rfind("fp8", 0) == 0 || type == "onebit";
     if (blockwise)
         g.codec.block = s.get_int("block", 256, 1);
     else
@@ -99,7 +101,8 @@ void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c
                  ": only \"topk\" keeps a ratio; remove it "
                  "for \"",
                  type, "\"");
-    g.error_feedback = s.get_bool("error_feedback", type == "topk" || type == "int4");
+    g.error_feedback =
+        s.get_bool("error_feedback", type == "topk" || type == "int4" || type == "onebit");
     s.finish();
     ZT_CHECK(c.communication_data_type == c.grad_accum_dtype, s.key("type"),
              ": communication_data_type \"", c.communication_data_type,

@@ -17,6 +17,7 @@ constexpr KindName kKindNames[] = {
     {CodecKind::kF16, "fp16"},         {CodecKind::kInt8, "int8"},
     {CodecKind::kInt4, "int4"},        {CodecKind::kFp8E4M3, "fp8_e4m3"},
     {CodecKind::kFp8E5M2, "fp8_e5m2"}, {CodecKind::kTopK, "topk"},
+    {CodecKind::kSign, "onebit"},
 };
 }  // namespace
 
@@ -24,7 +25,7 @@ CodecKind parse_codec_kind(const std::string& name) {
     for (const KindName& k : kKindNames)
         if (name == k.name) return k.kind;
     ZT_CHECK(false, "codec: unknown type \"", name,
-             "\"; expected f32, bf16, fp16, int8, int4, fp8_e4m3, fp8_e5m2 or topk");
+             "\"; expected f32, bf16, fp16, int8, int4, fp8_e4m3, fp8_e5m2, topk or onebit");
     return CodecKind::kF32;
 }
 
@@ -49,6 +50,9 @@ std::unique_ptr<Codec> make_codec(const CodecOptions& o) {
             ZT_CHECK(o.block >= 1, "codec ", codec_kind_name(o.kind),
                      ": block must be at least 1, got ", o.block);
             return codec_detail::make_block_codec(o.kind, o.block);
+        case CodecKind::kSign:
+            ZT_CHECK(o.block >= 1, "codec onebit: block must be at least 1, got ", o.block);
+            return codec_detail::make_sign_codec(o.block);
         case CodecKind::kTopK:
             ZT_CHECK(std::isfinite(o.ratio) && o.ratio > 0 && o.ratio <= 1,
                      "codec topk: ratio must be in (0, 1], got ", o.ratio);

@@ -22,15 +22,16 @@ enum class CodecKind : uint8_t {
     kFp8E4M3,
     kFp8E5M2,
     kTopK,  // the ceil(ratio n) largest |x| as (u32 index, f32 value) pairs, the rest zero
+    kSign,  // one bit a value: sign(x) times a per-block scale (mean |x|), "onebit"
 };
 
 struct CodecOptions {
     CodecKind kind = CodecKind::kF32;
-    int64_t block = 256;  // values per scale (blockwise kinds)
+    int64_t block = 256;  // values per scale (blockwise kinds and onebit)
     double ratio = 0.01;  // kept fraction (top-k)
 };
 
-// "f32", "bf16", "fp16", "int8", "int4", "fp8_e4m3", "fp8_e5m2", "topk"
+// "f32", "bf16", "fp16", "int8", "int4", "fp8_e4m3", "fp8_e5m2", "topk", "onebit"
 CodecKind parse_codec_kind(const std::string& name);
 const char* codec_kind_name(CodecKind k);
 bool codec_kind_lossless(CodecKind k);
