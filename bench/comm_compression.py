@@ -118,7 +118,9 @@ def run_peer(args, name, workdir):
         if line.startswith("RESULT "):
             res.update(json.loads(line[7:]))
             return res
-    res["error"] = (outs[1][1] or outs[0][1])[-400:]
+    err = outs[1][1] or outs[0][1]
+    named = [x for x in err.splitlines() if "Error" in x or "error" in x]
+    res["error"] = ((named[-1] + " ... ") if named else "") + err[-300:]
     return res
 
 

@@ -19,6 +19,11 @@ namespace zt::testing {
 
 namespace fs = std::filesystem;
 
+// The environment of an mpirun test: root allowed (this container), one passive thread per rank.
+constexpr const char* kMpiEnv =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+    "OMP_WAIT_POLICY=passive ";
+
 class Cli : public ::testing::Test {
   protected:
     void SetUp() override {

@@ -14,9 +14,7 @@
 namespace zt::testing {
 namespace {
 
-constexpr const char* kMpiEnv =
-    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
-    "OMP_WAIT_POLICY=passive ";
+using zt::testing::kMpiEnv;
 
 nlohmann::json sharded_config() {
     return {{"train_micro_batch_size_per_gpu", 32},

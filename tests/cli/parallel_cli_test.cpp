@@ -17,9 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kSteps = 20;
-constexpr const char* kMpiEnv =
-    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
-    "OMP_WAIT_POLICY=passive ";
+using zt::testing::kMpiEnv;
 constexpr const char* kMpirun = "timeout 120 mpirun --oversubscribe --mca btl self,vader ";
 
 struct Losses {

@@ -19,9 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kMpiEnv =
-    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
-    "OMP_WAIT_POLICY=passive ";
+using zt::testing::kMpiEnv;
 
 class PipelineCli : public Cli {
   protected:
