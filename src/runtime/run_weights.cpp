@@ -6,6 +6,7 @@
 
 #include "comm/gather_strings.h"
 #include "parallel/tensor_parallel_weights.h"
+#include "runtime/keyed_rows_export.h"
 
 namespace zt {
 
@@ -105,6 +106,7 @@ void save_weights(Engine& engine, const ModelFamily& family, const std::string& 
     for (size_t i = 0; i < sparse_names.size(); ++i)
         named.push_back({sparse_names[i], sp->shape(i), sparse[i].data()});
     family.export_weights(path, named, "F32");
+    if (sp && has_keyed_rows(*sp)) write_keyed_rows(*sp, keyed_rows_path(path));
 }
 
 ImportedWeights import_weights(Engine& engine, const ModelFamily& family, const std::string& path) {
