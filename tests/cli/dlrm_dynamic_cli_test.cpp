@@ -91,7 +91,7 @@ TEST_F(Cli, DynamicTableResumesBitForBit) {
         {"dynamic", true},
         {"dim", 8},
         {"min_count", 2},
-        {"evict", {{"unseen_steps", 4}, {"max_rows", 60}, {"policy", "lfu"}}},
+        {"evict", {{"unseen_steps", 4}, {"max_rows", 25}, {"policy", "lfu"}}},
         {"unadmitted", "default_row"}};
     j.erase("embedding");  // the dynamic table alone is sparse: sparse SGD at the dense rate
     j["checkpoint"] = {{"interval_steps", 4}};
@@ -116,7 +116,7 @@ TEST_F(Cli, DynamicTableResumesBitForBit) {
         const auto m = nlohmann::json::parse(line);
         if (!m.contains("embedding")) continue;
         const auto& t = m["embedding"]["dynamic_tables"]["emb_l.1.weight"];
-        EXPECT_LE(t["rows"].get<int64_t>(), 60);
+        EXPECT_LE(t["rows"].get<int64_t>(), 25);
         EXPECT_EQ(t["admissions"].get<int64_t>() - t["evictions"].get<int64_t>(),
                   t["rows"].get<int64_t>());
         EXPECT_GT(t["load_factor"].get<double>(), 0.0);
