@@ -107,6 +107,13 @@ TEST_F(Cli, DynamicTableResumesBitForBit) {
     EXPECT_EQ(a.weights, b.weights);
     EXPECT_EQ(read_tensors(dir_ / "full/model.dynamic.safetensors"),
               read_tensors(dir_ / "part/model.dynamic.safetensors"));
+    // `export --from` reads the rows, ids and eviction log of the last checkpoint (step 12).
+    const CommandResult e = run_zerotrain(str_cat("export ", (dir_ / "full.json").string(),
+                                                  " --from ", (dir_ / "full").string(), " --out ",
+                                                  (dir_ / "x.safetensors").string()));
+    ASSERT_EQ(e.code, 0) << e.output;
+    EXPECT_EQ(read_tensors(dir_ / "x.dynamic.safetensors"),
+              read_tensors(dir_ / "full/model.dynamic.safetensors"));
     // The table's figures: rows within the cap, admissions less evictions is rows, and the
     // exported deletions are evicted ids that are not rows now.
     std::ifstream f(dir_ / "full/metrics.jsonl");
