@@ -332,15 +332,14 @@ std::vector<std::string> DynamicTables::describe() const {
     std::vector<std::string> lines;
     for (const auto& t : tables_) {
         const DynamicTableOptions& o = t->options();
-        lines.push_back(
-            str_cat("embedding: ", o.name, " dynamic (dim ", o.dim, ", min_count ", o.min_count,
-                    ", evict after ",
-                    o.evict_unseen_steps ? str_cat(o.evict_unseen_steps, " unseen steps")
-                                         : std::string("never unseen"),
-                    ", max_rows ", o.max_rows ? std::to_string(o.max_rows) : std::string("none"),
-                    " by ", o.policy == EvictPolicy::kLru ? "LRU" : "LFU", ", unadmitted ids read ",
-                    o.unadmitted == UnadmittedRow::kZeros ? "zeros" : "a default row",
-                    "), updated by sparse ", sparse_optim_name(options_.optimizer.kind)));
+        lines.push_back(str_cat(
+            "embedding: ", o.name, " dynamic (dim ", o.dim, ", min_count ", o.min_count, ", ",
+            o.evict_unseen_steps ? str_cat("evicted after ", o.evict_unseen_steps, " unseen steps")
+                                 : std::string("no expiry"),
+            ", max_rows ", o.max_rows ? std::to_string(o.max_rows) : std::string("none"), " by ",
+            o.policy == EvictPolicy::kLru ? "LRU" : "LFU", ", unadmitted ids read ",
+            o.unadmitted == UnadmittedRow::kZeros ? "zeros" : "a default row",
+            "), updated by sparse ", sparse_optim_name(options_.optimizer.kind)));
     }
     return lines;
 }
