@@ -273,7 +273,7 @@ void Commands::add_export(CLI::App& app) {
                                     dtype);
         }
         if (keyed) {  // with their ids, beside the weights (docs/embedding-dynamic.md)
-            write_keyed_rows(*engine.sparse_params(), keyed_rows_path(out_path_));
+            write_keyed_rows(*engine.sparse_params(), keyed_rows_path(out_path_), true);
             std::fprintf(stderr, "wrote %s (dynamic tables' rows and ids)\n",
                          keyed_rows_path(out_path_).c_str());
         }

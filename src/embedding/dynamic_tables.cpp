@@ -4,160 +4,48 @@
 #include <cstring>
 #include <numeric>
 
+#include "comm/communicator.h"
+#include "embedding/dynamic_tables_detail.h"
 #include "util/error.h"
-#include "util/radix_sort.h"
 
 namespace zt {
 
-// One table's gradients of a step: per row slot, its position in `slots` (first touch order) or
-// -1; after finish_grads, merged_slots / merged ascending by id (Note [Merge order] of
-// ShardedTables on one rank: a row's micro-batch parts added in order into zero).
-struct DynamicTables::Acc {
-    std::vector<int64_t> pos;  // per slot
-    std::vector<int64_t> slots;
-    std::vector<float> grads;         // slots.size() x dim
-    std::vector<float> default_grad;  // dim, when the default row was read
-    std::vector<int64_t> merged_slots;
-    std::vector<float> merged;
-    bool merged_default = false;
-};
-
-// A lookup's rows, kept for its backward: per table, the compact table's Var and, per distinct
-// id, its slot (-1: unadmitted).
-struct DynamicTables::Lookup {
-    std::vector<Var> compact;
-    std::vector<std::vector<int64_t>> slots;
-};
-
-namespace {
-
-// The raw id of a batch id: its 32 bits as stored (data/click files carry 32-bit ids).
-uint64_t raw_id(int32_t id) { return static_cast<uint32_t>(id); }
-
-}  // namespace
-
 DynamicTables::DynamicTables(MemoryPool& pool, std::vector<DynamicTableOptions> tables,
-                             std::vector<int> features, const DynamicTablesOptions& options)
+                             std::vector<int> features, Communicator* comm,
+                             const DynamicTablesOptions& options)
     : pool_(pool),
       features_(std::move(features)),
+      comm_(comm && comm->size() > 1 ? comm : nullptr),
+      rank_(comm_ ? comm_->rank() : 0),
+      ranks_(comm_ ? comm_->size() : 1),
       options_(options),
       optimizer_(options.optimizer) {
     ZT_ASSERT(tables.size() == features_.size(), "one feature per dynamic table");
     for (DynamicTableOptions& t : tables) {
         t.optimizer = options_.optimizer;
+        if (t.max_rows > 0) t.max_rows = (t.max_rows + ranks_ - 1) / ranks_;  // per rank
         tables_.push_back(std::make_unique<DynamicTable>(pool_, std::move(t)));
         acc_.push_back(std::make_unique<Acc>());
     }
+    global_rows_.assign(tables_.size(), 0);
+    gathered_ids_.resize(tables_.size());
+    group_stats_.resize(tables_.size());
+}
+
+std::vector<uint64_t> DynamicTables::all_words(const std::vector<uint64_t>& mine) const {
+    if (!comm_) return mine;
+    const auto R = static_cast<size_t>(ranks_);
+    std::vector<int64_t> ones(R, 1), counts(R);
+    const auto n = static_cast<int64_t>(mine.size());
+    comm_->all_gather(&n, counts.data(), ones, CommType::kI64)->wait();
+    int64_t sum = 0;
+    for (int64_t c : counts) sum += c;
+    std::vector<uint64_t> all(static_cast<size_t>(sum));
+    comm_->all_gather(mine.data(), all.data(), counts, CommType::kI64)->wait();
+    return all;
 }
 
 DynamicTables::~DynamicTables() = default;
-
-std::vector<Var> DynamicTables::lookup(Tape& tape, const ClickBatch& batch,
-                                       std::span<const ops::BagPooling> pooling) {
-    ZT_ASSERT(pooling.size() == tables_.size(), "one pooling per dynamic table");
-    const bool train = tape.recording();
-    auto lk = std::make_shared<Lookup>();
-    const DType dt = options_.compute_dtype;
-    const size_t esize = dtype_size(dt);
-    const size_t nt = tables_.size();
-    std::vector<std::vector<int32_t>> own_uniq(nt), own_index(nt);
-    std::vector<std::span<const int32_t>> index(nt);
-    std::vector<Var> compact(nt);
-    std::vector<uint64_t> keys, tmp;
-    for (size_t i = 0; i < nt; ++i) {
-        DynamicTable& t = *tables_[i];
-        const auto f = static_cast<size_t>(features_[i]);
-        std::span<const int32_t> uniq;
-        if (batch.distinct.size() == batch.ids.size() &&
-            batch.distinct_index.size() == batch.ids.size()) {
-            uniq = batch.distinct[f];
-            index[i] = batch.distinct_index[f];
-        } else {
-            index_distinct(batch.ids[f], own_uniq[i], own_index[i], keys, tmp);
-            uniq = own_uniq[i];
-            index[i] = own_index[i];
-        }
-        const auto U = static_cast<int64_t>(uniq.size());
-        const int64_t dim = t.dim();
-        std::vector<int64_t> slots(static_cast<size_t>(U));
-        for (int64_t u = 0; u < U; ++u) {
-            const uint64_t id = raw_id(uniq[static_cast<size_t>(u)]);
-            slots[static_cast<size_t>(u)] = train ? t.see(id) : t.find(id);
-        }
-        // (U, dim) rows in the compute dtype: the row, the default row, or zeros.
-        Tensor rows = Tensor::empty(tape.pool(), {U, dim}, dt, MemCategory::kActivations);
-        auto* base = static_cast<char*>(rows.raw());
-        const std::vector<float> zeros(static_cast<size_t>(dim), 0.0f);
-        int64_t unadmitted = 0;
-        for (int64_t u = 0; u < U; ++u) {
-            const int64_t s = slots[static_cast<size_t>(u)];
-            const float* src = s >= 0 ? t.row(s) : t.default_row();
-            if (s < 0) ++unadmitted;
-            convert(src ? src : zeros.data(), DType::kF32,
-                    base + static_cast<size_t>(u * dim) * esize, dt, static_cast<size_t>(dim));
-        }
-        if (!train) {
-            compact[i] = make_var(rows);
-            continue;
-        }
-        ids_seen_ += U;
-        ids_unadmitted_ += unadmitted;
-        compact[i] = make_var(rows, true);
-        compact[i]->grad =
-            Tensor::zeros(tape.pool(), rows.shape(), DType::kF32, MemCategory::kActivations);
-        lk->compact.push_back(compact[i]);
-        lk->slots.push_back(std::move(slots));
-    }
-    // Pushed before the pooling ops, so that it runs after all of their backwards.
-    if (train) tape.push("dynamic_embedding_rows", [this, lk] { backward(*lk); });
-    std::vector<Var> out;
-    for (size_t i = 0; i < nt; ++i) {
-        const auto f = static_cast<size_t>(features_[i]);
-        out.push_back(ops::embedding_bag(tape, compact[i], index[i], batch.offsets[f],
-                                         batch.weights[f], pooling[i]));
-    }
-    return out;
-}
-
-// Each distinct row's gradient (summed from zero over its positions by embedding_bag's
-// backward) is added into the row's step accumulator; the unadmitted ids' gradients, ascending
-// by id, into a part from zero that is added into the default row's.
-void DynamicTables::backward(Lookup& lk) {
-    for (size_t i = 0; i < lk.compact.size(); ++i) {
-        DynamicTable& t = *tables_[i];
-        Acc& a = *acc_[i];
-        const int64_t dim = t.dim();
-        const float* g = lk.compact[i]->grad.data<float>();
-        const std::vector<int64_t>& slots = lk.slots[i];
-        std::vector<float> part;
-        if (a.pos.size() < static_cast<size_t>(t.rows()))
-            a.pos.resize(static_cast<size_t>(t.rows()), -1);
-        for (size_t u = 0; u < slots.size(); ++u) {
-            const float* gu = g + static_cast<int64_t>(u) * dim;
-            const int64_t s = slots[u];
-            if (s < 0) {
-                if (!t.default_row()) continue;  // zeros: nothing to train
-                if (part.empty()) part.assign(static_cast<size_t>(dim), 0.0f);
-                for (int64_t c = 0; c < dim; ++c) part[static_cast<size_t>(c)] += gu[c];
-                continue;
-            }
-            int64_t& p = a.pos[static_cast<size_t>(s)];
-            if (p < 0) {
-                p = static_cast<int64_t>(a.slots.size());
-                a.slots.push_back(s);
-                a.grads.resize(a.grads.size() + static_cast<size_t>(dim), 0.0f);
-            }
-            float* dst = a.grads.data() + p * dim;
-            for (int64_t c = 0; c < dim; ++c) dst[c] += gu[c];
-        }
-        if (!part.empty()) {
-            if (a.default_grad.empty()) a.default_grad.assign(static_cast<size_t>(dim), 0.0f);
-            for (int64_t c = 0; c < dim; ++c)
-                a.default_grad[static_cast<size_t>(c)] += part[static_cast<size_t>(c)];
-        }
-    }
-    lk.compact.clear();
-}
 
 void DynamicTables::finish_grads() {
     for (size_t i = 0; i < tables_.size(); ++i) {
@@ -177,13 +65,40 @@ void DynamicTables::finish_grads() {
                         static_cast<size_t>(dim) * sizeof(float));
             a.pos[static_cast<size_t>(a.slots[order[r]])] = -1;
         }
-        a.merged_default = !a.default_grad.empty();
         a.slots.clear();
         a.grads.clear();
     }
-    last_ids_seen_ = ids_seen_;
-    last_ids_unadmitted_ = ids_unadmitted_;
-    ids_seen_ = ids_unadmitted_ = 0;
+    reduce_default_grads();
+}
+
+// The default rows' gradients: each rank's part (the unadmitted ids it owns) added over the ranks
+// in rank order from zero, so every replica takes the same update.
+void DynamicTables::reduce_default_grads() {
+    for (size_t i = 0; i < tables_.size(); ++i) {
+        DynamicTable& t = *tables_[i];
+        Acc& a = *acc_[i];
+        a.merged_default = !a.default_grad.empty();
+        if (!comm_ || !t.default_row()) continue;
+        const int64_t dim = t.dim();
+        std::vector<float> mine(static_cast<size_t>(dim + 1), 0.0f);
+        mine[0] = a.merged_default ? 1.0f : 0.0f;
+        if (a.merged_default)
+            std::copy(a.default_grad.begin(), a.default_grad.end(), mine.begin() + 1);
+        std::vector<float> all(mine.size() * static_cast<size_t>(ranks_));
+        comm_
+            ->all_gather(mine.data(), all.data(),
+                         std::vector<int64_t>(static_cast<size_t>(ranks_), dim + 1), CommType::kF32)
+            ->wait();
+        a.merged_default = false;
+        a.default_grad.assign(static_cast<size_t>(dim), 0.0f);
+        for (int r = 0; r < ranks_; ++r) {
+            const float* f = all.data() + static_cast<size_t>(r) * mine.size();
+            if (f[0] == 0.0f) continue;
+            a.merged_default = true;
+            for (int64_t c = 0; c < dim; ++c) a.default_grad[static_cast<size_t>(c)] += f[1 + c];
+        }
+        if (!a.merged_default) a.default_grad.clear();
+    }
 }
 
 // Per row in double, added in ascending id order, then the default row (ShardedTables' order on
@@ -200,7 +115,7 @@ double DynamicTables::grad_sq_sum() const {
         };
         for (size_t r = 0; r < a.merged_slots.size(); ++r)
             sum += row_sq(a.merged.data() + r * static_cast<size_t>(dim));
-        if (a.merged_default) sum += row_sq(a.default_grad.data());
+        if (a.merged_default && rank_ == 0) sum += row_sq(a.default_grad.data());
     }
     return sum;
 }
@@ -232,6 +147,42 @@ void DynamicTables::step(double lr, double base_lr, int64_t update) {
         t.end_step();  // evictions: after the update, so no gradient is pending
     }
     zero_grads();
+    gather_stats();
+}
+
+// The tables' figures summed over the ranks (load factor: all ids over all slots), and the ids
+// the step sighted. One small all-gather a step; every rank steps.
+void DynamicTables::gather_stats() {
+    std::vector<uint64_t> mine;
+    for (const auto& t : tables_) {
+        const DynamicTableStats st = t->stats();
+        const auto cap = static_cast<uint64_t>(
+            st.load_factor > 0 ? static_cast<double>(st.rows) / st.load_factor + 0.5 : 0);
+        for (int64_t v : {st.rows, st.pending, st.admissions, st.evictions, st.bytes})
+            mine.push_back(static_cast<uint64_t>(v));
+        mine.push_back(cap);
+    }
+    mine.push_back(static_cast<uint64_t>(ids_seen_));
+    mine.push_back(static_cast<uint64_t>(ids_unadmitted_));
+    ids_seen_ = ids_unadmitted_ = 0;
+    const std::vector<uint64_t> all = all_words(mine);
+    const size_t per = mine.size();
+    std::vector<uint64_t> sum(per, 0);
+    for (size_t r = 0; r * per < all.size(); ++r)
+        for (size_t k = 0; k < per; ++k) sum[k] += all[r * per + k];
+    for (size_t i = 0; i < tables_.size(); ++i) {
+        const uint64_t* f = sum.data() + i * 6;
+        DynamicTableStats& g = group_stats_[i];
+        g.rows = static_cast<int64_t>(f[0]);
+        g.pending = static_cast<int64_t>(f[1]);
+        g.admissions = static_cast<int64_t>(f[2]);
+        g.evictions = static_cast<int64_t>(f[3]);
+        g.bytes = static_cast<int64_t>(f[4]);
+        g.load_factor = f[5] ? static_cast<double>(f[0]) / static_cast<double>(f[5]) : 0.0;
+        global_rows_[i] = g.rows;
+    }
+    last_ids_seen_ = static_cast<int64_t>(sum[per - 2]);
+    last_ids_unadmitted_ = static_cast<int64_t>(sum[per - 1]);
 }
 
 void DynamicTables::zero_grads() {
@@ -255,42 +206,61 @@ std::vector<std::string> DynamicTables::names() const {
     return out;
 }
 
-Shape DynamicTables::shape(size_t i) const { return {tables_.at(i)->rows(), tables_[i]->dim()}; }
+Shape DynamicTables::shape(size_t i) const {
+    return {comm_ ? global_rows_.at(i) : tables_.at(i)->rows(), tables_[i]->dim()};
+}
 
 int64_t DynamicTables::state_cols(size_t i) const { return tables_.at(i)->state_per_row(); }
 
 int64_t DynamicTables::numel() const {
     int64_t n = 0;
-    for (const auto& t : tables_) n += t->rows() * t->dim();
+    for (size_t i = 0; i < tables_.size(); ++i) n += shape(i)[0] * tables_[i]->dim();
     return n;
 }
 
-std::vector<uint64_t> DynamicTables::row_ids(size_t i) const {
-    const DynamicTable& t = *tables_.at(i);
-    std::vector<uint64_t> out(static_cast<size_t>(t.rows()));
-    for (int64_t s = 0; s < t.rows(); ++s) out[static_cast<size_t>(s)] = t.id_of(s);
-    std::sort(out.begin(), out.end());
-    return out;
-}
+std::vector<uint64_t> DynamicTables::row_ids(size_t i) const { return gathered_ids_.at(i); }
 
+// Collective: every rank's (id, row) pairs, merged in ascending id order (ids are distinct: each
+// has one owner). Every rank gets them; the contract asks only root's.
 std::vector<float> DynamicTables::gather(size_t i, int) {
     const DynamicTable& t = *tables_.at(i);
     const int64_t dim = t.dim();
-    std::vector<float> out;
-    out.reserve(static_cast<size_t>(t.rows() * dim));
-    for (uint64_t id : row_ids(i)) {
-        const float* r = t.row(t.find(id));
-        out.insert(out.end(), r, r + dim);
+    std::vector<uint64_t> mine;  // per row: id, then the row's bits (two floats per word)
+    const auto words = static_cast<size_t>((dim + 1) / 2);
+    for (int64_t s = 0; s < t.rows(); ++s) {
+        mine.push_back(t.id_of(s));
+        std::vector<uint64_t> w(words, 0);
+        std::memcpy(w.data(), t.row(s), static_cast<size_t>(dim) * sizeof(float));
+        mine.insert(mine.end(), w.begin(), w.end());
     }
+    const std::vector<uint64_t> all = all_words(mine);
+    const size_t per = 1 + words;
+    std::vector<size_t> order(all.size() / per);
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return all[a * per] < all[b * per]; });
+    std::vector<float> out(order.size() * static_cast<size_t>(dim));
+    std::vector<uint64_t>& ids = gathered_ids_[i];
+    ids.resize(order.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+        ids[k] = all[order[k] * per];
+        std::memcpy(out.data() + k * static_cast<size_t>(dim), all.data() + order[k] * per + 1,
+                    static_cast<size_t>(dim) * sizeof(float));
+    }
+    global_rows_[i] = static_cast<int64_t>(ids.size());
     return out;
 }
 
+// Collective. An id evicted and then admitted again is a row, not a deletion; both happen on its
+// owner, so the owner's check is enough.
 std::vector<uint64_t> DynamicTables::take_deleted(size_t i) {
     DynamicTable& t = *tables_.at(i);
-    std::vector<uint64_t> out;
+    std::vector<uint64_t> mine;
     for (uint64_t id : t.take_evicted())
-        if (t.find(id) < 0) out.push_back(id);  // evicted, then admitted again: a row now
-    return out;
+        if (t.find(id) < 0) mine.push_back(id);
+    std::vector<uint64_t> all = all_words(mine);
+    std::sort(all.begin(), all.end());
+    return all;
 }
 
 std::vector<float> DynamicTables::unadmitted_row(size_t i) const {
@@ -305,18 +275,24 @@ void DynamicTables::load(size_t i, const float*) {
              "weight file; start it empty or resume the run");
 }
 
+// One block per rank: rows [rank, rank + 1) of a layout of `col_end` ranks name the writer (the
+// block's data is the table's state on that rank, Note [Dynamic table state]).
 std::vector<SparseBlock> DynamicTables::blocks(size_t i) const {
     const DynamicTable& t = *tables_.at(i);
     DynamicTable::Saved s = t.save();
     SparseBlock b;
-    b.row_begin = 0;
-    b.row_end = t.rows();
+    b.row_begin = rank_;
+    b.row_end = rank_ + 1;
     b.col_begin = 0;
-    b.col_end = t.dim();
+    b.col_end = ranks_;
     b.weights = std::move(s.weights);
     b.state = std::move(s.state);
     b.aux = std::move(s.words);
     return {b};
+}
+
+bool DynamicTables::overlaps(size_t, const SparseBlock& b) const {
+    return b.col_end != ranks_ || b.row_begin == rank_;  // another layout: load_block refuses it
 }
 
 void DynamicTables::load_block(size_t i, const SparseBlock& b) {
@@ -324,6 +300,9 @@ void DynamicTables::load_block(size_t i, const SparseBlock& b) {
     ZT_CHECK(!b.aux.empty(), "checkpoint: ", t.options().name,
              " was written as a static table (no ids); this run makes it dynamic. Resume with "
              "the tables it was written with");
+    ZT_CHECK(b.col_end == ranks_, "checkpoint: dynamic table ", t.options().name,
+             " was written by ", b.col_end, " ranks and this run has ", ranks_,
+             "; dynamic tables resume on the same rank count in this version");
     t.restore({b.aux, b.weights, b.state});
     acc_[i]->pos.assign(static_cast<size_t>(t.rows()), -1);
 }
@@ -362,14 +341,14 @@ nlohmann::json DynamicTables::plan_json() const {
 
 nlohmann::json DynamicTables::step_counters() const {
     nlohmann::json tables = nlohmann::json::object();
-    for (const auto& t : tables_) {
-        const DynamicTableStats s = t->stats();
-        tables[t->options().name] = {{"rows", s.rows},
-                                     {"pending", s.pending},
-                                     {"admissions", s.admissions},
-                                     {"evictions", s.evictions},
-                                     {"load_factor", s.load_factor},
-                                     {"bytes", s.bytes}};
+    for (size_t i = 0; i < tables_.size(); ++i) {
+        const DynamicTableStats& s = group_stats_[i];
+        tables[tables_[i]->options().name] = {{"rows", s.rows},
+                                              {"pending", s.pending},
+                                              {"admissions", s.admissions},
+                                              {"evictions", s.evictions},
+                                              {"load_factor", s.load_factor},
+                                              {"bytes", s.bytes}};
     }
     return {{"dynamic_tables", tables},
             {"dynamic_ids", last_ids_seen_},

@@ -19,7 +19,7 @@ bool has_keyed_rows(const SparseParams& sp) {
     return false;
 }
 
-void write_keyed_rows(SparseParams& sp, const std::string& path) {
+void write_keyed_rows(SparseParams& sp, const std::string& path, bool root) {
     struct Table {
         std::string base;
         int64_t dim = 0;
@@ -37,14 +37,15 @@ void write_keyed_rows(SparseParams& sp, const std::string& path) {
             t.base.compare(t.base.size() - suffix.size(), suffix.size(), suffix) == 0)
             t.base.resize(t.base.size() - suffix.size());
         t.dim = sp.shape(i)[1];
+        t.weight = sp.gather(i, 0);  // collective; then the ids of its rows
         t.ids = sp.row_ids(i);
-        t.weight = sp.gather(i, 0);
         t.evicted = sp.take_deleted(i);
         t.def = sp.unadmitted_row(i);
         ZT_ASSERT(t.weight.size() == t.ids.size() * static_cast<size_t>(t.dim),
                   "keyed rows and ids disagree");
         tables.push_back(std::move(t));
     }
+    if (!root) return;
     SafetensorsWriter w;
     for (const Table& t : tables) {
         const auto n = static_cast<int64_t>(t.ids.size());

@@ -19,7 +19,8 @@ std::string keyed_rows_path(const std::string& weights_path);
 // Whether any tensor of sp is keyed.
 bool has_keyed_rows(const SparseParams& sp);
 
-// Writes the keyed tensors of sp (one process holds them whole) to path, atomically.
-void write_keyed_rows(SparseParams& sp, const std::string& path);
+// Collective over sp's group: gathers the keyed tensors of sp; root writes them to path,
+// atomically.
+void write_keyed_rows(SparseParams& sp, const std::string& path, bool root);
 
 }  // namespace zt

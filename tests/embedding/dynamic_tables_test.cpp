@@ -49,7 +49,7 @@ void check(ops::BagPooling pooling, UnadmittedRow unadmitted) {
     o.init = ParamInit::uniform(0.5f);
     DynamicTablesOptions to;  // sparse SGD
     MemoryPool pool;
-    DynamicTables t(pool, {o}, {0}, to);
+    DynamicTables t(pool, {o}, {0}, nullptr, to);
     // Two micro-batches: ids 7, 9 and 2^31 - 1 come in both (admitted on the second sighting,
     // the first micro-batch then read them unadmitted), 4 and 5 once.
     const std::vector<Bags> mbs_weighted = {
@@ -107,7 +107,7 @@ void check(ops::BagPooling pooling, UnadmittedRow unadmitted) {
     // nothing does), the second for 5 only.
     DynamicTableOptions o2 = o;
     o2.min_count = 1000;
-    DynamicTables fresh(pool, {o2}, {0}, to);
+    DynamicTables fresh(pool, {o2}, {0}, nullptr, to);
     SparseRowStorage d = fresh.table(0).default_storage();
     std::copy(def_before.begin(), def_before.end(), d.f32);
     SparseRowStorage dt = table.default_storage();
@@ -141,7 +141,7 @@ TEST(DynamicTables, EvaluationLookupsChangeNothing) {
     o.dim = 2;
     o.init = ParamInit::uniform(0.5f);
     MemoryPool pool;
-    DynamicTables t(pool, {o}, {0}, {});
+    DynamicTables t(pool, {o}, {0}, nullptr, {});
     const Bags b{{1, 2, 3}, {0, 1, 3}, {}};
     const double l = pooled_loss(t, b, ops::BagPooling::kSum, {1, 1, 1, 1});
     EXPECT_EQ(l, 0.0);  // nothing admitted: zeros

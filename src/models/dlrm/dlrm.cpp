@@ -145,13 +145,6 @@ EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro
 void Dlrm::attach(const ModelContext& ctx) {
     const DlrmEmbedding& e = options_.embedding;
     if (!dynamic_index_.empty()) {
-        const int ranks = ctx.comm ? ctx.comm->size() : 1;
-        ZT_CHECK(
-            ranks == 1, "model.tables[", dynamic_index_[0],
-            "].dynamic: dynamic tables train on one process in this version, and this run has ",
-            ranks,
-            " data-parallel ranks; run with one rank, or make the table static "
-            "(\"rows\") to shard it");
         std::vector<DynamicTableOptions> dyn;
         for (int k : dynamic_index_) {
             const DlrmTable& t = options_.tables[static_cast<size_t>(k)];
@@ -171,7 +164,8 @@ void Dlrm::attach(const ModelContext& ctx) {
         dopt.optimizer = e.optimizer;
         dopt.lr = e.lr;
         dopt.compute_dtype = ctx.compute_dtype;
-        dynamic_ = std::make_unique<DynamicTables>(*ctx.pool, std::move(dyn), dynamic_index_, dopt);
+        dynamic_ = std::make_unique<DynamicTables>(*ctx.pool, std::move(dyn), dynamic_index_,
+                                                   ctx.comm, dopt);
         sparse_ = dynamic_.get();
     }
     if (sharded_index_.empty()) return;

@@ -15,7 +15,7 @@ constexpr int64_t kMaxRows = (int64_t{1} << 31) - 1;  // ids are int32
 
 ops::BagPooling parse_pooling(Section& s, const std::string& def) {
     return s.get_choice("pooling", def, {"sum", "mean"}) == "sum" ? ops::BagPooling::kSum
-                                                                   : ops::BagPooling::kMean;
+                                                                  : ops::BagPooling::kMean;
 }
 
 // {"dynamic": true, "dim", "id_range", "min_count", "evict": {"unseen_steps", "max_rows",
@@ -102,8 +102,8 @@ DlrmOptions parse_model(Section& s, const std::string& checkpoint_policy) {
         });
     }
     s.guard([&] {
-        ZT_CHECK(!m.tables.empty() || (!listed && !by_rows), s.key(listed ? "tables" : "table_rows"),
-                 ": expected at least one table");
+        ZT_CHECK(!m.tables.empty() || (!listed && !by_rows),
+                 s.key(listed ? "tables" : "table_rows"), ": expected at least one table");
     });
     m.bottom_mlp = s.get_int_list("bottom_mlp", 1);
     m.top_mlp = s.get_int_list("top_mlp", 1);
@@ -192,8 +192,8 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
                     parse_shard_kind((*v)[k].get<std::string>(), str_cat(key, "[", k, "]")));
                 ZT_CHECK(!dynamic[k] || e.sharding.back() == ShardKind::kAuto, key, "[", k,
                          "]: table ", k,
-                         " is dynamic, and dynamic tables are not sharded in "
-                         "this version (one process); give \"auto\" for it");
+                         " is dynamic: its rows are always split over the ranks by a hash of "
+                         "the id, not by a plan; give \"auto\" for it");
             }
         });
         if (e.sharding.empty()) e.sharding = {ShardKind::kAuto};
