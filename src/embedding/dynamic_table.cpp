@@ -281,42 +281,63 @@ DynamicTable::Saved DynamicTable::save() const {
     return s;
 }
 
-void DynamicTable::restore(const Saved& s) {
+struct DynamicTable::View {
+    int64_t n = 0, p = 0, e = 0;
+    bool def = false;
+    const uint64_t* ids;
+    const uint64_t* seen;
+    const uint64_t* count;
+    const uint64_t* pending;
+    const uint64_t* pending_count;
+    const uint64_t* pending_seen;
+    const uint64_t* evicted;
+};
+
+DynamicTable::View DynamicTable::view(const Saved& s) const {
     const std::string& name = options_.name;
     ZT_CHECK(s.words.size() >= kSaveHeader && s.words[0] == kSaveVersion, "dynamic table ", name,
              ": a checkpoint block of an unknown format (version ",
              s.words.empty() ? 0 : s.words[0], ", this build reads ", kSaveVersion, ")");
-    const auto n = static_cast<int64_t>(s.words[1]), p = static_cast<int64_t>(s.words[2]),
-               e = static_cast<int64_t>(s.words[3]);
-    const bool def = s.words[7] != 0;
+    View v;
+    v.n = static_cast<int64_t>(s.words[1]);
+    v.p = static_cast<int64_t>(s.words[2]);
+    v.e = static_cast<int64_t>(s.words[3]);
+    v.def = s.words[7] != 0;
     const int64_t d = options_.dim;
-    ZT_CHECK(def == default_w_.defined(), "dynamic table ", name,
-             ": the checkpoint was written with unadmitted \"", def ? "default_row" : "zeros",
+    ZT_CHECK(v.def == default_w_.defined(), "dynamic table ", name,
+             ": the checkpoint was written with unadmitted \"", v.def ? "default_row" : "zeros",
              "\"; resume with the same setting");
-    ZT_CHECK(n >= 0 && p >= 0 && e >= 0 &&
-                 static_cast<int64_t>(s.words.size()) == kSaveHeader + 3 * n + 3 * p + e &&
-                 static_cast<int64_t>(s.weights.size()) == (n + (def ? 1 : 0)) * d &&
-                 static_cast<int64_t>(s.state.size()) == (n + (def ? 1 : 0)) * state_cols_,
-             "dynamic table ", name, ": a checkpoint block whose sizes do not match (", n,
+    ZT_CHECK(v.n >= 0 && v.p >= 0 && v.e >= 0 &&
+                 static_cast<int64_t>(s.words.size()) == kSaveHeader + 3 * v.n + 3 * v.p + v.e &&
+                 static_cast<int64_t>(s.weights.size()) == (v.n + (v.def ? 1 : 0)) * d &&
+                 static_cast<int64_t>(s.state.size()) == (v.n + (v.def ? 1 : 0)) * state_cols_,
+             "dynamic table ", name, ": a checkpoint block whose sizes do not match (", v.n,
              " rows of dim ", d, " with ", state_cols_,
              " state values each); resume with the dim and optimizer it was written with");
-    auto at = [&](int64_t i) { return s.words.begin() + kSaveHeader + i; };
-    auto ints = [&](int64_t from, int64_t count) {
-        std::vector<int64_t> v(static_cast<size_t>(count));
-        for (int64_t i = 0; i < count; ++i)
-            v[static_cast<size_t>(i)] = static_cast<int64_t>(*at(from + i));
-        return v;
-    };
+    const uint64_t* w = s.words.data() + kSaveHeader;
+    v.ids = w;
+    v.seen = w + v.n;
+    v.count = w + 2 * v.n;
+    v.pending = w + 3 * v.n;
+    v.pending_count = v.pending + v.p;
+    v.pending_seen = v.pending + 2 * v.p;
+    v.evicted = v.pending + 3 * v.p;
+    return v;
+}
+
+void DynamicTable::restore(const Saved& s) {
+    const View v = view(s);
+    const int64_t n = v.n, p = v.p, d = options_.dim;
     step_ = static_cast<int64_t>(s.words[4]);
     admissions_ = static_cast<int64_t>(s.words[5]);
     evictions_ = static_cast<int64_t>(s.words[6]);
-    ids_.assign(at(0), at(n));
-    last_seen_ = ints(n, n);
-    count_ = ints(2 * n, n);
-    pending_ids_.assign(at(3 * n), at(3 * n + p));
-    pending_count_ = ints(3 * n + p, p);
-    pending_seen_ = ints(3 * n + 2 * p, p);
-    evicted_.assign(at(3 * n + 3 * p), at(3 * n + 3 * p + e));
+    ids_.assign(v.ids, v.ids + n);
+    last_seen_.assign(v.seen, v.seen + n);
+    count_.assign(v.count, v.count + n);
+    pending_ids_.assign(v.pending, v.pending + p);
+    pending_count_.assign(v.pending_count, v.pending_count + p);
+    pending_seen_.assign(v.pending_seen, v.pending_seen + p);
+    evicted_.assign(v.evicted, v.evicted + v.e);
     index_.clear();
     index_.reserve(n);
     for (int64_t i = 0; i < n; ++i) index_.insert(ids_[static_cast<size_t>(i)], i);
@@ -327,10 +348,51 @@ void DynamicTable::restore(const Saved& s) {
     std::memcpy(w_.raw(), s.weights.data(), static_cast<size_t>(n * d) * 4);
     if (state_cols_ > 0)
         std::memcpy(s_.raw(), s.state.data(), static_cast<size_t>(n * state_cols_) * 4);
-    if (def) {
+    if (v.def) {
         std::memcpy(default_w_.raw(), s.weights.data() + n * d, static_cast<size_t>(d) * 4);
         if (state_cols_ > 0)
             std::memcpy(default_s_.raw(), s.state.data() + n * state_cols_,
+                        static_cast<size_t>(state_cols_) * 4);
+    }
+}
+
+void DynamicTable::merge(const Saved& s, const std::function<bool(uint64_t)>& keep, bool counters) {
+    const View v = view(s);
+    const int64_t d = options_.dim;
+    step_ = static_cast<int64_t>(s.words[4]);
+    if (counters) {
+        admissions_ += static_cast<int64_t>(s.words[5]);
+        evictions_ += static_cast<int64_t>(s.words[6]);
+    }
+    for (int64_t i = 0; i < v.n; ++i) {
+        if (!keep(v.ids[i])) continue;
+        ZT_CHECK(index_.find(v.ids[i]) < 0, "dynamic table ", options_.name, ": id ", v.ids[i],
+                 " is in two blocks of the checkpoint");
+        const int64_t slot = rows();
+        grow(slot + 1);
+        ids_.push_back(v.ids[i]);
+        last_seen_.push_back(static_cast<int64_t>(v.seen[i]));
+        count_.push_back(static_cast<int64_t>(v.count[i]));
+        index_.insert(v.ids[i], slot);
+        std::memcpy(w_.data<float>() + slot * d, s.weights.data() + i * d,
+                    static_cast<size_t>(d) * 4);
+        if (state_cols_ > 0)
+            std::memcpy(s_.data<float>() + slot * state_cols_, s.state.data() + i * state_cols_,
+                        static_cast<size_t>(state_cols_) * 4);
+    }
+    for (int64_t i = 0; i < v.p; ++i) {
+        if (!keep(v.pending[i])) continue;
+        pending_index_.insert(v.pending[i], static_cast<int64_t>(pending_ids_.size()));
+        pending_ids_.push_back(v.pending[i]);
+        pending_count_.push_back(static_cast<int64_t>(v.pending_count[i]));
+        pending_seen_.push_back(static_cast<int64_t>(v.pending_seen[i]));
+    }
+    for (int64_t i = 0; i < v.e; ++i)
+        if (keep(v.evicted[i])) evicted_.push_back(v.evicted[i]);
+    if (v.def) {  // every rank's replica is the same
+        std::memcpy(default_w_.raw(), s.weights.data() + v.n * d, static_cast<size_t>(d) * 4);
+        if (state_cols_ > 0)
+            std::memcpy(default_s_.raw(), s.state.data() + v.n * state_cols_,
                         static_cast<size_t>(state_cols_) * 4);
     }
 }

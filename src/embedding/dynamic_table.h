@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -89,8 +90,14 @@ class DynamicTable {
     };
     Saved save() const;
     void restore(const Saved& s);
+    // Adds the rows, pending ids and evictions of s whose id `keep` accepts (another rank
+    // count's part, Note [Dynamic table state]); takes s's step and default row, and adds its
+    // admission and eviction counts when `counters`.
+    void merge(const Saved& s, const std::function<bool(uint64_t)>& keep, bool counters);
 
   private:
+    struct View;  // a Saved's fields, checked
+    View view(const Saved& s) const;
     int64_t admit(uint64_t id, int64_t count);
     void remove_row(int64_t slot);
     void remove_pending(int64_t i);

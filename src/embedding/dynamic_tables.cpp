@@ -291,8 +291,10 @@ std::vector<SparseBlock> DynamicTables::blocks(size_t i) const {
     return {b};
 }
 
+// The same rank count: this rank's block only; another: every block (load_block keeps the ids
+// this rank owns).
 bool DynamicTables::overlaps(size_t, const SparseBlock& b) const {
-    return b.col_end != ranks_ || b.row_begin == rank_;  // another layout: load_block refuses it
+    return b.col_end != ranks_ || b.row_begin == rank_;
 }
 
 void DynamicTables::load_block(size_t i, const SparseBlock& b) {
@@ -300,10 +302,13 @@ void DynamicTables::load_block(size_t i, const SparseBlock& b) {
     ZT_CHECK(!b.aux.empty(), "checkpoint: ", t.options().name,
              " was written as a static table (no ids); this run makes it dynamic. Resume with "
              "the tables it was written with");
-    ZT_CHECK(b.col_end == ranks_, "checkpoint: dynamic table ", t.options().name,
-             " was written by ", b.col_end, " ranks and this run has ", ranks_,
-             "; dynamic tables resume on the same rank count in this version");
-    t.restore({b.aux, b.weights, b.state});
+    if (b.col_end == ranks_) {
+        t.restore({b.aux, b.weights, b.state});
+    } else {  // resharding: the ids this rank owns now; the group's counters once, on rank 0
+        t.merge(
+            {b.aux, b.weights, b.state}, [this](uint64_t id) { return owner(id) == rank_; },
+            rank_ == 0);
+    }
     acc_[i]->pos.assign(static_cast<size_t>(t.rows()), -1);
 }
 

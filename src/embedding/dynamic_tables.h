@@ -8,8 +8,8 @@
 // every id and evicts nothing takes a static table's update bits. The step applies the fused
 // sparse optimizer to the rows used (ascending ids) and then ends the tables' step (evictions;
 // evict.max_rows is per rank: ceil(R / N)). Checkpoints carry one block per table and rank with
-// its ids and counters in the block's aux words, for the same rank count. Leaves out: resharding a
-// checkpoint to another rank count, bf16 rows.
+// its ids and counters in the block's aux words; on another rank count each rank keeps the ids it
+// owns from every block. Leaves out: bf16 rows.
 #pragma once
 
 #include <memory>

@@ -240,13 +240,26 @@ TEST_F(Cli, DynamicTableShardedOverRanksTrainsLikeOneProcess) {
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_EQ(read_run("part").loss, read_run("two").loss);
     EXPECT_EQ(read_tensors(dir_ / "part/model.dynamic.safetensors"), rb);
-    // Another rank count: refused, naming both.
-    fs::remove(dir_ / "part/checkpoints/latest");
-    fs::remove_all(dir_ / "part/checkpoints/step_00000008");
-    r = train_run(one, "part", "--resume");
-    EXPECT_EQ(r.code, 2) << r.output;
-    EXPECT_NE(r.output.find("written by 2 ranks and this run has 1"), std::string::npos)
-        << r.output;
+    // Resharded: the 2-rank checkpoint of step 4 resumed on one process trains on like the
+    // one-process run (its state at step 4 is the same rows, state and counters).
+    fs::create_directories(dir_ / "back/checkpoints");
+    fs::copy(dir_ / "part/checkpoints/step_00000004", dir_ / "back/checkpoints/step_00000004",
+             fs::copy_options::recursive);
+    r = train_run(one, "back", "--resume");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const RunLog back = read_run("back"), ref = read_run("one");
+    for (size_t s = 4; s < 8; ++s) EXPECT_NEAR(back.loss[s], ref.loss[s], 1e-4 * ref.loss[s]) << s;
+    const auto c = table_metrics(dir_ / "back/metrics.jsonl", "emb_l.1.weight");
+    ASSERT_EQ(c.size(), 4u);  // steps 5 to 8: the copied run directory had no metrics
+    for (size_t s = 4; s < 8; ++s)
+        for (const char* k : {"rows", "pending", "admissions", "evictions"})
+            EXPECT_EQ(c[s - 4][k], a[s][k]) << k << " at step " << s + 1;
+    // `export --from` on one process gathers the 2-rank checkpoint of step 8: the run's own export.
+    r = run_zerotrain(str_cat("export ", (dir_ / "two.json").string(), " --from ",
+                              (dir_ / "two").string(), " --out ",
+                              (dir_ / "x.safetensors").string()));
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(read_tensors(dir_ / "x.dynamic.safetensors"), rb);
 }
 
 }  // namespace

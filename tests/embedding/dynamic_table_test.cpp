@@ -2,7 +2,8 @@
 // under random inserts and erases past several resizes; the table against a small independent
 // reference (std::map rows, a pending map, eviction by sorting every row) under random sightings,
 // row writes, admissions and evictions, LRU and LFU, with full 64-bit ids; a save and restore
-// mid-run that continues identically; initial rows from (seed, name, id) only.
+// mid-run, and a split into two tables by id merged back (resharding), that continue
+// identically; initial rows from (seed, name, id) only.
 #include "embedding/dynamic_table.h"
 
 #include <gtest/gtest.h>
@@ -176,6 +177,19 @@ TEST_P(DynamicTableRef, MatchesReferenceUnderRandomTraffic) {
             const DynamicTable::Saved saved = t->save();
             t = std::make_unique<DynamicTable>(pool, o);
             t->restore(saved);
+        }
+        if (step == 45) {  // resharded: split by id into two tables, then merged back into one
+            const DynamicTable::Saved saved = t->save();
+            DynamicTable even(pool, o), odd(pool, o);
+            even.merge(
+                saved, [](uint64_t id) { return id % 2 == 0; }, true);
+            odd.merge(
+                saved, [](uint64_t id) { return id % 2 == 1; }, false);
+            EXPECT_EQ(even.rows() + odd.rows(), t->rows());
+            t = std::make_unique<DynamicTable>(pool, o);
+            auto all = [](uint64_t) { return true; };
+            t->merge(odd.save(), all, true);
+            t->merge(even.save(), all, true);
         }
         ASSERT_NO_FATAL_FAILURE(expect_same(*t, ref, ids)) << "step " << step;
         if (c.max_rows > 0) {
