@@ -262,5 +262,28 @@ TEST_F(Cli, DynamicTableShardedOverRanksTrainsLikeOneProcess) {
     EXPECT_EQ(read_tensors(dir_ / "x.dynamic.safetensors"), rb);
 }
 
+TEST_F(Cli, DynamicTablesOverMpiMatchThreadsByteForByte) {
+    nlohmann::json j = dynamic_config();
+    j["model"]["tables"][1] = {{"dynamic", true},
+                               {"dim", 8},
+                               {"min_count", 2},
+                               {"evict", {{"unseen_steps", 2}, {"max_rows", 40}}},
+                               {"unadmitted", "default_row"}};
+    const std::string cfg = write_config(j);
+    const CommandResult threads = run_zerotrain(
+        str_cat("train ", cfg, " --quiet --ranks 2 --run-dir ", (dir_ / "threads").string()));
+    ASSERT_EQ(threads.code, 0) << threads.output;
+    const CommandResult mpi = run_command(str_cat(
+        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+        "OMP_WAIT_POLICY=passive timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ",
+        ZT_BINARY, " train ", cfg, " --quiet --run-dir ", (dir_ / "mpi").string()));
+    ASSERT_EQ(mpi.code, 0) << mpi.output;
+    for (const char* f : {"model.safetensors", "model.dynamic.safetensors"}) {
+        const auto a = read_tensors(dir_ / "threads" / f);
+        ASSERT_FALSE(a.empty());
+        EXPECT_EQ(a, read_tensors(dir_ / "mpi" / f)) << f;
+    }
+}
+
 }  // namespace
 }  // namespace zt::testing
