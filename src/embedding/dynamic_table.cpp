@@ -247,6 +247,7 @@ DynamicTableStats DynamicTable::stats() const {
     st.admissions = admissions_;
     st.evictions = evictions_;
     st.load_factor = index_.load_factor();
+    st.map_slots = index_.capacity();
     st.bytes = capacity_ * (options_.dim + state_cols_) * 4 + index_.bytes() +
                pending_index_.bytes() + static_cast<int64_t>(ids_.capacity()) * 24 +
                static_cast<int64_t>(pending_ids_.capacity()) * 24 +

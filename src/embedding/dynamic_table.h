@@ -44,6 +44,7 @@ struct DynamicTableStats {
     int64_t rows = 0, pending = 0;          // live rows; ids counted but not yet admitted
     int64_t admissions = 0, evictions = 0;  // since the run started (checkpoints keep them)
     double load_factor = 0;                 // of the id -> row map
+    int64_t map_slots = 0;                  // its capacity
     int64_t bytes = 0;                      // rows, state, maps and counters held
 };
 

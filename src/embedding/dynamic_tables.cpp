@@ -150,17 +150,14 @@ void DynamicTables::step(double lr, double base_lr, int64_t update) {
     gather_stats();
 }
 
-// The tables' figures summed over the ranks (load factor: all ids over all slots), and the ids
+// The tables' figures summed over the ranks (load factor: all rows over all map slots), and the ids
 // the step sighted. One small all-gather a step; every rank steps.
 void DynamicTables::gather_stats() {
     std::vector<uint64_t> mine;
     for (const auto& t : tables_) {
         const DynamicTableStats st = t->stats();
-        const auto cap = static_cast<uint64_t>(
-            st.load_factor > 0 ? static_cast<double>(st.rows) / st.load_factor + 0.5 : 0);
-        for (int64_t v : {st.rows, st.pending, st.admissions, st.evictions, st.bytes})
+        for (int64_t v : {st.rows, st.pending, st.admissions, st.evictions, st.bytes, st.map_slots})
             mine.push_back(static_cast<uint64_t>(v));
-        mine.push_back(cap);
     }
     mine.push_back(static_cast<uint64_t>(ids_seen_));
     mine.push_back(static_cast<uint64_t>(ids_unadmitted_));
