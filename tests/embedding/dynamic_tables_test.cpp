@@ -1,13 +1,20 @@
 // DynamicTables lookups (embedding/dynamic_tables.h): the gradient a step applies to each row and
 // to the default row against central finite differences of the pooled loss, over two
 // micro-batches with repeated ids, per-sample weights, sum and mean pooling; evaluation lookups
-// change nothing; unadmitted ids read zeros (no gradient) or the default row (its gradient).
+// change nothing; unadmitted ids read zeros (no gradient) or the default row (its gradient); a
+// table trained on 4 ranks and resharded to 2 (and to 1) keeps every row with its optimizer
+// state, counters and pending counts.
 #include "embedding/dynamic_tables.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
+
+#include "comm/local/local_comm.h"
 
 namespace zt {
 namespace {
@@ -147,6 +154,96 @@ TEST(DynamicTables, EvaluationLookupsChangeNothing) {
     EXPECT_EQ(l, 0.0);  // nothing admitted: zeros
     EXPECT_EQ(t.table(0).rows(), 0);
     EXPECT_EQ(t.table(0).stats().pending, 0);
+}
+
+// Every row of a table over all ranks' blocks: id -> (row, state, last seen, count), and the
+// pending ids: id -> (count, last seen) (Note [Dynamic table state]).
+struct Union {
+    std::map<uint64_t, std::tuple<std::vector<float>, std::vector<float>, uint64_t, uint64_t>> rows;
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> pending;
+    std::vector<uint64_t> evicted;
+    uint64_t admissions = 0, evictions = 0;
+};
+
+Union union_of(const std::vector<SparseBlock>& blocks, int64_t dim, int64_t sc) {
+    Union u;
+    for (const SparseBlock& b : blocks) {
+        const std::vector<uint64_t>& w = b.aux;
+        const auto n = static_cast<size_t>(w[1]), p = static_cast<size_t>(w[2]),
+                   e = static_cast<size_t>(w[3]);
+        u.admissions += w[5];
+        u.evictions += w[6];
+        for (size_t i = 0; i < n; ++i) {
+            const auto d = static_cast<size_t>(dim), c = static_cast<size_t>(sc);
+            EXPECT_EQ(u.rows.count(w[8 + i]), 0u) << "an id on two ranks";
+            u.rows[w[8 + i]] = {
+                std::vector<float>(b.weights.begin() + i * d, b.weights.begin() + (i + 1) * d),
+                std::vector<float>(b.state.begin() + i * c, b.state.begin() + (i + 1) * c),
+                w[8 + n + i], w[8 + 2 * n + i]};
+        }
+        for (size_t i = 0; i < p; ++i)
+            u.pending[w[8 + 3 * n + i]] = {w[8 + 3 * n + p + i], w[8 + 3 * n + 2 * p + i]};
+        u.evicted.insert(u.evicted.end(), w.begin() + 8 + 3 * n + 3 * p,
+                         w.begin() + 8 + 3 * n + 3 * p + e);
+    }
+    std::sort(u.evicted.begin(), u.evicted.end());
+    return u;
+}
+
+TEST(DynamicTables, ReshardingFourRanksToTwoAndOneKeepsEveryRowAndItsState) {
+    DynamicTableOptions o;
+    o.name = "emb_l.0.weight";
+    o.dim = 5;
+    o.min_count = 2;
+    o.evict_unseen_steps = 3;
+    o.init = ParamInit::uniform(0.5f);
+    DynamicTablesOptions to;
+    to.optimizer.kind = SparseOptimKind::kAdagrad;
+    std::vector<SparseBlock> four(4);
+    run_local_ranks(4, [&](Communicator& comm) {
+        MemoryPool pool;
+        DynamicTables t(pool, {o}, {0}, &comm, to);
+        for (int step = 0; step < 6; ++step) {
+            Bags b;
+            b.offsets = {0};
+            for (int k = 0; k < 24; ++k) {  // ids shared by the ranks and ids of one rank
+                b.ids.push_back((k * 7 + step * 3) % 40 + (k % 3 == 0 ? 1000 * comm.rank() : 0));
+                if (k % 2 == 1) b.offsets.push_back(static_cast<int64_t>(b.ids.size()));
+            }
+            Tape tape(pool);
+            Var out =
+                t.lookup(tape, b.batch(), std::vector<ops::BagPooling>{ops::BagPooling::kSum})[0];
+            Tensor g =
+                Tensor::empty(pool, out->value.shape(), DType::kF32, MemCategory::kActivations);
+            for (int64_t i = 0; i < g.numel(); ++i)
+                g.data<float>()[i] = 0.01f * static_cast<float>(i % 7) - 0.02f;
+            tape.backward_from(std::move(out), g);
+            t.finish_grads();
+            t.step(0.1, 0.1, step + 1);
+        }
+        four[static_cast<size_t>(comm.rank())] = t.blocks(0)[0];
+    });
+    const int64_t sc = sparse_state_per_row(to.optimizer.kind, o.dim);
+    const Union want = union_of(four, o.dim, sc);
+    ASSERT_GT(want.rows.size(), 20u);
+    ASSERT_FALSE(want.pending.empty());
+    ASSERT_FALSE(want.evicted.empty());
+    for (int ranks : {2, 1}) {
+        std::vector<SparseBlock> got(static_cast<size_t>(ranks));
+        run_local_ranks(ranks, [&](Communicator& comm) {
+            MemoryPool pool;
+            DynamicTables t(pool, {o}, {0}, &comm, to);
+            for (const SparseBlock& b : four)
+                if (t.overlaps(0, b)) t.load_block(0, b);
+            got[static_cast<size_t>(comm.rank())] = t.blocks(0)[0];
+        });
+        const Union u = union_of(got, o.dim, sc);
+        EXPECT_EQ(u.rows, want.rows) << ranks << " ranks";
+        EXPECT_EQ(u.pending, want.pending) << ranks << " ranks";
+        EXPECT_EQ(u.evicted, want.evicted) << ranks << " ranks";
+        EXPECT_EQ(u.admissions, want.admissions);
+        EXPECT_EQ(u.evictions, want.evictions);
+    }
 }
 
 }  // namespace
