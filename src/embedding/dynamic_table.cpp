@@ -332,6 +332,8 @@ void DynamicTable::restore(const Saved& s) {
     step_ = static_cast<int64_t>(s.words[4]);
     admissions_ = static_cast<int64_t>(s.words[5]);
     evictions_ = static_cast<int64_t>(s.words[6]);
+    ids_.clear();  // rows() is 0 while the storage grows: nothing of the old rows is copied
+    grow(n);
     ids_.assign(v.ids, v.ids + n);
     last_seen_.assign(v.seen, v.seen + n);
     count_.assign(v.count, v.count + n);
@@ -345,7 +347,6 @@ void DynamicTable::restore(const Saved& s) {
     pending_index_.clear();
     pending_index_.reserve(p);
     for (int64_t i = 0; i < p; ++i) pending_index_.insert(pending_ids_[static_cast<size_t>(i)], i);
-    grow(n);
     std::memcpy(w_.raw(), s.weights.data(), static_cast<size_t>(n * d) * 4);
     if (state_cols_ > 0)
         std::memcpy(s_.raw(), s.state.data(), static_cast<size_t>(n * state_cols_) * 4);
