@@ -34,8 +34,9 @@ void pread_all(int fd, void* dst, uint64_t bytes, uint64_t offset, const std::st
     }
 }
 
-uint32_t crc_of(const std::vector<float>& v) {
-    return crc32c(v.data(), v.size() * sizeof(float));
+template <typename T>
+uint32_t crc_of(const std::vector<T>& v) {
+    return crc32c(v.data(), v.size() * sizeof(T));
 }
 
 }  // namespace
@@ -59,6 +60,10 @@ SparseFileInfo write_sparse_file(const std::string& path,
         offset += b.weights.size() * sizeof(float);
         e["state"] = {{"offset", offset}, {"count", b.state.size()}, {"crc32c", crc_of(b.state)}};
         offset += b.state.size() * sizeof(float);
+        if (!b.aux.empty()) {  // absent in files without aux words (read as empty)
+            e["aux"] = {{"offset", offset}, {"count", b.aux.size()}, {"crc32c", crc_of(b.aux)}};
+            offset += b.aux.size() * sizeof(uint64_t);
+        }
         header["blocks"].push_back(e);
     }
     const std::string text = header.dump();
@@ -71,6 +76,7 @@ SparseFileInfo write_sparse_file(const std::string& path,
     for (const NamedSparseBlock& nb : blocks) {
         write_all(fd.fd, nb.block.weights.data(), nb.block.weights.size() * sizeof(float), path);
         write_all(fd.fd, nb.block.state.data(), nb.block.state.size() * sizeof(float), path);
+        write_all(fd.fd, nb.block.aux.data(), nb.block.aux.size() * sizeof(uint64_t), path);
     }
     ZT_IO_CHECK(::fsync(fd.fd) == 0, "checkpoint: fsync of ", path, " failed: ",
                 std::strerror(errno));
@@ -109,18 +115,18 @@ SparseFileReader::SparseFileReader(const std::string& path, const SparseFileInfo
             nb.block.row_end = e.at("rows").at(1).get<int64_t>();
             nb.block.col_begin = e.at("cols").at(0).get<int64_t>();
             nb.block.col_end = e.at("cols").at(1).get<int64_t>();
-            auto part = [&](const nlohmann::json& p) {
+            auto part = [&](const nlohmann::json& p, uint64_t elem = sizeof(float)) {
                 Part q{p.at("offset").get<uint64_t>(), p.at("count").get<uint64_t>(),
                        p.at("crc32c").get<uint32_t>()};
-                ZT_CHECK(q.count <= expected.bytes / sizeof(float) &&
-                             q.offset <= expected.bytes &&
-                             data_at + q.offset + q.count * sizeof(float) <= expected.bytes,
+                ZT_CHECK(q.count <= expected.bytes / elem && q.offset <= expected.bytes &&
+                             data_at + q.offset + q.count * elem <= expected.bytes,
                          "checkpoint: ", path, ": a block of ", nb.tensor, " lies past the file");
                 q.offset += data_at;
                 return q;
             };
             weights_.push_back(part(e.at("weights")));
             state_.push_back(part(e.at("state")));
+            aux_.push_back(e.contains("aux") ? part(e.at("aux"), sizeof(uint64_t)) : Part{});
             index_.push_back(std::move(nb));
         }
     } catch (const nlohmann::json::exception& e) {
@@ -132,14 +138,15 @@ NamedSparseBlock SparseFileReader::read(size_t i) const {
     SysFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
     ZT_CHECK(fd.fd >= 0, "checkpoint: cannot open ", path_, ": ", std::strerror(errno));
     NamedSparseBlock nb = index_.at(i);
-    auto load = [&](const Part& p, std::vector<float>& out, const char* what) {
+    auto load = [&](const Part& p, auto& out, const char* what) {
         out.resize(p.count);
-        pread_all(fd.fd, out.data(), p.count * sizeof(float), p.offset, path_);
+        pread_all(fd.fd, out.data(), p.count * sizeof(out[0]), p.offset, path_);
         ZT_CHECK(crc_of(out) == p.crc, "checkpoint: ", path_, ": the ", what, " of a block of ",
                  nb.tensor, " fail their CRC-32C check");
     };
     load(weights_[i], nb.block.weights, "weights");
     load(state_[i], nb.block.state, "optimizer state");
+    if (aux_[i].count > 0) load(aux_[i], nb.block.aux, "ids and counters");
     return nb;
 }
 

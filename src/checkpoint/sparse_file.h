@@ -3,8 +3,9 @@
 // readable by any layout (a reader takes only the blocks that overlap what it holds). Layout:
 // "ZTSPARSE1\n", the header's length (u64, little-endian), the header (JSON: one entry per block
 // with its tensor name, ranges, and the offset, count and CRC-32C of its weights and state), then
-// the data. The manifest keeps each file's size and its header's CRC-32C; each block's data is
-// checked against its own CRC when read, so a rank reads and checks only what it loads.
+// the data (a block's aux words, when it has some, after its state). The manifest keeps each file's
+// size and its header's CRC-32C; each block's data is checked against its own CRC when read, so a
+// rank reads and checks only what it loads.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +49,7 @@ private:
     };
     std::string path_;
     std::vector<NamedSparseBlock> index_;
-    std::vector<Part> weights_, state_;
+    std::vector<Part> weights_, state_, aux_;
 };
 
 }  // namespace zt

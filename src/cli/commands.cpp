@@ -13,6 +13,7 @@
 #include "models/named_tensor.h"
 #include "models/quantized_weights.h"
 #include "runtime/config.h"
+#include "runtime/keyed_rows_export.h"
 #include "runtime/start_agreement.h"
 #include "runtime/supervisor_watch.h"
 #include "runtime/trainer.h"
@@ -244,7 +245,11 @@ void Commands::add_export(CLI::App& app) {
                 named.push_back({names[i], sp->shape(i), sparse.back().data()});
             }
         };
-        if (!from_run_.empty() && !std::filesystem::exists(from_run_ + "/model.safetensors")) {
+        // Dynamic tables' rows (with their ids) come from checkpoints only: model.safetensors
+        // holds their values without ids.
+        const bool keyed = engine.sparse_params() && has_keyed_rows(*engine.sparse_params());
+        if (!from_run_.empty() &&
+            (keyed || !std::filesystem::exists(from_run_ + "/model.safetensors"))) {
             load_checkpoint_weights(from_run_, engine);  // consolidates any layout
             add_sparse();
         } else {
@@ -266,6 +271,11 @@ void Commands::add_export(CLI::App& app) {
             }
             write_quantized_weights(out_path_, named, targets, parse_quant_format(quantize_),
                                     dtype);
+        }
+        if (keyed) {  // with their ids, beside the weights (docs/embedding-dynamic.md)
+            write_keyed_rows(*engine.sparse_params(), keyed_rows_path(out_path_), true);
+            std::fprintf(stderr, "wrote %s (dynamic tables' rows and ids)\n",
+                         keyed_rows_path(out_path_).c_str());
         }
         std::fprintf(stderr, "wrote %s (%zu tensors)\n", out_path_.c_str(), named.size());
         return 0;

@@ -31,11 +31,14 @@ struct ModelContext {
 };
 
 // One rank's block of a sparse tensor: rows [row_begin, row_end) x cols [col_begin, col_end),
-// weights (f32, row-major) and its optimizer state rows (row-major, state_cols wide).
+// weights (f32, row-major) and its optimizer state rows (row-major, state_cols wide). aux: u64
+// words a kind of tensor defines for itself, empty for row ranges (dynamic tables: their ids and
+// counters, Note [Dynamic table state] in embedding/dynamic_table.cpp).
 struct SparseBlock {
     int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
     std::vector<float> weights;
     std::vector<float> state;
+    std::vector<uint64_t> aux;
 };
 
 class SparseParams {
@@ -70,6 +73,14 @@ public:
     virtual bool overlaps(size_t i, const SparseBlock& b) const = 0;
     // The sparse optimizer's name ("sgd", ...): a checkpoint's state is only for the same one.
     virtual std::string optimizer_name() const = 0;
+
+    // Tensors whose rows are keyed by raw ids (dynamic tables) rather than indexed: the ids of
+    // gather(i)'s rows (ascending), the ids dropped since the last take that are not rows now
+    // (taken: the log empties), and the row unadmitted ids read (empty: zeros). Others: empty.
+    virtual bool keyed(size_t /*i*/) const { return false; }
+    virtual std::vector<uint64_t> row_ids(size_t /*i*/) const { return {}; }
+    virtual std::vector<uint64_t> take_deleted(size_t /*i*/) { return {}; }
+    virtual std::vector<float> unadmitted_row(size_t /*i*/) const { return {}; }
 
     // For the log and the run directory: the placement, and per-step counters for metrics.
     virtual std::vector<std::string> describe() const = 0;

@@ -6,6 +6,7 @@
 
 #include "comm/gather_strings.h"
 #include "parallel/tensor_parallel_weights.h"
+#include "runtime/keyed_rows_export.h"
 
 namespace zt {
 
@@ -98,6 +99,8 @@ void save_weights(Engine& engine, const ModelFamily& family, const std::string& 
     SparseParams* sp = engine.sparse_params();
     std::vector<std::string> sparse_names = sp ? sp->names() : std::vector<std::string>{};
     for (size_t i = 0; i < sparse_names.size(); ++i) sparse.push_back(sp->gather(i, 0));
+    // Dynamic tables' rows with their ids, beside the weights (collective).
+    if (sp && has_keyed_rows(*sp)) write_keyed_rows(*sp, keyed_rows_path(path), root);
     std::vector<NamedTensorF32> named = named_params(engine, whole.data());
     std::vector<float> storage;  // every stage's tensors, on each rank of the pipeline group
     if (engine.options().pp) gather_stages(engine, named, whole, storage);

@@ -19,8 +19,15 @@ int64_t dlrm_top_input(const DlrmOptions& o) {
 
 int64_t dlrm_table_param_count(const DlrmOptions& o) {
     int64_t n = 0;
-    for (const DlrmTable& t : o.tables) n += t.rows * t.dim;
+    for (const DlrmTable& t : o.tables)
+        if (!t.dynamic) n += t.rows * t.dim;
     return n;
+}
+
+bool dlrm_has_dynamic(const DlrmOptions& o) {
+    for (const DlrmTable& t : o.tables)
+        if (t.dynamic) return true;
+    return false;
 }
 
 namespace {
@@ -73,6 +80,12 @@ Dlrm::Dlrm(const DlrmOptions& o)
     ZT_CHECK(!o.bottom_mlp.empty() && !o.top_mlp.empty() && !o.tables.empty(),
              "DLRM needs a bottom MLP, a top MLP and at least one table");
     for (size_t k = 0; k < o.tables.size(); ++k) {
+        if (o.tables[k].dynamic) {
+            tables.push_back(nullptr);
+            dynamic_index_.push_back(static_cast<int>(k));
+            dynamic_pooling_.push_back(o.tables[k].pooling);
+            continue;
+        }
         if (o.embedding.replicated(o.tables[k], k)) {
             tables.push_back(&emb_l.add<EmbeddingBagTable>(static_cast<int64_t>(k), o.tables[k]));
             continue;
@@ -96,6 +109,7 @@ Dlrm::Dlrm(const DlrmOptions& o)
 }
 
 bool DlrmEmbedding::replicated(const DlrmTable& t, size_t k) const {
+    if (t.dynamic) return false;  // neither in the arena nor in the plan's shards
     if (!enabled) return true;
     const ShardKind kind = sharding.size() == 1 ? sharding[0] : sharding.at(k);
     if (kind == ShardKind::kAuto) return t.rows * t.dim * 4 < kAutoReplicateBytes;
@@ -108,11 +122,18 @@ EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro
                                   int64_t grad_accum, int64_t budget) {
     const DlrmEmbedding& e = o.embedding;
     std::vector<EmbeddingTableSpec> specs;
-    for (size_t k = 0; k < o.tables.size(); ++k)
-        specs.push_back({dlrm_table_name(k), o.tables[k].rows, o.tables[k].dim, 1.0});
+    // A dynamic table stands in the plan as one replicated row (DynamicTables holds it), so the
+    // plan's indices stay the model's.
+    std::vector<ShardKind> sharding = e.sharding;
+    if (dlrm_has_dynamic(o) && sharding.size() == 1) sharding.assign(o.tables.size(), sharding[0]);
+    for (size_t k = 0; k < o.tables.size(); ++k) {
+        const DlrmTable& t = o.tables[k];
+        specs.push_back({dlrm_table_name(k), t.dynamic ? 1 : t.rows, t.dim, 1.0});
+        if (t.dynamic) sharding[k] = ShardKind::kDataParallel;
+    }
     EmbeddingPlanOptions po;
     po.ranks = ranks;
-    po.sharding = e.sharding;
+    po.sharding = sharding;
     po.samples_per_rank = micro_batch;
     po.micro_batches = grad_accum;
     po.weight_bytes_per_elem = 4;  // f32, or the two bf16 halves
@@ -122,24 +143,54 @@ EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro
 }
 
 void Dlrm::attach(const ModelContext& ctx) {
-    if (sharded_index_.empty()) return;
     const DlrmEmbedding& e = options_.embedding;
+    if (!dynamic_index_.empty()) {
+        std::vector<DynamicTableOptions> dyn;
+        for (int k : dynamic_index_) {
+            const DlrmTable& t = options_.tables[static_cast<size_t>(k)];
+            DynamicTableOptions d;
+            d.name = dlrm_table_name(static_cast<size_t>(k));
+            d.dim = t.dim;
+            d.min_count = t.dyn.min_count;
+            d.evict_unseen_steps = t.dyn.unseen_steps;
+            d.max_rows = t.dyn.max_rows;
+            d.policy = t.dyn.policy;
+            d.unadmitted = t.dyn.unadmitted;
+            d.init = dlrm_table_init(t);
+            d.seed = ctx.seed;
+            dyn.push_back(std::move(d));
+        }
+        DynamicTablesOptions dopt;
+        dopt.optimizer = e.optimizer;
+        dopt.lr = e.lr;
+        dopt.compute_dtype = ctx.compute_dtype;
+        dynamic_ = std::make_unique<DynamicTables>(*ctx.pool, std::move(dyn), dynamic_index_,
+                                                   ctx.comm, dopt);
+        sparse_ = dynamic_.get();
+    }
+    if (sharded_index_.empty()) return;
     std::vector<ParamInit> inits;
     for (const DlrmTable& t : options_.tables) inits.push_back(dlrm_table_init(t));
     EmbeddingPlan plan = dlrm_embedding_plan(options_, ctx.comm ? ctx.comm->size() : 1,
                                              ctx.micro_batch, ctx.grad_accum,
                                              ctx.budget_bytes_per_rank);
     for (size_t k = 0; k < options_.tables.size(); ++k)
-        ZT_ASSERT(plan.sharded(k) == (tables[k] == nullptr), "the plan and the model disagree on ",
-                  plan.tables[k].name);
+        ZT_ASSERT(plan.sharded(k) == (tables[k] == nullptr && !options_.tables[k].dynamic),
+                  "the plan and the model disagree on ", plan.tables[k].name);
     ShardedTablesOptions so;
     so.storage = e.storage;
     so.optimizer = e.optimizer;
     so.lr = e.lr;
     so.seed = ctx.seed;
     so.compute_dtype = ctx.compute_dtype;
-    sharded_ = std::make_unique<ShardedTables>(*ctx.pool, std::move(plan), std::move(inits),
-                                               ctx.comm, so);
+    sharded_ =
+        std::make_unique<ShardedTables>(*ctx.pool, std::move(plan), std::move(inits), ctx.comm, so);
+    sparse_ = sharded_.get();
+    if (dynamic_) {
+        both_ = std::make_unique<SparseParamsList>(
+            std::vector<SparseParams*>{sharded_.get(), dynamic_.get()});
+        sparse_ = both_.get();
+    }
 }
 
 Var Dlrm::mlp(Tape& tape, Var x, const std::vector<Linear*>& layers, bool relu_last) {
@@ -168,6 +219,11 @@ Var Dlrm::logits(Tape& tape, const ClickBatch& b) {
                 sharded_->lookup(tape, sharded_index_, b, sharded_pooling_);
             for (size_t i = 0; i < pooled.size(); ++i)
                 embs[static_cast<size_t>(sharded_index_[i])] = pooled[i];
+        }
+        if (dynamic_) {
+            std::vector<Var> pooled = dynamic_->lookup(tape, b, dynamic_pooling_);
+            for (size_t i = 0; i < pooled.size(); ++i)
+                embs[static_cast<size_t>(dynamic_index_[i])] = pooled[i];
         }
         for (size_t k = 0; k < tables.size(); ++k)
             if (tables[k]) embs[k] = tables[k]->forward(tape, b.ids[k], b.offsets[k], b.weights[k]);

@@ -16,18 +16,32 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "embedding/dynamic_tables.h"
 #include "embedding/shard_plan.h"
 #include "embedding/sharded_tables.h"
 #include "nn/layers.h"
 #include "nn/model.h"
+#include "nn/sparse_params_list.h"
 #include "optim/sparse_rows.h"
 
 namespace zt {
 
+// A dynamic table (docs/embedding-dynamic.md): rows keyed by the raw id, created on the
+// min_count-th sighting, evicted when unseen or past max_rows.
+struct DlrmDynamic {
+    int64_t min_count = 1;
+    int64_t unseen_steps = 0;  // 0: never
+    int64_t max_rows = 0;      // 0: no cap
+    EvictPolicy policy = EvictPolicy::kLru;
+    UnadmittedRow unadmitted = UnadmittedRow::kZeros;
+};
+
 struct DlrmTable {
-    int64_t rows = 0;
+    int64_t rows = 0;  // a dynamic table: the range of ids the data holds, [0, rows)
     int64_t dim = 0;
     ops::BagPooling pooling = ops::BagPooling::kSum;
+    bool dynamic = false;
+    DlrmDynamic dyn{};
 };
 
 // The "embedding" section (docs/embedding.md). Without it every table is a dense parameter of the
@@ -55,9 +69,10 @@ struct DlrmOptions {
 // Interaction width: the bottom output (D) plus one dot product per pair.
 int64_t dlrm_interaction_pairs(const DlrmOptions& o);
 int64_t dlrm_top_input(const DlrmOptions& o);
-// Every parameter, tables included.
+// Every parameter, tables included (dynamic tables count 0: their rows come with training).
 int64_t dlrm_param_count(const DlrmOptions& o);
 int64_t dlrm_table_param_count(const DlrmOptions& o);
+bool dlrm_has_dynamic(const DlrmOptions& o);
 
 // The embedding plan of a model over `ranks` ranks (every table, replicated ones included).
 EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro_batch,
@@ -99,8 +114,9 @@ public:
     const DlrmOptions& options() const { return options_; }
     // Places the sharded tables (embedding.enabled): plans them over ctx.comm's ranks.
     void attach(const ModelContext& ctx) override;
-    SparseParams* sparse_params() override { return sharded_.get(); }
+    SparseParams* sparse_params() override { return sparse_; }
     ShardedTables* sharded_tables() { return sharded_.get(); }
+    DynamicTables* dynamic_tables() { return dynamic_.get(); }
 
     ModuleList& emb_l;
     ModuleList& bot_l;
@@ -115,6 +131,11 @@ private:
     std::vector<int> sharded_index_;  // tables outside the arena
     std::vector<ops::BagPooling> sharded_pooling_;
     std::unique_ptr<ShardedTables> sharded_;
+    std::vector<int> dynamic_index_;  // dynamic tables
+    std::vector<ops::BagPooling> dynamic_pooling_;
+    std::unique_ptr<DynamicTables> dynamic_;
+    std::unique_ptr<SparseParamsList> both_;  // sharded and dynamic together
+    SparseParams* sparse_ = nullptr;          // what the engine drives
 };
 
 }  // namespace zt

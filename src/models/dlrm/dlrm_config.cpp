@@ -1,5 +1,7 @@
 // The DLRM family's config sections (docs/dlrm.md): "model" with type "dlrm" and "data" with a
 // click-log source. Every wrong value is recorded with its dotted key (Note [Config errors]).
+#include <algorithm>
+
 #include "models/dlrm/dlrm_family.h"
 #include "util/error.h"
 
@@ -13,7 +15,30 @@ constexpr int64_t kMaxRows = (int64_t{1} << 31) - 1;  // ids are int32
 
 ops::BagPooling parse_pooling(Section& s, const std::string& def) {
     return s.get_choice("pooling", def, {"sum", "mean"}) == "sum" ? ops::BagPooling::kSum
-                                                                   : ops::BagPooling::kMean;
+                                                                  : ops::BagPooling::kMean;
+}
+
+// {"dynamic": true, "dim", "id_range", "min_count", "evict": {"unseen_steps", "max_rows",
+//  "policy"}, "unadmitted"} (docs/embedding-dynamic.md).
+void parse_dynamic(Section& t, DlrmTable& table) {
+    t.guard([&] {
+        ZT_CHECK(!t.has("rows"), t.key("rows"),
+                 ": a dynamic table has no fixed rows (they come and go with the ids seen); "
+                 "remove it, cap the rows with evict.max_rows and give the data's id range as "
+                 "id_range");
+    });
+    table.rows = t.get_int("id_range", kMaxRows, 1, kMaxRows);
+    DlrmDynamic& d = table.dyn;
+    d.min_count = t.get_int("min_count", 1, 1);
+    Section e = t.section("evict");
+    d.unseen_steps = e.get_int("unseen_steps", 0, 0);
+    d.max_rows = e.get_int("max_rows", 0, 0);
+    d.policy = e.get_choice("policy", "lru", {"lru", "lfu"}) == "lru" ? EvictPolicy::kLru
+                                                                      : EvictPolicy::kLfu;
+    e.finish();
+    d.unadmitted = t.get_choice("unadmitted", "zeros", {"zeros", "default_row"}) == "zeros"
+                       ? UnadmittedRow::kZeros
+                       : UnadmittedRow::kDefaultRow;
 }
 
 DlrmOptions parse_model(Section& s, const std::string& checkpoint_policy) {
@@ -29,11 +54,23 @@ DlrmOptions parse_model(Section& s, const std::string& checkpoint_policy) {
     if (listed) {
         for (Section& t : s.section_list("tables")) {
             DlrmTable table;
-            table.rows = t.get_int("rows", 0, 1, kMaxRows);
+            table.dynamic = t.get_bool("dynamic", false);
+            if (table.dynamic) {
+                parse_dynamic(t, table);
+            } else {
+                table.rows = t.get_int("rows", 0, 1, kMaxRows);
+                for (const char* k : {"id_range", "min_count", "evict", "unadmitted"})
+                    t.guard([&] {
+                        ZT_CHECK(!t.has(k), t.key(k),
+                                 ": goes with \"dynamic\": true (a table "
+                                 "keyed by raw ids); remove it or make the table dynamic");
+                    });
+            }
             table.dim = t.get_int("dim", 0, 1);
             t.guard([&] {
-                ZT_CHECK(t.has("rows") && t.has("dim"), t.key("rows"),
-                         ": every table needs \"rows\" and \"dim\"");
+                ZT_CHECK((table.dynamic || t.has("rows")) && t.has("dim"), t.key("rows"),
+                         ": every table needs \"rows\" and \"dim\" (a dynamic table only "
+                         "\"dim\")");
             });
             table.pooling = parse_pooling(t, "sum");
             t.finish();
@@ -51,7 +88,11 @@ DlrmOptions parse_model(Section& s, const std::string& checkpoint_policy) {
                 ZT_CHECK(rows <= kMaxRows, s.key("table_rows"), ": a table of ", rows,
                          " rows is past the 2^31 - 1 that int32 ids address");
             });
-            m.tables.push_back({rows, dim, pooling});
+            DlrmTable t;
+            t.rows = rows;
+            t.dim = dim;
+            t.pooling = pooling;
+            m.tables.push_back(t);
         }
     }
     if (!by_rows) {
@@ -61,8 +102,8 @@ DlrmOptions parse_model(Section& s, const std::string& checkpoint_policy) {
         });
     }
     s.guard([&] {
-        ZT_CHECK(!m.tables.empty() || (!listed && !by_rows), s.key(listed ? "tables" : "table_rows"),
-                 ": expected at least one table");
+        ZT_CHECK(!m.tables.empty() || (!listed && !by_rows),
+                 s.key(listed ? "tables" : "table_rows"), ": expected at least one table");
     });
     m.bottom_mlp = s.get_int_list("bottom_mlp", 1);
     m.top_mlp = s.get_int_list("top_mlp", 1);
@@ -125,7 +166,10 @@ DlrmDataOptions parse_data(Section& s) {
 
 // "embedding": {"sharding": KIND or [KIND per table], "dtype": "fp32" | "bf16",
 //                "optimizer": {"type", "lr", "eps", "initial_accumulator", "beta1", "beta2"}}
-DlrmEmbedding parse_embedding(Section& s, size_t tables) {
+DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_tables) {
+    const size_t tables = model_tables.size();
+    std::vector<bool> dynamic;
+    for (const DlrmTable& t : model_tables) dynamic.push_back(t.dynamic);
     DlrmEmbedding e;
     if (s.empty()) return e;
     e.enabled = true;
@@ -146,26 +190,40 @@ DlrmEmbedding parse_embedding(Section& s, size_t tables) {
                          (*v)[k].dump());
                 e.sharding.push_back(
                     parse_shard_kind((*v)[k].get<std::string>(), str_cat(key, "[", k, "]")));
+                ZT_CHECK(!dynamic[k] || e.sharding.back() == ShardKind::kAuto, key, "[", k,
+                         "]: table ", k,
+                         " is dynamic: its rows are always split over the ranks by a hash of "
+                         "the id, not by a plan; give \"auto\" for it");
             }
         });
         if (e.sharding.empty()) e.sharding = {ShardKind::kAuto};
     }
-    e.storage = s.get_choice("dtype", "fp32", {"fp32", "bf16"}) == "bf16" ? DType::kBF16
-                                                                          : DType::kF32;
+    e.storage =
+        s.get_choice("dtype", "fp32", {"fp32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
     Section o = s.section("optimizer");
     const std::string type = o.get_choice(
-        "type", "sgd", {"sgd", "adagrad", "rowwise_adagrad", "row_wise_adagrad", "adam", "lazy_adam"});
+        "type", "sgd",
+        {"sgd", "adagrad", "rowwise_adagrad", "row_wise_adagrad", "adam", "lazy_adam"});
     s.guard([&] { e.optimizer.kind = parse_sparse_optim(type); });
     e.lr = o.get_number("lr", 0.0, 0.0);
-    e.optimizer.eps = o.get_number("eps", e.optimizer.kind == SparseOptimKind::kAdam ? 1e-8 : 1e-10,
-                                   1e-30);
+    e.optimizer.eps =
+        o.get_number("eps", e.optimizer.kind == SparseOptimKind::kAdam ? 1e-8 : 1e-10, 1e-30);
     e.optimizer.adam_eps = e.optimizer.eps;
     e.optimizer.initial_accumulator = o.get_number("initial_accumulator", 0.0, 0.0);
     e.optimizer.beta1 = o.get_number("beta1", 0.9, 0.0, 0.999999);
     e.optimizer.beta2 = o.get_number("beta2", 0.999, 0.0, 0.999999);
-    s.guard([&] { ZT_CHECK(e.storage == DType::kF32 || e.optimizer.kind == SparseOptimKind::kSgd,
-                           s.key("dtype"), ": bf16 tables keep split-SGD halves and train with "
-                           "\"sgd\" only; got optimizer ", type, ". Use dtype \"fp32\" for it"); });
+    s.guard([&] {
+        ZT_CHECK(e.storage == DType::kF32 || e.optimizer.kind == SparseOptimKind::kSgd,
+                 s.key("dtype"),
+                 ": bf16 tables keep split-SGD halves and train with "
+                 "\"sgd\" only; got optimizer ",
+                 type, ". Use dtype \"fp32\" for it");
+    });
+    s.guard([&] {
+        ZT_CHECK(e.storage == DType::kF32 ||
+                     std::find(dynamic.begin(), dynamic.end(), true) == dynamic.end(),
+                 s.key("dtype"), ": dynamic tables keep fp32 rows; use dtype \"fp32\"");
+    });
     o.finish();
     return e;
 }
@@ -177,7 +235,7 @@ std::shared_ptr<const DlrmFamily> parse_dlrm_family(Section& model, Section& dat
                                                     const std::string& checkpoint_policy) {
     const size_t errors = model.error_count();
     DlrmOptions m = parse_model(model, checkpoint_policy);
-    m.embedding = parse_embedding(embedding, m.tables.size());
+    m.embedding = parse_embedding(embedding, m.tables);
     DlrmDataOptions d = parse_data(data);
     if (model.error_count() != errors) return nullptr;
     return std::make_shared<const DlrmFamily>(std::move(m), std::move(d));

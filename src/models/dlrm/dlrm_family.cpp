@@ -26,9 +26,12 @@ const char* pooling_name(ops::BagPooling p) { return p == ops::BagPooling::kSum 
 
 std::string DlrmFamily::describe() const {
     const DlrmOptions& m = model_;
+    int64_t dynamic = 0;
+    for (const DlrmTable& t : m.tables) dynamic += t.dynamic ? 1 : 0;
     return str_cat("DLRM, ", m.tables.size(), " tables (", dlrm_table_param_count(m),
-                   " embedding parameters, dim ", m.tables[0].dim, "), bottom ", m.dense_features,
-                   "-", list_str(m.bottom_mlp), ", top ", dlrm_top_input(m), "-",
+                   " embedding parameters, dim ", m.tables[0].dim,
+                   dynamic ? str_cat(", ", dynamic, " dynamic") : std::string(), "), bottom ",
+                   m.dense_features, "-", list_str(m.bottom_mlp), ", top ", dlrm_top_input(m), "-",
                    list_str(m.top_mlp), ", dot interaction",
                    m.self_interaction ? " with self-interaction" : "");
 }
@@ -36,11 +39,27 @@ std::string DlrmFamily::describe() const {
 nlohmann::json DlrmFamily::describe_json() const {
     const DlrmOptions& m = model_;
     nlohmann::json tables = nlohmann::json::array();
-    for (const DlrmTable& t : m.tables)
-        tables.push_back({{"rows", t.rows}, {"dim", t.dim}, {"pooling", pooling_name(t.pooling)}});
-    return {{"type", "dlrm"},           {"dense_features", m.dense_features},
-            {"tables", tables},         {"bottom_mlp", m.bottom_mlp},
-            {"top_mlp", m.top_mlp},     {"interaction", "dot"},
+    for (const DlrmTable& t : m.tables) {
+        nlohmann::json j = {{"dim", t.dim}, {"pooling", pooling_name(t.pooling)}};
+        if (!t.dynamic) {
+            j["rows"] = t.rows;
+        } else {
+            j["dynamic"] = true;
+            j["id_range"] = t.rows;
+            j["min_count"] = t.dyn.min_count;
+            j["evict"] = {{"unseen_steps", t.dyn.unseen_steps},
+                          {"max_rows", t.dyn.max_rows},
+                          {"policy", t.dyn.policy == EvictPolicy::kLru ? "lru" : "lfu"}};
+            j["unadmitted"] = t.dyn.unadmitted == UnadmittedRow::kZeros ? "zeros" : "default_row";
+        }
+        tables.push_back(j);
+    }
+    return {{"type", "dlrm"},
+            {"dense_features", m.dense_features},
+            {"tables", tables},
+            {"bottom_mlp", m.bottom_mlp},
+            {"top_mlp", m.top_mlp},
+            {"interaction", "dot"},
             {"self_interaction", m.self_interaction}};
 }
 
@@ -84,14 +103,25 @@ double DlrmFamily::module_flops(const Module& m, int64_t batch, bool root) const
 int64_t DlrmFamily::sparse_param_count() const {
     int64_t n = 0;
     for (size_t k = 0; k < model_.tables.size(); ++k)
-        if (!model_.embedding.replicated(model_.tables[k], k))
+        if (!model_.tables[k].dynamic && !model_.embedding.replicated(model_.tables[k], k))
             n += model_.tables[k].rows * model_.tables[k].dim;
     return n;
 }
 
+// A dynamic table's rows at its cap (evict.max_rows) with their state; 0 without a cap (its size
+// follows the data, not the config).
+int64_t dlrm_dynamic_bytes(const DlrmOptions& m) {
+    int64_t bytes = 0;
+    for (const DlrmTable& t : m.tables)
+        if (t.dynamic)
+            bytes += t.dyn.max_rows *
+                     (t.dim + sparse_state_per_row(m.embedding.optimizer.kind, t.dim)) * 4;
+    return bytes;
+}
+
 // The shards' bytes only: a replicated table is an arena parameter, counted by param_count().
 int64_t DlrmFamily::sparse_bytes_per_rank(int ranks) const {
-    if (sparse_param_count() == 0) return 0;
+    if (sparse_param_count() == 0) return dlrm_dynamic_bytes(model_);
     const EmbeddingPlan plan = dlrm_embedding_plan(model_, ranks, 1, 1, 0);
     int64_t worst = 0;
     for (int r = 0; r < ranks; ++r) {
@@ -104,7 +134,7 @@ int64_t DlrmFamily::sparse_bytes_per_rank(int ranks) const {
             }
         worst = std::max(worst, bytes);
     }
-    return worst;
+    return worst + dlrm_dynamic_bytes(model_);
 }
 
 void DlrmFamily::check_sparse_fit(int ranks, int64_t budget) const {

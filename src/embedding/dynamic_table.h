@@ -1,0 +1,127 @@
+// DynamicTable: one embedding table keyed by the raw 64-bit id, collision-free (docs/
+// embedding-dynamic.md). Rows exist only for admitted ids: an id becomes a row on its min_count-th
+// sighting (Note [Admission]), and rows leave when unseen for `evict_unseen_steps` steps or, past
+// `max_rows`, least recently or least frequently used first (Note [Eviction]). An id -> slot
+// U64Map (u64_map.h) finds rows; the rows are dense in slots [0, rows) (an eviction moves the last
+// row into the hole), with the sparse optimizer's state beside them in a second tensor from the
+// pool (MemCategory::kEmbedding), both grown by doubling. A row's initial value depends only on
+// (seed, table name, id), so every layout and every re-admission starts it identically. Evicted
+// ids are logged until an export takes them, so a served model never keeps a row training
+// dropped. Leaves out: bf16 rows, threads (callers deduplicate ids and call from one thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "autograd/module.h"
+#include "embedding/u64_map.h"
+#include "optim/sparse_rows.h"
+#include "tensor/tensor.h"
+
+namespace zt {
+
+enum class EvictPolicy : uint8_t { kLru, kLfu };
+enum class UnadmittedRow : uint8_t { kZeros, kDefaultRow };
+
+struct DynamicTableOptions {
+    std::string name;  // "emb_l.3.weight": the initialization stream
+    int64_t dim = 0;
+    int64_t min_count = 1;           // sightings before an id gets a row (1: at first sight)
+    int64_t evict_unseen_steps = 0;  // S: rows unseen for S steps leave; 0: never
+    int64_t max_rows = 0;            // R: at most R rows after each step; 0: no cap
+    EvictPolicy policy = EvictPolicy::kLru;
+    UnadmittedRow unadmitted = UnadmittedRow::kZeros;
+    ParamInit init = ParamInit::zeros();  // of element (id * dim + c) in stream hash(name)
+    uint64_t seed = 42;
+    SparseOptimOptions optimizer;  // for the state per row and its initial value
+};
+
+// The table's figures for metrics.
+struct DynamicTableStats {
+    int64_t rows = 0, pending = 0;          // live rows; ids counted but not yet admitted
+    int64_t admissions = 0, evictions = 0;  // since the run started (checkpoints keep them)
+    double load_factor = 0;                 // of the id -> row map
+    int64_t map_slots = 0;                  // its capacity
+    int64_t bytes = 0;                      // rows, state, maps and counters held
+};
+
+class DynamicTable {
+  public:
+    DynamicTable(MemoryPool& pool, DynamicTableOptions options);
+    DynamicTable(const DynamicTable&) = delete;
+    DynamicTable& operator=(const DynamicTable&) = delete;
+
+    const DynamicTableOptions& options() const { return options_; }
+    int64_t dim() const { return options_.dim; }
+    int64_t state_per_row() const { return state_cols_; }
+    int64_t rows() const { return static_cast<int64_t>(ids_.size()); }
+    int64_t step() const { return step_; }  // completed steps
+
+    // A training sighting of id in the current step (call once per micro-batch that holds it):
+    // counts it, admits it at min_count, and marks the row used. The row's slot, or -1 while the
+    // id is not admitted.
+    int64_t see(uint64_t id);
+    // The row's slot, or -1; changes nothing (evaluation).
+    int64_t find(uint64_t id) const { return index_.find(id); }
+    uint64_t id_of(int64_t slot) const { return ids_[static_cast<size_t>(slot)]; }
+    const float* row(int64_t slot) const { return w_.data<float>() + slot * options_.dim; }
+    // The rows as the sparse optimizer sees them, and their state (rows x state_per_row()).
+    SparseRowStorage storage();
+    float* state();
+    // The shared row unadmitted ids read with UnadmittedRow::kDefaultRow (else null).
+    const float* default_row() const;
+    SparseRowStorage default_storage();
+    float* default_state();
+
+    // Ends the current step: evicts (Note [Eviction]) and counts the step.
+    void end_step();
+    // Ids evicted since the last call, ascending; the log is emptied.
+    std::vector<uint64_t> take_evicted();
+    const std::vector<uint64_t>& evicted() const { return evicted_; }
+
+    DynamicTableStats stats() const;
+
+    // Every field that the next steps depend on, for checkpoints (Note [Dynamic table state]).
+    struct Saved {
+        std::vector<uint64_t> words;
+        std::vector<float> weights, state;
+    };
+    Saved save() const;
+    void restore(const Saved& s);
+    // Adds the rows, pending ids and evictions of s whose id `keep` accepts (another rank
+    // count's part, Note [Dynamic table state]); takes s's step and default row, and adds its
+    // admission and eviction counts when `counters`.
+    void merge(const Saved& s, const std::function<bool(uint64_t)>& keep, bool counters);
+
+  private:
+    struct View;  // a Saved's fields, checked
+    View view(const Saved& s) const;
+    int64_t admit(uint64_t id, int64_t count);
+    void remove_row(int64_t slot);
+    void remove_pending(int64_t i);
+    void grow(int64_t rows);
+    void init_row(uint64_t id, float* dst) const;
+
+    MemoryPool& pool_;
+    DynamicTableOptions options_;
+    int64_t state_cols_ = 0;
+    int64_t step_ = 0;
+    // Rows, dense in [0, rows()): id, last step seen, sightings; values and state in w_, s_.
+    U64Map index_;
+    std::vector<uint64_t> ids_;
+    std::vector<int64_t> last_seen_, count_;
+    Tensor w_, s_;  // (capacity, dim), (capacity, state_cols_)
+    int64_t capacity_ = 0;
+    Tensor default_w_, default_s_;
+    // Pending ids: counted, not admitted (dense, like the rows).
+    U64Map pending_index_;
+    std::vector<uint64_t> pending_ids_;
+    std::vector<int64_t> pending_seen_, pending_count_;
+    int64_t admissions_ = 0, evictions_ = 0;
+    std::vector<uint64_t> evicted_;
+};
+
+}  // namespace zt

@@ -1,0 +1,109 @@
+// DynamicTables: a model's dynamic embedding tables (dynamic_table.h) as sparse parameters
+// (nn/sparse_params.h), sharded row-wise over the data-parallel ranks by a hash of the id
+// (Note [Dynamic exchange] in dynamic_exchange.cpp: one rank owns each id's row, state and
+// counters; lookups route distinct ids to their owners with all-to-alls and pool the rows with
+// the ordinary embedding_bag op; an unadmitted id reads zeros or the table's shared default row,
+// replicated on every rank). Backward adds each distinct row's gradient into its owner's step
+// accumulator in the one-process micro-batch order, so on one rank a dynamic table that admits
+// every id and evicts nothing takes a static table's update bits. The step applies the fused
+// sparse optimizer to the rows used (ascending ids) and then ends the tables' step (evictions;
+// evict.max_rows is per rank: ceil(R / N)). Checkpoints carry one block per table and rank with
+// its ids and counters in the block's aux words; on another rank count each rank keeps the ids it
+// owns from every block. Leaves out: bf16 rows.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "embedding/dynamic_table.h"
+#include "nn/model.h"
+#include "nn/sparse_params.h"
+#include "optim/sparse_rows.h"
+
+namespace zt {
+
+struct DynamicTablesOptions {
+    SparseOptimOptions optimizer;
+    double lr = 0;                      // the tables' own rate; 0: the dense optimizer's
+    DType compute_dtype = DType::kF32;  // dtype of the rows handed to pooling
+};
+
+class DynamicTables : public SparseParams {
+  public:
+    // tables: one per dynamic table (its name, dim, admission, eviction, init and seed);
+    // features: the batch feature (ClickBatch::ids index) each table reads; comm: the
+    // data-parallel group (null: one rank).
+    DynamicTables(MemoryPool& pool, std::vector<DynamicTableOptions> tables,
+                  std::vector<int> features, Communicator* comm,
+                  const DynamicTablesOptions& options);
+    ~DynamicTables() override;
+
+    size_t size() const { return tables_.size(); }
+    DynamicTable& table(size_t i) { return *tables_[i]; }
+
+    // Collective: the pooled embeddings (B, dim) of every dynamic table for this micro-batch, in
+    // table order. A recording tape is training: ids are sighted (and may be admitted);
+    // otherwise they are only looked up.
+    std::vector<Var> lookup(Tape& tape, const ClickBatch& batch,
+                            std::span<const ops::BagPooling> pooling);
+
+    void finish_grads() override;
+    double grad_sq_sum() const override;
+    void scale_grads(float coef) override;
+    void step(double lr, double base_lr, int64_t update) override;
+    void zero_grads() override;
+
+    // Tensor i is table i's live rows over all ranks, ascending by id: (rows, dim); shape() gives
+    // the rows as of the last step or gather().
+    std::vector<std::string> names() const override;
+    Shape shape(size_t i) const override;
+    int64_t state_cols(size_t i) const override;
+    int64_t numel() const override;
+    std::vector<float> gather(size_t i, int root) override;
+    bool keyed(size_t) const override { return true; }
+    // The ids of the last gather(i)'s rows (ascending); collective: the evicted ids.
+    std::vector<uint64_t> row_ids(size_t i) const override;
+    std::vector<uint64_t> take_deleted(size_t i) override;
+    std::vector<float> unadmitted_row(size_t i) const override;
+    void load(size_t i, const float* whole) override;
+    std::vector<SparseBlock> blocks(size_t i) const override;
+    void load_block(size_t i, const SparseBlock& b) override;
+    bool overlaps(size_t i, const SparseBlock& b) const override;
+    std::string optimizer_name() const override {
+        return sparse_optim_name(options_.optimizer.kind);
+    }
+
+    std::vector<std::string> describe() const override;
+    nlohmann::json plan_json() const override;
+    nlohmann::json step_counters() const override;
+
+    // Implementation types (dynamic_tables_detail.h).
+    struct Acc;     // one table's gradients of a step
+    struct Lookup;  // one lookup's routing
+
+  private:
+    int owner(uint64_t id) const;
+    void backward(Lookup& lk);
+    void reduce_default_grads();
+    void gather_stats();
+    // All ranks' u64 words, concatenated in rank order (every rank gets them).
+    std::vector<uint64_t> all_words(const std::vector<uint64_t>& mine) const;
+
+    MemoryPool& pool_;
+    std::vector<std::unique_ptr<DynamicTable>> tables_;
+    std::vector<int> features_;
+    Communicator* comm_ = nullptr;
+    int rank_ = 0, ranks_ = 1;
+    DynamicTablesOptions options_;
+    SparseRowOptimizer optimizer_;
+    std::vector<std::unique_ptr<Acc>> acc_;
+    int64_t ids_seen_ = 0, ids_unadmitted_ = 0;  // this step's, over micro-batches
+    // The group's figures as of the last step (stats summed over ranks), and the last gather's.
+    std::vector<DynamicTableStats> group_stats_;
+    int64_t last_ids_seen_ = 0, last_ids_unadmitted_ = 0;
+    std::vector<int64_t> global_rows_;
+    std::vector<std::vector<uint64_t>> gathered_ids_;
+};
+
+}  // namespace zt

@@ -1,0 +1,136 @@
+#include "nn/sparse_params_list.h"
+
+#include "util/error.h"
+
+namespace zt {
+
+SparseParamsList::SparseParamsList(std::vector<SparseParams*> parts) : parts_(std::move(parts)) {
+    for (SparseParams* p : parts_) {
+        ZT_ASSERT(p != nullptr, "a null part");
+        ZT_ASSERT(p->optimizer_name() == parts_[0]->optimizer_name(),
+                  "sparse parts with different optimizers");
+    }
+}
+
+std::pair<SparseParams*, size_t> SparseParamsList::at(size_t i) const {
+    for (SparseParams* p : parts_) {
+        const size_t n = p->names().size();
+        if (i < n) return {p, i};
+        i -= n;
+    }
+    ZT_ASSERT(false, "sparse tensor index out of range");
+    return {nullptr, 0};
+}
+
+void SparseParamsList::finish_grads() {
+    for (SparseParams* p : parts_) p->finish_grads();
+}
+
+double SparseParamsList::grad_sq_sum() const {
+    double s = 0;
+    for (const SparseParams* p : parts_) s += p->grad_sq_sum();
+    return s;
+}
+
+void SparseParamsList::scale_grads(float coef) {
+    for (SparseParams* p : parts_) p->scale_grads(coef);
+}
+
+void SparseParamsList::step(double lr, double base_lr, int64_t update) {
+    for (SparseParams* p : parts_) p->step(lr, base_lr, update);
+}
+
+void SparseParamsList::zero_grads() {
+    for (SparseParams* p : parts_) p->zero_grads();
+}
+
+std::vector<std::string> SparseParamsList::names() const {
+    std::vector<std::string> out;
+    for (const SparseParams* p : parts_)
+        for (std::string& n : p->names()) out.push_back(std::move(n));
+    return out;
+}
+
+Shape SparseParamsList::shape(size_t i) const {
+    auto [p, j] = at(i);
+    return p->shape(j);
+}
+
+int64_t SparseParamsList::state_cols(size_t i) const {
+    auto [p, j] = at(i);
+    return p->state_cols(j);
+}
+
+int64_t SparseParamsList::numel() const {
+    int64_t n = 0;
+    for (const SparseParams* p : parts_) n += p->numel();
+    return n;
+}
+
+std::vector<float> SparseParamsList::gather(size_t i, int root) {
+    auto [p, j] = at(i);
+    return p->gather(j, root);
+}
+
+void SparseParamsList::load(size_t i, const float* whole) {
+    auto [p, j] = at(i);
+    p->load(j, whole);
+}
+
+std::vector<SparseBlock> SparseParamsList::blocks(size_t i) const {
+    auto [p, j] = at(i);
+    return p->blocks(j);
+}
+
+void SparseParamsList::load_block(size_t i, const SparseBlock& b) {
+    auto [p, j] = at(i);
+    p->load_block(j, b);
+}
+
+bool SparseParamsList::overlaps(size_t i, const SparseBlock& b) const {
+    auto [p, j] = at(i);
+    return p->overlaps(j, b);
+}
+
+std::string SparseParamsList::optimizer_name() const { return parts_[0]->optimizer_name(); }
+
+bool SparseParamsList::keyed(size_t i) const {
+    auto [p, j] = at(i);
+    return p->keyed(j);
+}
+
+std::vector<uint64_t> SparseParamsList::row_ids(size_t i) const {
+    auto [p, j] = at(i);
+    return p->row_ids(j);
+}
+
+std::vector<uint64_t> SparseParamsList::take_deleted(size_t i) {
+    auto [p, j] = at(i);
+    return p->take_deleted(j);
+}
+
+std::vector<float> SparseParamsList::unadmitted_row(size_t i) const {
+    auto [p, j] = at(i);
+    return p->unadmitted_row(j);
+}
+
+std::vector<std::string> SparseParamsList::describe() const {
+    std::vector<std::string> out;
+    for (const SparseParams* p : parts_)
+        for (std::string& l : p->describe()) out.push_back(std::move(l));
+    return out;
+}
+
+nlohmann::json SparseParamsList::plan_json() const {
+    nlohmann::json j = nlohmann::json::object();
+    for (const SparseParams* p : parts_) j.update(p->plan_json());
+    return j;
+}
+
+nlohmann::json SparseParamsList::step_counters() const {
+    nlohmann::json j = nlohmann::json::object();
+    for (const SparseParams* p : parts_) j.update(p->step_counters());
+    return j;
+}
+
+}  // namespace zt
