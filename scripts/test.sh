@@ -28,9 +28,9 @@ done
 if [ "${ZT_SKIP_SANITIZE:-0}" != "1" ]; then
     cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON \
         -DZT_BUILD_BENCH=OFF >/dev/null
-    cmake --build build-asan -j"$(nproc)" --target test_util test_tensor test_autograd test_optim test_offload test_checkpoint test_comm test_parallel test_compression
+    cmake --build build-asan -j"$(nproc)" --target test_util test_tensor test_autograd test_optim test_offload test_checkpoint test_comm test_embedding test_parallel test_compression
     ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j2 \
-        -L "util|tensor|autograd|optim|offload|checkpoint|comm|parallel|compression" -LE mpi --timeout 600
+        -L "util|tensor|autograd|optim|offload|checkpoint|comm|embedding|parallel|compression" -LE mpi --timeout 600
 fi
 if [ "${ZT_SKIP_FUZZ:-0}" != "1" ]; then
     bash scripts/fuzz.sh
