@@ -56,6 +56,20 @@ TEST(ConfigZero, StagesAndOverlapDefault) {
     EXPECT_EQ(zero_of({{"stage", 2.0}}).stage, 2);
 }
 
+TEST(ConfigZero, ZeroPlusPlusQuantizationKeys) {
+    // zero_quantized_gradients is compression.gradients {"type": "int4"} (error feedback on).
+    const TrainConfig c = parse_config(json::parse(R"({"zero_optimization": {
+        "stage": 3, "zero_quantized_weights": true, "zero_quantized_gradients": true}})"))
+                              .config;
+    EXPECT_TRUE(c.zero.quantized_weights);
+    EXPECT_TRUE(c.grad_compression.enabled);
+    EXPECT_EQ(c.grad_compression.codec.kind, CodecKind::kInt4);
+    EXPECT_EQ(c.grad_compression.codec.block, 256);
+    EXPECT_TRUE(c.grad_compression.error_feedback);
+    EXPECT_FALSE(parse_config(json::parse(R"({"zero_optimization": {"stage": 3}})"))
+                     .config.grad_compression.enabled);
+}
+
 TEST(ConfigZero, SizesAsDeepSpeedWritesThem) {
     const ZeroConfig z = parse_config(json::parse(R"({"zero_optimization": {
         "stage": 3, "reduce_bucket_size": 5e7, "allgather_bucket_size": 2e8,
@@ -137,8 +151,10 @@ TEST(ConfigZero, BehaviourZerotrainAlwaysHasIsRefusedWhenTurnedOff) {
                     {"zero_optimization.offload_optimizer.buffer_count"});
     expect_mentions(err({{"offload_param", {{"device", "gpu"}}}}),
                     {"zero_optimization.offload_param.device: expected one of"});
-    expect_mentions(err({{"zero_quantized_gradients", true}}),
-                    {"zero_optimization.zero_quantized_gradients", "not supported yet"});
+    expect_mentions(err({{"zero_quantized_nontrainable_weights", true}}),
+                    {"zero_optimization.zero_quantized_nontrainable_weights", "not supported yet"});
+    expect_mentions(err({{"stage", 1}, {"zero_quantized_weights", true}}),
+                    {"zero_optimization.zero_quantized_weights", "quantizes stage 3"});
     expect_mentions(err({{"zero_hpz_partition_size", 8}}),
                     {"zero_optimization.zero_hpz_partition_size"});
 }
@@ -333,8 +349,8 @@ TEST(ConfigZero, DpComesFromTheMesh) {
 TEST(ConfigZero, PipelineOptionsAreResolvedAndCheckedAgainstTheModel) {
     const json model = {{"n_layers", 4}, {"vocab_size", 256}, {"d_model", 32}, {"n_heads", 4}};
     json j = {{"model", model},
-              {"parallel", {{"pipeline", {{"stages", 2}, {"schedule", "zero_bubble"},
-                                          {"micro_batches", 4}}}}}};
+              {"parallel",
+               {{"pipeline", {{"stages", 2}, {"schedule", "zero_bubble"}, {"micro_batches", 4}}}}}};
     const TrainConfig c = parse_config(j, 2).config;
     EXPECT_EQ(c.pipe.stages, 2);
     EXPECT_EQ(c.pipe.schedule, PipeSchedule::kZeroBubble);
@@ -354,10 +370,14 @@ TEST(ConfigZero, PipelineOptionsAreResolvedAndCheckedAgainstTheModel) {
     };
     expect_mentions(with({{"stages", 8}}, 8), {"parallel.pipeline.stages: 8 stages need at least "
                                                "8 blocks, the model has 4"});
-    expect_mentions(with({{"stages", 2}, {"schedule", "interleaved"}, {"virtual_stages", 2},
+    expect_mentions(with({{"stages", 2},
+                          {"schedule", "interleaved"},
+                          {"virtual_stages", 2},
                           {"micro_batches", 3}}),
                     {"parallel.pipeline", "micro"});
-    expect_mentions(with({{"stages", 2}, {"schedule", "interleaved"}, {"virtual_stages", 3},
+    expect_mentions(with({{"stages", 2},
+                          {"schedule", "interleaved"},
+                          {"virtual_stages", 3},
                           {"micro_batches", 4}}),
                     {"parallel.pipeline", "virtual"});
     expect_mentions(with({{"stages", 2}, {"schedule", "1f1b"}, {"virtual_stages", 2}}),
