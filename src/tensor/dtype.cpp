@@ -162,6 +162,7 @@ void store(void* p, DType t, size_t i, float v) {
 }  // namespace
 
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
+    if (n == 0) return;  // the pointers may be null (an empty vector's data())
     if (src_dtype == dst_dtype) {
         std::memmove(dst, src, n * dtype_size(src_dtype));
     } else if (src_dtype == DType::kF32 && dst_dtype == DType::kBF16) {
