@@ -15,9 +15,6 @@ void CompressionStats::add(const CompressionStats& o) {
     input_sq += o.input_sq;
 }
 
-ErrorFeedback::ErrorFeedback(MemoryPool& pool, int64_t n)
-    : residual_(Tensor::zeros(pool, {n}, DType::kF32, MemCategory::kOptimizer)) {}
-
 void encode_with_feedback(const Codec& codec, const float* x, int64_t n, uint8_t* out, float* ef,
                           CompressionStats& stats) {
     if (n == 0) return;

@@ -31,19 +31,9 @@ struct CompressionStats {
 };
 
 // Error feedback (Seide et al. 2014; Karimireddy et al. 2019): the residual e of the values a
-// codec could not carry joins the next values sent from the same place. encode_with_feedback:
-// v = x + e; out = encode(v); e = v - decode(out).
-class ErrorFeedback {
-  public:
-    ErrorFeedback(MemoryPool& pool, int64_t n);
-    int64_t numel() const { return residual_.numel(); }
-    float* data() const { return residual_.data<float>(); }
-    Tensor& residual() { return residual_; }
-
-  private:
-    Tensor residual_;  // f32 (n); MemCategory::kOptimizer: it persists like optimizer state
-};
-
+// codec could not carry joins the next values sent from the same place: v = x + e;
+// out = encode(v); e = v - decode(out). The residual buffers belong to the caller (one per place,
+// grad_transport.h).
 // Encodes x[0, n) into out (codec.encoded_bytes(n) bytes), with error feedback when ef is given
 // (ef: n values), and adds the encoding's error to stats.
 void encode_with_feedback(const Codec& codec, const float* x, int64_t n, uint8_t* out, float* ef,
