@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "parallel/powersgd_transport.h"
 #include "util/error.h"
 
 namespace zt {
@@ -148,6 +149,7 @@ class CompressedTransport final : public GradTransport {
 std::unique_ptr<GradTransport> make_grad_transport(ZeroContext& ctx,
                                                    const GradCompressionOptions& o) {
     if (!o.enabled || ctx.ranks == 1) return std::make_unique<PlainTransport>(ctx);
+    if (o.powersgd.enabled) return make_powersgd_transport(ctx, o);
     return std::make_unique<CompressedTransport>(ctx, o);
 }
 

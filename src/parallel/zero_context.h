@@ -12,6 +12,7 @@
 #include "autograd/param_arena.h"
 #include "comm/codec/codec.h"
 #include "comm/communicator.h"
+#include "comm/powersgd.h"
 #include "offload/param_tier.h"
 #include "parallel/zero_layout.h"
 
@@ -22,6 +23,7 @@ struct GradCompressionOptions {
     bool enabled = false;
     CodecOptions codec;
     bool error_feedback = false;
+    PowerSgdOptions powersgd;  // enabled: low-rank factors instead of codec (comm/powersgd.h)
 };
 
 class GradTransport;

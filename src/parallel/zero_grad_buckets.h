@@ -23,6 +23,7 @@ struct BucketReduction {
     std::unique_ptr<CompressedExchange> exchange;  // compressed transport: the bytes in flight
     Tensor wire;  // all-reduce: the bucket as it travels (reduced in place)
     Tensor f32;   // compressed transport: the bucket in f32, when its dtype differs
+    Tensor aux;   // PowerSGD transport: the P factors (and uncompressed values) in flight
 };
 
 // How one gradient bucket is reduced.

@@ -10,7 +10,7 @@ nlohmann::json grad_compression_metrics(const GradCompressionOptions& o,
     const int64_t raw = now.raw_bytes - before.raw_bytes;
     const int64_t wire = now.wire_bytes - before.wire_bytes;
     const double err = now.error_sq - before.error_sq, in = now.input_sq - before.input_sq;
-    nlohmann::json g = {{"codec", codec_kind_name(o.codec.kind)},
+    nlohmann::json g = {{"codec", o.powersgd.enabled ? "powersgd" : codec_kind_name(o.codec.kind)},
                         {"error_feedback", o.error_feedback},
                         {"raw_bytes", raw},
                         {"wire_bytes", wire}};

@@ -76,15 +76,31 @@ void parse_quantization(Section& s, QatOptions& q, const TrainConfig& c) {
              "and ZeRO");
 }
 
+// compression.gradients "powersgd": rank-r factors (comm/powersgd.h) instead of a codec.
+void parse_powersgd(Section& s, GradCompressionOptions& g) {
+    g.powersgd.enabled = true;
+    g.powersgd.rank = static_cast<int>(s.get_int("rank", 4, 1));
+    g.powersgd.warm_start = s.get_bool("warm_start", true);
+    g.powersgd.min_compression_rate = s.get_number("min_compression_rate", 2.0, 1.0, 1e9);
+}
+
 // compression.gradients (docs/compression.md): the codec of the data-parallel gradient
-// reductions. Error feedback defaults on where the codec drops most of the signal (top-k, int4).
+// reductions. Error feedback defaults on where the codec drops most of the signal (top-k, int4,
+// onebit, powersgd).
 void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c,
                      std::vector<std::string>& warnings) {
-    const std::string type = s.get_choice(
-        "type", "int8",
-        {"f32", "bf16", "fp16", "int8", "int4", "fp8_e4m3", "fp8_e5m2", "topk", "onebit"});
+    const std::string type = s.get_choice("type", "int8",
+                                          {"f32", "bf16", "fp16", "int8", "int4", "fp8_e4m3",
+                                           "fp8_e5m2", "topk", "onebit", "powersgd"});
     g.enabled = true;
-    g.codec.kind = parse_codec_kind(type);
+    if (type == "powersgd") {
+        parse_powersgd(s, g);
+    } else {
+        g.codec.kind = parse_codec_kind(type);
+        for (const char* k : {"rank", "warm_start", "min_compression_rate"})
+            ZT_CHECK(!s.has(k), s.key(k), ": only \"powersgd\" has it; remove it for \"", type,
+                     "\"");
+    }
     const bool blockwise =
         type == "int8" || type == "int4" || type.rfind("fp8", 0) == 0 || type == "onebit";
     if (blockwise)
@@ -92,7 +108,7 @@ void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c
     else
         ZT_CHECK(!s.has("block"), s.key("block"),
                  ": only the blockwise types (int8, int4, "
-                 "fp8_e4m3, fp8_e5m2) have blocks; remove it for \"",
+                 "fp8_e4m3, fp8_e5m2, onebit) have blocks; remove it for \"",
                  type, "\"");
     if (type == "topk")
         g.codec.ratio = s.get_number("ratio", 0.01, 1e-9, 1.0);
@@ -101,9 +117,12 @@ void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c
                  ": only \"topk\" keeps a ratio; remove it "
                  "for \"",
                  type, "\"");
-    g.error_feedback =
-        s.get_bool("error_feedback", type == "topk" || type == "int4" || type == "onebit");
+    g.error_feedback = s.get_bool("error_feedback", type == "topk" || type == "int4" ||
+                                                        type == "onebit" || type == "powersgd");
     s.finish();
+    ZT_CHECK(!(type == "powersgd" && c.zero.stage == 3), s.key("type"),
+             ": \"powersgd\" is not supported at ZeRO stage 3 yet (its ranks reduce buckets in "
+             "different orders); use stage 0-2 or a codec");
     ZT_CHECK(c.communication_data_type == c.grad_accum_dtype, s.key("type"),
              ": communication_data_type \"", c.communication_data_type,
              "\" and compression.gradients both choose how gradients travel; remove "
