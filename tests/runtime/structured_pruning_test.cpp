@@ -13,6 +13,7 @@
 #include "comm/local/local_comm.h"
 #include "models/gpt/gpt.h"
 #include "models/gpt/gpt_family.h"
+#include "models/gpt/gpt_memory.h"
 #include "optim/adamw.h"
 #include "runtime/engine.h"
 #include "runtime/toy_sequences.h"
@@ -25,7 +26,7 @@ namespace {
 constexpr int64_t kV = 48, kT = 8, kSteps = 10, kMicro = 2;
 const GptOptions kModel{kV, kT, 18, 2, 3};
 
-struct Setup {
+struct StructSetup {
     int ranks = 1;
     int stage = 0;
     int64_t grad_accum = 2;  // per rank
@@ -33,7 +34,7 @@ struct Setup {
     GptOptions model = kModel;
 };
 
-struct Run {
+struct StructRun {
     std::vector<double> loss;
     std::vector<std::vector<float>> weights;  // whole master after each step
     std::vector<nlohmann::json> metrics;      // the pruner's after each step
@@ -50,7 +51,7 @@ PruningOptions structured() {
     return p;
 }
 
-std::unique_ptr<Engine> make_engine(MemoryPool& pool, const Setup& s, Communicator* comm) {
+std::unique_ptr<Engine> make_engine(MemoryPool& pool, const StructSetup& s, Communicator* comm) {
     EngineOptions eo;
     eo.grad_accum = s.grad_accum;
     eo.gradient_clipping = 1.0;
@@ -67,7 +68,7 @@ std::unique_ptr<Engine> make_engine(MemoryPool& pool, const Setup& s, Communicat
     return std::make_unique<Engine>(pool, std::make_unique<Gpt>(s.model), std::move(eo));
 }
 
-void train_steps(Engine& e, const Setup& s, int rank, int64_t from, int64_t to, Run* out) {
+void train_steps(Engine& e, const StructSetup& s, int rank, int64_t from, int64_t to, StructRun* out) {
     std::vector<int32_t> in(kMicro * kT), tg(kMicro * kT);
     for (int64_t step = from; step < to; ++step) {
         for (int64_t m = 0; m < s.grad_accum; ++m) {
@@ -84,8 +85,8 @@ void train_steps(Engine& e, const Setup& s, int rank, int64_t from, int64_t to, 
     }
 }
 
-Run train(const Setup& s) {
-    Run r;
+StructRun train(const StructSetup& s) {
+    StructRun r;
     run_local_ranks(s.ranks, [&](Communicator& c) {
         set_num_threads(1);
         MemoryPool pool;
@@ -139,7 +140,7 @@ UnitZeros unit_zeros(const std::vector<float>& w) {
 }
 
 // After every step each group has whole-zero units in the formula's count at the last update.
-void expect_schedule(const Run& r, const PruningOptions& p, const std::string& what) {
+void expect_schedule(const StructRun& r, const PruningOptions& p, const std::string& what) {
     const std::vector<PruneUnitGroup> gs = groups();
     int64_t heads = 0, channels = 0;
     for (int64_t step = 1; step <= kSteps; ++step) {
@@ -163,21 +164,21 @@ void expect_schedule(const Run& r, const PruningOptions& p, const std::string& w
 }
 
 TEST(StructuredPruning, WholeUnitsStayZeroAndEveryLayoutTrainsLikeOneProcess) {
-    Setup one;
+    StructSetup one;
     one.grad_accum = 4;
     one.pruning = structured();
-    const Run ref = train(one);
+    const StructRun ref = train(one);
     expect_schedule(ref, one.pruning, "one process");
     const UnitZeros ref_units = unit_zeros(ref.weights.back());
     for (int ranks : {2, 4})
         for (int stage = 0; stage <= 3; ++stage) {
             if (ranks == 4 && (stage == 0 || stage == 2)) continue;  // time: 1 and 3 cover it
-            Setup s;
+            StructSetup s;
             s.ranks = ranks;
             s.stage = stage;
             s.grad_accum = 4 / ranks;
             s.pruning = structured();
-            const Run r = train(s);
+            const StructRun r = train(s);
             const std::string what = str_cat(ranks, " ranks, stage ", stage);
             expect_schedule(r, s.pruning, what);
             EXPECT_EQ(unit_zeros(r.weights.back()).whole, ref_units.whole) << what;
@@ -188,23 +189,23 @@ TEST(StructuredPruning, WholeUnitsStayZeroAndEveryLayoutTrainsLikeOneProcess) {
         }
 }
 
-// A run stopped after step 4 (one update done, two to come) and resumed from its state on
+// A run stopped after step 6 (after the update of step 5: 1 head, 18 channels; one to come) and resumed from its state on
 // another ZeRO stage and rank count continues the uninterrupted run.
 TEST(StructuredPruning, MaskResumesOnAnotherLayout) {
-    Setup s;
+    StructSetup s;
     s.ranks = 2;
     s.stage = 3;
     s.grad_accum = 1;
     s.pruning = structured();
-    const Run full = train(s);
+    const StructRun full = train(s);
     std::vector<std::vector<float>> whole;
     EngineCounters counters;
     run_local_ranks(2, [&](Communicator& c) {
         set_num_threads(1);
         MemoryPool pool;
         auto a = make_engine(pool, s, &c);
-        Run first;
-        train_steps(*a, s, c.rank(), 0, 4, &first);
+        StructRun first;
+        train_steps(*a, s, c.rank(), 0, 6, &first);
         UpdateState& sa = a->update_state();
         std::vector<std::vector<float>> mine_all;
         for (size_t k = 0; k < sa.names().size(); ++k) {
@@ -217,11 +218,11 @@ TEST(StructuredPruning, MaskResumesOnAnotherLayout) {
             counters = a->counters();
         }
     });
-    Setup s1 = s;  // one process, stage 0, the same global batch
+    StructSetup s1 = s;  // one process, stage 0, the same global batch
     s1.ranks = 1;
     s1.stage = 0;
     s1.grad_accum = 2;
-    Run resumed;
+    StructRun resumed;
     {
         set_num_threads(1);
         MemoryPool pool;
@@ -230,24 +231,25 @@ TEST(StructuredPruning, MaskResumesOnAnotherLayout) {
         for (size_t k = 0; k < whole.size(); ++k)
             sb.write(static_cast<int>(k), 0, sb.numel(), whole[k].data());
         b->restore(counters);
-        EXPECT_EQ(b->pruner()->metrics(4, false)["heads"]["pruned"].get<int64_t>(), 1);
-        train_steps(*b, s1, 0, 4, kSteps, &resumed);
+        EXPECT_EQ(b->pruner()->metrics(6, false)["heads"]["pruned"].get<int64_t>(), 1);
+        EXPECT_EQ(b->pruner()->metrics(6, false)["channels"]["pruned"].get<int64_t>(), 18);
+        train_steps(*b, s1, 0, 6, kSteps, &resumed);
     }
     const UnitZeros a = unit_zeros(resumed.weights.back()), b = unit_zeros(full.weights.back());
     EXPECT_EQ(a.whole, b.whole);
     for (size_t i = 0; i < resumed.loss.size(); ++i)
-        EXPECT_NEAR(resumed.loss[i], full.loss[i + 4], 1e-4 * full.loss[i + 4]) << i;
+        EXPECT_NEAR(resumed.loss[i], full.loss[i + 6], 1e-4 * full.loss[i + 6]) << i;
 }
 
 // The compacted model computes the masked model's loss (within fp32 rounding) with fewer
 // parameters: 1 of 3 heads and 51 of 72 channels per layer.
 TEST(StructuredPruning, CompactModelGivesTheMaskedLoss) {
-    Setup s;
+    StructSetup s;
     s.pruning = structured();
     set_num_threads(1);
     MemoryPool pool;
     auto e = make_engine(pool, s, nullptr);
-    Run r;
+    StructRun r;
     train_steps(*e, s, 0, 0, kSteps, &r);
     std::vector<float> master = e->gather_master();
     std::vector<NamedTensorF32> named;
@@ -262,7 +264,7 @@ TEST(StructuredPruning, CompactModelGivesTheMaskedLoss) {
     small.n_heads = 1;
     small.head_dim = 6;
     small.d_ff = 51;
-    Setup ss;
+    StructSetup ss;
     ss.model = small;
     MemoryPool pool2;
     auto c = make_engine(pool2, ss, nullptr);
