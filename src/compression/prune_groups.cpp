@@ -16,8 +16,8 @@ void structured_mask(std::span<const float> scores, std::span<const PruneUnitGro
               scores.size(), " scores");
     for (size_t gi = 0; gi < groups.size(); ++gi) {
         const PruneUnitGroup& g = groups[gi];
-        ZT_ASSERT(counts[gi] >= 0 && counts[gi] <= g.units, "structured_mask: ", counts[gi],
-                  " of ", g.units, " units of ", g.name);
+        ZT_ASSERT(counts[gi] >= 0 && counts[gi] <= g.units, "structured_mask: ", counts[gi], " of ",
+                  g.units, " units of ", g.name);
         std::vector<double> norm(static_cast<size_t>(g.units), 0.0);
         std::vector<uint8_t> was(static_cast<size_t>(g.units), 1);
         for (int64_t u = 0; u < g.units; ++u) {
@@ -58,8 +58,8 @@ std::vector<int64_t> pruned_units(std::span<const PruneUnitGroup> groups,
         int64_t n = 0;
         for (int64_t u = 0; u < g.units; ++u) {
             bool whole = true;
-            for_each_unit_element(g, u,
-                                  [&](int64_t i) { whole = whole && pruned[static_cast<size_t>(i)]; });
+            for_each_unit_element(
+                g, u, [&](int64_t i) { whole = whole && pruned[static_cast<size_t>(i)]; });
             n += whole ? 1 : 0;
         }
         out.push_back(n);

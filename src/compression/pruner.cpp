@@ -131,8 +131,8 @@ nlohmann::json Pruner::metrics(int64_t step, bool layers) const {
             for (size_t g = 0; g < groups_.size(); ++g)
                 if (groups_[g].kind == kind) most = std::max(most, pruned_per_group_[g]);
             const bool heads = std::string(kind) == "heads";
-            j[kind] = {{"target", heads ? prune_heads_at(options_, step)
-                                        : prune_channels_at(options_, step)},
+            j[kind] = {{"target",
+                        heads ? prune_heads_at(options_, step) : prune_channels_at(options_, step)},
                        {"pruned", most}};
         }
     } else {

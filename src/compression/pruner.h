@@ -65,7 +65,7 @@ class Pruner {
     int state_index_;
     std::vector<uint64_t> bits_;  // the update range's mask, one bit per weight
     std::vector<int64_t> pruned_per_target_;
-    std::vector<PruneUnitGroup> groups_;       // structured
+    std::vector<PruneUnitGroup> groups_;     // structured
     std::vector<int64_t> pruned_per_group_;  // structured: whole units pruned
 };
 

@@ -68,7 +68,8 @@ struct CompactModel {
     std::string summary;  // for the log: what was removed
     std::vector<NamedTensorF32> views() {
         std::vector<NamedTensorF32> v;
-        for (size_t i = 0; i < names.size(); ++i) v.push_back({names[i], shapes[i], data[i].data()});
+        for (size_t i = 0; i < names.size(); ++i)
+            v.push_back({names[i], shapes[i], data[i].data()});
         return v;
     }
 };

@@ -32,9 +32,8 @@ class StructuredCli : public Cli {
         j["data"]["builtin_tokens"] = 1 << 14;
         j["eval_interval"] = 0;
         j["optimizer"]["params"] = {{"lr", 3e-3}, {"weight_decay", 0.1}};
-        j["compression"]["pruning"] = {{"type", "structured"}, {"heads", 0.5},
-                                       {"channels", 0.3},      {"start_step", 2},
-                                       {"end_step", 4},        {"frequency", 2}};
+        j["compression"]["pruning"] = {{"type", "structured"}, {"heads", 0.5},  {"channels", 0.3},
+                                       {"start_step", 2},      {"end_step", 4}, {"frequency", 2}};
         return j;
     }
     static zt::PruningOptions options() {
@@ -77,9 +76,8 @@ TEST_F(StructuredCli, MetricsFollowTheScheduleAndCompactExportTrainsTheSameModel
     // export --compact: the smaller weights and a config beside them.
     const std::string cfg = write_config(config(6), "run_cfg.json");
     const std::string out = (dir_ / "small.safetensors").string();
-    const CommandResult e = zt::testing::run_zerotrain("export " + cfg + " --from " +
-                                                       (dir_ / "run").string() + " --compact --out " +
-                                                       out);
+    const CommandResult e = zt::testing::run_zerotrain(
+        "export " + cfg + " --from " + (dir_ / "run").string() + " --compact --out " + out);
     ASSERT_EQ(e.code, 0) << e.output;
     EXPECT_NE(e.output.find("removed 2 of 4 heads and 19 of 64 MLP channels"), std::string::npos)
         << e.output;

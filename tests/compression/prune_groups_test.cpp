@@ -2,12 +2,13 @@
 // elements (rows in parts, columns), the count per group from the schedule's formula, the lowest
 // L2 norms pruned as whole units, ties to the lower unit, masks that only grow, and the counts
 // of whole units a mask holds.
+#include "compression/prune_groups.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
-#include "compression/prune_groups.h"
 #include "compression/prune_mask.h"
 #include "compression/prune_schedule.h"
 
@@ -53,8 +54,7 @@ TEST(PruneGroups, LowestNormUnitsArePrunedWhole) {
     // at 0.75; counts 2 prunes units 2 and 0.
     const float level[4] = {0.75f, 2.0f, 0.5f, 3.0f};
     for (int64_t u = 0; u < 4; ++u)
-        for_each_unit_element(g, u,
-                              [&](int64_t i) { scores[static_cast<size_t>(i)] = level[u]; });
+        for_each_unit_element(g, u, [&](int64_t i) { scores[static_cast<size_t>(i)] = level[u]; });
     std::vector<uint8_t> pruned(scores.size(), 0);
     const std::vector<PruneUnitGroup> gs = {g};
     const std::vector<int64_t> two = {2};
@@ -112,8 +112,8 @@ TEST(PruneGroups, ScheduleCountsAreTheCubicFormulaPerLayer) {
         }
         EXPECT_DOUBLE_EQ(prune_heads_at(o, t), hf) << t;
         EXPECT_DOUBLE_EQ(prune_channels_at(o, t), cf) << t;
-        EXPECT_EQ(prune_count(prune_heads_at(o, t), 12),
-                  static_cast<int64_t>(std::floor(hf * 12))) << t;
+        EXPECT_EQ(prune_count(prune_heads_at(o, t), 12), static_cast<int64_t>(std::floor(hf * 12)))
+            << t;
         EXPECT_EQ(prune_sparsity_at(o, t), 0.0);  // no weight-level target
         EXPECT_EQ(prune_updates_at(o, t), t == 3 || t == 7 || t == 11) << t;
     }

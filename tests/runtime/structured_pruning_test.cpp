@@ -68,7 +68,8 @@ std::unique_ptr<Engine> make_engine(MemoryPool& pool, const StructSetup& s, Comm
     return std::make_unique<Engine>(pool, std::make_unique<Gpt>(s.model), std::move(eo));
 }
 
-void train_steps(Engine& e, const StructSetup& s, int rank, int64_t from, int64_t to, StructRun* out) {
+void train_steps(Engine& e, const StructSetup& s, int rank, int64_t from, int64_t to,
+                 StructRun* out) {
     std::vector<int32_t> in(kMicro * kT), tg(kMicro * kT);
     for (int64_t step = from; step < to; ++step) {
         for (int64_t m = 0; m < s.grad_accum; ++m) {
@@ -189,8 +190,8 @@ TEST(StructuredPruning, WholeUnitsStayZeroAndEveryLayoutTrainsLikeOneProcess) {
         }
 }
 
-// A run stopped after step 6 (after the update of step 5: 1 head, 18 channels; one to come) and resumed from its state on
-// another ZeRO stage and rank count continues the uninterrupted run.
+// A run stopped after step 6 (after the update of step 5: 1 head, 18 channels; one to come) and
+// resumed from its state on another ZeRO stage and rank count continues the uninterrupted run.
 TEST(StructuredPruning, MaskResumesOnAnotherLayout) {
     StructSetup s;
     s.ranks = 2;

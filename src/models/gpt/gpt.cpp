@@ -30,8 +30,9 @@ void validate_tensor_parallel(const GptOptions& o, int t) {
     ZT_CHECK(o.n_heads % t == 0, "parallel.tensor = ", t,
              " must divide model.n_heads = ", o.n_heads,
              " (each rank computes n_heads / tensor attention heads)");
-    ZT_CHECK(o.mlp_width() % t == 0, "parallel.tensor = ", t, " must divide model.d_ff = ",
-             o.mlp_width(), " (each rank computes d_ff / tensor hidden features)");
+    ZT_CHECK(o.mlp_width() % t == 0, "parallel.tensor = ", t,
+             " must divide model.d_ff = ", o.mlp_width(),
+             " (each rank computes d_ff / tensor hidden features)");
     ZT_CHECK(o.vocab_size % t == 0, "parallel.tensor = ", t,
              " must divide model.vocab_size = ", o.vocab_size,
              " (each rank holds vocab_size / tensor embedding rows); pad the "

@@ -30,7 +30,7 @@ struct GptOptions {
     int64_t head_dim = 0;
     int64_t d_ff = 0;
     int64_t head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
-    int64_t attn_width() const { return n_heads * head_size(); }  // A
+    int64_t attn_width() const { return n_heads * head_size(); }         // A
     int64_t mlp_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }  // F
     // activation_checkpointing.policy: "none"; "every" (each Block is a recompute region);
     // "every_k" (blocks l with l % checkpoint_every_k == 0 are); "selective" (in every block,

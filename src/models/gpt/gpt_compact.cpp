@@ -98,9 +98,8 @@ CompactModel GptFamily::compact(std::span<const NamedTensorF32> params) const {
     int64_t k_heads = H - 1, k_channels = F - 1;  // every layer keeps a head and a channel
     for (int64_t l = 0; l < L; ++l) {
         LayerTensors& t = layers[static_cast<size_t>(l)];
-        t = {get(l, "attn.c_attn.weight"), get(l, "attn.c_attn.bias"),
-             get(l, "attn.c_proj.weight"), get(l, "mlp.c_fc.weight"),
-             get(l, "mlp.c_fc.bias"),      get(l, "mlp.c_proj.weight")};
+        t = {get(l, "attn.c_attn.weight"), get(l, "attn.c_attn.bias"), get(l, "attn.c_proj.weight"),
+             get(l, "mlp.c_fc.weight"),    get(l, "mlp.c_fc.bias"),    get(l, "mlp.c_proj.weight")};
         zero_heads.push_back(zero_units(H, D, 3, {t.qkv_w, t.qkv_b}, *t.proj_w));
         zero_channels.push_back(zero_units(F, 1, 1, {t.fc_w, t.fc_b}, *t.down_w));
         k_heads = std::min<int64_t>(k_heads, static_cast<int64_t>(zero_heads.back().size()));
