@@ -18,14 +18,14 @@ struct GptDataOptions {
     std::string path;              // tokens: file of little-endian token ids
     std::string dtype = "uint16";  // "uint16" or "uint32"
     bool shuffle = false;
-    std::string eval_path;       // empty: hold out the tail of `path` (eval_fraction)
-    double eval_fraction = 0.0;  // share of samples held out when there is no eval_path
+    std::string eval_path;         // empty: hold out the tail of `path` (eval_fraction)
+    double eval_fraction = 0.0;    // share of samples held out when there is no eval_path
     int64_t builtin_tokens = 1 << 20;
     int64_t builtin_seed = 1234;
 };
 
 class GptFamily final : public ModelFamily {
-  public:
+public:
     GptFamily(GptOptions model, GptDataOptions data);
 
     const GptOptions& options() const { return model_; }
@@ -62,7 +62,7 @@ class GptFamily final : public ModelFamily {
     int64_t transient_workspace_bytes(int64_t B, DType grad_dtype, int threads,
                                       int64_t alignment) const override;
 
-  private:
+private:
     GptOptions model_;
     GptDataOptions data_;
 };
