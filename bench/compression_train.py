@@ -68,9 +68,29 @@ def read_metrics(run_dir, tokens_per_step):
                 tokens_per_s=tokens_per_step / statistics.median(times))
 
 
+def speed_run(args, cfg, run_dir, tag, tokens_per_step):
+    """tokens/s of a short run of config cfg (its own steps, no evaluation)."""
+    cfg = dict(cfg, steps=args.compact_steps, eval_interval=0)
+    cfg.pop("compression", None)
+    path = os.path.join(run_dir, f"{tag}.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)
+    out = os.path.join(run_dir, tag)
+    cmd = [args.zerotrain, "train", path, "--run-dir", out, "--threads", str(args.threads),
+           "--quiet", "--overwrite"]
+    r = run_child(cmd, dict(os.environ), run_dir, args.timeout)
+    if r["rc"] != 0:
+        raise RuntimeError(f"{tag}: exit code {r['rc']}: {tail(r['stderr'], 600)}")
+    m = read_metrics(out, tokens_per_step)
+    shutil.rmtree(out, ignore_errors=True)
+    return m, " ".join(cmd)
+
+
 def compact(args, name, run_dir, path, tokens_per_step, rows):
-    """export --compact of the run's final weights, then a short run of the compact model (its
-    row appended to rows first, so that a failure is reported on it)."""
+    """export --compact of the run's final weights, then the compact model against the dense
+    one in short runs alternated --speed-repeats times (A B A B: the machine is noisy), the
+    median of the tokens/s ratios; the compact run's first loss is the masked model's. Its row
+    is appended to rows first, so that a failure is reported on it."""
     res = dict(variant=name + "+compact")
     rows.append(res)
     out = os.path.join(run_dir, "small.safetensors")
@@ -79,22 +99,24 @@ def compact(args, name, run_dir, path, tokens_per_step, rows):
     r = run_child(cmd, dict(os.environ), run_dir, args.timeout)
     if r["rc"] != 0:
         raise RuntimeError(f"export --compact: exit code {r['rc']}: {tail(r['stderr'], 600)}")
-    small_cfg = os.path.join(run_dir, "small.config.json")
-    with open(small_cfg) as f:
+    with open(os.path.join(run_dir, "small.config.json")) as f:
         small = json.load(f)
-    small["steps"] = args.compact_steps
-    small["eval_interval"] = 0
-    with open(small_cfg, "w") as f:
-        json.dump(small, f, indent=1)
-    cmd = [args.zerotrain, "train", small_cfg, "--run-dir", os.path.join(run_dir, "small"),
-           "--threads", str(args.threads), "--quiet"]
-    r = run_child(cmd, dict(os.environ), run_dir, args.timeout)
-    res.update(cmd=" ".join(cmd), model=small["model"], **child_figures(r))
-    if r["rc"] != 0:
-        raise RuntimeError(f"compact train: exit code {r['rc']}: {tail(r['stderr'], 600)}")
-    res.update(ok=True, **read_metrics(os.path.join(run_dir, "small"), tokens_per_step))
-    res["final_loss"] = None  # a continued run: only its speed and first loss compare
-    res["eval_loss"] = None
+    with open(path) as f:
+        dense = json.load(f)
+    dense["init_from"] = os.path.join(run_dir, "run", "model.safetensors")  # the masked model
+    ratios, dense_tps, small_tps = [], [], []
+    for _ in range(args.speed_repeats):
+        d, _ = speed_run(args, dense, run_dir, "speed_dense", tokens_per_step)
+        m, small_cmd = speed_run(args, small, run_dir, "speed_compact", tokens_per_step)
+        dense_tps.append(d["tokens_per_s"])
+        small_tps.append(m["tokens_per_s"])
+        ratios.append(m["tokens_per_s"] / d["tokens_per_s"])
+        res.update(first_loss=m["first_loss"], masked_first_loss=d["first_loss"])
+    res.update(ok=True, cmd=small_cmd, model=small["model"], steps=args.compact_steps,
+               sparsity=0.0, final_loss=None, eval_loss=None,
+               tokens_per_s=statistics.median(small_tps),
+               dense_tokens_per_s=statistics.median(dense_tps),
+               speedup_median=statistics.median(ratios), speedups=ratios)
 
 
 def run(args, name, compression, workdir):
@@ -149,9 +171,15 @@ def markdown(rows, args):
             f"first {r['first_loss']:.4f}")
         fp = r.get("eval_loss_full_precision")
         fp = f"{fp:.4f}" if fp is not None else "-"
+        speed = rel("tokens_per_s")
+        if r.get("speedup_median"):  # alternated with dense speed runs: their median ratio
+            speed = (f"{r['speedup_median']:.4f} (median of "
+                     f"{', '.join(f'{x:.3f}' for x in r['speedups'])}; dense "
+                     f"{r['dense_tokens_per_s']:.0f} tokens/s)")
+            fl += f" (masked {r['masked_first_loss']:.4f})"
         out.append(f"| {r['variant']} | {r['sparsity']:.3f} | {fl} | "
                    f"{rel('final_loss')} | {ev} | {rel('eval_loss')} | {fp} | "
-                   f"{r['tokens_per_s']:.0f} | {rel('tokens_per_s')} |")
+                   f"{r['tokens_per_s']:.0f} | {speed} |")
     return "\n".join(out)
 
 
@@ -164,8 +192,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--variants", default="dense,magnitude30,nm24,qat-int8")
     ap.add_argument("--timeout", type=float, default=1800)
-    ap.add_argument("--compact-steps", type=int, default=20,
-                    help="steps of the compacted model's run (its tokens/s)")
+    ap.add_argument("--compact-steps", type=int, default=10,
+                    help="steps of each speed run of the compacted model and of dense")
+    ap.add_argument("--speed-repeats", type=int, default=3,
+                    help="compact / dense speed runs, alternated")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
     table = variants(args.steps)

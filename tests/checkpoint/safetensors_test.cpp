@@ -19,9 +19,9 @@
 #include <sstream>
 
 #include "models/gpt/gpt_weights.h"
+#include "reader_required.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
-#include "reader_required.h"
 
 namespace zt {
 namespace {
@@ -95,7 +95,8 @@ std::vector<T> iota_values(size_t n, float scale, float offset) {
 // ---- Python interop helpers ----
 
 // The interpreter that has both safetensors and torch: the python3 on PATH, else Debian's
-// /usr/bin/python3 (python3-torch, and safetensors installed by scripts/setup.sh); empty if neither.
+// /usr/bin/python3 (python3-torch, and safetensors installed by scripts/setup.sh); empty if
+// neither.
 const std::string& python_with_safetensors() {
     static const std::string chosen = [] {
         for (const char* py : {"python3", "/usr/bin/python3"}) {
@@ -110,11 +111,12 @@ const std::string& python_with_safetensors() {
 
 bool have_python_safetensors() { return !python_with_safetensors().empty(); }
 
-#define ZT_REQUIRE_PYTHON()                                                      \
-    do {                                                                         \
-        if (!have_python_safetensors())                                          \
-            ZT_READER_MISSING("neither python3 nor /usr/bin/python3 has safetensors "    \
-                          "and torch (scripts/setup.sh installs them)");           \
+#define ZT_REQUIRE_PYTHON()                                             \
+    do {                                                                \
+        if (!have_python_safetensors())                                 \
+            ZT_READER_MISSING(                                          \
+                "neither python3 nor /usr/bin/python3 has safetensors " \
+                "and torch (scripts/setup.sh installs them)");          \
     } while (0)
 
 // Runs `script` with python3 and the directory as argv[1]; returns its exit status and prints
@@ -122,8 +124,9 @@ bool have_python_safetensors() { return !python_with_safetensors().empty(); }
 int run_python(const TempDir& dir, const std::string& script) {
     const std::string py = dir.file("script.py"), log = dir.file("python.log");
     std::ofstream(py) << script;
-    const int rc =
-        std::system(str_cat(python_with_safetensors(), " ", py, " ", dir.path().string(), " >", log, " 2>&1").c_str());
+    const int rc = std::system(
+        str_cat(python_with_safetensors(), " ", py, " ", dir.path().string(), " >", log, " 2>&1")
+            .c_str());
     if (rc != 0) {
         std::ifstream in(log);
         std::stringstream ss;
@@ -812,6 +815,28 @@ save_file(hf, d + "/hf.safetensors", metadata={"format": "pt"})
     auto views = dst.views();
     import_gpt_weights(f, views);
     expect_same(src, dst);
+}
+
+// A compacted model (docs/pruning.md) has an attention width A below C: with C = 9 A its
+// nanoGPT c_attn (3A, C) alone looks like Hugging Face's (C, 3A) of a model of width C/3. Read
+// beside attn.c_proj ((C, A) against (A, C)), the layout is never ambiguous.
+TEST(GptWeights, CompactAttentionWidthKeepsTheLayout) {
+    TempDir dir;
+    constexpr int64_t A = 4, C = 36;
+    std::vector<float> qkv(3 * A * C, 0.5f), proj(C * A, 0.25f);
+    for (bool hf : {false, true}) {
+        SafetensorsWriter w;
+        const std::string pre = hf ? "h.0." : "transformer.h.0.";
+        w.add(pre + "attn.c_attn.weight", "F32",
+              hf ? std::vector<int64_t>{C, 3 * A} : std::vector<int64_t>{3 * A, C}, qkv.data(),
+              qkv.size() * 4);
+        w.add(pre + "attn.c_proj.weight", "F32",
+              hf ? std::vector<int64_t>{A, C} : std::vector<int64_t>{C, A}, proj.data(),
+              proj.size() * 4);
+        w.write(dir.file("c.safetensors"));
+        EXPECT_EQ(detect_layout(SafetensorsFile(dir.file("c.safetensors"))),
+                  hf ? WeightLayout::kHuggingFace : WeightLayout::kNanoGpt);
+    }
 }
 
 }  // namespace
