@@ -19,9 +19,9 @@
 #include <sstream>
 
 #include "models/gpt/gpt_weights.h"
-#include "reader_required.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
+#include "reader_required.h"
 
 namespace zt {
 namespace {
@@ -95,8 +95,7 @@ std::vector<T> iota_values(size_t n, float scale, float offset) {
 // ---- Python interop helpers ----
 
 // The interpreter that has both safetensors and torch: the python3 on PATH, else Debian's
-// /usr/bin/python3 (python3-torch, and safetensors installed by scripts/setup.sh); empty if
-// neither.
+// /usr/bin/python3 (python3-torch, and safetensors installed by scripts/setup.sh); empty if neither.
 const std::string& python_with_safetensors() {
     static const std::string chosen = [] {
         for (const char* py : {"python3", "/usr/bin/python3"}) {
@@ -111,12 +110,11 @@ const std::string& python_with_safetensors() {
 
 bool have_python_safetensors() { return !python_with_safetensors().empty(); }
 
-#define ZT_REQUIRE_PYTHON()                                             \
-    do {                                                                \
-        if (!have_python_safetensors())                                 \
-            ZT_READER_MISSING(                                          \
-                "neither python3 nor /usr/bin/python3 has safetensors " \
-                "and torch (scripts/setup.sh installs them)");          \
+#define ZT_REQUIRE_PYTHON()                                                      \
+    do {                                                                         \
+        if (!have_python_safetensors())                                          \
+            ZT_READER_MISSING("neither python3 nor /usr/bin/python3 has safetensors "    \
+                          "and torch (scripts/setup.sh installs them)");           \
     } while (0)
 
 // Runs `script` with python3 and the directory as argv[1]; returns its exit status and prints
@@ -124,9 +122,8 @@ bool have_python_safetensors() { return !python_with_safetensors().empty(); }
 int run_python(const TempDir& dir, const std::string& script) {
     const std::string py = dir.file("script.py"), log = dir.file("python.log");
     std::ofstream(py) << script;
-    const int rc = std::system(
-        str_cat(python_with_safetensors(), " ", py, " ", dir.path().string(), " >", log, " 2>&1")
-            .c_str());
+    const int rc =
+        std::system(str_cat(python_with_safetensors(), " ", py, " ", dir.path().string(), " >", log, " 2>&1").c_str());
     if (rc != 0) {
         std::ifstream in(log);
         std::stringstream ss;
