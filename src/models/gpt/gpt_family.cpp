@@ -141,8 +141,8 @@ GptOptions parse_model(Section& s, const std::string& checkpoint_policy, int64_t
     m.d_ff = s.get_int("d_ff", 0, 1);
     s.guard([&] {
         ZT_CHECK(m.head_dim > 0 || m.d_model % m.n_heads == 0, s.key("n_heads"),
-                 ": expected a divisor of model.d_model (", m.d_model,
-                 ") or a model.head_dim, got ", m.n_heads);
+                 ": expected a divisor of model.d_model (", m.d_model, "), got ", m.n_heads,
+                 " (or set model.head_dim)");
     });
     const double dropout = s.get_number("dropout", 0.0, 0.0, 1.0);
     s.guard([&] {
