@@ -46,7 +46,12 @@ void parse_pruning(Section& s, PruningOptions& p, const TrainConfig& c) {
     p.frequency = s.get_int("frequency", 1, 1);
     if (type == "structured") {
         parse_structured(s, p, c);
-    } else if (const json* v = s.take("params")) {
+    } else {
+        for (const char* k : {"heads", "channels"})
+            ZT_CHECK(!s.has(k), s.key(k), ": only \"type\": \"structured\" prunes whole heads ",
+                     "and channels; remove it or use that type");
+    }
+    if (const json* v = type == "structured" ? nullptr : s.take("params")) {
         ZT_CHECK(v->is_array(), s.key("params"),
                  ": expected a list of parameter-name parts (\"attn\", \"mlp\"), got ", show(*v));
         for (const json& x : *v) p.params.push_back(as_string(x, s.key("params")));
