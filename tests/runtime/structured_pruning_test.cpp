@@ -32,6 +32,8 @@ struct StructSetup {
     int64_t grad_accum = 2;  // per rank
     PruningOptions pruning;
     GptOptions model = kModel;
+    DType compute = DType::kF32;
+    std::string offload = "none";
 };
 
 struct StructRun {
@@ -54,6 +56,8 @@ PruningOptions structured() {
 std::unique_ptr<Engine> make_engine(MemoryPool& pool, const StructSetup& s, Communicator* comm) {
     EngineOptions eo;
     eo.grad_accum = s.grad_accum;
+    eo.compute_dtype = s.compute;
+    eo.offload_optimizer.device = s.offload;
     eo.gradient_clipping = 1.0;
     eo.lr = 3e-3;
     eo.seed = 5;
@@ -188,6 +192,18 @@ TEST(StructuredPruning, WholeUnitsStayZeroAndEveryLayoutTrainsLikeOneProcess) {
                 worst = std::max(worst, std::fabs(r.loss[i] - ref.loss[i]) / ref.loss[i]);
             EXPECT_LE(worst, 1e-4) << what;  // DESIGN's fp32 tolerance
         }
+}
+
+// bf16 compute with the optimizer offloaded to the host, ZeRO-2 on 2 ranks: the same whole
+// units in the formula's count after every step.
+TEST(StructuredPruning, Bf16AndOffloadedOptimizerKeepWholeUnits) {
+    StructSetup s;
+    s.ranks = 2;
+    s.stage = 2;
+    s.compute = DType::kBF16;
+    s.offload = "cpu";
+    s.pruning = structured();
+    expect_schedule(train(s), s.pruning, "bf16, offloaded, stage 2");
 }
 
 // A run stopped after step 6 (after the update of step 5: 1 head, 18 channels; one to come) and
