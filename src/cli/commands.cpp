@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "comm/local/local_comm.h"
@@ -217,7 +218,14 @@ void Commands::add_export(CLI::App& app) {
                     "int8, fp8_e4m3 or fp8_e5m2: the Linear weights (those of "
                     "compression.quantization.params when given) as codes with a scale per row")
         ->check(CLI::IsMember({"int8", "fp8_e4m3", "fp8_e5m2"}));
+    sub->add_flag("--compact", compact_,
+                  "remove the heads and MLP channels structured pruning zeroed (GPT): writes the "
+                  "smaller weights to --out and a training config for them beside it "
+                  "(OUT.config.json, docs/pruning.md)");
     runners_.emplace_back(sub, [this] {
+        ZT_CHECK(!compact_ || quantize_.empty(),
+                 "export: --compact and --quantize together are not supported; compact first, "
+                 "then export the compact run with --quantize");
         // The weights of any layout come back whole (--from consolidates them), so the batch,
         // which had to fit the rank count of the run that trained, is not checked against this
         // one process: train_batch_size is left to be derived from the per-rank terms.
@@ -258,7 +266,9 @@ void Commands::add_export(CLI::App& app) {
             if (!src.empty()) cfg.model->import_weights(src, named);
         }
         const std::string dtype = weight_dtype_ == "bf16" ? "BF16" : "F32";
-        if (quantize_.empty()) {
+        if (compact_) {
+            write_compact(cfg, named, dtype);
+        } else if (quantize_.empty()) {
             cfg.model->export_weights(out_path_, named, dtype);
         } else {  // the Linears quantization-aware training quantizes
             std::set<std::string> targets;
@@ -280,6 +290,43 @@ void Commands::add_export(CLI::App& app) {
         std::fprintf(stderr, "wrote %s (%zu tensors)\n", out_path_.c_str(), named.size());
         return 0;
     });
+}
+
+namespace {
+// OUT.safetensors -> OUT.config.json
+std::string compact_config_path(const std::string& weights) {
+    std::string base = weights;
+    const std::string ext = ".safetensors";
+    if (base.size() > ext.size() && base.ends_with(ext)) base.resize(base.size() - ext.size());
+    return base + ".config.json";
+}
+}  // namespace
+
+// export --compact: the smaller weights at --out, and beside them the config it came from with
+// the smaller model section, init_from the weights and compression.pruning removed, so that
+// `zerotrain train OUT.config.json` trains the compact model.
+void Commands::write_compact(const TrainConfig& cfg, std::span<const NamedTensorF32> named,
+                             const std::string& dtype) const {
+    CompactModel cm = cfg.model->compact(named);
+    const std::vector<NamedTensorF32> views = cm.views();
+    cfg.model->export_weights(out_path_, views, dtype);
+    nlohmann::json j = load_json(config_);
+    for (auto& [k, v] : cm.model.items()) j["model"][k] = v;
+    if (j.contains("compression")) {
+        j["compression"].erase("pruning");
+        if (j["compression"].empty()) j.erase("compression");
+    }
+    j["init_from"] = std::filesystem::absolute(out_path_).string();
+    const std::string path = compact_config_path(out_path_);
+    std::ofstream f(path);
+    ZT_CHECK(f.good(), "export --compact: cannot write ", path);
+    f << j.dump(2) << "\n";
+    ZT_CHECK(f.good(), "export --compact: cannot write ", path);
+    int64_t before = 0, after = 0;
+    for (const NamedTensorF32& t : named) before += shape_numel(t.shape);
+    for (const NamedTensorF32& t : views) after += shape_numel(t.shape);
+    std::fprintf(stderr, "compact: %s; %lld -> %lld parameters; wrote %s\n", cm.summary.c_str(),
+                 static_cast<long long>(before), static_cast<long long>(after), path.c_str());
 }
 
 void Commands::add_checkpoint(CLI::App& app) {

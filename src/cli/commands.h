@@ -4,11 +4,14 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace zt {
 struct TrainOptions;
+struct TrainConfig;
+struct NamedTensorF32;
 class Engine;
 }  // namespace zt
 
@@ -54,6 +57,8 @@ class Commands {
     void add_train(CLI::App& app);
     void add_estimate(CLI::App& app);
     void add_export(CLI::App& app);
+    void write_compact(const TrainConfig& cfg, std::span<const NamedTensorF32> named,
+                       const std::string& dtype) const;
     void add_checkpoint(CLI::App& app);
     void add_data(CLI::App& app);
     void add_bench(CLI::App& app);
@@ -83,6 +88,7 @@ class Commands {
     std::string in_path_;
     std::string token_dtype_ = "uint16";
     std::string weight_dtype_ = "f32";
+    bool compact_ = false;  // export --compact
     std::string quantize_;  // export --quantize: "" (off), "int8", "fp8_e4m3", "fp8_e5m2"
     std::string bench_out_;
     bool bench_remeasure_ = false;  // `bench gemm --remeasure`

@@ -35,6 +35,11 @@ Pruner::Pruner(PruningOptions options, std::vector<PruneTarget> targets, int64_t
       bits_(static_cast<size_t>((update.size() + 63) / 64), 0),
       pruned_per_target_(targets_.size(), 0) {}
 
+void Pruner::set_unit_groups(std::vector<PruneUnitGroup> groups) {
+    groups_ = std::move(groups);
+    pruned_per_group_.assign(groups_.size(), 0);
+}
+
 void Pruner::mask_grads(float* g) const {
     for (size_t w = 0; w < bits_.size(); ++w)
         for (uint64_t b = bits_[w]; b != 0; b &= b - 1)
@@ -52,11 +57,20 @@ void Pruner::update(int64_t step, UpdateState& state, ZeroDataParallel& dp) {
         score[i] = mask[i] != 0.0f ? -1.0f : std::fabs(master[i]);
     const std::vector<float> whole = dp.gather_update_ranges(score.data());
     std::vector<uint8_t> pruned(static_cast<size_t>(padded_), 0);
-    if (options_.type == "nm")
+    if (options_.type == "structured") {
+        ZT_ASSERT(!groups_.empty(), "structured pruning without unit groups");
+        std::vector<int64_t> counts;
+        for (const PruneUnitGroup& g : groups_)
+            counts.push_back(prune_count(g.kind == "heads" ? prune_heads_at(options_, step)
+                                                           : prune_channels_at(options_, step),
+                                         g.units));
+        structured_mask(whole, groups_, counts, pruned);
+    } else if (options_.type == "nm") {
         nm_mask(whole, targets_, options_.n, options_.m, pruned);
-    else
+    } else {
         magnitude_mask(whole, targets_, prune_sparsity_at(options_, step),
                        options_.scope == "global", pruned);
+    }
     // The new mask over the update range; the pruned weights and their optimizer state to 0.
     for (size_t i = 0; i < mask.size(); ++i)
         mask[i] = pruned[static_cast<size_t>(update_.lo) + i] ? 1.0f : 0.0f;
@@ -95,6 +109,7 @@ void Pruner::set_mask(const std::vector<uint8_t>& whole) {
             c += whole[static_cast<size_t>(i)];
         pruned_per_target_[t] = c;
     }
+    if (!groups_.empty()) pruned_per_group_ = pruned_units(groups_, whole);
 }
 
 double Pruner::sparsity() const {
@@ -109,9 +124,20 @@ double Pruner::sparsity() const {
 nlohmann::json Pruner::metrics(int64_t step, bool layers) const {
     int64_t pruned = 0;
     for (int64_t c : pruned_per_target_) pruned += c;
-    nlohmann::json j = {{"sparsity", sparsity()},
-                        {"target", prune_sparsity_at(options_, step)},
-                        {"pruned", pruned}};
+    nlohmann::json j = {{"sparsity", sparsity()}, {"pruned", pruned}};
+    if (options_.type == "structured") {
+        for (const char* kind : {"heads", "channels"}) {
+            int64_t most = 0;
+            for (size_t g = 0; g < groups_.size(); ++g)
+                if (groups_[g].kind == kind) most = std::max(most, pruned_per_group_[g]);
+            const bool heads = std::string(kind) == "heads";
+            j[kind] = {{"target",
+                        heads ? prune_heads_at(options_, step) : prune_channels_at(options_, step)},
+                       {"pruned", most}};
+        }
+    } else {
+        j["target"] = prune_sparsity_at(options_, step);
+    }
     if (layers) {
         nlohmann::json per = nlohmann::json::object();
         for (size_t t = 0; t < targets_.size(); ++t)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "autograd/module.h"
+#include "compression/prune_groups.h"
 #include "compression/prune_mask.h"
 #include "compression/prune_schedule.h"
 #include "offload/update_state.h"
@@ -33,6 +34,9 @@ class Pruner {
     Pruner(PruningOptions options, std::vector<PruneTarget> targets, int64_t padded, Range update,
            int state_index);
 
+    // structured: the model's heads and channels (compression/prune_groups.h), before the first
+    // update or reload.
+    void set_unit_groups(std::vector<PruneUnitGroup> groups);
     // Zeroes the gradients of pruned weights: g holds the update range's f32 gradients.
     void mask_grads(float* g) const;
     // Collective over the data-parallel group when due(step): new masks after optimizer step
@@ -46,7 +50,8 @@ class Pruner {
     const PruningOptions& options() const { return options_; }
     double sparsity() const;  // of all targets, now
     // {"sparsity", "target" (the schedule's at `step`), "pruned", "layers" (per target, when
-    // `layers`)}.
+    // `layers`)}; structured: "heads" and "channels" ({"target": the schedule's fraction at
+    // `step`, "pruned": units pruned per layer, the largest over layers}) in place of "target".
     nlohmann::json metrics(int64_t step, bool layers) const;
 
   private:
@@ -60,6 +65,8 @@ class Pruner {
     int state_index_;
     std::vector<uint64_t> bits_;  // the update range's mask, one bit per weight
     std::vector<int64_t> pruned_per_target_;
+    std::vector<PruneUnitGroup> groups_;     // structured
+    std::vector<int64_t> pruned_per_group_;  // structured: whole units pruned
 };
 
 }  // namespace zt

@@ -59,6 +59,21 @@ struct DataContext {
 // "eval_fraction" in [0, 1) of the training data's tail, not both (errors recorded in `s`).
 void read_eval_split(config_detail::Section& s, std::string& eval_path, double& eval_fraction);
 
+// A model made smaller by export --compact: its model section and its weights.
+struct CompactModel {
+    nlohmann::json model;  // the model section ({"type": "gpt", "n_heads": ..., "d_ff": ...})
+    std::vector<std::string> names;
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<std::vector<float>> data;
+    std::string summary;  // for the log: what was removed
+    std::vector<NamedTensorF32> views() {
+        std::vector<NamedTensorF32> v;
+        for (size_t i = 0; i < names.size(); ++i)
+            v.push_back({names[i], shapes[i], data[i].data()});
+        return v;
+    }
+};
+
 class ModelFamily {
 public:
     virtual ~ModelFamily() = default;
@@ -101,6 +116,10 @@ public:
     virtual void export_weights(const std::string& path, std::span<const NamedTensorF32> params,
                                 const std::string& dtype) const = 0;
     virtual void import_weights(const std::string& path, std::span<NamedTensorF32> params) const = 0;
+    // export --compact (docs/pruning.md): the weights without the units structured pruning
+    // zeroed (GPT: heads and MLP channels), as a smaller model of the same family that computes
+    // the same function. The default throws (kInput): the family has nothing to compact.
+    virtual CompactModel compact(std::span<const NamedTensorF32> params) const;
 
     // Memory model for the estimator: the parameter count, the activations of one micro-batch
     // of B samples for each checkpointing policy the family supports (the run's own included),

@@ -16,6 +16,13 @@ void read_eval_split(config_detail::Section& s, std::string& eval_path, double& 
     });
 }
 
+CompactModel ModelFamily::compact(std::span<const NamedTensorF32> /*params*/) const {
+    ZT_CHECK(false, "export --compact: ", name(),
+             " models have no pruned heads or channels to remove (structured pruning is GPT's); "
+             "export without --compact");
+    return {};
+}
+
 void ModelFamily::check_tensor_parallel(int t) const {
     ZT_CHECK(t == 1, "parallel.tensor = ", t, ": ", name(),
              " has no tensor-parallel split in this version; use 1 (data parallelism and ZeRO "

@@ -3,23 +3,55 @@
 #include "runtime/config_compression.h"
 
 #include <climits>
+#include <utility>
 
+#include "models/family.h"
 #include "runtime/config.h"
 
 namespace zt::config_detail {
 
 namespace {
 
+// structured (docs/pruning.md): "heads" and "channels", the fractions of each layer's units
+// pruned at end_step; "final_sparsity" sets both. Each below 1: every layer keeps a head and a
+// channel. The targets are fixed (every head and channel), so "params" is refused.
+void parse_structured(Section& s, PruningOptions& p, const TrainConfig& c) {
+    for (const char* k : {"initial_sparsity", "scope", "params", "n", "m"})
+        ZT_CHECK(!s.has(k), s.key(k),
+                 ": not used by structured pruning (it prunes the same fraction of every "
+                 "layer's heads and channels, from 0 at start_step); remove it");
+    const double both = s.get_number("final_sparsity", 0.0, 0.0, 1.0);
+    p.heads = s.get_number("heads", both, 0.0, 1.0);
+    p.channels = s.get_number("channels", both, 0.0, 1.0);
+    ZT_CHECK(p.heads > 0.0 || p.channels > 0.0, s.key("heads"),
+             ": structured pruning needs a fraction of heads or channels to prune (\"heads\": "
+             "0.3, \"channels\": 0.3, or \"final_sparsity\": 0.3 for both)");
+    for (const auto& [k, v] : {std::pair{"heads", p.heads}, std::pair{"channels", p.channels}})
+        ZT_CHECK(v < 1.0, s.key(k),
+                 ": expected a fraction below 1 (every layer keeps at least one head and one "
+                 "channel), got ",
+                 v);
+    ZT_CHECK(c.model && c.model->name() == "GPT", s.key("type"),
+             ": structured pruning prunes GPT's attention heads and MLP channels; this model is ",
+             c.model ? c.model->name() : std::string("unknown"),
+             " (DLRM's embedding rows by frequency are not built yet); use \"magnitude\" or "
+             "\"nm\"");
+}
+
 void parse_pruning(Section& s, PruningOptions& p, const TrainConfig& c) {
     const std::string type = s.get_choice("type", "magnitude", {"magnitude", "nm", "structured"});
-    ZT_CHECK(type != "structured", s.key("type"),
-             ": structured pruning (heads, channels) is not supported yet; use \"magnitude\" "
-             "or \"nm\"");
     p.type = type;
     p.start_step = s.get_int("start_step", 1, 1);
     p.end_step = s.get_int("end_step", p.start_step, p.start_step);
     p.frequency = s.get_int("frequency", 1, 1);
-    if (const json* v = s.take("params")) {
+    if (type == "structured") {
+        parse_structured(s, p, c);
+    } else {
+        for (const char* k : {"heads", "channels"})
+            ZT_CHECK(!s.has(k), s.key(k), ": only \"type\": \"structured\" prunes whole heads ",
+                     "and channels; remove it or use that type");
+    }
+    if (const json* v = type == "structured" ? nullptr : s.take("params")) {
         ZT_CHECK(v->is_array(), s.key("params"),
                  ": expected a list of parameter-name parts (\"attn\", \"mlp\"), got ", show(*v));
         for (const json& x : *v) p.params.push_back(as_string(x, s.key("params")));
@@ -33,7 +65,7 @@ void parse_pruning(Section& s, PruningOptions& p, const TrainConfig& c) {
                  ": expected a number below 1 (1 prunes every weight), got ", p.final_sparsity);
         p.initial_sparsity = s.get_number("initial_sparsity", 0.0, 0.0, p.final_sparsity);
         p.scope = s.get_choice("scope", "global", {"global", "layer"});
-    } else {
+    } else if (type == "nm") {
         p.n = static_cast<int>(s.get_int("n", 2, 1, INT_MAX));
         p.m = static_cast<int>(s.get_int("m", 4, 2, INT_MAX));
         ZT_CHECK(p.n < p.m, s.key("n"), ": expected fewer than m = ", p.m, " (n of every m ",

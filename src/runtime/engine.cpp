@@ -92,6 +92,13 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
         pruner_ = std::make_unique<Pruner>(options_.pruning,
                                            prune_targets(arena_->params(), options_.pruning.params),
                                            arena_->padded_numel(), u, 1 + masked.mask_index());
+        if (options_.pruning.type == "structured") {  // the model says where its units are
+            const auto* sp = dynamic_cast<const StructuredPrunable*>(model_.get());
+            ZT_CHECK(sp != nullptr,
+                     "compression.pruning.type \"structured\": this model has no heads or "
+                     "channels to prune (GPT has); use \"magnitude\" or \"nm\"");
+            pruner_->set_unit_groups(sp->prune_groups());
+        }
     }
     if (options_.grad_dtype != DType::kF32)
         grad_f32_ = Tensor::zeros(pool_, {update_numel}, DType::kF32, MemCategory::kWorkspace);

@@ -814,5 +814,27 @@ save_file(hf, d + "/hf.safetensors", metadata={"format": "pt"})
     expect_same(src, dst);
 }
 
+// A compacted model (docs/pruning.md) has an attention width A below C: with C = 9 A its
+// nanoGPT c_attn (3A, C) alone looks like Hugging Face's (C, 3A) of a model of width C/3. Read
+// beside attn.c_proj ((C, A) against (A, C)), the layout is never ambiguous.
+TEST(GptWeights, CompactAttentionWidthKeepsTheLayout) {
+    TempDir dir;
+    constexpr int64_t A = 4, C = 36;
+    std::vector<float> qkv(3 * A * C, 0.5f), proj(C * A, 0.25f);
+    for (bool hf : {false, true}) {
+        SafetensorsWriter w;
+        const std::string pre = hf ? "h.0." : "transformer.h.0.";
+        w.add(pre + "attn.c_attn.weight", "F32",
+              hf ? std::vector<int64_t>{C, 3 * A} : std::vector<int64_t>{3 * A, C}, qkv.data(),
+              qkv.size() * 4);
+        w.add(pre + "attn.c_proj.weight", "F32",
+              hf ? std::vector<int64_t>{A, C} : std::vector<int64_t>{C, A}, proj.data(),
+              proj.size() * 4);
+        w.write(dir.file("c.safetensors"));
+        EXPECT_EQ(detect_layout(SafetensorsFile(dir.file("c.safetensors"))),
+                  hf ? WeightLayout::kHuggingFace : WeightLayout::kNanoGpt);
+    }
+}
+
 }  // namespace
 }  // namespace zt

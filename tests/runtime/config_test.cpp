@@ -413,7 +413,9 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
 TEST(Config, ModelAndDataChecks) {
     expect_mentions(error_of({{"model", {{"d_model", 64}, {"n_heads", 5}}}}),
                     {"model.n_heads: expected a divisor of model.d_model (64), got 5"});
-    EXPECT_EQ(as_gpt(*parse_config({{"model", {{"vocab_size", int64_t{1} << 31}}}}).config.model).options().vocab_size,
+    EXPECT_EQ(as_gpt(*parse_config({{"model", {{"vocab_size", int64_t{1} << 31}}}}).config.model)
+                  .options()
+                  .vocab_size,
               int64_t{1} << 31);
     expect_mentions(error_of({{"model", {{"vocab_size", (int64_t{1} << 31) + 1}}}}),
                     {"model.vocab_size: expected an integer in [1, 2147483648]"});
@@ -499,6 +501,43 @@ TEST(Config, Fp16CheckpointingAndNanPolicy) {
     EXPECT_EQ(d.config.fp16.min_loss_scale, 1.0);
     EXPECT_EQ(d.config.activation_checkpointing.policy, "none");
     EXPECT_EQ(d.config.nan_policy, "skip");
+}
+
+// compression.pruning "structured" (docs/pruning.md): heads and channels from final_sparsity
+// unless given; what it does not use, fractions of 1, DLRM, and heads/channels on another type
+// are refused.
+TEST(Config, StructuredPruningKeys) {
+    nlohmann::json j = {
+        {"compression",
+         {{"pruning", {{"type", "structured"}, {"final_sparsity", 0.3}, {"channels", 0.5}}}}}};
+    const PruningOptions p = parse_config(j, 1).config.pruning;
+    EXPECT_EQ(p.type, "structured");
+    EXPECT_EQ(p.heads, 0.3);
+    EXPECT_EQ(p.channels, 0.5);
+    auto with = [](nlohmann::json pruning) {
+        return nlohmann::json{{"compression", {{"pruning", std::move(pruning)}}}};
+    };
+    testing::expect_mentions(testing::error_of(with({{"type", "structured"}})),
+                             {"needs a fraction of heads or channels"});
+    testing::expect_mentions(testing::error_of(with({{"type", "structured"}, {"channels", 1.0}})),
+                             {"compression.pruning.channels: expected a fraction below 1"});
+    testing::expect_mentions(
+        testing::error_of(
+            with({{"type", "structured"}, {"heads", 0.3}, {"initial_sparsity", 0.1}})),
+        {"compression.pruning.initial_sparsity: not used by structured pruning"});
+    testing::expect_mentions(
+        testing::error_of(with({{"type", "magnitude"}, {"final_sparsity", 0.3}, {"heads", 0.3}})),
+        {"compression.pruning.heads: only \"type\": \"structured\""});
+    nlohmann::json dlrm = with({{"type", "structured"}, {"heads", 0.3}});
+    dlrm["model"] = {{"type", "dlrm"},
+                     {"table_rows", {100, 50}},
+                     {"embedding_dim", 8},
+                     {"bottom_mlp", {16, 8}},
+                     {"top_mlp", {16}}};
+    dlrm["data"] = {{"type", "synthetic"}, {"records", 64}};
+    testing::expect_mentions(
+        testing::error_of(dlrm),
+        {"structured pruning prunes GPT's attention heads", "this model is DLRM"});
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ void validate_tensor_parallel(const GptOptions& o, int t) {
     ZT_CHECK(o.n_heads % t == 0, "parallel.tensor = ", t,
              " must divide model.n_heads = ", o.n_heads,
              " (each rank computes n_heads / tensor attention heads)");
+    ZT_CHECK(o.mlp_width() % t == 0, "parallel.tensor = ", t,
+             " must divide model.d_ff = ", o.mlp_width(),
+             " (each rank computes d_ff / tensor hidden features)");
     ZT_CHECK(o.vocab_size % t == 0, "parallel.tensor = ", t,
              " must divide model.vocab_size = ", o.vocab_size,
              " (each rank holds vocab_size / tensor embedding rows); pad the "
@@ -40,18 +43,19 @@ void validate_tensor_parallel(const GptOptions& o, int t) {
              "parallel.tensor > 1");
 }
 
-CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, float proj_std, TensorParallel tp)
-    : c_attn(register_module<ColumnParallelLinear>("c_attn", LinearOptions{C, 3 * C}, tp, 3)),
-      c_proj(register_module<RowParallelLinear>("c_proj", LinearOptions{C, C, proj_std}, tp)),
+CausalSelfAttention::CausalSelfAttention(int64_t C, int64_t H, int64_t A, float proj_std,
+                                         TensorParallel tp)
+    : c_attn(register_module<ColumnParallelLinear>("c_attn", LinearOptions{C, 3 * A}, tp, 3)),
+      c_proj(register_module<RowParallelLinear>("c_proj", LinearOptions{A, C, proj_std}, tp)),
       n_heads(H / tp.size()) {}
 
 Var CausalSelfAttention::forward(Tape& tape, const Var& x, int64_t B, int64_t T) {
     return call(tape, [&] {
-        const int64_t C = c_attn.weight.shape[0] / 3;  // this rank's heads' width
-        // x: (B T, C) -> qkv: (B T, 3C) -> y: (B T, C)
-        auto core = [this, B, T, C](Tape& t, const std::vector<Var>& in) {
+        const int64_t A = c_attn.weight.shape[0] / 3;  // this rank's heads' width
+        // x: (B T, C) -> qkv: (B T, 3A) -> y: (B T, A)
+        auto core = [this, B, T, A](Tape& t, const std::vector<Var>& in) {
             Var qkv = c_attn.forward(t, in[0]);
-            return ops::causal_attention(t, qkv, B, T, C, n_heads);
+            return ops::causal_attention(t, qkv, B, T, A, n_heads);
         };
         // Selective recompute keeps x and y only: the region frees qkv and the attention's lse.
         Var y = recompute_core ? checkpoint(tape, {x}, core) : core(tape, {x});
@@ -59,20 +63,21 @@ Var CausalSelfAttention::forward(Tape& tape, const Var& x, int64_t B, int64_t T)
     });
 }
 
-Mlp::Mlp(int64_t C, float proj_std, TensorParallel tp)
-    : c_fc(register_module<ColumnParallelLinear>("c_fc", LinearOptions{C, 4 * C}, tp)),
-      c_proj(register_module<RowParallelLinear>("c_proj", LinearOptions{4 * C, C, proj_std}, tp)) {}
+Mlp::Mlp(int64_t C, int64_t F, float proj_std, TensorParallel tp)
+    : c_fc(register_module<ColumnParallelLinear>("c_fc", LinearOptions{C, F}, tp)),
+      c_proj(register_module<RowParallelLinear>("c_proj", LinearOptions{F, C, proj_std}, tp)) {}
 
 Var Mlp::forward(Tape& tape, const Var& x, ops::OutputUse use) {
     return call(tape,
                 [&] { return c_proj.forward(tape, ops::gelu(tape, c_fc.forward(tape, x)), use); });
 }
 
-Block::Block(int64_t C, int64_t H, float proj_std, TensorParallel tp)
-    : ln_1(register_module<LayerNorm>("ln_1", C)),
-      attn(register_module<CausalSelfAttention>("attn", C, H, proj_std, tp)),
-      ln_2(register_module<LayerNorm>("ln_2", C)),
-      mlp(register_module<Mlp>("mlp", C, proj_std, tp)) {}
+Block::Block(const GptOptions& o, float proj_std)
+    : ln_1(register_module<LayerNorm>("ln_1", o.d_model)),
+      attn(register_module<CausalSelfAttention>("attn", o.d_model, o.n_heads, o.attn_width(),
+                                                proj_std, o.tp)),
+      ln_2(register_module<LayerNorm>("ln_2", o.d_model)),
+      mlp(register_module<Mlp>("mlp", o.d_model, o.mlp_width(), proj_std, o.tp)) {}
 
 Var Block::forward(Tape& tape, const Var& x, int64_t B, int64_t T, ops::OutputUse use) {
     return call(tape, [&] {
@@ -103,8 +108,7 @@ GptTransformer::GptTransformer(const GptOptions& o) {
     h.assign(static_cast<size_t>(o.n_layers), nullptr);
     for (int64_t l = 0; l < o.n_layers; ++l) {
         if (!st.chunks.empty() && !st.holds_block(l)) continue;
-        Block& b =
-            register_module<Block>("h." + std::to_string(l), o.d_model, o.n_heads, proj_std, o.tp);
+        Block& b = register_module<Block>("h." + std::to_string(l), o, proj_std);
         b.attn.recompute_core = o.checkpoint_policy == "selective";
         h[static_cast<size_t>(l)] = &b;
     }
@@ -125,8 +129,8 @@ Gpt::Gpt(const GptOptions& o)
       options_(with_stage(o)) {
     if (transformer.ln_f)
         lm_head = &register_module<TiedHead>("lm_head", transformer.wte->weight, o.tp);
-    ZT_CHECK(o.d_model % o.n_heads == 0, "model.n_heads: must divide d_model ", o.d_model, ", got ",
-             o.n_heads);
+    ZT_CHECK(o.head_dim > 0 || o.d_model % o.n_heads == 0, "model.n_heads: must divide d_model ",
+             o.d_model, " (or set model.head_dim), got ", o.n_heads);
 }
 
 Var Gpt::embed(Tape& tape, std::span<const int32_t> ids, int64_t B, int64_t T) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "compression/prune_groups.h"
 #include "models/pipeline_model.h"
 #include "nn/layers.h"
 #include "parallel/tensor_parallel.h"
@@ -23,6 +24,14 @@ struct GptOptions {
     int64_t d_model = 64;
     int64_t n_layers = 2;
     int64_t n_heads = 4;
+    // model.head_dim and model.d_ff: 0 means GPT-2's d_model / n_heads and 4 d_model. Set, the
+    // attention width n_heads x head_dim may differ from d_model (a model compacted by
+    // structured pruning, docs/pruning.md: c_attn (3 A, C), attn.c_proj (C, A), c_fc (F, C)).
+    int64_t head_dim = 0;
+    int64_t d_ff = 0;
+    int64_t head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
+    int64_t attn_width() const { return n_heads * head_size(); }         // A
+    int64_t mlp_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }  // F
     // activation_checkpointing.policy: "none"; "every" (each Block is a recompute region);
     // "every_k" (blocks l with l % checkpoint_every_k == 0 are); "selective" (in every block,
     // c_attn and the attention core are one region whose input is ln_1's output).
@@ -50,27 +59,29 @@ bool checkpoints_block(const GptOptions& o, int64_t l);
 
 class CausalSelfAttention : public Module {
   public:
-    CausalSelfAttention(int64_t C, int64_t H, float proj_std, TensorParallel tp);
+    // A: the attention width, H heads of A / H (d_model for GPT-2).
+    CausalSelfAttention(int64_t C, int64_t H, int64_t A, float proj_std, TensorParallel tp);
     // x: (B T, C) -> (B T, C)
     Var forward(Tape& tape, const Var& x, int64_t B, int64_t T);
-    ColumnParallelLinear& c_attn;  // (3C, C): q, k, v along the output dimension; tp: (3C/t, C)
-    RowParallelLinear& c_proj;     // (C, C); tp: (C, C/t)
+    ColumnParallelLinear& c_attn;  // (3A, C): q, k, v along the output dimension; tp: (3A/t, C)
+    RowParallelLinear& c_proj;     // (C, A); tp: (C, A/t)
     int64_t n_heads;               // this rank's heads: H / t
     bool recompute_core = false;   // c_attn + attention as one recompute region ("selective")
 };
 
 class Mlp : public Module {
   public:
-    Mlp(int64_t C, float proj_std, TensorParallel tp);
+    // F: the hidden width (4C for GPT-2).
+    Mlp(int64_t C, int64_t F, float proj_std, TensorParallel tp);
     // use: of the output (c_proj's), ops.h Note [Recompute early stop]
     Var forward(Tape& tape, const Var& x, ops::OutputUse use = ops::OutputUse::kRead);
-    ColumnParallelLinear& c_fc;  // (4C, C); tp: (4C/t, C)
-    RowParallelLinear& c_proj;   // (C, 4C); tp: (C, 4C/t)
+    ColumnParallelLinear& c_fc;  // (F, C); tp: (F/t, C)
+    RowParallelLinear& c_proj;   // (C, F); tp: (C, F/t)
 };
 
 class Block : public Module {
   public:
-    Block(int64_t C, int64_t H, float proj_std, TensorParallel tp);
+    Block(const GptOptions& o, float proj_std);
     // x: (B T, C) -> (B T, C). kGradOnly, where the output is a recompute region's (ops.h Note
     // [Recompute early stop]), skips mlp.c_proj and the second residual add.
     Var forward(Tape& tape, const Var& x, int64_t B, int64_t T,
@@ -103,7 +114,7 @@ class TiedHead : public Module {
     TensorParallel tp{};
 };
 
-class Gpt : public PipelineModel {
+class Gpt : public PipelineModel, public StructuredPrunable {
   public:
     explicit Gpt(const GptOptions& o);
     // ids: (B, T) -> logits (B T, V); tp: (B T, V/t), this rank's vocabulary slice. One stage.
@@ -118,6 +129,10 @@ class Gpt : public PipelineModel {
     double flops_per_token() const override;
     const GptOptions& options() const { return options_; }
     int64_t num_params();
+    // Structured pruning's units (gpt_prune.cpp): per block, its heads (each head's q, k, v rows
+    // of c_attn's weight and bias, its columns of attn.c_proj) and its MLP channels (a row of
+    // c_fc's weight and bias, a column of mlp.c_proj). Whole model only (no tp, no pp).
+    std::vector<PruneUnitGroup> prune_groups() const override;
 
     GptTransformer& transformer;
     TiedHead* lm_head = nullptr;  // on the last stage

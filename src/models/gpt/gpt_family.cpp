@@ -13,14 +13,21 @@ GptFamily::GptFamily(GptOptions model, GptDataOptions data)
 
 std::string GptFamily::describe() const {
     const GptOptions& m = model_;
+    std::string extra;
+    if (m.head_dim > 0) extra += str_cat(", head_dim ", m.head_dim);
+    if (m.d_ff > 0) extra += str_cat(", d_ff ", m.d_ff);
     return str_cat("GPT, vocab ", m.vocab_size, ", seq_len ", m.seq_len, ", d_model ", m.d_model,
-                   ", ", m.n_layers, " layers, ", m.n_heads, " heads");
+                   ", ", m.n_layers, " layers, ", m.n_heads, " heads", extra);
 }
 
 nlohmann::json GptFamily::describe_json() const {
     const GptOptions& m = model_;
-    return {{"type", "gpt"},         {"vocab_size", m.vocab_size}, {"seq_len", m.seq_len},
-            {"d_model", m.d_model}, {"n_layers", m.n_layers},     {"n_heads", m.n_heads}};
+    nlohmann::json j = {{"type", "gpt"},         {"vocab_size", m.vocab_size},
+                        {"seq_len", m.seq_len},  {"d_model", m.d_model},
+                        {"n_layers", m.n_layers}, {"n_heads", m.n_heads}};
+    if (m.head_dim > 0) j["head_dim"] = m.head_dim;
+    if (m.d_ff > 0) j["d_ff"] = m.d_ff;
+    return j;
 }
 
 std::unique_ptr<Model> GptFamily::build() const { return std::make_unique<Gpt>(model_); }
@@ -42,10 +49,10 @@ std::unique_ptr<Model> GptFamily::build_split(const TensorParallel& tp) const {
 int64_t GptFamily::param_count_stage(int t, const PipeStage& stage) const {
     if (!stage.active()) return param_count_split(t);
     validate_tensor_parallel(model_, t);
-    const int64_t C = model_.d_model;
+    const int64_t C = model_.d_model, A = model_.attn_width(), F = model_.mlp_width();
     int64_t blocks = 0;
     for (const BlockRange& r : stage.chunks) blocks += r.size();
-    int64_t n = blocks * (12 * C * C / t + 7 * C / t + 6 * C);
+    int64_t n = blocks * ((4 * A + 2 * F) * C / t + (3 * A + F) / t + 6 * C);
     if (stage.holds_first() || stage.holds_last()) n += model_.vocab_size * C / t;  // wte
     if (stage.holds_first()) n += model_.seq_len * C;                                // wpe
     if (stage.holds_last()) n += 2 * C;                                              // ln_f
@@ -60,12 +67,15 @@ std::unique_ptr<Model> GptFamily::build_stage(const TensorParallel& tp,
     return std::make_unique<Gpt>(o);
 }
 
-// Forward FLOPs per token (Note [Counting FLOPs]): a block 24 C^2 + 4 T C, the head 2 C V, the
-// embedding lookups nothing; backward is twice forward everywhere, so forward alone balances.
+// Forward FLOPs per token (Note [Counting FLOPs]): a block 2 (4 A + 2 F) C + 4 T A (24 C^2 +
+// 4 T C for GPT-2), the head 2 C V, the embedding lookups nothing; backward is twice forward
+// everywhere, so forward alone balances.
 PipeCosts GptFamily::pipeline_costs() const {
     const double C = static_cast<double>(model_.d_model), T = static_cast<double>(model_.seq_len);
+    const double A = static_cast<double>(model_.attn_width());
+    const double F = static_cast<double>(model_.mlp_width());
     PipeCosts c;
-    c.block.assign(static_cast<size_t>(model_.n_layers), 24 * C * C + 4 * T * C);
+    c.block.assign(static_cast<size_t>(model_.n_layers), 2 * (4 * A + 2 * F) * C + 4 * T * A);
     c.last = 2 * C * static_cast<double>(model_.vocab_size);
     return c;
 }
@@ -125,9 +135,14 @@ GptOptions parse_model(Section& s, const std::string& checkpoint_policy, int64_t
     m.d_model = s.get_int("d_model", m.d_model, 1);
     m.n_layers = s.get_int("n_layers", m.n_layers, 1);
     m.n_heads = s.get_int("n_heads", m.n_heads, 1);
+    // Optional (docs/pruning.md, compact export): GPT-2 has head_dim = d_model / n_heads and
+    // d_ff = 4 d_model; a compacted model has fewer heads of the same size, fewer channels.
+    m.head_dim = s.get_int("head_dim", 0, 1);
+    m.d_ff = s.get_int("d_ff", 0, 1);
     s.guard([&] {
-        ZT_CHECK(m.d_model % m.n_heads == 0, s.key("n_heads"),
-                 ": expected a divisor of model.d_model (", m.d_model, "), got ", m.n_heads);
+        ZT_CHECK(m.head_dim > 0 || m.d_model % m.n_heads == 0, s.key("n_heads"),
+                 ": expected a divisor of model.d_model (", m.d_model, "), got ", m.n_heads,
+                 " (or set model.head_dim)");
     });
     const double dropout = s.get_number("dropout", 0.0, 0.0, 1.0);
     s.guard([&] {

@@ -21,10 +21,12 @@ int64_t pool_bytes(int64_t bytes) {
 int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak) {
     validate_checkpointing(o);
     const int64_t N = B * T, C = o.d_model, V = o.vocab_size, H = o.n_heads;
+    const int64_t A = o.attn_width(), F = o.mlp_width();  // 4C and C for GPT-2
     const auto d = static_cast<int64_t>(dtype_size(dtype));
     const int64_t a = pool_bytes(N * C * d);        // an (N, C) activation
-    const int64_t qkv = pool_bytes(N * 3 * C * d);  // c_attn output (N, 3C)
-    const int64_t f = pool_bytes(N * 4 * C * d);    // c_fc and gelu outputs (N, 4C)
+    const int64_t y = pool_bytes(N * A * d);        // the attention output (N, A)
+    const int64_t qkv = pool_bytes(N * 3 * A * d);  // c_attn output (N, 3A)
+    const int64_t f = pool_bytes(N * F * d);        // c_fc and gelu outputs (N, F)
     const int64_t s = pool_bytes(2 * N * 4);        // layernorm mean and rstd, f32
     const int64_t lse = pool_bytes(B * H * T * 4);  // attention log-sum-exp, f32
     const int64_t logits = pool_bytes(N * V * d);
@@ -33,7 +35,7 @@ int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dt
 
     // What a block keeps to the end of the forward. Full: ln_1, attention output, attn.c_proj, h,
     // ln_2, mlp.c_proj, block output (7a), qkv, c_fc and gelu (2f), two layernorm stats, lse.
-    const int64_t block_full = 7 * a + qkv + 2 * f + 2 * s + lse;
+    const int64_t block_full = 6 * a + y + qkv + 2 * f + 2 * s + lse;
     const int64_t block_selective = block_full - qkv - lse;  // the region keeps x and y only
     const int64_t block_region = a;                          // a region keeps its output only
     const bool selective = o.checkpoint_policy == "selective";
@@ -45,7 +47,7 @@ int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dt
         // Backward of block l (recomputed or stored, the same tensors are live) peaks in gelu's
         // backward: the block's tensors but its output and mlp.c_proj, the output gradient, the
         // (N, 4C) gradients of gelu's output and input, and the loss the caller holds.
-        const int64_t at_gelu = 6 * a + 4 * f + 2 * s + (selective ? 0 : qkv + lse);
+        const int64_t at_gelu = 5 * a + y + 4 * f + 2 * s + (selective ? 0 : qkv + lse);
         block_peak = std::max(block_peak, base + at_gelu + scalar);
         base += checkpoints_block(o, l) ? block_region : selective ? block_selective : block_full;
     }
@@ -59,19 +61,19 @@ int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dt
 }
 
 int64_t gpt_param_count(const GptOptions& m, int64_t t) {
-    const int64_t C = m.d_model;
-    // Split over t (parallel/tensor_parallel.h): wte, every block's four weight matrices (12 C^2)
-    // and c_attn's and c_fc's biases (7 C). Whole: wpe, both c_proj biases and the LayerNorms
-    // (2 C + 4 C per block), ln_f.
+    const int64_t C = m.d_model, A = m.attn_width(), F = m.mlp_width();
+    // Split over t (parallel/tensor_parallel.h): wte, every block's four weight matrices
+    // (4 A C + 2 F C, 12 C^2 for GPT-2) and c_attn's and c_fc's biases (3 A + F, 7 C). Whole:
+    // wpe, both c_proj biases and the LayerNorms (2 C + 4 C per block), ln_f.
     return m.vocab_size * C / t + m.seq_len * C +
-           m.n_layers * (12 * C * C / t + 7 * C / t + 6 * C) + 2 * C;
+           m.n_layers * ((4 * A + 2 * F) * C / t + (3 * A + F) / t + 6 * C) + 2 * C;
 }
 
 int64_t gpt_transient_workspace_bytes(const GptOptions& m, int64_t B, DType grad_dtype, int threads,
                                       int64_t alignment) {
     const int64_t T = m.seq_len;
     auto r = [&](int64_t bytes) { return (bytes + alignment - 1) / alignment * alignment; };
-    const kernels::AttentionShape shape{B, T, m.d_model, m.n_heads};
+    const kernels::AttentionShape shape{B, T, m.attn_width(), m.n_heads};
     int64_t bytes = r(kernels::attention_workspace_bytes(shape, std::max(threads, 1)));
     bytes = std::max(bytes, r(B * T * 4));  // cross-entropy backward's dloss: (N) f32
     if (grad_dtype != DType::kF32)          // with_f32_grad's scratch of the largest table
@@ -80,10 +82,13 @@ int64_t gpt_transient_workspace_bytes(const GptOptions& m, int64_t B, DType grad
 }
 
 double gpt_flops_per_token(const GptOptions& o) {
+    // The attention term 12 L T C counts the attention width A (C for GPT-2).
     const double C = static_cast<double>(o.d_model);
-    const double params = static_cast<double>(o.vocab_size + o.seq_len) * C +
-                          static_cast<double>(o.n_layers) * (12 * C * C + 13 * C) + 2 * C;
-    return 6 * params + 12.0 * o.n_layers * o.seq_len * C;
+    const double A = static_cast<double>(o.attn_width()), F = static_cast<double>(o.mlp_width());
+    const double params =
+        static_cast<double>(o.vocab_size + o.seq_len) * C +
+        static_cast<double>(o.n_layers) * ((4 * A + 2 * F) * C + 3 * A + F + 6 * C) + 2 * C;
+    return 6 * params + 12.0 * o.n_layers * o.seq_len * A;
 }
 
 }  // namespace zt

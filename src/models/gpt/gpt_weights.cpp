@@ -94,6 +94,21 @@ const char* weight_layout_name(WeightLayout layout) {
 }
 
 WeightLayout detect_layout(const SafetensorsFile& file) {
+    // c_attn beside its block's attn.c_proj: nanoGPT (3A, C) and (C, A), Hugging Face (C, 3A)
+    // and (A, C); C is shared either way, whatever the attention width A of a compacted model
+    // (docs/pruning.md), where c_attn alone may look like the other layout (C = 9 A).
+    for (const auto& t : file.tensors()) {
+        const std::string_view suffix = "attn.c_attn.weight";
+        if (block_suffix(strip_prefix(t.name)) != suffix || t.shape.size() != 2) continue;
+        std::string proj_name = t.name;
+        proj_name.replace(proj_name.size() - suffix.size(), suffix.size(), "attn.c_proj.weight");
+        const SafetensorsTensor* proj = file.find(proj_name);
+        if (!proj || proj->shape.size() != 2) continue;
+        if (t.shape[1] == proj->shape[0] && t.shape[0] == 3 * proj->shape[1])
+            return WeightLayout::kNanoGpt;
+        if (t.shape[0] == proj->shape[1] && t.shape[1] == 3 * proj->shape[0])
+            return WeightLayout::kHuggingFace;
+    }
     for (const auto& t : file.tensors()) {
         if (block_suffix(strip_prefix(t.name)) != "attn.c_attn.weight" || t.shape.size() != 2 ||
             t.shape[0] == t.shape[1])
