@@ -1,0 +1,129 @@
+// `zerotrain plan` and the plan check of every run (docs/planner.md): over a grid of layouts on
+// the local backend, each step's predicted params, grads and optimizer bytes equal the measured
+// ones exactly; `plan --check` summarizes a run; the planner's best layout and its reasons for
+// rejecting the others; an infeasible budget names the least memory any layout needs.
+#include <fstream>
+
+#include "cli_fixture.h"
+#include "planner/profile.h"
+
+namespace zt::testing {
+namespace {
+
+class PlanCli : public Cli {
+  protected:
+    static nlohmann::json config() {
+        nlohmann::json j = tiny();
+        j["model"]["n_layers"] = 2;
+        j["steps"] = 2;
+        j.erase("eval_interval");
+        j.erase("eval_iters");
+        j["data"].erase("eval_fraction");
+        return j;
+    }
+    // A profile with round rates, so tests never calibrate (a real one takes seconds).
+    std::string write_profile() {
+        MachineProfile p;
+        p.identity = "test machine";
+        ThreadRates r;
+        r.threads = 1;
+        r.gemm_flops[0][0] = r.gemm_flops[1][0] = 1e9;
+        r.gemm_flops[0][1] = r.gemm_flops[1][1] = 2e9;
+        r.attention_flops = 5e8;
+        r.elementwise_bytes_per_s = 5e9;
+        p.rates.push_back(r);
+        CommProfile c;
+        c.backend = "local";
+        c.all_reduce = c.reduce_scatter = c.all_gather = {2e-5, 2e9};
+        c.send_recv = {5e-6, 4e9};
+        p.comm.push_back(c);
+        const std::string path = (dir_ / "profile.json").string();
+        save_profile(p, path);
+        return path;
+    }
+};
+
+TEST_F(PlanCli, StateBytesArePredictedExactlyOverLayouts) {
+    struct Layout {
+        const char* name;
+        int ranks;
+        nlohmann::json sets;
+    };
+    const std::vector<Layout> grid = {
+        {"one", 1, nlohmann::json::object()},
+        {"dp2_z0", 2, {{"zero_optimization", {{"stage", 0}}}}},
+        {"dp2_z1", 2, {{"zero_optimization", {{"stage", 1}}}}},
+        {"dp2_z2", 2, {{"zero_optimization", {{"stage", 2}}}}},
+        {"dp2_z3", 2, {{"zero_optimization", {{"stage", 3}}}}},
+        {"tp2", 2, {{"parallel", {{"tensor", 2}}}}},
+        {"pp2", 2, {{"parallel", {{"pipeline", {{"stages", 2}, {"micro_batches", 2}}}}}}},
+    };
+    for (const Layout& l : grid) {
+        SCOPED_TRACE(l.name);
+        nlohmann::json j = config();
+        j.merge_patch(l.sets);
+        const CommandResult r = train_run(j, l.name, "", l.ranks);
+        ASSERT_EQ(r.code, 0) << r.output;
+        std::ifstream f(dir_ / l.name / "metrics.jsonl");
+        std::string line;
+        int checked = 0;
+        while (std::getline(f, line)) {
+            const nlohmann::json m = nlohmann::json::parse(line);
+            if (!m.contains("plan")) continue;
+            const nlohmann::json& s = m["plan"]["state_bytes"];
+            for (const char* c : {"params", "grads", "optimizer"}) {
+                ASSERT_TRUE(s.contains(c)) << m.dump();
+                EXPECT_EQ(s[c]["predicted"], s[c]["measured"]) << c << ": " << m["plan"].dump();
+            }
+            EXPECT_GT(m["plan"]["peak_bytes"]["predicted"].get<double>(), 0);
+            ++checked;
+        }
+        EXPECT_EQ(checked, 2);
+    }
+    const CommandResult c = run_zerotrain("plan --check " + (dir_ / "dp2_z2").string());
+    ASSERT_EQ(c.code, 0) << c.output;
+    EXPECT_NE(c.output.find("params: predicted"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find("(exact)"), std::string::npos) << c.output;
+    const CommandResult js = run_zerotrain("plan --json --check " + (dir_ / "pp2").string(), false);
+    ASSERT_EQ(js.code, 0) << js.output;
+    EXPECT_TRUE(nlohmann::json::parse(js.output)["state_exact"].get<bool>()) << js.output;
+}
+
+TEST_F(PlanCli, RanksLayoutsAndSaysWhyOthersWereRejected) {
+    const std::string cfg = write_config(config());
+    const std::string prof = write_profile();
+    const CommandResult r =
+        run_zerotrain("plan " + cfg + " --ranks 2 --json --top 3 --profile " + prof, false);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const nlohmann::json j = nlohmann::json::parse(r.output);
+    ASSERT_EQ(j["plans"].size(), 3u) << r.output;
+    double last = 0;
+    for (const nlohmann::json& p : j["plans"]) {  // fastest first
+        const double t = p["step_time"]["total_s"].get<double>();
+        EXPECT_GE(t, last);
+        last = t;
+        EXPECT_TRUE(p["device_bytes"].contains("activations"));
+    }
+    // A budget between the smallest and the largest layout: some rejected, each with a reason
+    // naming its size against the budget and its largest part.
+    const int64_t budget = j["plans"][0]["device_bytes"]["total"].get<int64_t>() - 1;
+    const CommandResult b = run_zerotrain("plan " + cfg + " --ranks 2 --memory-budget " +
+                                              std::to_string(budget) + " --profile " + prof,
+                                          false);
+    EXPECT_NE(b.output.find("rejected"), std::string::npos) << b.output;
+    EXPECT_NE(b.output.find(" needs "), std::string::npos) << b.output;
+    EXPECT_NE(b.output.find("--set 'zero_optimization.stage="), std::string::npos) << b.output;
+}
+
+TEST_F(PlanCli, InfeasibleBudgetNamesTheMinimum) {
+    const std::string cfg = write_config(config());
+    const CommandResult r = run_zerotrain(
+        "plan " + cfg + " --ranks 2 --memory-budget 1KiB --profile " + write_profile(), false);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("no layout fits: the smallest layout ("), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("its largest part is"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace zt::testing
