@@ -80,23 +80,36 @@ ModelShape shape_of(const ModelFamily& m) {
 }
 
 // The most loaded pipeline rank's share of the model's costs (1 without a pipeline).
-double stage_share(const ModelFamily& m, const Strategy& s) {
+double stage_share(const PlanBase& b, const Strategy& s) {
     if (s.pp <= 1) return 1.0;
-    const PipeOptions o = pipe_options(s);
-    const PipeCosts costs = m.pipeline_costs();
-    const std::vector<int64_t> counts = balanced_partition(o, costs);
-    const std::vector<double> pieces = piece_costs(counts, costs);
-    double total = 0, worst = 0;
-    for (double c : pieces) total += c;
-    for (int st = 0; st < s.pp; ++st) {
-        double mine = 0;
-        for (int c = 0; c < s.virtual_stages; ++c) mine += pieces[c * s.pp + st];
-        worst = std::max(worst, mine);
-    }
-    return total > 0 ? worst / total : 1.0 / s.pp;
+    return b.pipe_cache->facts(*b.spec.model, pipe_options(s)).share;
 }
 
 }  // namespace
+
+const PipeFacts& PipeCache::facts(const ModelFamily& m, const PipeOptions& o) {
+    const auto key = std::make_tuple(&m, o.stages, o.micro_batches, o.virtual_stages,
+                                     static_cast<int>(o.schedule));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    PipeFacts f;
+    const PipeCosts costs = m.pipeline_costs();
+    f.counts = balanced_partition(o, costs);
+    const bool zb = o.schedule == PipeSchedule::kZeroBubble;
+    f.peak_in_flight =
+        simulate_pipe(o, pipe_schedule(o), 1.0, zb ? 1.0 : 2.0, zb ? 1.0 : 0.0).peak_in_flight;
+    const std::vector<double> pieces = piece_costs(f.counts, costs);
+    double total = 0, worst = 0;
+    for (double c : pieces) total += c;
+    for (int st = 0; st < o.stages; ++st) {
+        double mine = 0;
+        for (int c = 0; c < o.virtual_stages; ++c) mine += pieces[c * o.stages + st];
+        worst = std::max(worst, mine);
+    }
+    f.share = total > 0 ? worst / total : 1.0 / o.stages;
+    return memo_.emplace(key, std::move(f)).first->second;
+}
 
 std::string strategy_label(const Strategy& s) {
     std::string l =
@@ -142,17 +155,17 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
     st.offload_param = st.offload_optimizer && base.spec.state.offload_param;
     st.offload_param_nvme = st.offload_param && base.spec.state.offload_param_nvme;
     if (s.tp > 1) m.check_tensor_parallel(s.tp);
+    const PipeFacts* pf = nullptr;
     std::optional<PipeOptions> o;
-    std::vector<int64_t> counts;
     if (s.pp > 1) {
         ZT_CHECK(m.pipeline_blocks() > 0, m.name(), " has no pipeline split");
         o = pipe_options(s);
         validate_pipe(*o, m.pipeline_blocks());
-        counts = balanced_partition(*o, m.pipeline_costs());
+        pf = &base.pipe_cache->facts(m, *o);
         st.param_count = 0;
         for (int k = 0; k < s.pp; ++k)
             st.param_count =
-                std::max(st.param_count, m.param_count_stage(s.tp, pipe_stage(*o, counts, k)));
+                std::max(st.param_count, m.param_count_stage(s.tp, pipe_stage(*o, pf->counts, k)));
     } else {
         st.param_count = s.tp > 1 ? m.param_count_split(s.tp) : m.param_count();
     }
@@ -163,20 +176,17 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
     ZT_CHECK(chosen, "activation_checkpointing.policy \"", s.checkpoint, "\": ", m.name(),
              " has no such policy");
     PolicyActivations act = *chosen;
-    if (o) {
+    if (pf) {
         // Micro-batches in flight on each stage (the schedule's simulation), each holding the
         // stage's share of the blocks' saved activations, plus one backward's transient.
-        const std::vector<std::vector<PipeOp>> ops = pipe_schedule(*o);
-        const bool zb = s.schedule == PipeSchedule::kZeroBubble;
-        const PipeTimeline tl = simulate_pipe(*o, ops, 1.0, zb ? 1.0 : 2.0, zb ? 1.0 : 0.0);
         const double blocks = static_cast<double>(m.pipeline_blocks());
         double saved = 0, peak = 0;
         for (int k = 0; k < s.pp; ++k) {
-            const PipeStage ps = pipe_stage(*o, counts, k);
+            const PipeStage ps = pipe_stage(*o, pf->counts, k);
             double held = 0;
             for (const BlockRange& r : ps.chunks) held += static_cast<double>(r.size());
             const double chunk = held / ps.chunk_count() / blocks;  // one chunk's share
-            const double sv = static_cast<double>(chosen->saved) * chunk * tl.peak_in_flight[k];
+            const double sv = static_cast<double>(chosen->saved) * chunk * pf->peak_in_flight[k];
             const double pk = sv + static_cast<double>(chosen->peak - chosen->saved) * chunk;
             saved = std::max(saved, sv);
             peak = std::max(peak, pk);
@@ -210,7 +220,7 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     const double b = static_cast<double>(s.micro_batch), mb = static_cast<double>(s.grad_accum);
     const double e = static_cast<double>(dtype_size(st.compute_dtype));
     const double g = static_cast<double>(dtype_size(st.grad_dtype));
-    const double share = stage_share(m, s) / s.tp;
+    const double share = stage_share(base, s) / s.tp;
 
     // Compute of one micro-batch on the most loaded rank.
     const double flops = m.flops_per_sample() * b;
@@ -291,7 +301,7 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
         }
         const double act_bytes = b * sh.T * sh.C * e;
         if (s.tp > 1 && sh.L > 0)
-            t.tp_comm = mb * 4.0 * sh.L * stage_share(m, s) *
+            t.tp_comm = mb * 4.0 * sh.L * stage_share(base, s) *
                         cp->all_reduce.time_s(act_bytes, all_reduce_bus_factor(s.tp));
         if (s.pp > 1) t.pp_comm = mb * 2.0 * cp->send_recv.time_s(act_bytes / s.tp, 1.0);
     }

@@ -33,6 +33,27 @@ struct Strategy {
 std::string strategy_label(const Strategy& s);
 nlohmann::json strategy_json(const Strategy& s);
 
+// What a pipeline layout's cost needs from the schedule and the partition, for p stages, m
+// micro-batches, v virtual stages and a schedule: the balanced partition's block counts, the
+// micro-batches in flight per stage (simulated) and the most loaded rank's share of the costs.
+struct PipeFacts {
+    std::vector<int64_t> counts;
+    std::vector<int> peak_in_flight;
+    double share = 1.0;
+};
+
+// Memo of PipeFacts per (family, p, m, v, schedule): simulating a schedule of many
+// micro-batches is the costliest part of costing a layout, and a search asks for the same ones
+// again and again. Thread-safe.
+class PipeCache {
+  public:
+    const PipeFacts& facts(const ModelFamily& m, const PipeOptions& o);
+
+  private:
+    std::mutex mu_;
+    std::map<std::tuple<const ModelFamily*, int, int, int, int>, PipeFacts> memo_;
+};
+
 // What does not change between layouts: the config's model, precision, optimizer and buffer
 // sizes (as `zerotrain estimate` sees them at one rank), the step's global batch and the hosts.
 struct PlanBase {
@@ -42,6 +63,7 @@ struct PlanBase {
     int ranks_per_host = 0;    // 0: every rank on one host
     int threads = 0;           // intra-op threads per rank; 0: cores / ranks on the host
     std::string backend = "local";  // whose collective fits to use ("local" or "mpi")
+    std::shared_ptr<PipeCache> pipe_cache = std::make_shared<PipeCache>();  // shared by copies
 };
 
 // Seconds of one optimizer step on the slowest rank, by part. Communication is exposed time:

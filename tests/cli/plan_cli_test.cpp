@@ -6,6 +6,7 @@
 
 #include "cli_fixture.h"
 #include "planner/profile.h"
+#include "tensor/gemm_machine.h"
 
 namespace zt::testing {
 namespace {
@@ -22,9 +23,9 @@ class PlanCli : public Cli {
         return j;
     }
     // A profile with round rates, so tests never calibrate (a real one takes seconds).
-    std::string write_profile() {
+    std::string write_profile(const std::string& at = "", const std::string& identity = "test") {
         MachineProfile p;
-        p.identity = "test machine";
+        p.identity = identity;
         ThreadRates r;
         r.threads = 1;
         r.gemm_flops[0][0] = r.gemm_flops[1][0] = 1e9;
@@ -37,7 +38,7 @@ class PlanCli : public Cli {
         c.all_reduce = c.reduce_scatter = c.all_gather = {2e-5, 2e9};
         c.send_recv = {5e-6, 4e9};
         p.comm.push_back(c);
-        const std::string path = (dir_ / "profile.json").string();
+        const std::string path = at.empty() ? (dir_ / "profile.json").string() : at;
         save_profile(p, path);
         return path;
     }
@@ -123,6 +124,52 @@ TEST_F(PlanCli, InfeasibleBudgetNamesTheMinimum) {
     EXPECT_NE(r.output.find("no layout fits: the smallest layout ("), std::string::npos)
         << r.output;
     EXPECT_NE(r.output.find("its largest part is"), std::string::npos) << r.output;
+}
+
+// train --auto runs the planner's best layout for the world, says it and records plan.json; its
+// run's own check predicts the same layout. A cache directory of the test's own holds a profile
+// of this machine's identity (the GEMM choice files copied, so nothing is measured).
+TEST_F(PlanCli, TrainAutoRunsAndRecordsTheBestPlan) {
+    const fs::path cache = dir_ / "cache";
+    fs::create_directories(cache);
+    const std::string real = default_gemm_cache_dir();
+    std::error_code ec;
+    if (!real.empty() && fs::is_directory(real, ec))
+        for (const auto& f : fs::directory_iterator(real, ec))
+            if (f.path().filename().string().rfind("gemm-", 0) == 0)
+                fs::copy_file(f.path(), cache / f.path().filename(), ec);
+    const std::string saved = std::getenv("ZT_CACHE_DIR") ? std::getenv("ZT_CACHE_DIR") : "";
+    ::setenv("ZT_CACHE_DIR", cache.c_str(), 1);
+    write_profile(default_profile_path(), profile_identity());
+    const std::string env = "ZT_CACHE_DIR=" + cache.string() + " ";
+    if (saved.empty())
+        ::unsetenv("ZT_CACHE_DIR");
+    else
+        ::setenv("ZT_CACHE_DIR", saved.c_str(), 1);
+    nlohmann::json j = config();
+    j["train_batch_size"] = 4;
+    const std::string cfg = write_config(j, "auto.json");
+    const std::string run = (dir_ / "auto").string();
+    const CommandResult r = run_command(env + ZT_BINARY + std::string(" train ") + cfg +
+                                        " --auto --ranks 2 --quiet --run-dir " + run);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("train --auto: dp "), std::string::npos) << r.output;
+    std::ifstream f(run + "/plan.json");
+    ASSERT_TRUE(f.good());
+    const nlohmann::json plan = nlohmann::json::parse(f);
+    EXPECT_EQ(plan["ranks"], 2);
+    // The same search by `zerotrain plan` puts this layout first.
+    const CommandResult p = run_command(
+        env + ZT_BINARY + std::string(" plan ") + cfg + " --ranks 2 --json --top 1", false);
+    ASSERT_EQ(p.code, 0) << p.output;
+    EXPECT_EQ(nlohmann::json::parse(p.output)["plans"][0]["label"], plan["label"]);
+    // Every step checked the layout it ran.
+    std::ifstream m(run + "/metrics.jsonl");
+    std::string line;
+    std::getline(m, line);
+    const nlohmann::json first = nlohmann::json::parse(line);
+    ASSERT_TRUE(first.contains("plan")) << line;
+    EXPECT_TRUE(first["plan"].contains("step_s")) << line;  // the profile was found
 }
 
 }  // namespace

@@ -136,7 +136,7 @@ TEST(Search, LargeWorldPlansQuickly) {
     std::printf("1024 ranks, 96 blocks: %lld layouts, %lld costed, %.2f s\n",
                 static_cast<long long>(r.candidates), static_cast<long long>(r.costed), s);
     EXPECT_FALSE(r.ranked.empty());
-    EXPECT_LT(s, 20.0);  // the 2 s target is checked in the benchmark; shared CI cores vary
+    EXPECT_LT(s, 2.0);  // the target (0.15 s measured on 2 shared cores)
 }
 
 }  // namespace
