@@ -42,7 +42,9 @@ double time_call(Fn&& fn, double min_s) {
     return best;
 }
 
-// The engine's chosen library per class, averaged over the training lanes (NN, NT, TN).
+// The engine's chosen library per class (its cached or measured choice), measured again now on
+// the class's shapes: the rates in the choice file were taken whenever it was made, perhaps on
+// a busy machine, and only had to rank the libraries. Averaged over the training lanes NN, NT, TN.
 void gemm_rates(ThreadRates& r) {
     const GemmChoice& c = current_gemm_choice();
     for (int d = 0; d < 2; ++d)
@@ -52,12 +54,11 @@ void gemm_rates(ThreadRates& r) {
             for (GemmTrans t : {GemmTrans::kNN, GemmTrans::kNT, GemmTrans::kTN}) {
                 const GemmClass cls{d == 0 ? DType::kF32 : DType::kBF16, t,
                                     static_cast<GemmSize>(z)};
-                const GemmClassChoice& cc = c.at(cls);
-                for (const auto& [lib, rate] : cc.rates)
-                    if (lib == cc.lib && rate > 0) {
-                        sum += rate;
-                        ++n;
-                    }
+                const double rate = measure_gemm_class(c.library_for(cls), cls);
+                if (rate > 0) {
+                    sum += rate;
+                    ++n;
+                }
             }
             r.gemm_flops[d][z] = n > 0 ? sum / n : 0;
         }
