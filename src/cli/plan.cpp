@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "planner/calibrate.h"
@@ -149,10 +151,21 @@ int run_plan(const PlanArgs& a) {
         std::printf("\nno layout fits: %s\n", r.smallest_reason.c_str());
     }
     if (!r.rejected.empty()) {
-        std::printf("\nrejected (first %zu):\n", std::min<size_t>(r.rejected.size(), 12));
-        for (size_t i = 0; i < r.rejected.size() && i < 12; ++i)
-            std::printf("  %s: %s\n", strategy_label(r.rejected[i].strategy).c_str(),
-                        r.rejected[i].reason.c_str());
+        // One line per (dp, tp, pp, stage, offload): its variant closest to fitting.
+        std::map<std::tuple<int, int, int, int, std::string>, const Rejected*> closest;
+        for (const Rejected& x : r.rejected) {
+            const Strategy& s = x.strategy;
+            const auto key = std::make_tuple(s.dp, s.tp, s.pp, s.zero_stage, s.offload);
+            const Rejected*& c = closest[key];
+            if (!c ||
+                (x.device_bytes > 0 && (c->device_bytes == 0 || x.device_bytes < c->device_bytes)))
+                c = &x;
+        }
+        std::printf(
+            "\nrejected: %zu layouts; per mesh, stage and offload the closest to fitting:\n",
+            r.rejected.size());
+        for (const auto& [key, x] : closest)
+            std::printf("  %s: %s\n", strategy_label(x->strategy).c_str(), x->reason.c_str());
     }
     return r.infeasible ? 1 : 0;
 }

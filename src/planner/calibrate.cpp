@@ -99,6 +99,19 @@ double elementwise_rate(double min_s) {
     return 12.0 * static_cast<double>(n) / secs;
 }
 
+// Seconds of one tiny product through the engine's GEMM (its chosen library for f32 small NT,
+// the forward lane): a call's fixed cost.
+double op_overhead(double min_s) {
+    const int64_t m = 8, n = 64, k = 64;
+    std::vector<float> a(m * k, 0.01f), b(n * k, 0.02f), c(m * n, 0.0f);
+    return time_call(
+        [&] {
+            gemm(m, n, k, 1.0f, {a.data(), k, false}, {b.data(), k, true}, DType::kF32, 0.0f,
+                 c.data(), n, DType::kF32);
+        },
+        min_s);
+}
+
 // The sizes each collective is timed at (bytes of the per-rank buffer).
 constexpr int64_t kCommSizes[] = {4 << 10, 256 << 10, 4 << 20, 16 << 20};
 
@@ -260,6 +273,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
         gemm_rates(r);
         r.attention_flops = attention_rate(opts.seconds_per_kernel);
         r.elementwise_bytes_per_s = elementwise_rate(opts.seconds_per_kernel);
+        r.op_overhead_s = op_overhead(opts.seconds_per_kernel / 3);
         p.rates.push_back(r);
     }
     set_num_threads(saved_threads);

@@ -63,6 +63,7 @@ struct PlanBase {
     int ranks_per_host = 0;    // 0: every rank on one host
     int threads = 0;           // intra-op threads per rank; 0: cores / ranks on the host
     std::string backend = "local";  // whose collective fits to use ("local" or "mpi")
+    int64_t param_tensors = 0;      // the model's parameter tensors (ops per micro-batch: 3 each)
     std::shared_ptr<PipeCache> pipe_cache = std::make_shared<PipeCache>();  // shared by copies
 };
 
@@ -85,7 +86,7 @@ struct StepTime {
 struct PlanCost {
     Strategy strategy;
     Estimate memory;           // device / host / nvme bytes by category, activations scaled
-    int64_t device_bytes = 0;  // memory.device_total: the per-rank figure the budget bounds
+    int64_t device_bytes = 0;  // plan_peak_bytes(memory): the per-rank figure the budget bounds
     bool timed = false;        // a profile was given
     StepTime time;
 };
@@ -93,6 +94,10 @@ struct PlanCost {
 // Memory of a layout (no profile needed). Throws zt::Error (kInput) when the family cannot
 // split as asked (tp not dividing its heads, more stages than blocks).
 Estimate plan_memory(const PlanBase& base, const Strategy& s);
+
+// The device peak of a layout's memory: the categories' sum, less the comm buffers that never
+// live beside the activations (Note [Peak of stages 0 and 1] in cost_model.cpp).
+int64_t plan_peak_bytes(const Estimate& e);
 
 // Memory and, with a profile, step time.
 PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile* profile);

@@ -50,6 +50,7 @@ ThreadRates MachineProfile::at_threads(int threads) const {
             for (int z = 0; z < 2; ++z)
                 o.gemm_flops[d][z] = a.gemm_flops[d][z] * (1 - w) + b.gemm_flops[d][z] * w;
         o.attention_flops = a.attention_flops * (1 - w) + b.attention_flops * w;
+        o.op_overhead_s = a.op_overhead_s * (1 - w) + b.op_overhead_s * w;
         o.elementwise_bytes_per_s =
             a.elementwise_bytes_per_s * (1 - w) + b.elementwise_bytes_per_s * w;
         return o;
@@ -102,7 +103,8 @@ nlohmann::json profile_json(const MachineProfile& p) {
               {{"f32", {{"small", r.gemm_flops[0][0]}, {"large", r.gemm_flops[0][1]}}},
                {"bf16", {{"small", r.gemm_flops[1][0]}, {"large", r.gemm_flops[1][1]}}}}},
              {"attention_flops", r.attention_flops},
-             {"elementwise_bytes_per_s", r.elementwise_bytes_per_s}});
+             {"elementwise_bytes_per_s", r.elementwise_bytes_per_s},
+             {"op_overhead_s", r.op_overhead_s}});
     j["comm"] = nlohmann::json::array();
     for (const CommProfile& c : p.comm)
         j["comm"].push_back({{"backend", c.backend},
@@ -140,6 +142,7 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
         }
         t.attention_flops = field<double>(r, "attention_flops", what);
         t.elementwise_bytes_per_s = field<double>(r, "elementwise_bytes_per_s", what);
+        t.op_overhead_s = r.value("op_overhead_s", 0.0);
         ZT_CHECK(t.threads >= 1 && t.gemm_flops[0][1] > 0 && t.elementwise_bytes_per_s > 0, what,
                  ": profile rates at ", t.threads, " threads are not positive");
         p.rates.push_back(t);

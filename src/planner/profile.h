@@ -40,6 +40,8 @@ struct ThreadRates {
     double gemm_flops[2][2] = {{0, 0}, {0, 0}};
     double attention_flops = 0;          // causal attention forward + backward, FLOP/s (f32)
     double elementwise_bytes_per_s = 0;  // y = a + b over buffers past the caches
+    double op_overhead_s = 0;  // one tiny product (8 x 64 x 64) through the engine's GEMM: the
+                               // fixed cost of an op, which decides for tiny micro-batches
 };
 
 struct MachineProfile {

@@ -48,10 +48,10 @@ struct SearchResult {
 };
 
 struct SearchOptions {
-    int64_t budget = 0;          // per-rank device bytes; 0: no limit
-    int top = 5;                 // ranked layouts kept (0: all)
-    bool prune = true;           // false: cost every layout (the exhaustive reference of the tests)
-    int64_t max_rejected = 200;  // reasons kept
+    int64_t budget = 0;  // per-rank device bytes; 0: no limit
+    int top = 5;         // ranked layouts kept (0: all)
+    bool prune = true;   // false: cost every layout (the exhaustive reference of the tests)
+    int64_t max_rejected = 100000;  // reasons kept
 };
 
 // The layouts of the space for the base's global batch (micro x accumulation x dp), in a fixed

@@ -20,6 +20,7 @@ PlanBase plan_base(const TrainConfig& cfg, int threads, const std::string& backe
     b.threads = threads;
     b.backend = backend;
     b.ranks_per_host = ranks_per_host;
+    b.param_tensors = static_cast<int64_t>(cfg.model->build()->parameters().size());
     return b;
 }
 

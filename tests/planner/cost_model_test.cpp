@@ -110,6 +110,12 @@ TEST(CostModel, ComputeIsWorkOverRates) {
     EXPECT_EQ(c.time.recompute, 0);
     s.checkpoint = "every";
     EXPECT_NEAR(plan_cost(base, s, &prof).time.recompute, want / 3, want * 1e-12);
+    // The fixed cost of the ops: 3 per parameter tensor per micro-batch.
+    PlanBase with_ops = base;
+    with_ops.param_tensors = 10;
+    MachineProfile slow_ops = prof;
+    slow_ops.rates[0].op_overhead_s = 1e-5;
+    EXPECT_NEAR(plan_cost(with_ops, s, &slow_ops).time.compute, want + 2 * 30 * 1e-5, want * 1e-12);
     // Adam: 7 f32 accesses per element of the whole arena at stage 0.
     const double P = static_cast<double>(c.memory.state.padded_numel);
     EXPECT_NEAR(c.time.optimizer, 28 * P / 1e10, 1e-15);
@@ -128,6 +134,27 @@ TEST(CostModel, PipelineBubbleIsTheScheduleFormula) {
     const PlanCost z = plan_cost(base, s, &prof);
     EXPECT_NEAR(z.time.bubble, z.time.compute * (2 - 1) / 24.0, 1e-15);
     EXPECT_GT(c.time.pp_comm, 0);
+}
+
+// Note [Peak of stages 0 and 1]: the reduce's buffers and the activations never live together at
+// stages 0 and 1; at 2 and 3 they do.
+TEST(CostModel, PeakOverlapsCommAndActivationsOnlyFromStageTwo) {
+    const PlanBase base = tiny_gpt_base();
+    Strategy s;
+    s.dp = 2;
+    s.micro_batch = 4;
+    for (int stage : {0, 1, 2, 3}) {
+        s.zero_stage = stage;
+        const PlanCost c = plan_cost(base, s, nullptr);
+        const Estimate& e = c.memory;
+        const int64_t comm = e.device[static_cast<int>(MemCategory::kComm)];
+        const int64_t act = e.device[static_cast<int>(MemCategory::kActivations)];
+        ASSERT_GT(comm, 0);
+        EXPECT_EQ(c.device_bytes,
+                  stage >= 2 ? e.device_total
+                             : e.device_total - std::min(comm, act + e.workspace_transient))
+            << stage;
+    }
 }
 
 TEST(CostModel, RefusesWhatTheFamilyCannotSplit) {
