@@ -112,6 +112,33 @@ def one(zt, cfg, ranks, workdir, name, env, extra=()):
     return row
 
 
+def secs(x):
+    """Seconds as text: milliseconds under 0.1 s."""
+    if not x:
+        return "-"
+    return f"{x * 1e3:.2f} ms" if x < 0.1 else f"{x:.3f} s"
+
+
+def write_markdown(results, summary, path):
+    with open(path, "w") as f:
+        f.write("| model | layout | predicted | measured | measured / predicted | "
+                "predicted peak MiB | measured / predicted peak | state bytes exact | load (1 min) |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|\n")
+        for r in results:
+            f.write(f"| {r['model']} | {r['layout']} | {secs(r['predicted_s'])} | "
+                    f"{secs(r['measured_s'])} | {r['time_ratio'] or 0:.2f} | "
+                    f"{(r['predicted_peak'] or 0) / 2**20:.1f} | {r['peak_ratio'] or 0:.3f} | "
+                    f"{'yes' if r['state_exact'] else 'no'} | "
+                    f"{r['load_1min'] if 'load_1min' in r else '-'} |\n")
+        f.write("\n| model | ranks | fastest measured | time | planner's grid choice | "
+                "its time / fastest | --auto | its time / fastest |\n"
+                "|---|---|---|---|---|---|---|---|\n")
+        for s in summary:
+            f.write(f"| {s['model']} | {s['ranks']} | {s['fastest']} | {secs(s['fastest_s'])} | "
+                    f"{s['planner_grid_choice']} | {s['choice_over_fastest']:.3f} | "
+                    f"{s.get('auto', '-')} | {s.get('auto_over_fastest', 0):.3f} |\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zerotrain", default="build/zerotrain")
@@ -120,7 +147,13 @@ def main():
                     help="runs per layout; the fastest median counts (the machine is shared)")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
+    ap.add_argument("--from-json", help="only write --markdown from an earlier --json")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            d = json.load(f)
+        write_markdown(d["layouts"], d["summary"], a.markdown)
+        return 0
     env = dict(os.environ, OMP_WAIT_POLICY="passive")
     zt = os.path.abspath(a.zerotrain)
     results = []
@@ -163,22 +196,7 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"layouts": results, "summary": summary}, f, indent=2)
     if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write("| model | layout | predicted s | measured s | measured / predicted | "
-                    "predicted peak MiB | measured / predicted peak | state bytes exact | load (1 min) |\n")
-            f.write("|---|---|---|---|---|---|---|---|---|\n")
-            for r in results:
-                f.write(f"| {r['model']} | {r['layout']} | {r['predicted_s'] or 0:.3f} | "
-                        f"{r['measured_s'] or 0:.3f} | {r['time_ratio'] or 0:.2f} | "
-                        f"{(r['predicted_peak'] or 0) / 2**20:.1f} | {r['peak_ratio'] or 0:.3f} | "
-                        f"{'yes' if r['state_exact'] else 'no'} | {r['load_1min']:.1f} |\n")
-            f.write("\n| model | ranks | fastest measured | s | planner's grid choice | "
-                    "its time / fastest | --auto | its time / fastest |\n|---|---|---|---|---|---|---|---|\n")
-            for s in summary:
-                f.write(f"| {s['model']} | {s['ranks']} | {s['fastest']} | {s['fastest_s']:.3f} | "
-                        f"{s['planner_grid_choice']} | {s['choice_over_fastest']:.3f} | "
-                        f"{s.get('auto', '-')} | {s.get('auto_over_fastest', 0):.3f} |\n")
-
+        write_markdown(results, summary, a.markdown)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,6 +2,7 @@
 // (planner/calibrate.h) and saves it where the planner looks (default_profile_path()), or to
 // FILE. Under mpirun every rank takes part in the MPI collectives' measurement; rank 0 writes.
 #include <cstdio>
+#include <memory>
 
 #include "cli/commands.h"
 #include "comm/communicator.h"
@@ -78,7 +79,8 @@ int run_calibrate(const CalibrateArgs& a) {
 
 void add_bench_calibrate(CLI::App* bench,
                          std::vector<std::pair<CLI::App*, std::function<int()>>>& runners) {
-    static CalibrateArgs a;
+    auto args = std::make_shared<CalibrateArgs>();  // owned by the runner
+    CalibrateArgs& a = *args;
     CLI::App* c = bench->add_subcommand(
         "calibrate",
         "measure the rates the planner's cost model uses (GEMM, attention, memory "
@@ -91,7 +93,7 @@ void add_bench_calibrate(CLI::App* bench,
         ->check(CLI::NonNegativeNumber);
     c->add_option("--disk-dir", a.disk_dir,
                   "directory of the disk test (default the cache directory; \"-\": skip)");
-    runners.emplace_back(c, [] { return run_calibrate(a); });
+    runners.emplace_back(c, [args] { return run_calibrate(*args); });
 }
 
 }  // namespace zt::cli

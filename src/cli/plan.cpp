@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <thread>
 #include <tuple>
 
@@ -247,7 +248,9 @@ nlohmann::json auto_plan(const nlohmann::json& j, const std::string& budget_text
 }
 
 void add_plan(CLI::App& app, std::vector<std::pair<CLI::App*, std::function<int()>>>& runners) {
-    static PlanArgs a;
+    // Owned by the runner, so the options outlive parsing without a global.
+    auto args = std::make_shared<PlanArgs>();
+    PlanArgs& a = *args;
     CLI::App* sub = app.add_subcommand(
         "plan",
         "the fastest layouts of a config on N ranks under a memory budget (cost model "
@@ -270,7 +273,7 @@ void add_plan(CLI::App& app, std::vector<std::pair<CLI::App*, std::function<int(
     sub->add_flag("--json", a.json, "print the plans as JSON");
     sub->add_option("--check", a.check,
                     "summarize a run directory's prediction error (metrics.jsonl's plan field)");
-    runners.emplace_back(sub, [] { return run_plan(a); });
+    runners.emplace_back(sub, [args] { return run_plan(*args); });
 }
 
 }  // namespace zt::cli
