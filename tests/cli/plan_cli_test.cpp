@@ -58,6 +58,15 @@ TEST_F(PlanCli, StateBytesArePredictedExactlyOverLayouts) {
         {"dp2_z3", 2, {{"zero_optimization", {{"stage", 3}}}}},
         {"tp2", 2, {{"parallel", {{"tensor", 2}}}}},
         {"pp2", 2, {{"parallel", {{"pipeline", {{"stages", 2}, {"micro_batches", 2}}}}}}},
+        {"z3_offload_selective",
+         2,
+         {{"zero_optimization", {{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}}}}},
+          {"activation_checkpointing", {{"policy", "selective"}}}}},
+        {"pp2_zero_bubble_offload",
+         2,
+         {{"parallel",
+           {{"pipeline", {{"stages", 2}, {"schedule", "zero_bubble"}, {"micro_batches", 2}}}}},
+          {"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}},
     };
     for (const Layout& l : grid) {
         SCOPED_TRACE(l.name);
