@@ -6,6 +6,7 @@
 
 #include "planner/calibrate.h"
 #include "planner/estimate_report.h"
+#include "planner/search.h"
 #include "runtime/plan_config.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -53,6 +54,36 @@ std::unique_ptr<PlanCheck> start_plan_check(const TrainConfig& cfg, int world,
     } catch (const Error& e) {
         log_warn("plan check: no prediction for this run: ", e.message());
         return nullptr;
+    }
+}
+
+std::string plan_suggestion(const TrainConfig& cfg, int64_t budget) {
+    try {
+        const int world = static_cast<int>(cfg.dp * cfg.tp * cfg.pipe.stages);
+        const PlanInput in = plan_input(cfg.raw, world, cfg.threads, cfg.comm.backend);
+        const std::optional<MachineProfile> profile = profile_for_machine("", false, nullptr);
+        SearchSpace space;
+        space.ranks = world;
+        if (in.nvme) space.offload.push_back("nvme");
+        SearchOptions opt;
+        opt.budget = budget;
+        opt.top = 1;
+        const int64_t global = in.base.global_batch;
+        const SearchResult r =
+            search_plans(in.base, space, profile ? &*profile : nullptr, opt,
+                         [&](const Strategy& s) { return config_refuses(in.config, s, global); });
+        if (r.ranked.empty()) return "";
+        const PlanCost& best = r.ranked.front();
+        std::string sets;
+        for (const std::string& s : config_sets(best.strategy, global))
+            sets += " --set '" + s + "'";
+        return str_cat("\nthe planner's fastest layout of ", world, " ranks under ",
+                       format_bytes(static_cast<double>(budget)), ": ",
+                       strategy_label(best.strategy), " (",
+                       format_bytes(static_cast<double>(best.device_bytes)),
+                       " per rank; `zerotrain plan`, docs/planner.md):", sets);
+    } catch (const Error&) {
+        return "";
     }
 }
 

@@ -38,6 +38,12 @@ class PlanCheck {
 std::unique_ptr<PlanCheck> start_plan_check(const TrainConfig& cfg, int world,
                                             const std::string& backend, int threads);
 
+// For the out-of-memory report before a run's first step: the planner's fastest layout of the
+// run's world that fits `budget` per rank ("the planner's choice for 2 ranks under 1.00 GiB: dp 1
+// x tp 2 ..., 0.95 GiB per rank: --set ..."), ranked by the saved profile's step time (by memory
+// without one); "" when none fits or the search fails.
+std::string plan_suggestion(const TrainConfig& cfg, int64_t budget);
+
 // `zerotrain plan --check RUN_DIR`: the prediction error of a run from its metrics.jsonl
 // (steps after the first, which warms up): median and worst ratios of step time and peak memory,
 // and the state categories' agreement.

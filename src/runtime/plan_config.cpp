@@ -66,6 +66,22 @@ nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_
     return j;
 }
 
+std::vector<std::string> config_sets(const Strategy& s, int64_t global) {
+    std::vector<std::string> v = {str_cat("train_batch_size=", global),
+                                  str_cat("train_micro_batch_size_per_gpu=", s.micro_batch),
+                                  str_cat("gradient_accumulation_steps=", s.grad_accum),
+                                  str_cat("zero_optimization.stage=", s.zero_stage),
+                                  str_cat("activation_checkpointing.policy=\"", s.checkpoint, "\""),
+                                  str_cat("parallel.tensor=", s.tp)};
+    if (s.pp > 1)
+        v.push_back(str_cat("parallel.pipeline={\"stages\": ", s.pp, ", \"schedule\": \"",
+                            pipe_schedule_name(s.schedule),
+                            "\", \"virtual_stages\": ", s.virtual_stages, "}"));
+    if (s.offload != "none")
+        v.push_back(str_cat("zero_optimization.offload_optimizer.device=\"", s.offload, "\""));
+    return v;
+}
+
 std::string config_refuses(const nlohmann::json& j, const Strategy& s, int64_t global_batch) {
     try {
         parse_config(with_strategy(j, s, global_batch), int64_t{s.dp} * s.tp * s.pp);

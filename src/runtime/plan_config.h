@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "planner/cost_model.h"
 #include "runtime/config.h"
@@ -24,6 +25,9 @@ Strategy strategy_of(const TrainConfig& cfg);
 // The config j, its layout keys (parallel, batch terms, zero_optimization.stage and
 // offload_optimizer.device, activation_checkpointing.policy) set to s; global_batch kept.
 nlohmann::json with_strategy(const nlohmann::json& j, const Strategy& s, int64_t global_batch);
+
+// The --set arguments that turn a config into layout s ("zero_optimization.stage=1", ...).
+std::vector<std::string> config_sets(const Strategy& s, int64_t global_batch);
 
 // "" when parse_config accepts with_strategy(j, s) for s's world, else its message.
 std::string config_refuses(const nlohmann::json& j, const Strategy& s, int64_t global_batch);

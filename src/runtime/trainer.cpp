@@ -338,7 +338,7 @@ void check_budget_before_start(const TrainConfig& cfg) {
         cfg.model->activation_policies(1, DType::kF32).size() > 1
             ? ", or turn on activation_checkpointing (see `zerotrain estimate` for each policy)"
             : "",
-        offload, sharded);
+        offload, sharded, plan_suggestion(cfg, cfg.memory_budget));
 }
 
 void agree_on_config(Communicator& comm, uint64_t digest, const std::string& error) {

@@ -179,6 +179,31 @@ TEST_F(PlanCli, TrainAutoRunsAndRecordsTheBestPlan) {
     const nlohmann::json first = nlohmann::json::parse(line);
     ASSERT_TRUE(first.contains("plan")) << line;
     EXPECT_TRUE(first["plan"].contains("step_s")) << line;  // the profile was found
+
+    // Under a tight budget (the 10th percentile of every layout's predicted peak) the chosen
+    // layout runs within it: the pool's budget check would stop the run otherwise.
+    const CommandResult all = run_command(
+        env + ZT_BINARY + std::string(" plan ") + cfg + " --ranks 2 --json --top 0", false);
+    ASSERT_EQ(all.code, 0) << all.output;
+    std::vector<int64_t> peaks;
+    const nlohmann::json listed = nlohmann::json::parse(all.output);
+    for (const nlohmann::json& p : listed["plans"])
+        peaks.push_back(p["device_bytes"]["total"].get<int64_t>());
+    ASSERT_GE(peaks.size(), 10u) << all.output.substr(0, 2000);
+    std::sort(peaks.begin(), peaks.end());
+    const int64_t budget = peaks[peaks.size() / 10];
+    const std::string tight = (dir_ / "tight").string();
+    const CommandResult t = run_command(env + ZT_BINARY + std::string(" train ") + cfg +
+                                        " --auto --ranks 2 --quiet --run-dir " + tight +
+                                        " --memory-budget " + std::to_string(budget));
+    ASSERT_EQ(t.code, 0) << "budget " << budget << ": " << t.output;
+    std::ifstream tm(tight + "/metrics.jsonl");
+    while (std::getline(tm, line)) {
+        const nlohmann::json l = nlohmann::json::parse(line);
+        if (l.contains("mem")) {
+            EXPECT_LE(l["mem"]["peak"].get<int64_t>(), budget) << line;
+        }
+    }
 }
 
 }  // namespace
