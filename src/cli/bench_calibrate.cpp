@@ -60,10 +60,6 @@ int run_calibrate(const CalibrateArgs& a) {
     if (launched_by_mpi_launcher()) world = mpi_world();
     o.mpi = world.get();
     const bool root = !world || world->rank() == 0;
-    if (world && world->rank() != 0) {
-        o.local_ranks = 0;  // rank 0 measures the local backend and the host alone
-        o.disk_dir = "-";
-    }
     const MachineProfile p = calibrate_machine(o);
     if (!root) return 0;
     const std::string path = a.out.empty() ? default_profile_path() : a.out;

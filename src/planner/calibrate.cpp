@@ -265,6 +265,12 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
     if (threads.empty()) threads = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
     std::sort(threads.begin(), threads.end());
     threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+    // The MPI world's collectives first, every rank together; then rank 0 alone measures the
+    // host (the others return: an idle rank polling in MPI would take a core from it).
+    CommProfile mpi;
+    const bool with_mpi = opts.mpi && opts.mpi->size() >= 2;
+    if (with_mpi) mpi = measure_comm(*opts.mpi, opts.seconds_per_kernel);
+    if (opts.mpi && opts.mpi->rank() != 0) return p;
     const int saved_threads = num_threads();
     for (int t : threads) {
         set_num_threads(t);
@@ -287,8 +293,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
         set_num_threads(saved_threads);
         p.comm.push_back(local);
     }
-    if (opts.mpi && opts.mpi->size() >= 2)
-        p.comm.push_back(measure_comm(*opts.mpi, opts.seconds_per_kernel));
+    if (with_mpi) p.comm.push_back(mpi);
     if (opts.disk_dir != "-") {
         std::string dir = opts.disk_dir.empty() ? default_gemm_cache_dir() : opts.disk_dir;
         if (dir.empty()) dir = std::filesystem::temp_directory_path().string();

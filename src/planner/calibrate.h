@@ -25,7 +25,8 @@ struct CalibrateOptions {
     double seconds_per_kernel = 0.15;
 };
 
-// Measures every rate of the profile. Under MPI every rank of opts.mpi must call it.
+// Measures every rate of the profile. Under MPI every rank of opts.mpi must call it; only rank
+// 0's result holds the host's rates (the others return after the MPI collectives).
 MachineProfile calibrate_machine(const CalibrateOptions& opts);
 
 // A linear fit time = latency + bus_factor x bytes / bus_bytes_per_s to (bytes, seconds) points
