@@ -76,6 +76,7 @@ void Commands::add_to(CLI::App& app) {
     add_bench(app);
     add_report(app);
     add_launch(app);
+    add_plan(app, runners_);
 }
 
 int Commands::run() {
@@ -92,6 +93,9 @@ void Commands::add_train(CLI::App& app) {
     sub->add_option("--threads", threads_, "intra-op threads (default: config's, else all cores)");
     sub->add_option("--memory-budget", memory_budget_, "per-rank memory budget, e.g. 8GiB");
     sub->add_flag("--quiet", quiet_, "no progress output");
+    sub->add_flag("--auto", auto_plan_,
+                  "run the planner's fastest layout that fits (docs/planner.md); records it in "
+                  "RUN_DIR/plan.json");
     sub->add_option("--memory-timeline", memory_timeline_,
                     "write one JSON line per allocation and free to FILE "
                     "(docs/memory-timeline.md)");
@@ -114,6 +118,7 @@ void Commands::add_train(CLI::App& app) {
         }
         TrainOptions opts;
         opts.run_dir = run_dir_.empty() ? default_run_dir(config_.path) : run_dir_;
+        if (auto_plan_) j = auto_plan(j, memory_budget_, opts.run_dir);
         opts.tty = isatty(STDERR_FILENO) != 0;
         opts.quiet = quiet_;
         opts.memory_timeline = memory_timeline_;
@@ -380,6 +385,7 @@ void Commands::add_bench(CLI::App& app) {
     pk->add_option("--json", bench_out_, "also write the results as JSON to this file");
     runners_.emplace_back(pk,
                           [this] { return run_bench_peak(threads_, bench_seconds_, bench_out_); });
+    add_bench_calibrate(bench, runners_);
 }
 
 void Commands::add_launch(CLI::App& app) {

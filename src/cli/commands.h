@@ -83,6 +83,7 @@ class Commands {
     std::string memory_budget_;
     std::string memory_timeline_;
     bool quiet_ = false;
+    bool auto_plan_ = false;  // train --auto (cli/plan.cpp)
     std::string out_path_;
     std::string from_run_;
     std::string in_path_;
@@ -114,6 +115,14 @@ int run_bench_gemm(const std::string& json_path, bool remeasure);
 // `zerotrain bench peak` (cli/bench_peak.cpp): the hardware peak at 1..max_threads threads
 // (0: num_threads()), about `seconds` per kernel; writes JSON to json_path when not empty.
 int run_bench_peak(int max_threads, double seconds, const std::string& json_path);
+// `zerotrain plan` (cli/plan.cpp) and `zerotrain bench calibrate` (cli/bench_calibrate.cpp).
+void add_plan(CLI::App& app, std::vector<std::pair<CLI::App*, std::function<int()>>>& runners);
+// `zerotrain train --auto`: the config rewritten to the fastest layout that fits (cli/plan.cpp),
+// said on stderr and recorded as RUN_DIR/plan.json.
+nlohmann::json auto_plan(const nlohmann::json& j, const std::string& budget_text,
+                         const std::string& run_dir);
+void add_bench_calibrate(CLI::App* bench,
+                         std::vector<std::pair<CLI::App*, std::function<int()>>>& runners);
 // `zerotrain data synth-ctr` and `data prepare-ctr` (cli/data_ctr.cpp) under `data`.
 void add_data_ctr(CLI::App* data, std::vector<std::pair<CLI::App*, std::function<int()>>>& runners);
 }  // namespace zt::cli

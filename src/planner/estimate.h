@@ -17,10 +17,10 @@ namespace zt {
 
 struct EstimateSpec {
     std::shared_ptr<const ModelFamily> model;  // its checkpoint policy is the run's
-    int64_t micro_batch = 1;          // per rank
-    StateSpec state;                  // param_count 0: model->param_count()
-    std::string optimizer = "AdamW";  // for the report; state.optimizer_states sizes it
-    int threads = 1;                  // intra-op threads (attention scratch is per thread)
+    int64_t micro_batch = 1;                   // per rank
+    StateSpec state;                           // param_count 0: model->param_count()
+    std::string optimizer = "AdamW";           // for the report; state.optimizer_states sizes it
+    int threads = 1;                           // intra-op threads (attention scratch is per thread)
     // parallel.tensor: state.param_count is then one part's; activations are the one-process
     // figures (an upper bound: the split layers' activations shrink by about t).
     int tp = 1;

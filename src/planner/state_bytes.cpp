@@ -102,9 +102,9 @@ StateEstimate estimate_state(const StateSpec& spec) {
     // host: on the optimizer's tier (workspace: always host memory).
     auto add = [&](std::string name, MemCategory category, bool host, int64_t numel,
                    int64_t elem_bytes) {
-        const Where w = !host                                           ? Where::kDevice
+        const Where w = !host                                         ? Where::kDevice
                         : nvme && category != MemCategory::kWorkspace ? Where::kNvme
-                                                                        : Where::kHost;
+                                                                      : Where::kHost;
         add_at(std::move(name), category, w, numel, elem_bytes);
     };
     const Where compute_at = !param_off                ? Where::kDevice
@@ -133,9 +133,9 @@ StateEstimate estimate_state(const StateSpec& spec) {
         TieredStateOptions t;
         t.sub_group_size = spec.offload_sub_group;
         t.buffer_count = spec.offload_buffers;
-        const auto bytes = static_cast<int64_t>(TieredState::staging_bytes(
-            static_cast<int>(optimizer_state_names(spec).size()), update_numel,
-            spec.compute_dtype, t, !nvme));
+        const auto bytes = static_cast<int64_t>(
+            TieredState::staging_bytes(static_cast<int>(optimizer_state_names(spec).size()),
+                                       update_numel, spec.compute_dtype, t, !nvme));
         add(str_cat("offload staging buffers (", spec.offload_buffers, ")"),
             MemCategory::kWorkspace, true, bytes, 1);
     }

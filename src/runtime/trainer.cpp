@@ -28,6 +28,7 @@
 #include "runtime/monitor/monitor.h"
 #include "runtime/offload_metrics.h"
 #include "runtime/pipeline_step.h"
+#include "runtime/plan_check.h"
 #include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
 #include "runtime/run_dir_lock.h"
@@ -337,7 +338,7 @@ void check_budget_before_start(const TrainConfig& cfg) {
         cfg.model->activation_policies(1, DType::kF32).size() > 1
             ? ", or turn on activation_checkpointing (see `zerotrain estimate` for each policy)"
             : "",
-        offload, sharded);
+        offload, sharded, plan_suggestion(cfg, cfg.memory_budget));
 }
 
 void agree_on_config(Communicator& comm, uint64_t digest, const std::string& error) {
@@ -560,6 +561,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         for (const std::string& note : data->notes()) say(note);
         if (pipe) say(pipe->describe());
 
+        // The cost model's prediction for this layout, checked in every step's line.
+        const std::unique_ptr<PlanCheck> plan_check =
+            root ? start_plan_check(cfg, ranks, comm ? comm->backend() : "local", num_threads())
+                 : nullptr;
+        if (plan_check) say(plan_check->describe());
         double last_checkpoint_s = -1;  // the step loop's stall for the checkpoint of a step
         UpdateStateStats offload_before = engine.update_state().stats();
         ParamTierStats params_before =
@@ -691,6 +697,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (step == start_step)  // the run's first line names its GEMM libraries
                     line["gemm"] = {{"choice", current_gemm_choice().summary()},
                                     {"openblas_kernels", openblas_core_name()}};
+                if (plan_check) line["plan"] = plan_check->line(dt, mem);
                 monitor->on_step(line, figs);  // adds per-rank figures, stragglers, mfu
                 metrics->write(line);
             }

@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "run_command.h"
 #include "models/gpt/gpt_family.h"
 #include "planner/estimate.h"
+#include "run_command.h"
 
 namespace fs = std::filesystem;
 

@@ -3,7 +3,6 @@
 // allocates for the example config: params, grads and optimizer bytes exactly, activations within
 // 10% of the measured peak.
 #include "planner/estimate.h"
-#include "runtime/run_estimate.h"
 
 #include <gtest/gtest.h>
 
@@ -13,10 +12,11 @@
 #include <string>
 
 #include "models/gpt/gpt.h"
-#include "planner/estimate_report.h"
 #include "models/gpt/gpt_family.h"
 #include "models/gpt/gpt_memory.h"
+#include "planner/estimate_report.h"
 #include "runtime/config.h"
+#include "runtime/run_estimate.h"
 #include "runtime/trainer.h"
 #include "util/random.h"
 
@@ -226,7 +226,8 @@ struct Measured {
 Measured measure(const TrainConfig& cfg) {
     MemoryPool pool;
     Engine engine(pool, build_model(cfg), engine_options(cfg));
-    const int64_t B = cfg.micro_batch, T = as_gpt(*cfg.model).options().seq_len, V = as_gpt(*cfg.model).options().vocab_size;
+    const int64_t B = cfg.micro_batch, T = as_gpt(*cfg.model).options().seq_len,
+                  V = as_gpt(*cfg.model).options().vocab_size;
     std::vector<int32_t> in(B * T), tg(B * T);
     for (int64_t i = 0; i < B * T; ++i) {
         in[i] = static_cast<int32_t>(uniform01(3, 1, i) * static_cast<double>(V));

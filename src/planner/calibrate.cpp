@@ -1,0 +1,347 @@
+#include "planner/calibrate.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "comm/communicator.h"
+#include "comm/local/local_comm.h"
+#include "tensor/gemm.h"
+#include "tensor/gemm_machine.h"
+#include "tensor/kernels/attention.h"
+#include "tensor/kernels/elementwise.h"
+#include "tensor/tensor.h"
+#include "tensor/threads.h"
+#include "util/error.h"
+#include "util/timer.h"
+
+namespace zt {
+
+namespace {
+
+// Seconds per call of fn: one warm-up call, then the best of three runs of at least min_s/3.
+template <typename Fn>
+double time_call(Fn&& fn, double min_s) {
+    fn();
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+        int iters = 0;
+        Stopwatch sw;
+        do {
+            fn();
+            ++iters;
+        } while (sw.elapsed_s() < min_s / 3);
+        best = std::min(best, sw.elapsed_s() / iters);
+    }
+    return best;
+}
+
+// The engine's chosen library per class (its cached or measured choice), measured again now on
+// the class's shapes: the rates in the choice file were taken whenever it was made, perhaps on
+// a busy machine, and only had to rank the libraries. Averaged over the training lanes NN, NT, TN.
+void gemm_rates(ThreadRates& r) {
+    const GemmChoice& c = current_gemm_choice();
+    for (int d = 0; d < 2; ++d)
+        for (int z = 0; z < kGemmSizeCount; ++z) {
+            double sum = 0;
+            int n = 0;
+            for (GemmTrans t : {GemmTrans::kNN, GemmTrans::kNT, GemmTrans::kTN}) {
+                const GemmClass cls{d == 0 ? DType::kF32 : DType::kBF16, t,
+                                    static_cast<GemmSize>(z)};
+                const double rate = measure_gemm_class(c.library_for(cls), cls);
+                if (rate > 0) {
+                    sum += rate;
+                    ++n;
+                }
+            }
+            r.gemm_flops[d][z] = n > 0 ? sum / n : 0;
+        }
+    // bf16 classes unsupported here (no measured rate): bf16 runs widened at f32's speed.
+    for (int z = 0; z < 2; ++z)
+        if (r.gemm_flops[1][z] <= 0) r.gemm_flops[1][z] = r.gemm_flops[0][z];
+}
+
+// Causal attention forward + backward on f32, counted as the model counts it (Note [Counting
+// FLOPs] in models/gpt/gpt_flops.cpp): 4 N T C forward, twice that backward, N = B T.
+double attention_rate(double min_s) {
+    const kernels::AttentionShape s{2, 256, 256, 4};
+    const int64_t n = s.B * s.T * s.C;
+    std::vector<float> qkv(3 * n), out(n), dout(n), dqkv(3 * n), lse(s.B * s.H * s.T);
+    for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = static_cast<float>((i * 7919) % 97) * 1e-3f;
+    std::fill(dout.begin(), dout.end(), 1e-3f);
+    std::vector<char> ws(static_cast<size_t>(kernels::attention_workspace_bytes(s, num_threads())));
+    const double secs = time_call(
+        [&] {
+            kernels::attention_forward(qkv.data(), out.data(), lse.data(), s, ws.data());
+            kernels::attention_backward(qkv.data(), out.data(), dout.data(), lse.data(),
+                                        dqkv.data(), s, ws.data());
+        },
+        min_s);
+    const double flops = 12.0 * static_cast<double>(n) * static_cast<double>(s.T);
+    return flops / secs;
+}
+
+// y = a + b over f32 buffers of 16 M elements (64 MiB each, past any L3 here): 12 bytes per
+// element moved.
+double elementwise_rate(double min_s) {
+    MemoryPool pool;
+    const int64_t n = int64_t{16} << 20;
+    Tensor a = Tensor::zeros(pool, {n}, DType::kF32, MemCategory::kWorkspace);
+    Tensor b = Tensor::zeros(pool, {n}, DType::kF32, MemCategory::kWorkspace);
+    Tensor y = Tensor::zeros(pool, {n}, DType::kF32, MemCategory::kWorkspace);
+    const double secs = time_call([&] { kernels::add(a, b, y); }, min_s);
+    return 12.0 * static_cast<double>(n) / secs;
+}
+
+// Seconds of one tiny product through the engine's GEMM (its chosen library for f32 small NT,
+// the forward lane): a call's fixed cost.
+double op_overhead(double min_s) {
+    const int64_t m = 8, n = 64, k = 64;
+    std::vector<float> a(m * k, 0.01f), b(n * k, 0.02f), c(m * n, 0.0f);
+    return time_call(
+        [&] {
+            gemm(m, n, k, 1.0f, {a.data(), k, false}, {b.data(), k, true}, DType::kF32, 0.0f,
+                 c.data(), n, DType::kF32);
+        },
+        min_s);
+}
+
+// The sizes each collective is timed at (bytes of the per-rank buffer).
+constexpr int64_t kCommSizes[] = {4 << 10, 256 << 10, 4 << 20, 16 << 20};
+
+// Times all-reduce, reduce-scatter, all-gather and a send/recv pair on `comm` (every rank
+// calls); rank 0's times are returned (each op ends with the slowest rank anyway).
+CommProfile measure_comm(Communicator& comm, double min_s) {
+    const int n = comm.size();
+    CommProfile p;
+    p.backend = comm.backend();
+    p.ranks = n;
+    std::vector<std::pair<double, double>> ar, rs, ag, sr;
+    for (int64_t bytes : kCommSizes) {
+        const int64_t count = bytes / 4 / n * n;  // f32 elements, a multiple of n
+        std::vector<float> buf(count, 1.0f), recv(count, 0.0f);
+        const std::vector<int64_t> counts(n, count / n);
+        // Every rank runs the same number of iterations: rank 0 decides, broadcast.
+        auto timed = [&](auto&& op) {
+            op();
+            int64_t iters = 1;
+            {
+                Stopwatch sw;
+                op();
+                const double one = std::max(sw.elapsed_s(), 1e-6);
+                int64_t it = std::clamp<int64_t>(static_cast<int64_t>(min_s / 4 / one), 2, 200);
+                comm.broadcast(&it, 1, CommType::kI64, 0)->wait();
+                iters = it;
+            }
+            comm.barrier()->wait();
+            Stopwatch sw;
+            for (int64_t i = 0; i < iters; ++i) op();
+            return sw.elapsed_s() / static_cast<double>(iters);
+        };
+        const double b = static_cast<double>(count) * 4;
+        ar.emplace_back(b,
+                        timed([&] { comm.all_reduce(buf.data(), count, CommType::kF32)->wait(); }));
+        rs.emplace_back(
+            b, timed([&] {
+                comm.reduce_scatter(buf.data(), recv.data(), counts, CommType::kF32)->wait();
+            }));
+        ag.emplace_back(
+            b, timed([&] {
+                comm.all_gather(buf.data(), recv.data(), counts, CommType::kF32)->wait();
+            }));
+        // Ping-pong between ranks 0 and 1: half a round trip is one message.
+        const double rt = timed([&] {
+            if (comm.rank() == 0) {
+                comm.send(buf.data(), count, CommType::kF32, 1, 7)->wait();
+                comm.recv(recv.data(), count, CommType::kF32, 1, 8)->wait();
+            } else if (comm.rank() == 1) {
+                comm.recv(recv.data(), count, CommType::kF32, 0, 7)->wait();
+                comm.send(buf.data(), count, CommType::kF32, 0, 8)->wait();
+            }
+        });
+        sr.emplace_back(b, rt / 2);
+    }
+    p.all_reduce = fit_collective(ar, all_reduce_bus_factor(n));
+    p.reduce_scatter = fit_collective(rs, shard_bus_factor(n));
+    p.all_gather = fit_collective(ag, shard_bus_factor(n));
+    p.send_recv = fit_collective(sr, 1.0);
+    auto pts = [](const std::vector<std::pair<double, double>>& v) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const auto& [b, s] : v) a.push_back({b, s});
+        return a;
+    };
+    p.points = {{"all_reduce", pts(ar)},
+                {"reduce_scatter", pts(rs)},
+                {"all_gather", pts(ag)},
+                {"send_recv", pts(sr)}};
+    return p;
+}
+
+// Sequential write (with fsync) and read of `bytes` in 4 MiB pieces; the file is dropped from the
+// page cache before it is read, so the read comes from the disk where the kernel allows it.
+void measure_disk(const std::string& dir, int64_t bytes, MachineProfile& p) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::string path = str_cat(dir, "/calibrate-", ::getpid(), ".tmp");
+    const int64_t piece = 4 << 20;
+    std::vector<char> buf(static_cast<size_t>(piece), 'z');
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return;  // not writable: no disk figures (the profile says 0)
+    Stopwatch sw;
+    bool ok = true;
+    for (int64_t done = 0; done < bytes && ok; done += piece)
+        ok = ::write(fd, buf.data(), static_cast<size_t>(piece)) == piece;
+    ok = ok && ::fsync(fd) == 0;
+    const double write_s = sw.elapsed_s();
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    fd = ::open(path.c_str(), O_RDONLY);
+    double read_s = 0;
+    if (ok && fd >= 0) {
+        sw.reset();
+        for (int64_t done = 0; done < bytes && ok; done += piece)
+            ok = ::read(fd, buf.data(), static_cast<size_t>(piece)) == piece;
+        read_s = sw.elapsed_s();
+    }
+    if (fd >= 0) ::close(fd);
+    std::filesystem::remove(path, ec);
+    if (!ok) return;
+    p.disk_dir = dir;
+    p.disk_write_bytes_per_s = static_cast<double>(bytes) / write_s;
+    p.disk_read_bytes_per_s = static_cast<double>(bytes) / read_s;
+}
+
+std::string utc_now() {
+    const std::time_t t = std::time(nullptr);
+    char s[32];
+    std::strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return s;
+}
+
+}  // namespace
+
+double all_reduce_bus_factor(int ranks) { return 2.0 * (ranks - 1) / ranks; }
+double shard_bus_factor(int ranks) { return static_cast<double>(ranks - 1) / ranks; }
+
+CollectiveFit fit_collective(const std::vector<std::pair<double, double>>& points,
+                             double bus_factor) {
+    CollectiveFit f;
+    if (points.empty() || bus_factor <= 0) return f;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    const double n = static_cast<double>(points.size());
+    for (const auto& [x, y] : points) {
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+    }
+    const double den = n * sxx - sx * sx;
+    double slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
+    double icept = (sy - slope * sx) / n;
+    if (icept < 0) {  // through the origin
+        icept = 0;
+        slope = sxx > 0 ? sxy / sxx : 0;
+    }
+    if (slope <= 0) {  // flat: latency alone; a large bandwidth keeps bytes nearly free
+        slope = 1e-15;
+    }
+    f.latency_s = icept;
+    f.bus_bytes_per_s = bus_factor / slope;
+    return f;
+}
+
+MachineProfile calibrate_machine(const CalibrateOptions& opts) {
+    Stopwatch total;
+    MachineProfile p;
+    p.identity = profile_identity();
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<int> threads = opts.threads;
+    if (threads.empty()) threads = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
+    std::sort(threads.begin(), threads.end());
+    threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+    // The MPI world's collectives first, every rank together; then rank 0 alone measures the
+    // host (the others return: an idle rank polling in MPI would take a core from it).
+    CommProfile mpi;
+    const bool with_mpi = opts.mpi && opts.mpi->size() >= 2;
+    if (with_mpi) mpi = measure_comm(*opts.mpi, opts.seconds_per_kernel);
+    if (opts.mpi && opts.mpi->rank() != 0) return p;
+    const int saved_threads = num_threads();
+    for (int t : threads) {
+        set_num_threads(t);
+        ThreadRates r;
+        r.threads = t;
+        gemm_rates(r);
+        r.attention_flops = attention_rate(opts.seconds_per_kernel);
+        r.elementwise_bytes_per_s = elementwise_rate(opts.seconds_per_kernel);
+        r.op_overhead_s = op_overhead(opts.seconds_per_kernel / 3);
+        p.rates.push_back(r);
+    }
+    set_num_threads(saved_threads);
+    if (opts.local_ranks >= 2) {
+        CommProfile local;
+        run_local_ranks(opts.local_ranks, [&](Communicator& c) {
+            set_num_threads(1);
+            CommProfile m = measure_comm(c, opts.seconds_per_kernel);
+            if (c.rank() == 0) local = m;
+        });
+        set_num_threads(saved_threads);
+        p.comm.push_back(local);
+    }
+    if (with_mpi) p.comm.push_back(mpi);
+    if (opts.disk_dir != "-") {
+        std::string dir = opts.disk_dir.empty() ? default_gemm_cache_dir() : opts.disk_dir;
+        if (dir.empty()) dir = std::filesystem::temp_directory_path().string();
+        measure_disk(dir, opts.disk_bytes, p);
+    }
+    p.machine = {{"cores", cores},
+                 {"gemm_libraries", gemm_libraries_identity()},
+                 {"openblas_kernels", openblas_core_name()},
+                 {"gemm_choice", current_gemm_choice().summary()}};
+    p.measured_at = utc_now();
+    p.seconds = total.elapsed_s();
+    return p;
+}
+
+std::optional<MachineProfile> profile_for_machine(const std::string& given, bool measure,
+                                                  std::string* said) {
+    if (!given.empty()) {  // the user's file, as it is: a plan for another machine is allowed
+        std::optional<MachineProfile> p = load_profile(given);
+        ZT_CHECK(p, "--profile ", given,
+                 ": no such file; write one with `zerotrain bench "
+                 "calibrate --out FILE`");
+        if (said)
+            *said = str_cat("profile ", given, " (measured ", p->measured_at,
+                            p->identity == profile_identity() ? "" : ", on another machine", ")");
+        return p;
+    }
+    const std::string path = default_profile_path();
+    std::string why = "none saved";
+    if (!path.empty()) {
+        std::optional<MachineProfile> p = load_profile(path);
+        if (p && p->identity == profile_identity()) {
+            if (said) *said = str_cat("profile ", path, " (measured ", p->measured_at, ")");
+            return p;
+        }
+        if (p) why = "it was measured on another machine or library set";
+    }
+    if (!measure) {
+        if (said)
+            *said = str_cat("no calibration profile for this machine (", why,
+                            "): run `zerotrain bench calibrate`");
+        return std::nullopt;
+    }
+    MachineProfile p = calibrate_machine({});
+    if (!path.empty()) save_profile(p, path);
+    if (said)
+        *said = str_cat("profile ", path.empty() ? std::string("(not saved)") : path,
+                        " measured now (", why, "; ", p.seconds, " s)");
+    return p;
+}
+
+}  // namespace zt

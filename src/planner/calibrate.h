@@ -1,0 +1,47 @@
+// Measuring a calibration profile on the running machine (`zerotrain bench calibrate`,
+// docs/planner.md): the engine's own GEMM choice per shape class (read from its cache, measured
+// when absent), the attention kernel, an elementwise kernel past the caches, collectives over
+// the local thread-ranks backend (and the MPI world when one is given) at a few sizes, and
+// sequential disk throughput. Each measurement is a fraction of a second, so a calibration takes
+// seconds, not minutes; the result is a MachineProfile (profile.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/profile.h"
+
+namespace zt {
+
+class Communicator;
+
+struct CalibrateOptions {
+    std::vector<int> threads;     // intra-op thread counts; empty: 1 and all cores
+    int local_ranks = 2;          // ranks of the local backend's measurement (0: skip)
+    Communicator* mpi = nullptr;  // the MPI world when launched under mpirun (every rank calls)
+    std::string disk_dir;         // where the disk test writes; "": the cache directory; "-": skip
+    int64_t disk_bytes = 64 << 20;  // 64 MiB written and read back
+    double seconds_per_kernel = 0.15;
+};
+
+// Measures every rate of the profile. Under MPI every rank of opts.mpi must call it; only rank
+// 0's result holds the host's rates (the others return after the MPI collectives).
+MachineProfile calibrate_machine(const CalibrateOptions& opts);
+
+// A linear fit time = latency + bus_factor x bytes / bus_bytes_per_s to (bytes, seconds) points
+// by least squares (latency clamped at 0). Pure, for tests.
+CollectiveFit fit_collective(const std::vector<std::pair<double, double>>& points,
+                             double bus_factor);
+
+// The ring's bus factors (profile.h, CollectiveFit).
+double all_reduce_bus_factor(int ranks);
+double shard_bus_factor(int ranks);  // reduce-scatter and all-gather
+
+// The profile to plan with. `path` given: that file as it is (another machine's is allowed and
+// said). Else the default path's when its identity is this machine's; else, when `measure`, a
+// fresh calibration saved there; else nullopt. `said` gets one line on what happened.
+std::optional<MachineProfile> profile_for_machine(const std::string& path, bool measure,
+                                                  std::string* said);
+
+}  // namespace zt

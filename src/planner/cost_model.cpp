@@ -1,0 +1,359 @@
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "parallel/pipeline_partition.h"
+#include "planner/calibrate.h"
+#include "tensor/gemm_select.h"
+#include "util/error.h"
+#include "util/units.h"
+
+namespace zt {
+
+// Note [Step time model]
+// Per rank and optimizer step, with b = micro-batch, m = micro-batches (accumulation), and the
+// rates of the profile at the rank's intra-op threads (profile.h, at_threads):
+//   compute    = (GEMM FLOPs / GEMM rate + attention FLOPs / attention rate + elementwise bytes /
+//                elementwise bandwidth) x m, each split over tp and, for the most loaded pipeline
+//                stage, its share of the family's pipeline costs. GEMM FLOPs are the family's
+//                flops_per_sample less the attention core (GPT: 12 L T C per token, Note
+//                [Counting FLOPs]); the GEMM rate is the engine's chosen library's for the run's
+//                dtype and the size class of the model's typical product (b T x C x C / tp).
+//                Elementwise bytes: 4 x the activations one micro-batch saves with no
+//                checkpointing (written in forward, read, and their gradients written and read
+//                in backward); plus the fixed cost of the micro-batch's ops: 3 per parameter
+//                tensor (forward product, two backward), each the profile's op_overhead_s.
+//   recompute  = "every"/"every_k": the blocks' forward again (a third of compute);
+//                "selective": the attention core's forward (a third of its time).
+//   optimizer  = (3 + 2 s) x 4 bytes per element of the rank's update range over the elementwise
+//                bandwidth (read the weight, gradient and s states, write weight and states).
+//   dp_comm    = the collectives of the ZeRO stage (docs/parallel.md): stage 0 all-reduces the
+//                gradients once, 1 reduce-scatters them once and all-gathers the weights, 2
+//                reduce-scatters at every micro-step, 3 also all-gathers the weights before each
+//                micro-step's forward and backward; each as latency x buckets + bus bytes over
+//                the fitted bus bandwidth.
+//   tp_comm    = 4 all-reduces of one micro-batch's (b, T, C) activations per block per
+//                micro-step (two in forward, two in backward, as Megatron-LM's split does).
+//   pp_comm    = 2 messages of (b, T, C) per micro-batch (activations forward, gradients back).
+//   bubble     = the stage's compute x pipe_bubble_formula (parallel/pipeline_schedule.h).
+//   offload_io = cpu: the gradients down and weights back as copies over the elementwise
+//                bandwidth; nvme: the master weights and states read and written per step at
+//                the disk's measured rates.
+// Ranks of one host share its cores and memory bus: a rank's rates are those at its threads,
+// slowed by ranks x threads / cores when that passes 1, and its bandwidth at most the host's
+// measured one over its ranks. No communication is overlapped with compute in this model.
+
+namespace {
+
+int threads_per_rank(const PlanBase& b, const Strategy& s) {
+    const int world = s.dp * s.tp * s.pp;
+    const int host_ranks = b.ranks_per_host > 0 ? std::min(b.ranks_per_host, world) : world;
+    if (b.threads > 0) return b.threads;
+    return std::max(1, b.cores / host_ranks);
+}
+
+int host_ranks(const PlanBase& b, const Strategy& s) {
+    const int world = s.dp * s.tp * s.pp;
+    return b.ranks_per_host > 0 ? std::min(b.ranks_per_host, world) : world;
+}
+
+PipeOptions pipe_options(const Strategy& s) {
+    return {s.pp, static_cast<int>(s.grad_accum), s.virtual_stages, s.schedule};
+}
+
+// The model's shape as the time model needs it (GPT: from describe_json; other families: zeros,
+// so attention and tensor-parallel traffic drop out).
+struct ModelShape {
+    double L = 0, T = 0, C = 0;
+};
+
+ModelShape shape_of(const ModelFamily& m) {
+    const nlohmann::json j = m.describe_json();
+    ModelShape s;
+    if (j.contains("n_layers") && j.contains("seq_len") && j.contains("d_model")) {
+        s.L = j["n_layers"].get<double>();
+        s.T = j["seq_len"].get<double>();
+        s.C = j["d_model"].get<double>();
+    }
+    return s;
+}
+
+// The most loaded pipeline rank's share of the model's costs (1 without a pipeline).
+double stage_share(const PlanBase& b, const Strategy& s) {
+    if (s.pp <= 1) return 1.0;
+    return b.pipe_cache->facts(*b.spec.model, pipe_options(s)).share;
+}
+
+}  // namespace
+
+const PipeFacts& PipeCache::facts(const ModelFamily& m, const PipeOptions& o) {
+    const auto key = std::make_tuple(&m, o.stages, o.micro_batches, o.virtual_stages,
+                                     static_cast<int>(o.schedule));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    PipeFacts f;
+    const PipeCosts costs = m.pipeline_costs();
+    f.counts = balanced_partition(o, costs);
+    const bool zb = o.schedule == PipeSchedule::kZeroBubble;
+    f.peak_in_flight =
+        simulate_pipe(o, pipe_schedule(o), 1.0, zb ? 1.0 : 2.0, zb ? 1.0 : 0.0).peak_in_flight;
+    const std::vector<double> pieces = piece_costs(f.counts, costs);
+    double total = 0, worst = 0;
+    for (double c : pieces) total += c;
+    for (int st = 0; st < o.stages; ++st) {
+        double mine = 0;
+        for (int c = 0; c < o.virtual_stages; ++c) mine += pieces[c * o.stages + st];
+        worst = std::max(worst, mine);
+    }
+    f.share = total > 0 ? worst / total : 1.0 / o.stages;
+    return memo_.emplace(key, std::move(f)).first->second;
+}
+
+std::string strategy_label(const Strategy& s) {
+    std::string l =
+        str_cat("dp ", s.dp, " x tp ", s.tp, " x pp ", s.pp, ", ZeRO-", s.zero_stage, ", micro ",
+                s.micro_batch, " x ", s.grad_accum, ", checkpoint ", s.checkpoint);
+    if (s.pp > 1) {
+        l += str_cat(", ", pipe_schedule_name(s.schedule));
+        if (s.virtual_stages > 1) l += str_cat(" v", s.virtual_stages);
+    }
+    if (s.offload != "none") l += ", offload " + s.offload;
+    return l;
+}
+
+nlohmann::json strategy_json(const Strategy& s) {
+    nlohmann::json j = {{"dp", s.dp},
+                        {"tp", s.tp},
+                        {"pp", s.pp},
+                        {"zero_stage", s.zero_stage},
+                        {"micro_batch", s.micro_batch},
+                        {"grad_accum", s.grad_accum},
+                        {"checkpoint", s.checkpoint},
+                        {"offload", s.offload}};
+    if (s.pp > 1) {
+        j["schedule"] = pipe_schedule_name(s.schedule);
+        j["virtual_stages"] = s.virtual_stages;
+    }
+    return j;
+}
+
+Estimate plan_memory(const PlanBase& base, const Strategy& s) {
+    ZT_ASSERT(base.spec.model, "plan: no model family");
+    const ModelFamily& m = *base.spec.model;
+    EstimateSpec spec = base.spec;
+    spec.micro_batch = s.micro_batch;
+    spec.tp = s.tp;
+    spec.pp = s.pp;
+    spec.threads = threads_per_rank(base, s);
+    StateSpec& st = spec.state;
+    st.ranks = s.dp;
+    st.zero_stage = s.zero_stage;
+    st.offload_optimizer = s.offload != "none";
+    st.offload_nvme = s.offload == "nvme";
+    st.offload_param = st.offload_optimizer && base.spec.state.offload_param;
+    st.offload_param_nvme = st.offload_param && base.spec.state.offload_param_nvme;
+    if (s.tp > 1) m.check_tensor_parallel(s.tp);
+    const PipeFacts* pf = nullptr;
+    std::optional<PipeOptions> o;
+    if (s.pp > 1) {
+        ZT_CHECK(m.pipeline_blocks() > 0, m.name(), " has no pipeline split");
+        o = pipe_options(s);
+        validate_pipe(*o, m.pipeline_blocks());
+        pf = &base.pipe_cache->facts(m, *o);
+        st.param_count = 0;
+        for (int k = 0; k < s.pp; ++k)
+            st.param_count =
+                std::max(st.param_count, m.param_count_stage(s.tp, pipe_stage(*o, pf->counts, k)));
+    } else {
+        st.param_count = s.tp > 1 ? m.param_count_split(s.tp) : m.param_count();
+    }
+    Estimate e = estimate_run(spec);
+    const PolicyActivations* chosen = nullptr;
+    for (const PolicyActivations& p : e.policies)
+        if (p.policy == s.checkpoint) chosen = &p;
+    ZT_CHECK(chosen, "activation_checkpointing.policy \"", s.checkpoint, "\": ", m.name(),
+             " has no such policy");
+    PolicyActivations act = *chosen;
+    if (pf) {
+        // Micro-batches in flight on each stage (the schedule's simulation), each holding the
+        // stage's share of the blocks' saved activations, plus one whole backward's transient.
+        const double blocks = static_cast<double>(m.pipeline_blocks());
+        double saved = 0, peak = 0;
+        for (int k = 0; k < s.pp; ++k) {
+            const PipeStage ps = pipe_stage(*o, pf->counts, k);
+            double held = 0;
+            for (const BlockRange& r : ps.chunks) held += static_cast<double>(r.size());
+            const double chunk = held / ps.chunk_count() / blocks;  // one chunk's share
+            const double sv = static_cast<double>(chosen->saved) * chunk * pf->peak_in_flight[k];
+            // The transient of a backward is not split: the last stage's (head, logits, loss)
+            // is most of it for a small model (measured: a 4-block GPT with 64-token vocab,
+            // zero bubble, checkpoint every, went past a budget the split figure fit).
+            const double pk = sv + static_cast<double>(chosen->peak - chosen->saved);
+            saved = std::max(saved, sv);
+            peak = std::max(peak, pk);
+        }
+        act.saved = std::llround(saved);
+        act.peak = std::llround(peak);
+    }
+    const int a = static_cast<int>(MemCategory::kActivations);
+    e.device[a] += act.peak - e.activations.peak;
+    e.device_total += act.peak - e.activations.peak;
+    e.activations = act;
+    return e;
+}
+
+// Note [Peak of stages 0 and 1]
+// estimate.h sums the categories, an upper bound. At ZeRO stages 0 and 1 the gradients are
+// reduced once, after the step's last backward has freed its activations and kernel scratch, so
+// the reduce's comm buffers never live beside them: the peak is the model state plus the larger
+// of the two. Stages 2 and 3 reduce buckets while backward runs, and the sum stands (measured:
+// GPT config S on 2 ranks, peak within 0.1% of the sum at stages 2 and 3, 14% under it at 0 and 1).
+int64_t plan_peak_bytes(const Estimate& e) {
+    const int64_t comm = e.device[static_cast<int>(MemCategory::kComm)];
+    if (e.spec.state.zero_stage >= 2 || comm == 0) return e.device_total;
+    const int64_t act = e.device[static_cast<int>(MemCategory::kActivations)];
+    return e.device_total - std::min(comm, act + e.workspace_transient);
+}
+
+PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile* profile) {
+    PlanCost c;
+    c.strategy = s;
+    c.memory = plan_memory(base, s);
+    c.device_bytes = plan_peak_bytes(c.memory);
+    if (!profile) return c;
+    c.timed = true;
+    const ModelFamily& m = *base.spec.model;
+    const StateSpec& st = c.memory.spec.state;
+    const int threads = threads_per_rank(base, s);
+    const int on_host = host_ranks(base, s);
+    const ThreadRates r = profile->at_threads(threads);
+    const ThreadRates all = profile->at_threads(base.cores);
+    const double oversub = std::max(1.0, static_cast<double>(on_host) * threads / base.cores);
+    const double bw = std::min(r.elementwise_bytes_per_s, all.elementwise_bytes_per_s / on_host);
+    const ModelShape sh = shape_of(m);
+    const double b = static_cast<double>(s.micro_batch), mb = static_cast<double>(s.grad_accum);
+    const double e = static_cast<double>(dtype_size(st.compute_dtype));
+    const double g = static_cast<double>(dtype_size(st.grad_dtype));
+    const double share = stage_share(base, s) / s.tp;
+
+    // Compute of one micro-batch on the most loaded rank.
+    const double flops = m.flops_per_sample() * b;
+    const double attn = 12.0 * sh.L * sh.T * sh.T * sh.C * b;
+    const int d = st.compute_dtype == DType::kF32 ? 0 : 1;
+    const double gemm_flops_each = 2.0 * b * sh.T * sh.C * sh.C / s.tp;
+    const int z = sh.C > 0 && gemm_flops_each < kGemmSmallFlops ? 0 : 1;
+    double gemm_rate = r.gemm_flops[d][z] > 0 ? r.gemm_flops[d][z] : r.gemm_flops[0][1];
+    gemm_rate /= oversub;
+    const double attn_rate = (r.attention_flops > 0 ? r.attention_flops : gemm_rate) / oversub;
+    int64_t none_saved = 0;
+    for (const PolicyActivations& p : c.memory.policies)
+        if (p.policy == "none") none_saved = p.saved;
+    const double elem_bytes = 4.0 * static_cast<double>(none_saved);
+    const double gemm_s = (flops - attn) * share / gemm_rate;
+    const double attn_s = attn * share / attn_rate;
+    const double elem_s = elem_bytes * share / bw;
+    StepTime& t = c.time;
+    const double ops_s = 3.0 * static_cast<double>(base.param_tensors) * stage_share(base, s) *
+                         r.op_overhead_s * oversub;
+    t.compute = (gemm_s + attn_s + elem_s + ops_s) * mb;
+    if (s.checkpoint == "every" || s.checkpoint == "every_k")
+        t.recompute = t.compute / 3;
+    else if (s.checkpoint == "selective")
+        t.recompute = attn_s / 3 * mb;
+
+    // The update over this rank's range.
+    const double update_numel = static_cast<double>(
+        st.zero_stage >= 1 ? c.memory.state.shard_numel : c.memory.state.padded_numel);
+    const double update_bytes = (3.0 + 2.0 * st.optimizer_states) * 4.0 * update_numel;
+    t.optimizer = update_bytes / bw;
+    if (st.offload_optimizer) {
+        if (st.offload_nvme && profile->disk_read_bytes_per_s > 0) {
+            const double tier = (4.0 + 4.0 * st.optimizer_states) * update_numel;
+            t.offload_io =
+                tier / profile->disk_read_bytes_per_s + tier / profile->disk_write_bytes_per_s;
+        } else {
+            t.offload_io = (g + e) * update_numel / bw;
+        }
+    }
+
+    const CommProfile* cp = profile->comm_for(base.backend);
+    if (cp) {
+        const double P = static_cast<double>(c.memory.state.padded_numel);
+        auto buckets = [](double numel, double bucket) {
+            return std::max(1.0, std::ceil(numel / std::max(1.0, bucket)));
+        };
+        if (s.dp > 1) {
+            const int n = s.dp;
+            const double gbytes = P * g, wbytes = P * e;
+            const double rb = buckets(P, static_cast<double>(st.reduce_bucket_numel));
+            auto ar = [&](double bytes, double k) {
+                return k * cp->all_reduce.latency_s +
+                       cp->all_reduce.time_s(bytes, all_reduce_bus_factor(n)) -
+                       cp->all_reduce.latency_s;
+            };
+            auto rs = [&](double bytes, double k) {
+                return k * cp->reduce_scatter.latency_s +
+                       cp->reduce_scatter.time_s(bytes, shard_bus_factor(n)) -
+                       cp->reduce_scatter.latency_s;
+            };
+            auto ag = [&](double bytes, double k) {
+                return k * cp->all_gather.latency_s +
+                       cp->all_gather.time_s(bytes, shard_bus_factor(n)) - cp->all_gather.latency_s;
+            };
+            switch (st.zero_stage) {
+                case 0:
+                    t.dp_comm = ar(gbytes, rb);
+                    break;
+                case 1:
+                    t.dp_comm = rs(gbytes, rb) + ag(wbytes, 1);
+                    break;
+                case 2:
+                    t.dp_comm = mb * rs(gbytes, rb) + ag(wbytes, 1);
+                    break;
+                default:
+                    t.dp_comm = mb * (rs(gbytes, rb) + 2 * ag(wbytes, sh.L > 0 ? sh.L : 1));
+                    break;
+            }
+        }
+        const double act_bytes = b * sh.T * sh.C * e;
+        if (s.tp > 1 && sh.L > 0)
+            t.tp_comm = mb * 4.0 * sh.L * stage_share(base, s) *
+                        cp->all_reduce.time_s(act_bytes, all_reduce_bus_factor(s.tp));
+        if (s.pp > 1) t.pp_comm = mb * 2.0 * cp->send_recv.time_s(act_bytes / s.tp, 1.0);
+    }
+    if (s.pp > 1) t.bubble = (t.compute + t.recompute) * pipe_bubble_formula(pipe_options(s));
+    return c;
+}
+
+std::pair<std::string, int64_t> largest_category(const Estimate& e) {
+    int best = 0;
+    for (int k = 1; k < kMemCategoryCount; ++k)
+        if (e.device[k] > e.device[best]) best = k;
+    const MemCategory cat = static_cast<MemCategory>(best);
+    return {mem_category_name(cat), e.device[best]};
+}
+
+nlohmann::json step_time_json(const StepTime& t) {
+    return {{"compute_s", t.compute}, {"recompute_s", t.recompute},   {"optimizer_s", t.optimizer},
+            {"dp_comm_s", t.dp_comm}, {"tp_comm_s", t.tp_comm},       {"pp_comm_s", t.pp_comm},
+            {"bubble_s", t.bubble},   {"offload_io_s", t.offload_io}, {"total_s", t.total()}};
+}
+
+nlohmann::json plan_cost_json(const PlanCost& c) {
+    nlohmann::json mem = nlohmann::json::object();
+    for (int k = 0; k < kMemCategoryCount; ++k)
+        mem[mem_category_name(static_cast<MemCategory>(k))] = c.memory.device[k];
+    mem["total"] = c.memory.device_total;
+    nlohmann::json j = {{"strategy", strategy_json(c.strategy)},
+                        {"label", strategy_label(c.strategy)},
+                        {"device_bytes", mem},
+                        {"host_bytes", c.memory.host_total},
+                        {"nvme_bytes", c.memory.nvme_total}};
+    if (c.timed) j["step_time"] = step_time_json(c.time);
+    return j;
+}
+
+}  // namespace zt

@@ -1,0 +1,111 @@
+// The planner's cost model (docs/planner.md): for a model family and one layout (a Strategy),
+// the per-rank memory by category and the step time split into parts, from a calibration
+// profile (profile.h). Pure functions: no I/O, no clock. Memory comes from estimate.h /
+// state_bytes.h (exact for model state); activations are the family's per-policy figures scaled
+// for the pipeline's micro-batches in flight; time is work over measured rates, with Note
+// [Step time model] in cost_model.cpp saying which work goes over which rate.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "parallel/pipeline_schedule.h"
+#include "planner/estimate.h"
+#include "planner/profile.h"
+
+namespace zt {
+
+// One layout of a run over dp x tp x pp ranks.
+struct Strategy {
+    int dp = 1, tp = 1, pp = 1;
+    int zero_stage = 0;
+    PipeSchedule schedule = PipeSchedule::kOneFOneB;  // pp > 1
+    int virtual_stages = 1;                           // interleaved: >= 2
+    int64_t micro_batch = 1;                          // per rank
+    int64_t grad_accum = 1;           // micro-batches per step (the pipeline's micro_batches)
+    std::string checkpoint = "none";  // activation_checkpointing.policy
+    std::string offload = "none";     // zero_optimization.offload_optimizer.device
+    bool operator==(const Strategy&) const = default;
+};
+
+// "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu").
+std::string strategy_label(const Strategy& s);
+nlohmann::json strategy_json(const Strategy& s);
+
+// What a pipeline layout's cost needs from the schedule and the partition, for p stages, m
+// micro-batches, v virtual stages and a schedule: the balanced partition's block counts, the
+// micro-batches in flight per stage (simulated) and the most loaded rank's share of the costs.
+struct PipeFacts {
+    std::vector<int64_t> counts;
+    std::vector<int> peak_in_flight;
+    double share = 1.0;
+};
+
+// Memo of PipeFacts per (family, p, m, v, schedule): simulating a schedule of many
+// micro-batches is the costliest part of costing a layout, and a search asks for the same ones
+// again and again. Thread-safe.
+class PipeCache {
+  public:
+    const PipeFacts& facts(const ModelFamily& m, const PipeOptions& o);
+
+  private:
+    std::mutex mu_;
+    std::map<std::tuple<const ModelFamily*, int, int, int, int>, PipeFacts> memo_;
+};
+
+// What does not change between layouts: the config's model, precision, optimizer and buffer
+// sizes (as `zerotrain estimate` sees them at one rank), the step's global batch and the hosts.
+struct PlanBase {
+    EstimateSpec spec;         // micro_batch, tp, pp, ranks, stage and offload are the layout's
+    int64_t global_batch = 1;  // train_batch_size: micro x accumulation x dp
+    int cores = 1;             // cores per host
+    int ranks_per_host = 0;    // 0: every rank on one host
+    int threads = 0;           // intra-op threads per rank; 0: cores / ranks on the host
+    std::string backend = "local";  // whose collective fits to use ("local" or "mpi")
+    int64_t param_tensors = 0;      // the model's parameter tensors (ops per micro-batch: 3 each)
+    std::shared_ptr<PipeCache> pipe_cache = std::make_shared<PipeCache>();  // shared by copies
+};
+
+// Seconds of one optimizer step on the slowest rank, by part. Communication is exposed time:
+// this version overlaps none of it with compute.
+struct StepTime {
+    double compute = 0;     // forward + backward: GEMMs, attention, elementwise
+    double recompute = 0;   // activation checkpointing's second forward
+    double optimizer = 0;   // the update over this rank's range
+    double dp_comm = 0;     // gradient reduction and weight gathers over dp (ZeRO)
+    double tp_comm = 0;     // tensor-parallel all-reduces of activations
+    double pp_comm = 0;     // pipeline sends of activations and their gradients
+    double bubble = 0;      // pipeline idle time
+    double offload_io = 0;  // optimizer offload: host copies or NVMe reads and writes
+    double total() const {
+        return compute + recompute + optimizer + dp_comm + tp_comm + pp_comm + bubble + offload_io;
+    }
+};
+
+struct PlanCost {
+    Strategy strategy;
+    Estimate memory;           // device / host / nvme bytes by category, activations scaled
+    int64_t device_bytes = 0;  // plan_peak_bytes(memory): the per-rank figure the budget bounds
+    bool timed = false;        // a profile was given
+    StepTime time;
+};
+
+// Memory of a layout (no profile needed). Throws zt::Error (kInput) when the family cannot
+// split as asked (tp not dividing its heads, more stages than blocks).
+Estimate plan_memory(const PlanBase& base, const Strategy& s);
+
+// The device peak of a layout's memory: the categories' sum, less the comm buffers that never
+// live beside the activations (Note [Peak of stages 0 and 1] in cost_model.cpp).
+int64_t plan_peak_bytes(const Estimate& e);
+
+// Memory and, with a profile, step time.
+PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile* profile);
+
+// The largest device category of an estimate: its name and bytes.
+std::pair<std::string, int64_t> largest_category(const Estimate& e);
+
+nlohmann::json step_time_json(const StepTime& t);
+nlohmann::json plan_cost_json(const PlanCost& c);
+
+}  // namespace zt

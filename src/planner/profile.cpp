@@ -1,0 +1,212 @@
+#include "planner/profile.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tensor/gemm.h"
+#include "tensor/gemm_machine.h"
+#include "util/error.h"
+#include "util/random.h"
+
+namespace zt {
+
+double CollectiveFit::time_s(double bytes, double bus_factor) const {
+    if (bus_bytes_per_s <= 0) return 0;
+    return latency_s + bus_factor * bytes / bus_bytes_per_s;
+}
+
+ThreadRates MachineProfile::at_threads(int threads) const {
+    ZT_ASSERT(!rates.empty(), "profile: no measured rates");
+    threads = std::max(1, threads);
+    auto scaled = [](const ThreadRates& r, double f, int t) {
+        ThreadRates o = r;
+        o.threads = t;
+        for (auto& d : o.gemm_flops)
+            for (double& x : d) x *= f;
+        o.attention_flops *= f;
+        // Memory bandwidth is shared: more threads than measured do not add to it.
+        if (f < 1) o.elementwise_bytes_per_s *= f;
+        return o;
+    };
+    if (threads <= rates.front().threads)
+        return scaled(rates.front(), static_cast<double>(threads) / rates.front().threads, threads);
+    if (threads >= rates.back().threads) {
+        ThreadRates o = rates.back();
+        o.threads = threads;
+        return o;  // past the measured cores: no faster
+    }
+    for (size_t i = 1; i < rates.size(); ++i) {
+        const ThreadRates& a = rates[i - 1];
+        const ThreadRates& b = rates[i];
+        if (threads > b.threads) continue;
+        const double w = static_cast<double>(threads - a.threads) / (b.threads - a.threads);
+        ThreadRates o = a;
+        o.threads = threads;
+        for (int d = 0; d < 2; ++d)
+            for (int z = 0; z < 2; ++z)
+                o.gemm_flops[d][z] = a.gemm_flops[d][z] * (1 - w) + b.gemm_flops[d][z] * w;
+        o.attention_flops = a.attention_flops * (1 - w) + b.attention_flops * w;
+        o.op_overhead_s = a.op_overhead_s * (1 - w) + b.op_overhead_s * w;
+        o.elementwise_bytes_per_s =
+            a.elementwise_bytes_per_s * (1 - w) + b.elementwise_bytes_per_s * w;
+        return o;
+    }
+    return rates.back();
+}
+
+const CommProfile* MachineProfile::comm_for(const std::string& backend) const {
+    for (const CommProfile& c : comm)
+        if (c.backend == backend) return &c;
+    return comm.empty() ? nullptr : &comm.front();
+}
+
+namespace {
+
+nlohmann::json fit_json(const CollectiveFit& f) {
+    return {{"latency_s", f.latency_s}, {"bus_bytes_per_s", f.bus_bytes_per_s}};
+}
+
+template <typename T>
+T field(const nlohmann::json& j, const char* key, const std::string& what) {
+    ZT_CHECK(j.is_object() && j.contains(key), what, ": profile field \"", key,
+             "\" missing; measure again with `zerotrain bench calibrate`");
+    try {
+        return j.at(key).get<T>();
+    } catch (const nlohmann::json::exception& e) {
+        ZT_FAIL(what, ": profile field \"", key, "\": ", e.what());
+    }
+}
+
+CollectiveFit fit_from(const nlohmann::json& j, const char* key, const std::string& what) {
+    const nlohmann::json f = field<nlohmann::json>(j, key, what);
+    return {field<double>(f, "latency_s", what), field<double>(f, "bus_bytes_per_s", what)};
+}
+
+}  // namespace
+
+nlohmann::json profile_json(const MachineProfile& p) {
+    nlohmann::json j;
+    j["version"] = MachineProfile::kVersion;
+    j["identity"] = p.identity;
+    j["machine"] = p.machine;
+    j["measured_at"] = p.measured_at;
+    j["seconds"] = p.seconds;
+    j["rates"] = nlohmann::json::array();
+    for (const ThreadRates& r : p.rates)
+        j["rates"].push_back(
+            {{"threads", r.threads},
+             {"gemm_flops",
+              {{"f32", {{"small", r.gemm_flops[0][0]}, {"large", r.gemm_flops[0][1]}}},
+               {"bf16", {{"small", r.gemm_flops[1][0]}, {"large", r.gemm_flops[1][1]}}}}},
+             {"attention_flops", r.attention_flops},
+             {"elementwise_bytes_per_s", r.elementwise_bytes_per_s},
+             {"op_overhead_s", r.op_overhead_s}});
+    j["comm"] = nlohmann::json::array();
+    for (const CommProfile& c : p.comm)
+        j["comm"].push_back({{"backend", c.backend},
+                             {"ranks", c.ranks},
+                             {"all_reduce", fit_json(c.all_reduce)},
+                             {"reduce_scatter", fit_json(c.reduce_scatter)},
+                             {"all_gather", fit_json(c.all_gather)},
+                             {"send_recv", fit_json(c.send_recv)},
+                             {"points", c.points}});
+    j["disk"] = {{"dir", p.disk_dir},
+                 {"write_bytes_per_s", p.disk_write_bytes_per_s},
+                 {"read_bytes_per_s", p.disk_read_bytes_per_s}};
+    return j;
+}
+
+MachineProfile profile_from_json(const nlohmann::json& j, const std::string& what) {
+    const int version = field<int>(j, "version", what);
+    ZT_CHECK(version == MachineProfile::kVersion, what, ": profile version ", version,
+             ", this zerotrain reads version ", MachineProfile::kVersion,
+             "; measure again with `zerotrain bench calibrate`");
+    MachineProfile p;
+    p.identity = field<std::string>(j, "identity", what);
+    p.machine = j.value("machine", nlohmann::json::object());
+    p.measured_at = j.value("measured_at", "");
+    p.seconds = j.value("seconds", 0.0);
+    for (const nlohmann::json& r : field<nlohmann::json>(j, "rates", what)) {
+        ThreadRates t;
+        t.threads = field<int>(r, "threads", what);
+        const nlohmann::json g = field<nlohmann::json>(r, "gemm_flops", what);
+        const char* dts[2] = {"f32", "bf16"};
+        for (int d = 0; d < 2; ++d) {
+            const nlohmann::json gd = field<nlohmann::json>(g, dts[d], what);
+            t.gemm_flops[d][0] = field<double>(gd, "small", what);
+            t.gemm_flops[d][1] = field<double>(gd, "large", what);
+        }
+        t.attention_flops = field<double>(r, "attention_flops", what);
+        t.elementwise_bytes_per_s = field<double>(r, "elementwise_bytes_per_s", what);
+        t.op_overhead_s = r.value("op_overhead_s", 0.0);
+        ZT_CHECK(t.threads >= 1 && t.gemm_flops[0][1] > 0 && t.elementwise_bytes_per_s > 0, what,
+                 ": profile rates at ", t.threads, " threads are not positive");
+        p.rates.push_back(t);
+    }
+    ZT_CHECK(!p.rates.empty(), what, ": profile has no rates");
+    std::sort(p.rates.begin(), p.rates.end(),
+              [](const ThreadRates& a, const ThreadRates& b) { return a.threads < b.threads; });
+    for (const nlohmann::json& c : j.value("comm", nlohmann::json::array())) {
+        CommProfile cp;
+        cp.backend = field<std::string>(c, "backend", what);
+        cp.ranks = field<int>(c, "ranks", what);
+        cp.all_reduce = fit_from(c, "all_reduce", what);
+        cp.reduce_scatter = fit_from(c, "reduce_scatter", what);
+        cp.all_gather = fit_from(c, "all_gather", what);
+        cp.send_recv = fit_from(c, "send_recv", what);
+        cp.points = c.value("points", nlohmann::json::object());
+        p.comm.push_back(cp);
+    }
+    const nlohmann::json disk = j.value("disk", nlohmann::json::object());
+    p.disk_dir = disk.value("dir", "");
+    p.disk_write_bytes_per_s = disk.value("write_bytes_per_s", 0.0);
+    p.disk_read_bytes_per_s = disk.value("read_bytes_per_s", 0.0);
+    return p;
+}
+
+std::string profile_identity() {
+    return str_cat("zt-profile-", MachineProfile::kVersion, "; ", gemm_machine_key(0), "; cores ",
+                   std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::string default_profile_path() {
+    const std::string dir = default_gemm_cache_dir();
+    if (dir.empty()) return "";
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, hash_string(profile_identity()));
+    return dir + "/profile-" + hex + ".json";
+}
+
+void save_profile(const MachineProfile& p, const std::string& path) {
+    const std::filesystem::path f(path);
+    std::error_code ec;
+    if (f.has_parent_path()) std::filesystem::create_directories(f.parent_path(), ec);
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp);
+        ZT_CHECK(out.good(), "calibrate: cannot write ", tmp);
+        out << profile_json(p).dump(2) << "\n";
+        ZT_CHECK(out.good(), "calibrate: writing ", tmp, " failed");
+    }
+    std::filesystem::rename(tmp, path, ec);
+    ZT_CHECK(!ec, "calibrate: cannot rename ", tmp, " to ", path, ": ", ec.message());
+}
+
+std::optional<MachineProfile> load_profile(const std::string& path) {
+    std::ifstream in(path);
+    if (!in.good()) return std::nullopt;
+    nlohmann::json j;
+    try {
+        in >> j;
+    } catch (const nlohmann::json::exception& e) {
+        ZT_FAIL(path, ": not a calibration profile (", e.what(),
+                "); measure again with `zerotrain bench calibrate`");
+    }
+    return profile_from_json(j, path);
+}
+
+}  // namespace zt

@@ -1,0 +1,81 @@
+// The calibration profile of a machine (`zerotrain bench calibrate`, docs/planner.md): the rates
+// the cost model turns work into time with, each measured on the running machine (planner/
+// calibrate.h), and the machine's identity they hold for. A profile whose identity differs from
+// the running machine's is stale: the planner measures again rather than trust it. This file only
+// holds, reads and writes profiles; it measures nothing.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zt {
+
+// One collective's time for a buffer of `bytes` (the per-rank payload as the call takes it):
+// latency_s + bus_factor(ranks) x bytes / bus_bytes_per_s, with the ring's bus factor (all-reduce
+// 2 (n - 1) / n, reduce-scatter and all-gather (n - 1) / n, send/recv 1), so a fit at one rank
+// count predicts others on the same links.
+struct CollectiveFit {
+    double latency_s = 0;
+    double bus_bytes_per_s = 0;  // 0: not measured
+    double time_s(double bytes, double bus_factor) const;
+};
+
+// What one backend's collectives cost between ranks of one host ("local": ranks as threads;
+// "mpi": processes under mpirun). The points are the raw measurements (bytes, seconds).
+struct CommProfile {
+    std::string backend;  // "local" or "mpi"
+    int ranks = 2;        // ranks the fit was measured with
+    CollectiveFit all_reduce, reduce_scatter, all_gather, send_recv;
+    nlohmann::json points;  // {"all_reduce": [[bytes, s], ...], ...}
+};
+
+// Rates at one intra-op thread count.
+struct ThreadRates {
+    int threads = 1;
+    // The engine's chosen GEMM library per dtype (0 f32, 1 bf16) and size class (0 small, 1
+    // large), FLOP/s averaged over the training lanes NN, NT and TN (tensor/gemm_select.h).
+    double gemm_flops[2][2] = {{0, 0}, {0, 0}};
+    double attention_flops = 0;          // causal attention forward + backward, FLOP/s (f32)
+    double elementwise_bytes_per_s = 0;  // y = a + b over buffers past the caches
+    double op_overhead_s = 0;  // one tiny product (8 x 64 x 64) through the engine's GEMM: the
+                               // fixed cost of an op, which decides for tiny micro-batches
+};
+
+struct MachineProfile {
+    static constexpr int kVersion = 1;
+    std::string identity;            // profile_identity() of the machine measured
+    nlohmann::json machine;          // {"cpu", "cores", "libraries", ...}: for people, not compared
+    std::string measured_at;         // UTC, ISO 8601
+    double seconds = 0;              // calibration time
+    std::vector<ThreadRates> rates;  // ascending threads
+    std::vector<CommProfile> comm;
+    double disk_write_bytes_per_s = 0;  // 0: not measured
+    double disk_read_bytes_per_s = 0;
+    std::string disk_dir;
+
+    // Rates at `threads`, linear between the two nearest measured counts and proportional to
+    // the thread count outside them. Needs at least one entry.
+    ThreadRates at_threads(int threads) const;
+    // The backend's fit; the first one when the backend was not measured (nullptr: none).
+    const CommProfile* comm_for(const std::string& backend) const;
+};
+
+nlohmann::json profile_json(const MachineProfile& p);
+// Throws zt::Error (kInput) naming the file and the field when it does not parse.
+MachineProfile profile_from_json(const nlohmann::json& j, const std::string& what);
+
+// What a profile is valid for: CPU model and flags, the GEMM libraries and their environment
+// (gemm_machine_key), and the core count. Intra-op thread counts are inside the profile.
+std::string profile_identity();
+// DIR/profile-<16 hex digits of the identity's hash>.json under default_gemm_cache_dir(); ""
+// when there is no cache directory.
+std::string default_profile_path();
+
+void save_profile(const MachineProfile& p, const std::string& path);
+// The profile at path; nullopt when the file does not exist. Throws when it does not parse.
+std::optional<MachineProfile> load_profile(const std::string& path);
+
+}  // namespace zt

@@ -1,0 +1,241 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "util/error.h"
+#include "util/units.h"
+
+namespace zt {
+
+namespace {
+
+std::vector<int> divisors(int64_t n) {
+    std::vector<int> d;
+    for (int64_t k = 1; k <= n; ++k)
+        if (n % k == 0) d.push_back(static_cast<int>(k));
+    return d;
+}
+
+std::string stage_words(const Strategy& s) {
+    return s.zero_stage == 0 ? std::string("DDP (ZeRO-0)") : str_cat("ZeRO-", s.zero_stage);
+}
+
+// A group shares model state: dp, tp, pp, ZeRO stage and offload.
+struct Group {
+    Strategy first;  // its first member
+    std::vector<Strategy> members;
+};
+
+std::vector<std::string> policies_of(const PlanBase& base, const SearchSpace& space) {
+    if (!space.checkpoint.empty()) return space.checkpoint;
+    std::vector<std::string> names;
+    for (const PolicyActivations& p :
+         base.spec.model->activation_policies(1, base.spec.state.compute_dtype))
+        names.push_back(p.policy);
+    return names;
+}
+
+// The layouts of one (dp, tp, pp, stage, offload) in order: micro-batch splits, schedules,
+// checkpointing policies.
+std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
+                                 const std::vector<std::string>& policies,
+                                 const SearchSpace& space) {
+    std::vector<Strategy> out;
+    const int64_t per_rank = base.global_batch / s.dp;
+    const int64_t blocks = base.spec.model->pipeline_blocks();
+    for (int accum : divisors(per_rank)) {
+        s.grad_accum = accum;
+        s.micro_batch = per_rank / accum;
+        std::vector<std::pair<PipeSchedule, int>> scheds = {{PipeSchedule::kOneFOneB, 1}};
+        if (s.pp > 1) {
+            scheds.clear();
+            for (PipeSchedule sc : space.schedules) {
+                if (sc != PipeSchedule::kInterleaved) {
+                    scheds.emplace_back(sc, 1);
+                } else if (blocks % (2 * s.pp) == 0 && accum % s.pp == 0) {
+                    scheds.emplace_back(sc, 2);
+                }
+            }
+        }
+        for (const auto& [sc, v] : scheds) {
+            s.schedule = sc;
+            s.virtual_stages = v;
+            for (const std::string& p : policies) {
+                s.checkpoint = p;
+                out.push_back(s);
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<Group> groups_of(const PlanBase& base, const SearchSpace& space) {
+    ZT_CHECK(space.ranks >= 1, "plan: --ranks must be >= 1, got ", space.ranks);
+    const ModelFamily& m = *base.spec.model;
+    const std::vector<std::string> policies = policies_of(base, space);
+    std::vector<Group> groups;
+    for (int tp : divisors(space.ranks)) {
+        if (space.max_tp > 0 && tp > space.max_tp) continue;
+        if (tp > 1) {
+            try {
+                m.check_tensor_parallel(tp);
+            } catch (const Error&) {
+                continue;  // the family cannot split so
+            }
+        }
+        for (int pp : divisors(space.ranks / tp)) {
+            if (space.max_pp > 0 && pp > space.max_pp) continue;
+            if (pp > 1 && (m.pipeline_blocks() == 0 || pp > m.pipeline_blocks())) continue;
+            const int dp = space.ranks / tp / pp;
+            if (base.global_batch % dp != 0) continue;
+            for (int stage : space.zero_stages) {
+                if (dp == 1 && stage != 0) continue;  // the same bytes and work as stage 0
+                if (pp > 1 && stage > 1) continue;    // pipelines run stage 0 or 1 (config.md)
+                for (const std::string& off : space.offload) {
+                    Strategy s;
+                    s.dp = dp;
+                    s.tp = tp;
+                    s.pp = pp;
+                    s.zero_stage = stage;
+                    s.offload = off;
+                    Group g;
+                    g.members = members_of(base, s, policies, space);
+                    if (g.members.empty()) continue;
+                    g.first = g.members.front();
+                    groups.push_back(std::move(g));
+                }
+            }
+        }
+    }
+    return groups;
+}
+
+// Bytes every member of the group holds whatever its micro-batch and policy: model state.
+int64_t state_floor(const Estimate& e) {
+    const int a = static_cast<int>(MemCategory::kActivations);
+    return e.device_total - e.device[a] - e.workspace_transient;
+}
+
+// Ranking: predicted time (memory when untimed), then the label.
+bool faster(const PlanCost& a, const PlanCost& b) {
+    const double ta = a.timed ? a.time.total() : static_cast<double>(a.device_bytes);
+    const double tb = b.timed ? b.time.total() : static_cast<double>(b.device_bytes);
+    if (ta != tb) return ta < tb;
+    return strategy_label(a.strategy) < strategy_label(b.strategy);
+}
+
+bool smaller(const PlanCost& a, const PlanCost& b) {
+    if (a.device_bytes != b.device_bytes) return a.device_bytes < b.device_bytes;
+    return faster(a, b);
+}
+
+}  // namespace
+
+std::vector<Strategy> enumerate_layouts(const PlanBase& base, const SearchSpace& space) {
+    std::vector<Strategy> out;
+    for (const Group& g : groups_of(base, space))
+        out.insert(out.end(), g.members.begin(), g.members.end());
+    return out;
+}
+
+std::string over_budget_reason(const PlanCost& c, int64_t budget) {
+    const auto [cat, bytes] = largest_category(c.memory);
+    return str_cat(stage_words(c.strategy), " needs ",
+                   format_bytes(static_cast<double>(c.device_bytes)), " > ",
+                   format_bytes(static_cast<double>(budget)), ": ", cat, " ",
+                   format_bytes(static_cast<double>(bytes)));
+}
+
+SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
+                          const MachineProfile* profile, const SearchOptions& opt,
+                          const StrategyCheck& check) {
+    SearchResult res;
+    std::vector<PlanCost> fits;
+    auto reject = [&](const Strategy& s, std::string why, int64_t bytes) {
+        if (static_cast<int64_t>(res.rejected.size()) < opt.max_rejected)
+            res.rejected.push_back({s, std::move(why), bytes});
+    };
+    bool have_smallest = false;
+    auto note_smallest = [&](const PlanCost& c) {
+        if (!have_smallest || smaller(c, res.smallest)) res.smallest = c;
+        have_smallest = true;
+    };
+    for (const Group& g : groups_of(base, space)) {
+        res.candidates += static_cast<int64_t>(g.members.size());
+        if (opt.prune && opt.budget > 0) {
+            const Estimate first = plan_memory(base, g.first);
+            const int64_t floor = state_floor(first);
+            if (floor > opt.budget) {
+                int64_t largest = 0;
+                std::string name;
+                for (int k = 0; k < kMemCategoryCount; ++k)
+                    if (k != static_cast<int>(MemCategory::kActivations) &&
+                        first.device[k] > largest) {
+                        largest = first.device[k];
+                        name = mem_category_name(static_cast<MemCategory>(k));
+                    }
+                reject(g.first,
+                       str_cat(stage_words(g.first), " needs at least ",
+                               format_bytes(static_cast<double>(floor)), " of model state > ",
+                               format_bytes(static_cast<double>(opt.budget)), ": ", name, " ",
+                               format_bytes(static_cast<double>(largest)), " (all ",
+                               g.members.size(), " micro-batch, schedule and checkpoint variants)"),
+                       floor);
+                continue;
+            }
+        }
+        for (const Strategy& s : g.members) {
+            PlanCost c;
+            try {
+                c = plan_cost(base, s, profile);
+            } catch (const Error& e) {
+                reject(s, e.message(), 0);
+                continue;
+            }
+            ++res.costed;
+            note_smallest(c);
+            if (opt.budget > 0 && c.device_bytes > opt.budget) {
+                reject(s, over_budget_reason(c, opt.budget), c.device_bytes);
+                continue;
+            }
+            fits.push_back(std::move(c));
+        }
+    }
+    std::sort(fits.begin(), fits.end(), faster);
+    for (PlanCost& c : fits) {
+        if (opt.top > 0 && static_cast<int>(res.ranked.size()) >= opt.top) break;
+        if (check) {
+            const std::string why = check(c.strategy);
+            if (!why.empty()) {
+                reject(c.strategy, why, c.device_bytes);
+                continue;
+            }
+        }
+        res.ranked.push_back(std::move(c));
+    }
+    if (res.ranked.empty()) {
+        res.infeasible = true;
+        if (opt.prune && opt.budget > 0) {  // the smallest may sit in a pruned group
+            SearchOptions all = opt;
+            all.prune = false;
+            all.budget = 0;
+            all.top = 1;
+            SearchResult full = search_plans(base, space, profile, all, {});
+            if (full.costed > 0) note_smallest(full.smallest);
+        }
+        if (have_smallest) {
+            const auto [cat, bytes] = largest_category(res.smallest.memory);
+            res.smallest_reason = str_cat(
+                "the smallest layout (", strategy_label(res.smallest.strategy), ") needs ",
+                format_bytes(static_cast<double>(res.smallest.device_bytes)), " per rank",
+                opt.budget > 0 ? str_cat(" > ", format_bytes(static_cast<double>(opt.budget)))
+                               : std::string(),
+                "; its largest part is ", cat, " ", format_bytes(static_cast<double>(bytes)));
+        }
+    }
+    return res;
+}
+
+}  // namespace zt

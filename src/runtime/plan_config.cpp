@@ -1,0 +1,124 @@
+#include "runtime/plan_config.h"
+
+#include <thread>
+
+#include "runtime/run_estimate.h"
+#include "util/error.h"
+
+namespace zt {
+
+PlanBase plan_base(const TrainConfig& cfg, int threads, const std::string& backend,
+                   int ranks_per_host) {
+    PlanBase b;
+    const bool offloaded = cfg.zero.offload_optimizer.device != "none";
+    b.spec = estimate_spec(cfg, 0, offloaded, 1);
+    b.spec.tp = 1;
+    b.spec.pp = 1;
+    b.spec.state.param_count = 0;  // the layout's (plan_memory)
+    b.global_batch = cfg.train_batch_size;
+    b.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    b.threads = threads;
+    b.backend = backend;
+    b.ranks_per_host = ranks_per_host;
+    b.param_tensors = static_cast<int64_t>(cfg.model->build()->parameters().size());
+    return b;
+}
+
+Strategy strategy_of(const TrainConfig& cfg) {
+    Strategy s;
+    s.dp = static_cast<int>(cfg.dp);
+    s.tp = static_cast<int>(cfg.tp);
+    s.pp = cfg.pipe.stages;
+    s.zero_stage = cfg.zero.stage;
+    s.schedule = cfg.pipe.schedule;
+    s.virtual_stages = cfg.pipe.virtual_stages;
+    s.micro_batch = cfg.micro_batch;
+    s.grad_accum = cfg.grad_accum;
+    s.checkpoint = cfg.activation_checkpointing.policy;
+    s.offload = cfg.zero.offload_optimizer.device;
+    return s;
+}
+
+nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_t global_batch) {
+    nlohmann::json j = j0;
+    nlohmann::json par = j.contains("parallel") && j["parallel"].is_object()
+                             ? j["parallel"]
+                             : nlohmann::json::object();
+    par["tensor"] = s.tp;
+    if (s.tp == 1) par.erase("sequence_parallel");
+    if (s.pp > 1)
+        par["pipeline"] = {{"stages", s.pp},
+                           {"schedule", pipe_schedule_name(s.schedule)},
+                           {"virtual_stages", s.virtual_stages}};
+    else
+        par.erase("pipeline");
+    j["parallel"] = par;
+    j["train_batch_size"] = global_batch;
+    j["train_micro_batch_size_per_gpu"] = s.micro_batch;
+    j["gradient_accumulation_steps"] = s.grad_accum;
+    j["zero_optimization"]["stage"] = s.zero_stage;
+    nlohmann::json& off = j["zero_optimization"]["offload_optimizer"];
+    if (!off.is_object()) off = nlohmann::json::object();
+    off["device"] = s.offload;
+    j["activation_checkpointing"]["policy"] = s.checkpoint;
+    if (j.contains("comm") && j["comm"].is_object() && j["comm"].value("backend", "") == "local")
+        j["comm"]["local_ranks"] = s.dp * s.tp * s.pp;
+    return j;
+}
+
+std::vector<std::string> config_sets(const Strategy& s, int64_t global) {
+    std::vector<std::string> v = {str_cat("train_batch_size=", global),
+                                  str_cat("train_micro_batch_size_per_gpu=", s.micro_batch),
+                                  str_cat("gradient_accumulation_steps=", s.grad_accum),
+                                  str_cat("zero_optimization.stage=", s.zero_stage),
+                                  str_cat("activation_checkpointing.policy=\"", s.checkpoint, "\""),
+                                  str_cat("parallel.tensor=", s.tp)};
+    if (s.pp > 1)
+        v.push_back(str_cat("parallel.pipeline={\"stages\": ", s.pp, ", \"schedule\": \"",
+                            pipe_schedule_name(s.schedule),
+                            "\", \"virtual_stages\": ", s.virtual_stages, "}"));
+    if (s.offload != "none")
+        v.push_back(str_cat("zero_optimization.offload_optimizer.device=\"", s.offload, "\""));
+    return v;
+}
+
+std::string config_refuses(const nlohmann::json& j, const Strategy& s, int64_t global_batch) {
+    try {
+        parse_config(with_strategy(j, s, global_batch), int64_t{s.dp} * s.tp * s.pp);
+    } catch (const Error& e) {
+        return e.message();
+    }
+    return "";
+}
+
+PlanInput plan_input(const nlohmann::json& j, int ranks, int threads, const std::string& backend) {
+    ZT_CHECK(ranks >= 1, "--ranks: expected >= 1, got ", ranks);
+    // The global batch: as the config gives it for this world, else per rank x ranks.
+    int64_t global = 0;
+    if (j.contains("train_batch_size") && j["train_batch_size"].is_number_integer()) {
+        global = j["train_batch_size"].get<int64_t>();
+    } else {
+        const int64_t micro = j.value("train_micro_batch_size_per_gpu", int64_t{1});
+        const int64_t accum = j.value("gradient_accumulation_steps", int64_t{1});
+        global = micro * accum * ranks;
+    }
+    ZT_CHECK(global >= 1, "train_batch_size: expected >= 1, got ", global);
+    // One rank holding the whole model and batch: every layout's figures derive from it.
+    nlohmann::json one = j;
+    one.erase("parallel");
+    one["train_batch_size"] = global;
+    one["train_micro_batch_size_per_gpu"] = global;
+    one["gradient_accumulation_steps"] = 1;
+    if (one.contains("zero_optimization") && one["zero_optimization"].is_object())
+        one["zero_optimization"]["stage"] = 0;
+    if (one.contains("comm")) one.erase("comm");
+    PlanInput in;
+    const TrainConfig cfg = parse_config(one, 1).config;
+    in.base = plan_base(cfg, threads, backend);
+    in.base.global_batch = global;
+    in.config = j;
+    in.nvme = !cfg.zero.offload_optimizer.nvme_path.empty();
+    return in;
+}
+
+}  // namespace zt

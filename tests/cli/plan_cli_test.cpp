@@ -1,0 +1,210 @@
+// `zerotrain plan` and the plan check of every run (docs/planner.md): over a grid of layouts on
+// the local backend, each step's predicted params, grads and optimizer bytes equal the measured
+// ones exactly; `plan --check` summarizes a run; the planner's best layout and its reasons for
+// rejecting the others; an infeasible budget names the least memory any layout needs.
+#include <fstream>
+
+#include "cli_fixture.h"
+#include "planner/profile.h"
+#include "tensor/gemm_machine.h"
+
+namespace zt::testing {
+namespace {
+
+class PlanCli : public Cli {
+  protected:
+    static nlohmann::json config() {
+        nlohmann::json j = tiny();
+        j["model"]["n_layers"] = 2;
+        j["steps"] = 2;
+        j.erase("eval_interval");
+        j.erase("eval_iters");
+        j["data"].erase("eval_fraction");
+        return j;
+    }
+    // A profile with round rates, so tests never calibrate (a real one takes seconds).
+    std::string write_profile(const std::string& at = "", const std::string& identity = "test") {
+        MachineProfile p;
+        p.identity = identity;
+        ThreadRates r;
+        r.threads = 1;
+        r.gemm_flops[0][0] = r.gemm_flops[1][0] = 1e9;
+        r.gemm_flops[0][1] = r.gemm_flops[1][1] = 2e9;
+        r.attention_flops = 5e8;
+        r.elementwise_bytes_per_s = 5e9;
+        p.rates.push_back(r);
+        CommProfile c;
+        c.backend = "local";
+        c.all_reduce = c.reduce_scatter = c.all_gather = {2e-5, 2e9};
+        c.send_recv = {5e-6, 4e9};
+        p.comm.push_back(c);
+        const std::string path = at.empty() ? (dir_ / "profile.json").string() : at;
+        save_profile(p, path);
+        return path;
+    }
+};
+
+TEST_F(PlanCli, StateBytesArePredictedExactlyOverLayouts) {
+    struct Layout {
+        const char* name;
+        int ranks;
+        nlohmann::json sets;
+    };
+    const std::vector<Layout> grid = {
+        {"one", 1, nlohmann::json::object()},
+        {"dp2_z0", 2, {{"zero_optimization", {{"stage", 0}}}}},
+        {"dp2_z1", 2, {{"zero_optimization", {{"stage", 1}}}}},
+        {"dp2_z2", 2, {{"zero_optimization", {{"stage", 2}}}}},
+        {"dp2_z3", 2, {{"zero_optimization", {{"stage", 3}}}}},
+        {"tp2", 2, {{"parallel", {{"tensor", 2}}}}},
+        {"pp2", 2, {{"parallel", {{"pipeline", {{"stages", 2}, {"micro_batches", 2}}}}}}},
+        {"z3_offload_selective",
+         2,
+         {{"zero_optimization", {{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}}}}},
+          {"activation_checkpointing", {{"policy", "selective"}}}}},
+        {"pp2_zero_bubble_offload",
+         2,
+         {{"parallel",
+           {{"pipeline", {{"stages", 2}, {"schedule", "zero_bubble"}, {"micro_batches", 2}}}}},
+          {"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}},
+    };
+    for (const Layout& l : grid) {
+        SCOPED_TRACE(l.name);
+        nlohmann::json j = config();
+        j.merge_patch(l.sets);
+        const CommandResult r = train_run(j, l.name, "", l.ranks);
+        ASSERT_EQ(r.code, 0) << r.output;
+        std::ifstream f(dir_ / l.name / "metrics.jsonl");
+        std::string line;
+        int checked = 0;
+        while (std::getline(f, line)) {
+            const nlohmann::json m = nlohmann::json::parse(line);
+            if (!m.contains("plan")) continue;
+            const nlohmann::json& s = m["plan"]["state_bytes"];
+            for (const char* c : {"params", "grads", "optimizer"}) {
+                ASSERT_TRUE(s.contains(c)) << m.dump();
+                EXPECT_EQ(s[c]["predicted"], s[c]["measured"]) << c << ": " << m["plan"].dump();
+            }
+            EXPECT_GT(m["plan"]["peak_bytes"]["predicted"].get<double>(), 0);
+            ++checked;
+        }
+        EXPECT_EQ(checked, 2);
+    }
+    const CommandResult c = run_zerotrain("plan --check " + (dir_ / "dp2_z2").string());
+    ASSERT_EQ(c.code, 0) << c.output;
+    EXPECT_NE(c.output.find("params: predicted"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find("(exact)"), std::string::npos) << c.output;
+    const CommandResult js = run_zerotrain("plan --json --check " + (dir_ / "pp2").string(), false);
+    ASSERT_EQ(js.code, 0) << js.output;
+    EXPECT_TRUE(nlohmann::json::parse(js.output)["state_exact"].get<bool>()) << js.output;
+}
+
+TEST_F(PlanCli, RanksLayoutsAndSaysWhyOthersWereRejected) {
+    const std::string cfg = write_config(config());
+    const std::string prof = write_profile();
+    const CommandResult r =
+        run_zerotrain("plan " + cfg + " --ranks 2 --json --top 3 --profile " + prof, false);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const nlohmann::json j = nlohmann::json::parse(r.output);
+    ASSERT_EQ(j["plans"].size(), 3u) << r.output;
+    double last = 0;
+    for (const nlohmann::json& p : j["plans"]) {  // fastest first
+        const double t = p["step_time"]["total_s"].get<double>();
+        EXPECT_GE(t, last);
+        last = t;
+        EXPECT_TRUE(p["device_bytes"].contains("activations"));
+    }
+    // A budget between the smallest and the largest layout: some rejected, each with a reason
+    // naming its size against the budget and its largest part.
+    const int64_t budget = j["plans"][0]["device_bytes"]["total"].get<int64_t>() - 1;
+    const CommandResult b = run_zerotrain("plan " + cfg + " --ranks 2 --memory-budget " +
+                                              std::to_string(budget) + " --profile " + prof,
+                                          false);
+    EXPECT_NE(b.output.find("rejected"), std::string::npos) << b.output;
+    EXPECT_NE(b.output.find(" needs "), std::string::npos) << b.output;
+    EXPECT_NE(b.output.find("--set 'zero_optimization.stage="), std::string::npos) << b.output;
+}
+
+TEST_F(PlanCli, InfeasibleBudgetNamesTheMinimum) {
+    const std::string cfg = write_config(config());
+    const CommandResult r = run_zerotrain(
+        "plan " + cfg + " --ranks 2 --memory-budget 1KiB --profile " + write_profile(), false);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("no layout fits: the smallest layout ("), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("its largest part is"), std::string::npos) << r.output;
+}
+
+// train --auto runs the planner's best layout for the world, says it and records plan.json; its
+// run's own check predicts the same layout. A cache directory of the test's own holds a profile
+// of this machine's identity (the GEMM choice files copied, so nothing is measured).
+TEST_F(PlanCli, TrainAutoRunsAndRecordsTheBestPlan) {
+    const fs::path cache = dir_ / "cache";
+    fs::create_directories(cache);
+    const std::string real = default_gemm_cache_dir();
+    std::error_code ec;
+    if (!real.empty() && fs::is_directory(real, ec))
+        for (const auto& f : fs::directory_iterator(real, ec))
+            if (f.path().filename().string().rfind("gemm-", 0) == 0)
+                fs::copy_file(f.path(), cache / f.path().filename(), ec);
+    const std::string saved = std::getenv("ZT_CACHE_DIR") ? std::getenv("ZT_CACHE_DIR") : "";
+    ::setenv("ZT_CACHE_DIR", cache.c_str(), 1);
+    write_profile(default_profile_path(), profile_identity());
+    const std::string env = "ZT_CACHE_DIR=" + cache.string() + " ";
+    if (saved.empty())
+        ::unsetenv("ZT_CACHE_DIR");
+    else
+        ::setenv("ZT_CACHE_DIR", saved.c_str(), 1);
+    nlohmann::json j = config();
+    j["train_batch_size"] = 4;
+    const std::string cfg = write_config(j, "auto.json");
+    const std::string run = (dir_ / "auto").string();
+    const CommandResult r = run_command(env + ZT_BINARY + std::string(" train ") + cfg +
+                                        " --auto --ranks 2 --quiet --run-dir " + run);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("train --auto: dp "), std::string::npos) << r.output;
+    std::ifstream f(run + "/plan.json");
+    ASSERT_TRUE(f.good());
+    const nlohmann::json plan = nlohmann::json::parse(f);
+    EXPECT_EQ(plan["ranks"], 2);
+    // The same search by `zerotrain plan` puts this layout first.
+    const CommandResult p = run_command(
+        env + ZT_BINARY + std::string(" plan ") + cfg + " --ranks 2 --json --top 1", false);
+    ASSERT_EQ(p.code, 0) << p.output;
+    EXPECT_EQ(nlohmann::json::parse(p.output)["plans"][0]["label"], plan["label"]);
+    // Every step checked the layout it ran.
+    std::ifstream m(run + "/metrics.jsonl");
+    std::string line;
+    std::getline(m, line);
+    const nlohmann::json first = nlohmann::json::parse(line);
+    ASSERT_TRUE(first.contains("plan")) << line;
+    EXPECT_TRUE(first["plan"].contains("step_s")) << line;  // the profile was found
+
+    // Under a tight budget (the 10th percentile of every layout's predicted peak) the chosen
+    // layout runs within it: the pool's budget check would stop the run otherwise.
+    const CommandResult all = run_command(
+        env + ZT_BINARY + std::string(" plan ") + cfg + " --ranks 2 --json --top 0", false);
+    ASSERT_EQ(all.code, 0) << all.output;
+    std::vector<int64_t> peaks;
+    const nlohmann::json listed = nlohmann::json::parse(all.output);
+    for (const nlohmann::json& p : listed["plans"])
+        peaks.push_back(p["device_bytes"]["total"].get<int64_t>());
+    ASSERT_GE(peaks.size(), 10u) << all.output.substr(0, 2000);
+    std::sort(peaks.begin(), peaks.end());
+    const int64_t budget = peaks[peaks.size() / 10];
+    const std::string tight = (dir_ / "tight").string();
+    const CommandResult t = run_command(env + ZT_BINARY + std::string(" train ") + cfg +
+                                        " --auto --ranks 2 --quiet --run-dir " + tight +
+                                        " --memory-budget " + std::to_string(budget));
+    ASSERT_EQ(t.code, 0) << "budget " << budget << ": " << t.output;
+    std::ifstream tm(tight + "/metrics.jsonl");
+    while (std::getline(tm, line)) {
+        const nlohmann::json l = nlohmann::json::parse(line);
+        if (l.contains("mem")) {
+            EXPECT_LE(l["mem"]["peak"].get<int64_t>(), budget) << line;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace zt::testing

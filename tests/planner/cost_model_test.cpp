@@ -1,0 +1,193 @@
+// The cost model against its own formulas (Note [Step time model]) and against estimate.h:
+// memory of a layout is the estimator's for the layout's parameter count, ranks and stage;
+// times are work over the synthetic profile's round rates.
+#include "planner/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "parallel/pipeline_partition.h"
+#include "planner/calibrate.h"
+#include "planner/profile.h"
+#include "planner_test_util.h"
+
+namespace zt {
+namespace {
+
+using testing::round_profile;
+using testing::tiny_gpt_base;
+
+TEST(CostModel, StateMemoryIsTheEstimators) {
+    const PlanBase base = tiny_gpt_base();
+    for (int dp : {1, 2, 3})
+        for (int stage : {0, 1, 2, 3}) {
+            Strategy s;
+            s.dp = dp;
+            s.zero_stage = stage;
+            s.micro_batch = 8 / 2;
+            s.grad_accum = 2;
+            const Estimate e = plan_memory(base, s);
+            StateSpec st = base.spec.state;
+            st.param_count = base.spec.model->param_count();
+            st.ranks = dp;
+            st.zero_stage = stage;
+            const StateEstimate want = estimate_state(st);
+            for (MemCategory c :
+                 {MemCategory::kParams, MemCategory::kGrads, MemCategory::kOptimizer})
+                EXPECT_EQ(e.device[static_cast<int>(c)], want.device[static_cast<int>(c)])
+                    << "dp " << dp << " stage " << stage << " " << mem_category_name(c);
+        }
+}
+
+TEST(CostModel, TensorAndPipelineSplitTheParameters) {
+    const PlanBase base = tiny_gpt_base();
+    const ModelFamily& m = *base.spec.model;
+    Strategy s;
+    s.tp = 2;
+    s.micro_batch = 8;
+    EXPECT_EQ(plan_memory(base, s).state.padded_numel, m.param_count_split(2));
+    s.tp = 1;
+    s.pp = 2;
+    s.grad_accum = 4;
+    s.micro_batch = 2;
+    const PipeOptions o{2, 4, 1, PipeSchedule::kOneFOneB};
+    const std::vector<int64_t> counts = balanced_partition(o, m.pipeline_costs());
+    const int64_t most = std::max(m.param_count_stage(1, pipe_stage(o, counts, 0)),
+                                  m.param_count_stage(1, pipe_stage(o, counts, 1)));
+    EXPECT_EQ(plan_memory(base, s).state.padded_numel, most);
+}
+
+TEST(CostModel, PipelineActivationsGrowWithMicroBatchesInFlight) {
+    const PlanBase base = tiny_gpt_base(16);
+    Strategy s;
+    s.pp = 2;
+    s.micro_batch = 2;
+    s.grad_accum = 8;
+    s.schedule = PipeSchedule::kGpipe;
+    const int64_t gpipe = plan_memory(base, s).activations.saved;
+    s.schedule = PipeSchedule::kOneFOneB;
+    const int64_t one_f_one_b = plan_memory(base, s).activations.saved;
+    // GPipe keeps all 8 micro-batches' activations of the first stage, 1F1B at most 2.
+    EXPECT_NEAR(static_cast<double>(gpipe) / static_cast<double>(one_f_one_b), 4.0, 1e-3);
+}
+
+TEST(CostModel, DataParallelCommFollowsTheZeroStage) {
+    const PlanBase base = tiny_gpt_base();
+    const MachineProfile prof = round_profile();
+    Strategy s;
+    s.dp = 2;
+    s.micro_batch = 2;
+    s.grad_accum = 2;
+    const double P = static_cast<double>(plan_memory(base, s).state.padded_numel);
+    const double lat = 1e-5, bw = 1e9, g = 4, e = 4;
+    s.zero_stage = 0;
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.dp_comm, lat + 2.0 * 1 / 2 * P * g / bw, 1e-12);
+    s.zero_stage = 1;
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.dp_comm, 2 * lat + 0.5 * P * (g + e) / bw, 1e-12);
+    s.zero_stage = 2;  // a reduce-scatter per micro-step
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.dp_comm, 3 * lat + 0.5 * P * (2 * g + e) / bw,
+                1e-12);
+}
+
+TEST(CostModel, ComputeIsWorkOverRates) {
+    const PlanBase base = tiny_gpt_base();
+    const MachineProfile prof = round_profile();
+    Strategy s;
+    s.micro_batch = 4;
+    s.grad_accum = 2;
+    const PlanCost c = plan_cost(base, s, &prof);
+    const ModelFamily& m = *base.spec.model;
+    const double L = 4, T = 16, C = 32, b = 4;
+    const double attn = 12 * L * T * T * C * b;
+    const double gemm = m.flops_per_sample() * b - attn;
+    // b T C C = 4 x 16 x 32 x 32 x 2 = 131072 FLOPs per product: the small class (1 GFLOP/s).
+    int64_t none_saved = 0;
+    for (const PolicyActivations& p : c.memory.policies)
+        if (p.policy == "none") none_saved = p.saved;
+    const double want = 2 * (gemm / 1e9 + attn / 5e8 + 4.0 * none_saved / 1e10);
+    EXPECT_NEAR(c.time.compute, want, want * 1e-12);
+    EXPECT_EQ(c.time.recompute, 0);
+    s.checkpoint = "every";
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.recompute, want / 3, want * 1e-12);
+    // The fixed cost of the ops: 3 per parameter tensor per micro-batch.
+    PlanBase with_ops = base;
+    with_ops.param_tensors = 10;
+    MachineProfile slow_ops = prof;
+    slow_ops.rates[0].op_overhead_s = 1e-5;
+    EXPECT_NEAR(plan_cost(with_ops, s, &slow_ops).time.compute, want + 2 * 30 * 1e-5, want * 1e-12);
+    // Adam: 7 f32 accesses per element of the whole arena at stage 0.
+    const double P = static_cast<double>(c.memory.state.padded_numel);
+    EXPECT_NEAR(c.time.optimizer, 28 * P / 1e10, 1e-15);
+}
+
+TEST(CostModel, PipelineBubbleIsTheScheduleFormula) {
+    const PlanBase base = tiny_gpt_base(16);
+    const MachineProfile prof = round_profile();
+    Strategy s;
+    s.pp = 2;
+    s.micro_batch = 2;
+    s.grad_accum = 8;
+    const PlanCost c = plan_cost(base, s, &prof);
+    EXPECT_NEAR(c.time.bubble, c.time.compute * (2 - 1) / 8.0, 1e-15);
+    s.schedule = PipeSchedule::kZeroBubble;
+    const PlanCost z = plan_cost(base, s, &prof);
+    EXPECT_NEAR(z.time.bubble, z.time.compute * (2 - 1) / 24.0, 1e-15);
+    EXPECT_GT(c.time.pp_comm, 0);
+}
+
+// Note [Peak of stages 0 and 1]: the reduce's buffers and the activations never live together at
+// stages 0 and 1; at 2 and 3 they do.
+TEST(CostModel, PeakOverlapsCommAndActivationsOnlyFromStageTwo) {
+    const PlanBase base = tiny_gpt_base();
+    Strategy s;
+    s.dp = 2;
+    s.micro_batch = 4;
+    for (int stage : {0, 1, 2, 3}) {
+        s.zero_stage = stage;
+        const PlanCost c = plan_cost(base, s, nullptr);
+        const Estimate& e = c.memory;
+        const int64_t comm = e.device[static_cast<int>(MemCategory::kComm)];
+        const int64_t act = e.device[static_cast<int>(MemCategory::kActivations)];
+        ASSERT_GT(comm, 0);
+        EXPECT_EQ(c.device_bytes,
+                  stage >= 2 ? e.device_total
+                             : e.device_total - std::min(comm, act + e.workspace_transient))
+            << stage;
+    }
+}
+
+TEST(CostModel, RefusesWhatTheFamilyCannotSplit) {
+    const PlanBase base = tiny_gpt_base();
+    Strategy s;
+    s.tp = 3;  // 4 heads
+    EXPECT_THROW(plan_memory(base, s), Error);
+    s.tp = 1;
+    s.pp = 5;  // 4 blocks
+    s.grad_accum = 1;
+    s.micro_batch = 8;
+    EXPECT_THROW(plan_memory(base, s), Error);
+}
+
+TEST(Profile, JsonRoundTripAndThreadInterpolation) {
+    const MachineProfile p = round_profile();
+    const MachineProfile q = profile_from_json(profile_json(p), "test");
+    EXPECT_EQ(profile_json(q), profile_json(p));
+    const ThreadRates mid = q.at_threads(2);  // a third of the way from 1 to 4 threads
+    EXPECT_NEAR(mid.gemm_flops[0][1], 2e9 + (8e9 - 2e9) / 3, 1);
+    EXPECT_NEAR(q.at_threads(8).gemm_flops[0][1], 8e9, 1);  // no faster past the measured cores
+    EXPECT_THROW(profile_from_json(nlohmann::json{{"version", 99}}, "x"), Error);
+}
+
+TEST(Calibrate, FitRecoversALine) {
+    const double lat = 3e-5, bus = 2e9, factor = all_reduce_bus_factor(4);  // 1.5
+    std::vector<std::pair<double, double>> pts;
+    for (double b : {4096.0, 262144.0, 4194304.0}) pts.emplace_back(b, lat + factor * b / bus);
+    const CollectiveFit f = fit_collective(pts, factor);
+    EXPECT_NEAR(f.latency_s, lat, 1e-12);
+    EXPECT_NEAR(f.bus_bytes_per_s, bus, bus * 1e-9);
+    EXPECT_NEAR(f.time_s(1e6, factor), lat + factor * 1e6 / bus, 1e-12);
+}
+
+}  // namespace
+}  // namespace zt

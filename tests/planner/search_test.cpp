@@ -1,0 +1,143 @@
+// The search against exhaustive enumeration: with pruning it returns the same fastest feasible
+// layouts as costing every layout and sorting; an infeasible budget names the least memory any
+// layout needs and its largest part; the order is deterministic.
+#include "planner/search.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "planner_test_util.h"
+
+namespace zt {
+namespace {
+
+using testing::round_profile;
+using testing::tiny_gpt_base;
+
+// The reference: every layout costed, the feasible ones sorted by time then label.
+std::vector<PlanCost> brute_force(const PlanBase& base, const SearchSpace& space,
+                                  const MachineProfile& prof, int64_t budget) {
+    std::vector<PlanCost> all;
+    for (const Strategy& s : enumerate_layouts(base, space)) {
+        const PlanCost c = plan_cost(base, s, &prof);
+        if (budget == 0 || c.device_bytes <= budget) all.push_back(c);
+    }
+    std::sort(all.begin(), all.end(), [](const PlanCost& a, const PlanCost& b) {
+        if (a.time.total() != b.time.total()) return a.time.total() < b.time.total();
+        return strategy_label(a.strategy) < strategy_label(b.strategy);
+    });
+    return all;
+}
+
+TEST(Search, PrunedSearchFindsTheExhaustiveOptimum) {
+    const MachineProfile prof = round_profile();
+    for (int ranks : {1, 2, 4}) {
+        const PlanBase base = tiny_gpt_base(8);
+        SearchSpace space;
+        space.ranks = ranks;
+        // Budgets from loose to tight: the state floor prunes more groups as they shrink.
+        const std::vector<PlanCost> loose = brute_force(base, space, prof, 0);
+        ASSERT_FALSE(loose.empty());
+        int64_t lo = loose.front().device_bytes, hi = lo;
+        for (const PlanCost& c : loose) {
+            lo = std::min(lo, c.device_bytes);
+            hi = std::max(hi, c.device_bytes);
+        }
+        for (double f : {0.0, 0.25, 0.5, 0.75, 1.0}) {
+            const int64_t budget = lo + static_cast<int64_t>(f * static_cast<double>(hi - lo));
+            SCOPED_TRACE(::testing::Message() << "ranks " << ranks << " budget " << budget);
+            const std::vector<PlanCost> want = brute_force(base, space, prof, budget);
+            SearchOptions o;
+            o.budget = budget;
+            o.top = 3;
+            const SearchResult got = search_plans(base, space, &prof, o);
+            ASSERT_EQ(got.ranked.size(), std::min<size_t>(3, want.size()));
+            for (size_t i = 0; i < got.ranked.size(); ++i)
+                EXPECT_EQ(got.ranked[i].strategy, want[i].strategy) << i;
+            EXPECT_LE(got.costed, static_cast<int64_t>(enumerate_layouts(base, space).size()));
+        }
+    }
+}
+
+TEST(Search, InfeasibleBudgetNamesTheSmallestLayoutAndItsLargestPart) {
+    const MachineProfile prof = round_profile();
+    const PlanBase base = tiny_gpt_base(8);
+    SearchSpace space;
+    space.ranks = 2;
+    int64_t smallest = -1;
+    for (const Strategy& s : enumerate_layouts(base, space)) {
+        const int64_t b = plan_cost(base, s, nullptr).device_bytes;
+        if (smallest < 0 || b < smallest) smallest = b;
+    }
+    SearchOptions o;
+    o.budget = smallest - 1;
+    const SearchResult r = search_plans(base, space, &prof, o);
+    EXPECT_TRUE(r.infeasible);
+    EXPECT_TRUE(r.ranked.empty());
+    EXPECT_EQ(r.smallest.device_bytes, smallest);
+    const auto [cat, bytes] = largest_category(r.smallest.memory);
+    EXPECT_NE(r.smallest_reason.find(cat), std::string::npos) << r.smallest_reason;
+    EXPECT_NE(r.smallest_reason.find("needs"), std::string::npos) << r.smallest_reason;
+    EXPECT_FALSE(r.rejected.empty());
+    // At exactly the smallest size one layout fits.
+    o.budget = smallest;
+    EXPECT_FALSE(search_plans(base, space, &prof, o).infeasible);
+}
+
+TEST(Search, RejectionSaysStageSizeBudgetAndLargestPart) {
+    const PlanBase base = tiny_gpt_base(8);
+    Strategy s;
+    s.dp = 2;
+    s.zero_stage = 2;
+    s.micro_batch = 4;
+    const PlanCost c = plan_cost(base, s, nullptr);
+    const std::string r = over_budget_reason(c, 1024);
+    const auto [cat, bytes] = largest_category(c.memory);
+    EXPECT_EQ(r.rfind("ZeRO-2 needs ", 0), 0u) << r;
+    EXPECT_NE(r.find(" > 1.00 KiB: " + cat + " "), std::string::npos) << r;
+}
+
+TEST(Search, DeterministicAndTheCheckRefuses) {
+    const MachineProfile prof = round_profile();
+    const PlanBase base = tiny_gpt_base(8);
+    SearchSpace space;
+    space.ranks = 4;
+    SearchOptions o;
+    o.top = 0;
+    const SearchResult a = search_plans(base, space, &prof, o);
+    const SearchResult b = search_plans(base, space, &prof, o);
+    ASSERT_EQ(a.ranked.size(), b.ranked.size());
+    for (size_t i = 0; i < a.ranked.size(); ++i)
+        EXPECT_EQ(a.ranked[i].strategy, b.ranked[i].strategy);
+    // A check refusing the best layout moves the second up, with the check's reason kept.
+    const Strategy best = a.ranked[0].strategy;
+    o.top = 1;
+    const SearchResult c = search_plans(base, space, &prof, o, [&](const Strategy& s) {
+        return s == best ? std::string("not built") : std::string();
+    });
+    ASSERT_EQ(c.ranked.size(), 1u);
+    EXPECT_EQ(c.ranked[0].strategy, a.ranked[1].strategy);
+    EXPECT_EQ(c.rejected.back().reason, "not built");
+}
+
+TEST(Search, LargeWorldPlansQuickly) {
+    // 96 blocks on 1,024 ranks: the target of planning in under 2 seconds.
+    PlanBase base = tiny_gpt_base(1024, 96);
+    const MachineProfile prof = round_profile();
+    SearchSpace space;
+    space.ranks = 1024;
+    SearchOptions o;
+    o.budget = int64_t{1} << 30;
+    const auto t0 = std::chrono::steady_clock::now();
+    const SearchResult r = search_plans(base, space, &prof, o);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("1024 ranks, 96 blocks: %lld layouts, %lld costed, %.2f s\n",
+                static_cast<long long>(r.candidates), static_cast<long long>(r.costed), s);
+    EXPECT_FALSE(r.ranked.empty());
+    EXPECT_LT(s, 2.0);  // the target (0.15 s measured on 2 shared cores)
+}
+
+}  // namespace
+}  // namespace zt
