@@ -17,6 +17,12 @@ unthrottled uncompressed step, zerotrain's best codec against PyTorch's PowerSGD
   python3 bench/comm_compression.py --rates 1,none --steps 4 \\
       --out docs/benchmarks-compression.md --json compression.json
 
+The dlrm-* variants train DLRM with row-sharded tables (dlrm_config) and set
+embedding.comm_precision (the row and gradient all-to-alls) instead of compression.gradients:
+
+  python3 bench/comm_compression.py --rates 1,none --steps 4 --peers "" \\
+      --variants dlrm-none,dlrm-fp16-bf16,dlrm-int8,dlrm-fp8
+
 Python 3 standard library only (the PyTorch peer is ddp_hook_peer.py, run by the python3 on PATH
 with tcmalloc preloaded as the other peers: peer_env.py).
 """
@@ -45,6 +51,12 @@ VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
     "s3-none": (3, None),
     "s3-int8": (3, {"type": "int8"}),
     "s3-zero++": (3, "zero++"),  # zero_quantized_weights and zero_quantized_gradients
+    # DLRM with row-sharded tables: embedding.comm_precision on the row and gradient all-to-alls
+    # (stage "dlrm": compared with dlrm-none).
+    "dlrm-none": ("dlrm", None),
+    "dlrm-fp16-bf16": ("dlrm", {"forward": "fp16", "backward": "bf16"}),
+    "dlrm-int8": ("dlrm", "int8"),
+    "dlrm-fp8": ("dlrm", "fp8"),
 }
 HOOKS = {"torch-none": ("none", 0), "torch-fp16": ("fp16", 0), "torch-powersgd4": ("powersgd", 4)}
 
@@ -53,13 +65,33 @@ def log(*a):
     print(f"[{datetime.datetime.now():%H:%M:%S}]", *a, file=sys.stderr, flush=True)
 
 
+def dlrm_config(steps, precision):
+    """DLRM on synthetic clicks whose 8 tables (8 x 100k rows x 64) are row-sharded over the 2
+    ranks: each micro-batch of 4096 sends about 8 x 4096 distinct-ish rows of 64 floats each way."""
+    cfg = {"train_micro_batch_size_per_gpu": 4096, "train_batch_size": 8192, "steps": steps,
+           "steps_per_print": 1, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+           "model": {"type": "dlrm", "dense_features": 13, "table_rows": [100000] * 8,
+                     "embedding_dim": 64, "bottom_mlp": [128, 64], "top_mlp": [128, 1]},
+           "embedding": {"sharding": "row", "optimizer": {"type": "rowwise_adagrad", "lr": 0.05}},
+           "data": {"type": "synthetic", "records": 200000, "eval_records": 64},
+           "eval_interval": 0, "threads": 1}
+    if precision:
+        cfg["embedding"]["comm_precision"] = precision
+    return cfg
+
+
 def run_zerotrain(args, variant, workdir):
     stage, grads = VARIANTS[variant]
-    cfg = zerotrain_config("S", "fp32", args.steps)
-    cfg["steps_per_print"] = 1
-    cfg["train_batch_size"] = 2 * cfg["train_micro_batch_size_per_gpu"]
-    cfg["zero_optimization"] = {"stage": stage}
-    if grads == "zero++":
+    if stage == "dlrm":
+        cfg = dlrm_config(args.steps, grads)
+    else:
+        cfg = zerotrain_config("S", "fp32", args.steps)
+        cfg["steps_per_print"] = 1
+        cfg["train_batch_size"] = 2 * cfg["train_micro_batch_size_per_gpu"]
+        cfg["zero_optimization"] = {"stage": stage}
+    if stage == "dlrm":
+        pass
+    elif grads == "zero++":
         cfg["zero_optimization"].update(zero_quantized_weights=True, zero_quantized_gradients=True)
     elif grads:
         cfg["compression"] = {"gradients": grads}
@@ -84,14 +116,16 @@ def run_zerotrain(args, variant, workdir):
     steps = [x for x in lines if "step_time_s" in x]
     timed = steps[1:] or steps
     res.update(step_s=statistics.median(x["step_time_s"] for x in timed),
-               exposed_s=statistics.median(x["comm_overlap"]["exposed_s"] for x in timed),
+               exposed_s=statistics.median(x.get("comm_overlap", {}).get("exposed_s", 0)
+                                           for x in timed),
                loss_last=steps[-1]["loss"], tx_bytes_per_step_run=(tx1 - tx0) / len(steps))
-    g = steps[-1].get("compression", {}).get("gradients")
+    g = steps[-1].get("compression", {}).get("gradients") or \
+        steps[-1].get("embedding", {}).get("comm_compression")
     if g:
         res.update(wire_bytes=g["wire_bytes"], raw_bytes=g["raw_bytes"],
                    relative_error=g.get("relative_error"))
     # Every collective's bytes this step (gathers of weights at stage 3 included).
-    res["comm_bytes"] = sum(v["bytes"] for v in steps[-1]["comm"].values())
+    res["comm_bytes"] = sum(v["bytes"] for v in steps[-1].get("comm", {}).values())
     return res
 
 

@@ -208,9 +208,14 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     // send_buf_ and recv_buf_ live as long as the tables: fresh vectors took fresh pages from
     // the system every step.
     serve_rows(ex->recv_requests, ex->recv_counts, ex->serve_counts, send_buf_);
-    std::vector<float>& rows = comm_ ? recv_buf_ : send_buf_;
+    // embedding.comm_precision: the rows travel as the forward codec's bytes (every segment,
+    // this rank's own and a group of one's included, makes the round trip).
+    std::vector<float>& rows = comm_ || fwd_a2a_ ? recv_buf_ : send_buf_;
     rows.resize(static_cast<size_t>(total(ex->reply_counts)));
-    if (comm_)
+    if (fwd_a2a_)
+        fwd_a2a_->run(comm_, send_buf_.data(), ex->serve_counts, rows.data(), ex->reply_counts,
+                      acc_comm_stats_);
+    else if (comm_)
         comm_
             ->all_to_all(send_buf_.data(), ex->serve_counts, rows.data(), ex->reply_counts,
                          CommType::kF32)
@@ -238,8 +243,10 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     }
     for (int r = 0; r < ranks_; ++r)  // bytes to other ranks: counts, requests, rows
         if (r != rank_)
-            acc_bytes_ += 8 + send_counts[static_cast<size_t>(r)] * 8 +
-                          ex->serve_counts[static_cast<size_t>(r)] * 4;
+            acc_bytes_ +=
+                8 + send_counts[static_cast<size_t>(r)] * 8 +
+                (fwd_codec_ ? fwd_codec_->encoded_bytes(ex->serve_counts[static_cast<size_t>(r)])
+                            : ex->serve_counts[static_cast<size_t>(r)] * 4);
     acc_s_ += timer.elapsed_s();
     const bool record = tape.recording();
     if (record) {
@@ -278,9 +285,12 @@ void ShardedTables::backward_exchange(Exchange& ex) {
                     static_cast<size_t>(q.c1 - q.c0) * sizeof(float));
     }
     ex.compact.clear();  // the fetched rows and their gradients are no longer needed
-    std::vector<float>& received = comm_ ? recv_buf_ : send_buf_;
+    std::vector<float>& received = comm_ || bwd_a2a_ ? recv_buf_ : send_buf_;
     received.resize(static_cast<size_t>(total(ex.serve_counts)));
-    if (comm_)
+    if (bwd_a2a_)  // embedding.comm_precision's backward codec
+        bwd_a2a_->run(comm_, grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
+                      acc_comm_stats_);
+    else if (comm_)
         comm_
             ->all_to_all(grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
                          CommType::kF32)
@@ -297,7 +307,10 @@ void ShardedTables::backward_exchange(Exchange& ex) {
         at += n;
     }
     for (int r = 0; r < ranks_; ++r)
-        if (r != rank_) acc_bytes_ += ex.reply_counts[static_cast<size_t>(r)] * 4;
+        if (r != rank_)
+            acc_bytes_ += bwd_codec_
+                              ? bwd_codec_->encoded_bytes(ex.reply_counts[static_cast<size_t>(r)])
+                              : ex.reply_counts[static_cast<size_t>(r)] * 4;
     acc_s_ += timer.elapsed_s();
 }
 

@@ -3,6 +3,7 @@
 #include "embedding/sharded_tables.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "comm/communicator.h"
@@ -36,6 +37,14 @@ ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<P
              "embedding.dtype: tables are stored as fp32 or bf16 (split-SGD halves), got ",
              dtype_name(options_.storage));
     ZT_ASSERT(inits.size() == plan_.tables.size(), "one init per table");
+    if (options_.forward_comm != CodecKind::kF32) {
+        fwd_codec_ = make_codec({options_.forward_comm, 256, 0.01});
+        fwd_a2a_ = std::make_unique<CompressedAllToAll>(*fwd_codec_);
+    }
+    if (options_.backward_comm != CodecKind::kF32) {
+        bwd_codec_ = make_codec({options_.backward_comm, 256, 0.01});
+        bwd_a2a_ = std::make_unique<CompressedAllToAll>(*bwd_codec_);
+    }
     shard_of_table_.assign(plan_.tables.size(), -1);
     for (size_t k = 0; k < plan_.tables.size(); ++k) {
         if (!plan_.sharded(k)) continue;
@@ -173,7 +182,7 @@ void ShardedTables::finish_grads() {
     // This rank's figures: rows touched per sharded table (a column split counts a row once, on
     // the shard holding column 0), then ids requested, bytes sent and seconds in the exchanges.
     const size_t nt = sharded_.size();
-    std::vector<double> mine(nt + 3, 0.0);
+    std::vector<double> mine(nt + 7, 0.0);
     for (auto& sp : shards_) {
         merge_grads(*sp);
         if (sp->range.col_begin != 0) continue;
@@ -184,6 +193,11 @@ void ShardedTables::finish_grads() {
     mine[nt] = static_cast<double>(acc_unique_ids_);
     mine[nt + 1] = static_cast<double>(acc_bytes_);
     mine[nt + 2] = acc_s_;
+    mine[nt + 3] = static_cast<double>(acc_comm_stats_.raw_bytes);
+    mine[nt + 4] = static_cast<double>(acc_comm_stats_.wire_bytes);
+    mine[nt + 5] = acc_comm_stats_.error_sq;
+    mine[nt + 6] = acc_comm_stats_.input_sq;
+    acc_comm_stats_ = {};
     acc_unique_ids_ = acc_bytes_ = 0;
     acc_s_ = 0;
     // The group's figures: sums over ranks, the slowest rank's seconds. One small all-gather a
@@ -201,6 +215,7 @@ void ShardedTables::finish_grads() {
     table_rows_touched_.assign(nt, 0);
     rows_touched_ = unique_ids_ = alltoall_bytes_ = 0;
     alltoall_s_ = 0;
+    comm_stats_ = {};
     for (int r = 0; r < ranks_; ++r) {
         const double* f = all.data() + static_cast<size_t>(r) * mine.size();
         for (size_t i = 0; i < nt; ++i) {
@@ -210,6 +225,10 @@ void ShardedTables::finish_grads() {
         unique_ids_ += static_cast<int64_t>(f[nt]);
         alltoall_bytes_ += static_cast<int64_t>(f[nt + 1]);
         alltoall_s_ = std::max(alltoall_s_, f[nt + 2]);
+        comm_stats_.raw_bytes += static_cast<int64_t>(f[nt + 3]);
+        comm_stats_.wire_bytes += static_cast<int64_t>(f[nt + 4]);
+        comm_stats_.error_sq += f[nt + 5];
+        comm_stats_.input_sq += f[nt + 6];
     }
 }
 
@@ -299,11 +318,26 @@ nlohmann::json ShardedTables::step_counters() const {
     nlohmann::json tables = nlohmann::json::object();
     for (size_t i = 0; i < sharded_.size() && i < table_rows_touched_.size(); ++i)
         tables[plan_.tables[static_cast<size_t>(sharded_[i])].name] = table_rows_touched_[i];
-    return {{"embedding_rows_touched", rows_touched_},
-            {"embedding_unique_ids", unique_ids_},
-            {"alltoall_bytes", alltoall_bytes_},
-            {"alltoall_s", alltoall_s_},
-            {"rows_touched", tables}};
+    nlohmann::json j = {{"embedding_rows_touched", rows_touched_},
+                        {"embedding_unique_ids", unique_ids_},
+                        {"alltoall_bytes", alltoall_bytes_},
+                        {"alltoall_s", alltoall_s_},
+                        {"rows_touched", tables}};
+    if (fwd_codec_ || bwd_codec_) {
+        // The compressed row and gradient exchanges (docs/compression.md), as the gradients'
+        // compression entry reports them: what the plain all-to-alls would have sent, and sent.
+        nlohmann::json c = {{"forward", codec_kind_name(options_.forward_comm)},
+                            {"backward", codec_kind_name(options_.backward_comm)},
+                            {"raw_bytes", comm_stats_.raw_bytes},
+                            {"wire_bytes", comm_stats_.wire_bytes}};
+        if (comm_stats_.wire_bytes > 0)
+            c["ratio"] = static_cast<double>(comm_stats_.raw_bytes) /
+                         static_cast<double>(comm_stats_.wire_bytes);
+        if (comm_stats_.input_sq > 0)
+            c["relative_error"] = std::sqrt(comm_stats_.error_sq / comm_stats_.input_sq);
+        j["comm_compression"] = c;
+    }
+    return j;
 }
 
 }  // namespace zt

@@ -19,6 +19,7 @@
 
 #include "autograd/module.h"
 #include "autograd/ops.h"
+#include "comm/compressed_all_to_all.h"
 #include "embedding/shard_plan.h"
 #include "nn/model.h"
 #include "nn/sparse_params.h"
@@ -32,6 +33,10 @@ struct ShardedTablesOptions {
     double lr = 0;  // the tables' own rate; 0: the dense optimizer's
     uint64_t seed = 42;
     DType compute_dtype = DType::kF32;  // dtype of the rows handed to pooling
+    // embedding.comm_precision: the codec of the rows sent to the requesting ranks (forward)
+    // and of their gradients sent to the owners (backward); kF32 keeps the plain all-to-all.
+    CodecKind forward_comm = CodecKind::kF32;
+    CodecKind backward_comm = CodecKind::kF32;
 };
 
 class ShardedTables : public SparseParams {
@@ -68,6 +73,10 @@ class ShardedTables : public SparseParams {
         return sparse_optim_name(options_.optimizer.kind);
     }
 
+    // The last step's bytes and error of the compressed row and gradient exchanges, summed over
+    // the group (zero when comm_precision is fp32).
+    const CompressionStats& comm_compression() const { return comm_stats_; }
+
     std::vector<std::string> describe() const override;
     nlohmann::json plan_json() const override;
     nlohmann::json step_counters() const override;
@@ -102,6 +111,11 @@ class ShardedTables : public SparseParams {
     // The exchanges' float buffers, reused (fresh vectors took fresh pages from the system every
     // step): what this rank sends (rows it serves, gradients it returns) and what it receives.
     std::vector<float> send_buf_, recv_buf_;
+    // embedding.comm_precision: codecs and their exchanges, null for f32 (the plain path).
+    std::unique_ptr<Codec> fwd_codec_, bwd_codec_;
+    std::unique_ptr<CompressedAllToAll> fwd_a2a_, bwd_a2a_;
+    CompressionStats acc_comm_stats_,
+        comm_stats_;  // this step's on this rank; the last step's, group sum
     // merge_grads' scratch, reused.
     std::vector<uint64_t> merge_keys_, merge_tmp_;
     std::vector<const float*> merge_grad_;

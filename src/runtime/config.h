@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/codec/codec.h"
 #include "comm/communicator.h"
 #include "compression/prune_schedule.h"
 #include "compression/qat.h"
@@ -160,6 +161,10 @@ struct PipelineConfig {
     // block costs (parallel/pipeline_partition.h) when "partition" is "balanced" or absent.
     std::vector<int64_t> partition;
     bool partition_given = false;
+    // comm_precision: codecs of the activations sent forward and the gradients sent backward
+    // between stages (runtime/pipeline_wire.h); kF32: plain.
+    CodecKind forward_comm = CodecKind::kF32;
+    CodecKind backward_comm = CodecKind::kF32;
     bool active() const { return stages > 1; }
     PipeOptions options(int64_t micro_batches) const {
         return {stages, static_cast<int>(micro_batches), virtual_stages, schedule};

@@ -3,6 +3,7 @@
 
 #include <climits>
 
+#include "comm/comm_precision.h"
 #include "runtime/config.h"
 
 namespace zt::config_detail {
@@ -29,6 +30,7 @@ void parse_pipeline(Section& parallel, PipelineConfig& p, std::optional<int64_t>
             p.partition_given = !p.partition.empty();
         }
     }
+    parse_comm_precision(s, p.forward_comm, p.backward_comm);
     s.finish();
 }
 
@@ -37,6 +39,9 @@ void resolve_pipeline(TrainConfig& c) {
     if (!p.active()) {
         ZT_CHECK(!p.partition_given && p.virtual_stages == 1,
                  "parallel.pipeline: partition and virtual_stages need stages > 1");
+        ZT_CHECK(p.forward_comm == CodecKind::kF32 && p.backward_comm == CodecKind::kF32,
+                 "parallel.pipeline.comm_precision: with 1 stage nothing travels between "
+                 "stages; set stages > 1 or remove comm_precision");
         return;
     }
     const int64_t blocks = c.model->pipeline_blocks();

@@ -43,7 +43,11 @@ PipelineModel& pipeline_model(Engine& e) {
 }  // namespace
 
 PipelineRunner::PipelineRunner(Engine& engine, Communicator* pp, PipelineRunOptions o)
-    : engine_(engine), model_(pipeline_model(engine)), pp_(pp), o_(o) {
+    : engine_(engine),
+      model_(pipeline_model(engine)),
+      pp_(pp),
+      o_(o),
+      wire_(o.forward_comm, o.backward_comm) {
     ZT_CHECK(pp_ != nullptr && pp_->size() == o_.pipe.stages, "pipeline runner: a group of ",
              pp_ ? pp_->size() : 0, " ranks for ", o_.pipe.stages, " stages");
     ZT_CHECK(o_.pipe.micro_batches == engine_.options().grad_accum,
@@ -92,10 +96,18 @@ void PipelineRunner::send(const Tensor& t, bool activations, int micro, int to_v
     const int to = to_vs % o_.pipe.stages;
     if (activations && steps_run_ == 0 && stage_ == o_.skip_send_stage &&
         micro == o_.skip_send_micro)
-        return;  // the planted fault (PipelineRunOptions::skip_send_*)
+        return;                           // the planted fault (PipelineRunOptions::skip_send_*)
+    if (wire_.compressed(activations)) {  // parallel.pipeline.comm_precision
+        auto bytes = wire_.encode(activations, t);
+        CommHandle h = pp_->send(bytes->data(), static_cast<int64_t>(bytes->size()), CommType::kU8,
+                                 to, tag(activations, micro, to_vs));
+        sends_.push_back({std::move(h), t, micro, to_vs, activations, std::move(bytes)});
+        retire_sends(false);
+        return;
+    }
     CommHandle h =
         pp_->send(t.raw(), t.numel(), comm_type_of(t.dtype()), to, tag(activations, micro, to_vs));
-    sends_.push_back({std::move(h), t, micro, to_vs, activations});
+    sends_.push_back({std::move(h), t, micro, to_vs, activations, nullptr});
     retire_sends(false);
 }
 
@@ -103,6 +115,15 @@ Tensor PipelineRunner::recv(const Shape& shape, bool activations, int micro, int
     const int me = activations ? from_vs + 1 : from_vs - 1;  // the receiving virtual stage
     Tensor t = Tensor::empty(engine_.pool(), shape, engine_.options().compute_dtype,
                              MemCategory::kActivations);
+    if (wire_.compressed(activations)) {
+        std::vector<uint8_t> bytes(
+            static_cast<size_t>(wire_.encoded_bytes(activations, t.numel())));
+        CommHandle h = pp_->recv(bytes.data(), static_cast<int64_t>(bytes.size()), CommType::kU8,
+                                 from_vs % o_.pipe.stages, tag(activations, micro, me));
+        wait(h, activations, true, micro, from_vs);
+        wire_.decode(activations, bytes, t);
+        return t;
+    }
     CommHandle h = pp_->recv(t.raw(), t.numel(), comm_type_of(t.dtype()), from_vs % o_.pipe.stages,
                              tag(activations, micro, me));
     wait(h, activations, true, micro, from_vs);
@@ -223,6 +244,7 @@ void PipelineRunner::run(std::span<const Batch> batches) {
              o_.pipe.micro_batches);
     executed_.clear();
     stats_ = PipeStepStats{};
+    wire_.reset_stats();
     in_flight_ = 0;
     losses_.assign(batches.size(), 0.0);
     Stopwatch span;
@@ -267,6 +289,7 @@ void PipelineRunner::run(std::span<const Batch> batches) {
 
 double PipelineRunner::eval_loss(const Batch& batch) {
     const PipeStage& st = model_.stage();
+    const CompressionStats train_stats = wire_.stats();  // evaluation's sends are not counted
     double loss = 0;
     for (int c = 0; c < st.chunk_count(); ++c) {
         const int vs = st.virtual_stage(c);
@@ -281,6 +304,8 @@ double PipelineRunner::eval_loss(const Batch& batch) {
             send(out->value, true, 0, vs + 1);
     }
     retire_sends(true);
+    wire_.reset_stats();
+    wire_.stats_add(train_stats);
     pp_->all_reduce(&loss, 1, CommType::kF64)->wait();  // the last stage's, everywhere
     return loss;
 }

@@ -18,6 +18,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "runtime/engine.h"
 #include "runtime/pipeline_status.h"
+#include "runtime/pipeline_wire.h"
 
 namespace zt {
 
@@ -28,6 +29,10 @@ struct PipelineRunOptions {
     // activations of that micro-batch in the first step. -1: none.
     int skip_send_stage = -1;
     int skip_send_micro = -1;
+    // parallel.pipeline.comm_precision: codecs of the activations sent forward and the
+    // gradients sent backward (pipeline_wire.h); kF32: plain.
+    CodecKind forward_comm = CodecKind::kF32;
+    CodecKind backward_comm = CodecKind::kF32;
 };
 
 // One step of this stage, and the pipeline's bubble over every stage.
@@ -62,6 +67,8 @@ class PipelineRunner {
     const std::vector<PipeOp>& executed() const { return executed_; }
     const std::vector<PipeOp>& schedule() const { return ops_; }
     const PipeStepStats& stats() const { return stats_; }
+    // The last step's bytes and error of the compressed sends (parallel.pipeline.comm_precision).
+    const PipeWire& wire() const { return wire_; }
 
   private:
     struct Slot;
@@ -89,6 +96,7 @@ class PipelineRunner {
         Tensor buf;
         int micro, vs;
         bool activations;
+        std::shared_ptr<std::vector<uint8_t>> bytes;  // the encoding in flight, when compressed
     };
     std::vector<PendingSend> sends_;
     std::vector<double> losses_;  // per micro-batch, on the stage that holds the last piece
@@ -97,6 +105,7 @@ class PipelineRunner {
     int64_t steps_run_ = 0;
     const PipeOp* current_ = nullptr;         // the op this stage is in (for the watchdog report)
     std::unique_ptr<PipelineStatus> status_;  // what this stage does, for the others' watchdog
+    PipeWire wire_;
 };
 
 }  // namespace zt

@@ -1,5 +1,6 @@
 #include "runtime/pipeline_step.h"
 
+#include <cmath>
 #include <cstdlib>
 
 namespace zt {
@@ -19,6 +20,8 @@ PipelineRunOptions runner_options(const TrainConfig& cfg) {
     PipelineRunOptions o;
     o.pipe = cfg.pipe.options(cfg.grad_accum);
     o.timeout_s = cfg.comm.timeout_s;
+    o.forward_comm = cfg.pipe.forward_comm;
+    o.backward_comm = cfg.pipe.backward_comm;
     read_skip_send(o);
     return o;
 }
@@ -55,11 +58,26 @@ void PipelineStep::run() {
 
 nlohmann::json PipelineStep::metrics() const {
     const PipeStepStats& s = runner_.stats();
-    return {{"bubble", s.bubble},
-            {"bubble_formula", pipe_bubble_formula(pipe_)},
-            {"busy_s", s.busy_s},
-            {"span_s", s.span_s},
-            {"peak_in_flight", s.peak_in_flight}};
+    nlohmann::json m = {{"bubble", s.bubble},
+                        {"bubble_formula", pipe_bubble_formula(pipe_)},
+                        {"busy_s", s.busy_s},
+                        {"span_s", s.span_s},
+                        {"peak_in_flight", s.peak_in_flight}};
+    const PipeWire& w = runner_.wire();
+    if (w.compressed(true) || w.compressed(false)) {
+        // This stage's sends of the step (parallel.pipeline.comm_precision), as the gradients'
+        // compression entry reports them: what the plain sends would have carried, and carried.
+        const CompressionStats& c = w.stats();
+        nlohmann::json j = {{"forward", codec_kind_name(w.kind(true))},
+                            {"backward", codec_kind_name(w.kind(false))},
+                            {"raw_bytes", c.raw_bytes},
+                            {"wire_bytes", c.wire_bytes}};
+        if (c.wire_bytes > 0)
+            j["ratio"] = static_cast<double>(c.raw_bytes) / static_cast<double>(c.wire_bytes);
+        if (c.input_sq > 0) j["relative_error"] = std::sqrt(c.error_sq / c.input_sq);
+        m["comm_compression"] = j;
+    }
+    return m;
 }
 
 std::string PipelineStep::describe() const {

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/codec/codec.h"
 #include "comm/communicator.h"
+#include "comm/compressed_all_to_all.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
 
@@ -30,23 +32,41 @@ inline double input_value(CommType t, int rank, int64_t i, int salt) {
         case CommType::kF32:
         case CommType::kBF16:
         case CommType::kF16:
-        case CommType::kF64: return static_cast<double>(h) / 64.0 * (1.0 + 0.37 * rank);
-        case CommType::kI32: return static_cast<double>(h * 1009);
-        case CommType::kI64: return static_cast<double>(h) * 4.0e12;
-        case CommType::kU8: return static_cast<double>(h & 0xff);
+        case CommType::kF64:
+            return static_cast<double>(h) / 64.0 * (1.0 + 0.37 * rank);
+        case CommType::kI32:
+            return static_cast<double>(h * 1009);
+        case CommType::kI64:
+            return static_cast<double>(h) * 4.0e12;
+        case CommType::kU8:
+            return static_cast<double>(h & 0xff);
     }
     return 0;
 }
 
 inline void store(CommType t, void* buf, int64_t i, double v) {
     switch (t) {
-        case CommType::kF32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-        case CommType::kBF16: static_cast<bf16*>(buf)[i] = f32_to_bf16(static_cast<float>(v)); break;
-        case CommType::kF16: static_cast<f16*>(buf)[i] = f32_to_f16(static_cast<float>(v)); break;
-        case CommType::kF64: static_cast<double*>(buf)[i] = v; break;
-        case CommType::kI32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-        case CommType::kI64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-        case CommType::kU8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
+        case CommType::kF32:
+            static_cast<float*>(buf)[i] = static_cast<float>(v);
+            break;
+        case CommType::kBF16:
+            static_cast<bf16*>(buf)[i] = f32_to_bf16(static_cast<float>(v));
+            break;
+        case CommType::kF16:
+            static_cast<f16*>(buf)[i] = f32_to_f16(static_cast<float>(v));
+            break;
+        case CommType::kF64:
+            static_cast<double*>(buf)[i] = v;
+            break;
+        case CommType::kI32:
+            static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
+            break;
+        case CommType::kI64:
+            static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v);
+            break;
+        case CommType::kU8:
+            static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
+            break;
     }
 }
 
@@ -154,8 +174,8 @@ inline void check_reduce_scatter(Communicator& c) {
             int64_t off = 0;
             for (int r = 0; r < c.rank(); ++r) off += counts[static_cast<size_t>(r)];
             const auto send = inputs(t, c.rank(), 0, total(counts), 2);
-            std::vector<char> recv(static_cast<size_t>(counts[static_cast<size_t>(c.rank())]) *
-                                       comm_type_size(t) + 1);
+            std::vector<char> recv(
+                static_cast<size_t>(counts[static_cast<size_t>(c.rank())]) * comm_type_size(t) + 1);
             c.reduce_scatter(send.data(), recv.data(), counts, t)->wait();
             expect_sum(c, "reduce_scatter", t, recv.data(), ranks, off,
                        counts[static_cast<size_t>(c.rank())], 2);
@@ -169,7 +189,8 @@ inline void expect_gathered(Communicator& c, const char* op, CommType t, const c
     int64_t off = 0;
     for (int q = 0; q < c.size(); ++q) {
         const auto want = inputs(t, q, 0, counts[static_cast<size_t>(q)], 3);
-        const size_t nbytes = static_cast<size_t>(counts[static_cast<size_t>(q)]) * comm_type_size(t);
+        const size_t nbytes =
+            static_cast<size_t>(counts[static_cast<size_t>(q)]) * comm_type_size(t);
         ZT_CHECK(std::memcmp(recv + static_cast<size_t>(off) * comm_type_size(t), want.data(),
                              nbytes) == 0,
                  "rank ", c.rank(), " of ", c.size(), ": ", op, " ", comm_type_name(t),
@@ -266,6 +287,64 @@ inline void check_all_to_all(Communicator& c) {
     }
 }
 
+// compressed all-to-all (comm/compressed_all_to_all.h): rank i sends ccount(i, j) floats (odd,
+// zero for j = 0 from rank 1, one past a codec block) of value input_value(kF32, i, 1000 j + k, 7)
+// to rank j. Lossless: the plain all_to_all's bits. Lossy: each segment received is, bit for
+// bit, the receiver's own encode-then-decode of what the sender held (decoding is pure), and the
+// stats count the encoded bytes of the segments for other ranks.
+inline int64_t ccount(int from, int to) {
+    return from == 1 && to == 0 ? 0 : 3 + 127 * ((from + 2 * to) % 3);
+}
+
+inline void check_compressed_all_to_all(Communicator& c) {
+    const int n = c.size(), r = c.rank();
+    auto values = [](int from, int to) {
+        std::vector<float> v(static_cast<size_t>(ccount(from, to)));
+        for (size_t k = 0; k < v.size(); ++k)
+            v[k] = static_cast<float>(
+                input_value(CommType::kF32, from, 1000 * to + static_cast<int64_t>(k), 7));
+        return v;
+    };
+    for (CodecKind kind : {CodecKind::kF32, CodecKind::kBf16, CodecKind::kF16, CodecKind::kInt8,
+                           CodecKind::kInt4, CodecKind::kFp8E4M3, CodecKind::kFp8E5M2}) {
+        auto codec = make_codec({kind, 256, 0.01});
+        std::vector<int64_t> sc(static_cast<size_t>(n)), rc(static_cast<size_t>(n));
+        std::vector<float> send, want;
+        int64_t wire = 0;
+        for (int q = 0; q < n; ++q) {
+            sc[static_cast<size_t>(q)] = ccount(r, q);
+            rc[static_cast<size_t>(q)] = ccount(q, r);
+            const auto s = values(r, q);
+            send.insert(send.end(), s.begin(), s.end());
+            if (q != r) wire += codec->encoded_bytes(ccount(r, q));
+            auto w = values(q, r);  // the sender's values, through the codec here
+            std::vector<uint8_t> bytes(static_cast<size_t>(codec->encoded_bytes(ccount(q, r))));
+            if (!w.empty()) {
+                codec->encode(w.data(), ccount(q, r), bytes.data());
+                codec->decode(bytes.data(), ccount(q, r), w.data());
+            }
+            want.insert(want.end(), w.begin(), w.end());
+        }
+        if (kind == CodecKind::kF32) {  // the plain exchange's bits
+            std::vector<float> plain(want.size() + 1);
+            c.all_to_all(send.data(), sc, plain.data(), rc, CommType::kF32)->wait();
+            ZT_CHECK(std::memcmp(plain.data(), want.data(), want.size() * 4) == 0, "rank ", r,
+                     ": plain all_to_all differs from the sent values");
+        }
+        std::vector<float> got(want.size() + 1, -7.0f);
+        CompressedAllToAll a2a(*codec);
+        CompressionStats stats;
+        a2a.run(&c, send.data(), sc, got.data(), rc, stats);
+        ZT_CHECK(std::memcmp(got.data(), want.data(), want.size() * 4) == 0, "rank ", r,
+                 ": compressed all_to_all ", codec_kind_name(kind), " differs");
+        ZT_CHECK(got[want.size()] == -7.0f, "rank ", r, ": wrote past the receive buffer");
+        ZT_CHECK(stats.wire_bytes == wire, "rank ", r, ": ", codec_kind_name(kind), " counted ",
+                 stats.wire_bytes, " wire bytes, expected ", wire);
+        ZT_CHECK(kind != CodecKind::kF32 || stats.error_sq == 0, "rank ", r,
+                 ": the lossless codec has error");
+    }
+}
+
 // A ring: each rank sends to the next and receives from the previous, receives issued first,
 // two tags in flight at once; with one rank it sends to itself.
 inline void check_send_recv(Communicator& c) {
@@ -306,8 +385,8 @@ inline void check_split(Communicator& c) {
         if (q % 2 == r % 2) members.push_back(q);
     ZT_CHECK(sub && sub->size() == static_cast<int>(members.size()), "rank ", r,
              ": split sub-group size ", sub ? sub->size() : -1, ", expected ", members.size());
-    const int want_rank = static_cast<int>(
-        std::find(members.begin(), members.end(), r) - members.begin());
+    const int want_rank =
+        static_cast<int>(std::find(members.begin(), members.end(), r) - members.begin());
     ZT_CHECK(sub->rank() == want_rank, "rank ", r, ": split rank ", sub->rank(), ", expected ",
              want_rank);
     for (CommType t : {CommType::kF32, CommType::kBF16}) {
@@ -373,6 +452,7 @@ inline const std::vector<Check>& checks() {
         {"all_reduce_matches_rs_ag", check_all_reduce_matches_rs_ag},
         {"broadcast", check_broadcast},
         {"all_to_all", check_all_to_all},
+        {"compressed_all_to_all", check_compressed_all_to_all},
         {"send_recv", check_send_recv},
         {"barrier", check_barrier},
         {"split", check_split},

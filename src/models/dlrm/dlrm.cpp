@@ -68,8 +68,8 @@ EmbeddingBagTable::EmbeddingBagTable(const DlrmTable& t)
 
 Var EmbeddingBagTable::forward(Tape& tape, std::span<const int32_t> ids,
                                std::span<const int64_t> offsets, std::span<const float> weights) {
-    return call(tape,
-                [&] { return ops::embedding_bag(tape, weight.var, ids, offsets, weights, pooling); });
+    return call(
+        tape, [&] { return ops::embedding_bag(tape, weight.var, ids, offsets, weights, pooling); });
 }
 
 Dlrm::Dlrm(const DlrmOptions& o)
@@ -171,9 +171,9 @@ void Dlrm::attach(const ModelContext& ctx) {
     if (sharded_index_.empty()) return;
     std::vector<ParamInit> inits;
     for (const DlrmTable& t : options_.tables) inits.push_back(dlrm_table_init(t));
-    EmbeddingPlan plan = dlrm_embedding_plan(options_, ctx.comm ? ctx.comm->size() : 1,
-                                             ctx.micro_batch, ctx.grad_accum,
-                                             ctx.budget_bytes_per_rank);
+    EmbeddingPlan plan =
+        dlrm_embedding_plan(options_, ctx.comm ? ctx.comm->size() : 1, ctx.micro_batch,
+                            ctx.grad_accum, ctx.budget_bytes_per_rank);
     for (size_t k = 0; k < options_.tables.size(); ++k)
         ZT_ASSERT(plan.sharded(k) == (tables[k] == nullptr && !options_.tables[k].dynamic),
                   "the plan and the model disagree on ", plan.tables[k].name);
@@ -183,6 +183,8 @@ void Dlrm::attach(const ModelContext& ctx) {
     so.lr = e.lr;
     so.seed = ctx.seed;
     so.compute_dtype = ctx.compute_dtype;
+    so.forward_comm = e.forward_comm;
+    so.backward_comm = e.backward_comm;
     sharded_ =
         std::make_unique<ShardedTables>(*ctx.pool, std::move(plan), std::move(inits), ctx.comm, so);
     sparse_ = sharded_.get();
@@ -210,13 +212,11 @@ Var Dlrm::logits(Tape& tape, const ClickBatch& b) {
         // The dense input in the compute dtype (that of the first bottom weight).
         const DType dt = bottom[0]->weight.var->value.dtype();
         Tensor dense = Tensor::empty(tape.pool(), {b.B, b.F}, dt, MemCategory::kActivations);
-        convert(b.dense.data(), DType::kF32, dense.raw(), dt,
-                static_cast<size_t>(b.B * b.F));
+        convert(b.dense.data(), DType::kF32, dense.raw(), dt, static_cast<size_t>(b.B * b.F));
         Var x = mlp(tape, make_var(dense), bottom, true);
         std::vector<Var> embs(tables.size());
         if (sharded_) {
-            std::vector<Var> pooled =
-                sharded_->lookup(tape, sharded_index_, b, sharded_pooling_);
+            std::vector<Var> pooled = sharded_->lookup(tape, sharded_index_, b, sharded_pooling_);
             for (size_t i = 0; i < pooled.size(); ++i)
                 embs[static_cast<size_t>(sharded_index_[i])] = pooled[i];
         }

@@ -51,8 +51,12 @@ struct DlrmEmbedding {
     bool enabled = false;
     std::vector<ShardKind> sharding = {ShardKind::kAuto};  // one, or one per table
     SparseOptimOptions optimizer;
-    double lr = 0;                 // 0: the dense optimizer's rate
-    DType storage = DType::kF32;   // kBF16: split-SGD halves
+    double lr = 0;                // 0: the dense optimizer's rate
+    DType storage = DType::kF32;  // kBF16: split-SGD halves
+    // comm_precision: codecs of the sharded tables' row (forward) and gradient (backward)
+    // all-to-alls; kF32: the plain exchanges.
+    CodecKind forward_comm = CodecKind::kF32;
+    CodecKind backward_comm = CodecKind::kF32;
     // Whether table k stays a replicated dense parameter (the plan's rule, shard_plan.h).
     bool replicated(const DlrmTable& t, size_t k) const;
 };
@@ -84,7 +88,7 @@ ParamInit dlrm_table_init(const DlrmTable& t);
 
 // One table: its "weight" (rows, dim) and pooling.
 class EmbeddingBagTable : public Module {
-public:
+  public:
     explicit EmbeddingBagTable(const DlrmTable& t);
     Var forward(Tape& tape, std::span<const int32_t> ids, std::span<const int64_t> offsets,
                 std::span<const float> weights);
@@ -95,7 +99,7 @@ public:
 // A list of modules named "0", "1", ... like nn.ModuleList (and nn.Sequential, whose ReLUs own
 // nothing: only the Linear indices exist here).
 class ModuleList : public Module {
-public:
+  public:
     template <typename M, typename... Args>
     M& add(int64_t index, Args&&... args) {
         return register_module<M>(std::to_string(index), std::forward<Args>(args)...);
@@ -103,7 +107,7 @@ public:
 };
 
 class Dlrm : public Model {
-public:
+  public:
     explicit Dlrm(const DlrmOptions& o);
     // -> logits (B, 1)
     Var logits(Tape& tape, const ClickBatch& batch);
@@ -124,7 +128,7 @@ public:
     std::vector<EmbeddingBagTable*> tables;  // null for a table outside the arena
     std::vector<Linear*> bottom, top;
 
-private:
+  private:
     Var mlp(Tape& tape, Var x, const std::vector<Linear*>& layers, bool relu_last);
 
     DlrmOptions options_;

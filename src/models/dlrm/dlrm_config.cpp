@@ -2,6 +2,7 @@
 // click-log source. Every wrong value is recorded with its dotted key (Note [Config errors]).
 #include <algorithm>
 
+#include "comm/comm_precision.h"
 #include "models/dlrm/dlrm_family.h"
 #include "util/error.h"
 
@@ -165,7 +166,8 @@ DlrmDataOptions parse_data(Section& s) {
 }
 
 // "embedding": {"sharding": KIND or [KIND per table], "dtype": "fp32" | "bf16",
-//                "optimizer": {"type", "lr", "eps", "initial_accumulator", "beta1", "beta2"}}
+//                "optimizer": {"type", "lr", "eps", "initial_accumulator", "beta1", "beta2"},
+//                "comm_precision": P or {"forward": P, "backward": P}}
 DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_tables) {
     const size_t tables = model_tables.size();
     std::vector<bool> dynamic;
@@ -223,6 +225,15 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
         ZT_CHECK(e.storage == DType::kF32 ||
                      std::find(dynamic.begin(), dynamic.end(), true) == dynamic.end(),
                  s.key("dtype"), ": dynamic tables keep fp32 rows; use dtype \"fp32\"");
+    });
+    parse_comm_precision(s, e.forward_comm, e.backward_comm);
+    s.guard([&] {
+        const bool compressed =
+            e.forward_comm != CodecKind::kF32 || e.backward_comm != CodecKind::kF32;
+        ZT_CHECK(!compressed || std::find(dynamic.begin(), dynamic.end(), true) == dynamic.end(),
+                 s.key("comm_precision"),
+                 ": dynamic (hash-keyed) tables exchange their rows in fp32 only; "
+                 "use \"fp32\", or static tables");
     });
     o.finish();
     return e;
