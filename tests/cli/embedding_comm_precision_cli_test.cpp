@@ -135,6 +135,26 @@ TEST_F(EmbeddingCommCli, ThreadsAndMpiDecodeTheSameBits) {
     EXPECT_EQ(a.weights, b.weights);
 }
 
+TEST_F(EmbeddingCommCli, ThreeAndFourRanksTrainWithTheCodecsBytes) {
+    // Uneven row shards (3001 rows over 3 ranks) and a table on one rank of four; the exchange's
+    // bytes follow the codec (int8: 1 byte a value plus a 4-byte scale per started block of 256,
+    // padded to 4 bytes, per segment; a segment holds one or more 5-value rows, so the ratio is
+    // between 20 / 12 (a lone row) and 4).
+    for (int ranks : {3, 4}) {
+        const std::string run = "r" + std::to_string(ranks);
+        train_ok(with(dlrm_config(3), "int8"), run, ranks);
+        const RunLog r = read_run(run);
+        ASSERT_EQ(r.loss.size(), 3u) << run;
+        for (double l : r.loss) EXPECT_TRUE(std::isfinite(l)) << run;
+        const nlohmann::json m = comm(run).back();
+        ASSERT_TRUE(m.is_object()) << run;
+        EXPECT_GE(m["ratio"].get<double>(), 20.0 / 12) << run;
+        EXPECT_LE(m["ratio"].get<double>(), 4.0) << run;
+        train_ok(dlrm_config(3), run + "_plain", ranks);
+        EXPECT_LE(std::fabs(r.loss.back() / read_run(run + "_plain").loss.back() - 1), 0.02) << run;
+    }
+}
+
 TEST_F(EmbeddingCommCli, BadValuesAreRefusedBeforeTheFirstStep) {
     struct Bad {
         nlohmann::json precision;
