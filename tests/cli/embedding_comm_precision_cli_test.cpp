@@ -175,6 +175,20 @@ TEST_F(EmbeddingCommCli, BadValuesAreRefusedBeforeTheFirstStep) {
         EXPECT_NE(r.output.find(b.says), std::string::npos) << r.output;
         EXPECT_FALSE(fs::exists(dir_ / run / "metrics.jsonl")) << b.says;
     }
+    // Dynamic (hash-keyed) tables exchange fp32 rows only.
+    nlohmann::json dyn = with(dlrm_config(2), "fp16");
+    dyn["model"].erase("table_rows");
+    dyn["model"]["tables"] = {{{"rows", 3001}, {"dim", 5}},
+                              {{"dynamic", true}, {"dim", 5}, {"min_count", 1}}};
+    dyn["embedding"].erase("sharding");
+    {
+        const Bad b{"", "dynamic (hash-keyed) tables exchange their rows in fp32 only"};
+        const std::string run = "dyn";
+        const CommandResult r = train_run(dyn, run, "", 2);
+        EXPECT_EQ(r.code, 2) << b.says << ": " << r.output;
+        EXPECT_NE(r.output.find(b.says), std::string::npos) << r.output;
+        EXPECT_FALSE(fs::exists(dir_ / run / "metrics.jsonl")) << b.says;
+    }
 }
 
 }  // namespace
