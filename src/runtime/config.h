@@ -23,8 +23,9 @@
 namespace zt {
 
 struct OptimizerConfig {
-    std::string type = "AdamW";  // "AdamW", "SGD", "Adagrad" or "Lion" (DeepSpeed's "Adam"
-                                 // becomes "AdamW" unless adam_w_mode is false, then "Adam")
+    // "AdamW", "Adam", "SGD", "Adagrad", "Lion" or "OneBitAdam" (DeepSpeed's "Adam" becomes
+    // "AdamW" unless adam_w_mode is false, then "Adam")
+    std::string type = "AdamW";
     double lr = 1e-3;
     double beta1 = 0.9, beta2 = 0.999;  // Adam, AdamW; Lion (its default: 0.9, 0.99)
     double eps = 1e-8;                  // Adam, AdamW; Adagrad (its default: 1e-10)
@@ -34,6 +35,7 @@ struct OptimizerConfig {
     bool nesterov = false;        // SGD
     double lr_decay = 0.0;        // Adagrad
     double initial_accumulator_value = 0.0;  // Adagrad
+    int64_t freeze_step = 100000;            // OneBitAdam: updates before the compressed phase
 };
 
 // The "scheduler" section: the optim layer's options, field for field.

@@ -16,6 +16,7 @@
 #include "optim/adagrad.h"
 #include "optim/adamw.h"
 #include "optim/lion.h"
+#include "optim/onebit_adam.h"
 #include "optim/sgd.h"
 #include "parallel/tensor_parallel_weights.h"
 #include "runtime/checkpointer.h"
@@ -76,6 +77,15 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
         lo.beta2 = o.beta2;
         lo.weight_decay = o.weight_decay;
         return std::make_unique<Lion>(lo);
+    }
+    if (o.type == "OneBitAdam") {
+        OneBitAdamOptions bo;
+        bo.beta1 = o.beta1;
+        bo.beta2 = o.beta2;
+        bo.eps = o.eps;
+        bo.weight_decay = o.weight_decay;
+        bo.freeze_step = o.freeze_step;
+        return std::make_unique<OneBitAdam>(bo);
     }
     AdamWOptions ao;
     ao.beta1 = o.beta1;
@@ -591,6 +601,10 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             dp.reset_exposed_comm_s();
             const CommStats comm_before = mesh.stats();
             const CompressionStats compression_before = dp.grad_compression_stats();
+            const bool onebit_compressed = engine.onebit_compressing();
+            const CompressionStats momentum_before = engine.momentum_compression_stats()
+                                                         ? *engine.momentum_compression_stats()
+                                                         : CompressionStats{};
             profilers.before_step(step);
             Stopwatch sw;
             if (slow_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s));
@@ -689,6 +703,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (cfg.grad_compression.enabled)
                     line["compression"] = grad_compression_metrics(
                         cfg.grad_compression, dp.grad_compression_stats(), compression_before);
+                if (const CompressionStats* m = engine.momentum_compression_stats())
+                    line["compression"] =
+                        momentum_compression_metrics(onebit_compressed, *m, momentum_before);
                 if (cfg.quantization.enabled)
                     line["quantization"] = quantization_metrics(engine, cfg.quantization, step + 1);
                 if (const Pruner* pr = engine.pruner())  // per layer when the masks change
