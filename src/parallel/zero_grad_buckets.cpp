@@ -2,6 +2,14 @@
 
 #include <algorithm>
 
+// Note [Finish order]
+// Collectives must be issued in the same order on every rank. Launches are (the backward's
+// module order is the same everywhere), but finishing a reduction early, when its handle tests
+// complete, depends on timing. That is harmless when finishing only copies results; a
+// reduction whose finish issues a second collective (finish_communicates) is therefore finished
+// at fixed points only: before the next launch, and at the end of the backward. It still
+// overlaps with the backward computation until the next bucket is ready.
+
 namespace zt {
 
 GradBuckets::GradBuckets(ZeroContext& ctx, Module& model, GradReduce& reduce)
@@ -48,14 +56,20 @@ void GradBuckets::mark_ready(Module& m) {
             finish_all();
         }
     }
-    // Retire finished reductions from the front, so lent bucket memory goes back early.
-    while (!pending_.empty() && (!pending_.front()->handle || pending_.front()->handle->test())) {
+    // Retire finished reductions from the front, so lent bucket memory goes back early (not one
+    // whose finish communicates: Note [Finish order]).
+    while (!pending_.empty() && !pending_.front()->finish_communicates &&
+           (!pending_.front()->handle || pending_.front()->handle->test())) {
         finish(*pending_.front());
         pending_.erase(pending_.begin());
     }
 }
 
 void GradBuckets::launch(int b) {
+    // A pending reduction whose finish communicates finishes before this launch, on every rank.
+    if (std::any_of(pending_.begin(), pending_.end(),
+                    [](const auto& r) { return r->finish_communicates; }))
+        finish_all();
     launched_[static_cast<size_t>(b)] = 1;
     const int64_t n = ctx_.buckets[static_cast<size_t>(b)].range.size();
     MemScope scope(ctx_.pool, MemPhase::kComm);

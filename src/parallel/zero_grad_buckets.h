@@ -24,6 +24,10 @@ struct BucketReduction {
     Tensor wire;  // all-reduce: the bucket as it travels (reduced in place)
     Tensor f32;   // compressed transport: the bucket in f32, when its dtype differs
     Tensor aux;   // PowerSGD transport: the P factors (and uncompressed values) in flight
+    // Set by the transport's start when its finish issues another collective (a compressed
+    // all-reduce's all-gather, PowerSGD's Q all-reduce): such a reduction is finished only where
+    // every rank finishes it in the same order (Note [Finish order]).
+    bool finish_communicates = false;
 };
 
 // How one gradient bucket is reduced.
