@@ -42,9 +42,12 @@ VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
     "s0-int4": (0, {"type": "int4"}),
     "s0-topk1%": (0, {"type": "topk", "ratio": 0.01}),
     "s0-onebit": (0, {"type": "onebit"}),
+    "s0-powersgd4": (0, {"type": "powersgd", "rank": 4}),
+    "s0-onebitadam": (0, "onebitadam"),  # optimizer OneBitAdam, compressed from update 2
     "s3-none": (3, None),
     "s3-int8": (3, {"type": "int8"}),
     "s3-zero++": (3, "zero++"),  # zero_quantized_weights and zero_quantized_gradients
+    "s3-powersgd4": (3, {"type": "powersgd", "rank": 4}),
 }
 HOOKS = {"torch-none": ("none", 0), "torch-fp16": ("fp16", 0), "torch-powersgd4": ("powersgd", 4)}
 
@@ -61,6 +64,11 @@ def run_zerotrain(args, variant, workdir):
     cfg["zero_optimization"] = {"stage": stage}
     if grads == "zero++":
         cfg["zero_optimization"].update(zero_quantized_weights=True, zero_quantized_gradients=True)
+    elif grads == "onebitadam":  # the same AdamW settings, the warm-up one update long
+        params = dict(cfg["optimizer"]["params"], freeze_step=1)
+        params.pop("bias_correction", None)
+        cfg["optimizer"] = {"type": "OneBitAdam", "params": params}
+        cfg.pop("gradient_clipping", None)
     elif grads:
         cfg["compression"] = {"gradients": grads}
     run_dir = tempfile.mkdtemp(prefix=variant + "-", dir=workdir)
@@ -86,7 +94,8 @@ def run_zerotrain(args, variant, workdir):
     res.update(step_s=statistics.median(x["step_time_s"] for x in timed),
                exposed_s=statistics.median(x["comm_overlap"]["exposed_s"] for x in timed),
                loss_last=steps[-1]["loss"], tx_bytes_per_step_run=(tx1 - tx0) / len(steps))
-    g = steps[-1].get("compression", {}).get("gradients")
+    c = steps[-1].get("compression", {})
+    g = c.get("gradients") or c.get("momentum")
     if g:
         res.update(wire_bytes=g["wire_bytes"], raw_bytes=g["raw_bytes"],
                    relative_error=g.get("relative_error"))
@@ -184,6 +193,10 @@ def derive(report):
             best = min(zs, key=lambda r: r["step_s"])
             ratios.append(f"{rate}: PowerSGD hook step / zerotrain best ({best['variant']}) step = "
                           f"{ps[0]['step_s'] / best['step_s']:.2f}")
+            mine = [r for r in zs if r["variant"] == "s0-powersgd4"]
+            if mine:
+                ratios.append(f"{rate}: PowerSGD hook step / zerotrain PowerSGD (rank 4) step = "
+                              f"{ps[0]['step_s'] / mine[0]['step_s']:.2f}")
     report["ratios"] = ratios
 
 
