@@ -485,6 +485,16 @@ int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
     cc.local_ranks = s.get_int("local_ranks", 1, 1, INT_MAX);
     cc.timeout_s = s.get_number("timeout_s", kDefaultCommTimeoutS, 0.0);
     cc.check_sequence = s.get_bool("check_sequence", false);
+    if (const json* h = s.take("hierarchical")) {
+        s.guard([&] {
+            if (h->is_boolean())
+                cc.hierarchical = h->get<bool>() ? "on" : "off";
+            else if (h->is_string() && h->get<std::string>() == "auto")
+                cc.hierarchical = "auto";
+            else
+                fail_type(s.key("hierarchical"), "true, false or \"auto\"", *h);
+        });
+    }
     s.finish();
     if (!local) return world_size;
     ZT_CHECK(world_size == 1 || world_size == cc.local_ranks, "comm.backend: \"local\" runs its ",

@@ -92,6 +92,9 @@ struct CommConfig {
     // is reported and the job stops; 0: no limit.
     double timeout_s = kDefaultCommTimeoutS;
     bool check_sequence = false;  // debug: ranks compare each collective before running it
+    // Data-parallel reductions and gathers within each host first (comm/hierarchical.h): "off",
+    // "on" (true) or "auto".
+    std::string hierarchical = "off";
 };
 
 // "checkpoint": sharded atomic checkpoints (docs/checkpoints.md).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "comm/communicator.h"
 #include "parallel/mesh.h"
@@ -22,17 +23,28 @@ struct RunMesh {
     // The first and last stage of this rank's pipeline group (rank 0 the first), which both hold
     // the tied input embedding and output head; null on the stages between and without a pipeline.
     Communicator* tied = nullptr;
+    // comm.hierarchical: dp is then a hierarchical communicator over this flat group
+    // (comm/hierarchical.h); null otherwise.
+    Communicator* dp_flat = nullptr;
     // The communication of every group this rank is in, summed (for metrics).
     CommStats stats() const;
+    // The dp group's group across hosts (null: not hierarchical), and the bytes this rank sent
+    // over it so far (0: not hierarchical).
+    const Communicator* cross_host() const;
+    int64_t cross_host_bytes() const;
 
   private:
-    friend RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel);
-    std::shared_ptr<Communicator> dp_owned_, tp_owned_, pp_owned_, tied_owned_;
+    friend RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel,
+                                  const std::string& hierarchical);
+    std::shared_ptr<Communicator> dp_owned_, tp_owned_, pp_owned_, tied_owned_, dp_hier_;
 };
 
 // Collective over the world: splits it into dp groups of world / (tp pp) ranks, tp groups of tp
 // adjacent ranks and pp groups of pp ranks (Megatron's order, parallel/mesh.h); sequence_parallel:
-// the tp group splits rows too.
-RunMesh split_run_mesh(Communicator* world, int tp, int pp = 1, bool sequence_parallel = false);
+// the tp group splits rows too. hierarchical (comm.hierarchical): "off"; "auto", the dp group's
+// reductions and gathers within each host first where its ranks sit on several hosts, one block
+// of ranks each; "on", the same, and a warning with the reason where they do not.
+RunMesh split_run_mesh(Communicator* world, int tp, int pp = 1, bool sequence_parallel = false,
+                       const std::string& hierarchical = "off");
 
 }  // namespace zt

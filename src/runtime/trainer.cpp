@@ -427,8 +427,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
               " ranks for a config with dp = ", cfg.dp, ", tensor = ", cfg.tp,
               " and pipeline = ", cfg.pipe.stages);
     // The dp, tp and pp groups: data and ZeRO go over dp, the model's split over tp and pp.
-    const RunMesh mesh =
-        split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages, cfg.sequence_parallel);
+    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages,
+                                        cfg.sequence_parallel, cfg.comm.hierarchical);
     const int dp_rank = mesh.coord.dp, dp_ranks = mesh.shape.dp;
     std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
     fault_at_start(rank, ranks);     // ZT_FAULT, for tests of the supervisor
@@ -600,6 +600,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             pool.reset_peaks();
             dp.reset_exposed_comm_s();
             const CommStats comm_before = mesh.stats();
+            const int64_t cross_before = mesh.cross_host_bytes();
             const CompressionStats compression_before = dp.grad_compression_stats();
             const bool onebit_compressed = engine.onebit_compressing();
             const CompressionStats momentum_before = engine.momentum_compression_stats()
@@ -682,6 +683,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     {"skipped", st.skipped}};
                 if (comm) {
                     line["comm"] = comm_json(step_comm);
+                    if (mesh.cross_host())  // comm.hierarchical
+                        line["comm_cross_host_bytes"] = mesh.cross_host_bytes() - cross_before;
                     // Rank 0's overlap: time with an op in flight, the part of it this rank
                     // waited, and the rest, hidden behind compute (Note [Busy time]).
                     const double busy = step_comm.busy_s, exposed = figs[0].comm_s;
