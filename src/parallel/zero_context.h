@@ -43,6 +43,10 @@ struct ZeroOptions {
     // bytes (blockwise int8); the master weights stay exact.
     bool quantized_weights = false;
     CodecOptions weight_codec{CodecKind::kInt8, 256, 0};
+    // ZeRO++ hpZ (zero_hpz_partition_size): the group of consecutive dp ranks (a host) over which
+    // stage 3 keeps a secondary partition of the weights gathered in the forward, so that the
+    // backward gathers within the group; null: off.
+    Communicator* hpz_group = nullptr;
 };
 
 CommType comm_type_of(DType t);

@@ -406,8 +406,10 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
                           "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather"})
         ZT_CHECK(!z.get_bool(k, false), z.key(k),
                  ": not supported yet; remove it or set it to false");
-    ZT_CHECK(z.get_int("zero_hpz_partition_size", 1, 1) == 1, z.key("zero_hpz_partition_size"),
-             ": hierarchical partitioning is not supported yet; use 1");
+    zc.hpz_partition_size = z.get_int("zero_hpz_partition_size", 1, 1);
+    ZT_CHECK(zc.hpz_partition_size == 1 || zc.stage == 3, z.key("zero_hpz_partition_size"),
+             ": keeps a secondary partition of stage 3's weights; this config has stage ", zc.stage,
+             " (set stage 3, or remove it)");
     ZT_CHECK(z.get_int("mics_shard_size", -1, LLONG_MIN) <= 0, z.key("mics_shard_size"),
              ": MiCS is not supported yet; remove it");
     z.finish();
@@ -635,6 +637,11 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] { parse_scheduler(root, c, c.scheduler); });
     root.guard([&] { parse_precision(root, c); });
     root.guard([&] { parse_zero(root, c.zero, out.warnings); });
+    root.guard([&] {
+        const int64_t hpz = c.zero.hpz_partition_size;
+        ZT_CHECK(hpz == 1 || c.dp % hpz == 0, "zero_optimization.zero_hpz_partition_size: ", hpz,
+                 " does not divide the ", c.dp, " data-parallel ranks (use the ranks per host)");
+    });
     root.guard([&] { parse_aio(root, c.zero, out.warnings); });
     root.guard([&] {
         if (c.model) config_detail::resolve_pipeline(c);

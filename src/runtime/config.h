@@ -80,6 +80,10 @@ struct ZeroConfig {
     // blockwise int4 (as compression.gradients {"type": "int4"}).
     bool quantized_weights = false;
     bool quantized_gradients = false;
+    // ZeRO++ hpZ (zero_hpz_partition_size): stage 3 keeps a secondary copy of the weights
+    // partitioned over groups of this many consecutive dp ranks (a host), so that the backward's
+    // gathers stay within the group; 1: off.
+    int64_t hpz_partition_size = 1;
 };
 
 // "comm": how ranks talk. The world is the MPI world under "mpi" (1 without mpirun/srun) and

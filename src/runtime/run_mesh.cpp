@@ -26,6 +26,7 @@ CommStats RunMesh::stats() const {
     if (dp_flat && dp_flat != world) add(s, dp_flat->stats());
     if (tp.comm) add(s, tp.comm->stats());
     if (pp) add(s, pp->stats());
+    if (hpz) add(s, hpz->stats());
     if (tied) add(s, tied->stats());
     return s;
 }
@@ -65,10 +66,18 @@ void make_dp_hierarchical(RunMesh& m, std::shared_ptr<Communicator>& owned, cons
                  ranks_per_host(hosts, nullptr), " ranks)");
 }
 
+// zero_hpz_partition_size: groups of hpz consecutive dp ranks (collective over m.dp).
+void make_hpz_group(RunMesh& m, std::shared_ptr<Communicator>& owned, int hpz) {
+    if (hpz <= 1 || m.dp == nullptr) return;
+    const Communicator& flat = m.dp_flat ? *m.dp_flat : *m.dp;
+    owned = m.dp->split(flat.rank() / hpz, flat.rank() % hpz);
+    m.hpz = owned.get();
+}
+
 }  // namespace
 
 RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel,
-                       const std::string& hierarchical) {
+                       const std::string& hierarchical, int hpz) {
     RunMesh m;
     const int ranks = world ? world->size() : 1;
     const int rank = world ? world->rank() : 0;
@@ -79,6 +88,7 @@ RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parall
     const bool report = rank == 0;
     if (tp == 1 && pp == 1) {
         make_dp_hierarchical(m, m.dp_hier_, hierarchical, report);
+        make_hpz_group(m, m.hpz_owned_, hpz);
         return m;
     }
     // Every rank takes part in each split, in the same order.
@@ -101,6 +111,7 @@ RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parall
         if (end) m.tied = m.tied_owned_.get();
     }
     make_dp_hierarchical(m, m.dp_hier_, hierarchical, report);
+    make_hpz_group(m, m.hpz_owned_, hpz);
     return m;
 }
 

@@ -26,6 +26,8 @@ struct RunMesh {
     // comm.hierarchical: dp is then a hierarchical communicator over this flat group
     // (comm/hierarchical.h); null otherwise.
     Communicator* dp_flat = nullptr;
+    // zero_hpz_partition_size: this rank's group of that many consecutive dp ranks; null: off.
+    Communicator* hpz = nullptr;
     // The communication of every group this rank is in, summed (for metrics).
     CommStats stats() const;
     // The dp group's group across hosts (null: not hierarchical), and the bytes this rank sent
@@ -35,16 +37,18 @@ struct RunMesh {
 
   private:
     friend RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel,
-                                  const std::string& hierarchical);
-    std::shared_ptr<Communicator> dp_owned_, tp_owned_, pp_owned_, tied_owned_, dp_hier_;
+                                  const std::string& hierarchical, int hpz);
+    std::shared_ptr<Communicator> dp_owned_, tp_owned_, pp_owned_, tied_owned_, dp_hier_,
+        hpz_owned_;
 };
 
 // Collective over the world: splits it into dp groups of world / (tp pp) ranks, tp groups of tp
 // adjacent ranks and pp groups of pp ranks (Megatron's order, parallel/mesh.h); sequence_parallel:
 // the tp group splits rows too. hierarchical (comm.hierarchical): "off"; "auto", the dp group's
 // reductions and gathers within each host first where its ranks sit on several hosts, one block
-// of ranks each; "on", the same, and a warning with the reason where they do not.
+// of ranks each; "on", the same, and a warning with the reason where they do not. hpz > 1
+// (zero_hpz_partition_size): splits the dp group into groups of hpz consecutive ranks (hpz).
 RunMesh split_run_mesh(Communicator* world, int tp, int pp = 1, bool sequence_parallel = false,
-                       const std::string& hierarchical = "off");
+                       const std::string& hierarchical = "off", int hpz = 1);
 
 }  // namespace zt
