@@ -48,6 +48,8 @@ VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
     "s3-int8": (3, {"type": "int8"}),
     "s3-zero++": (3, "zero++"),  # zero_quantized_weights and zero_quantized_gradients
     "s3-powersgd4": (3, {"type": "powersgd", "rank": 4}),
+    # comm.priority off: stage 3's gathers queue behind the gradient reductions on one group.
+    "s3-fifo": (3, None, {"comm": {"priority": False}}),
 }
 HOOKS = {"torch-none": ("none", 0), "torch-fp16": ("fp16", 0), "torch-powersgd4": ("powersgd", 4)}
 
@@ -57,7 +59,8 @@ def log(*a):
 
 
 def run_zerotrain(args, variant, workdir):
-    stage, grads = VARIANTS[variant]
+    stage, grads = VARIANTS[variant][:2]
+    extra = VARIANTS[variant][2] if len(VARIANTS[variant]) > 2 else {}
     cfg = zerotrain_config("S", "fp32", args.steps)
     cfg["steps_per_print"] = 1
     cfg["train_batch_size"] = 2 * cfg["train_micro_batch_size_per_gpu"]
@@ -71,6 +74,7 @@ def run_zerotrain(args, variant, workdir):
         cfg.pop("gradient_clipping", None)
     elif grads:
         cfg["compression"] = {"gradients": grads}
+    cfg.update(extra)
     run_dir = tempfile.mkdtemp(prefix=variant + "-", dir=workdir)
     path = os.path.join(run_dir, "config.json")
     with open(path, "w") as f:

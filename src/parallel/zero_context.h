@@ -47,6 +47,9 @@ struct ZeroOptions {
     // stage 3 keeps a secondary partition of the weights gathered in the forward, so that the
     // backward gathers within the group; null: off.
     Communicator* hpz_group = nullptr;
+    // comm.priority: stage 3's parameter gathers travel on this group (the dp ranks again, a
+    // channel of their own), not behind the gradient reductions on `comm`; null: on comm.
+    Communicator* gather_group = nullptr;
 };
 
 CommType comm_type_of(DType t);

@@ -487,6 +487,7 @@ int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
     cc.local_ranks = s.get_int("local_ranks", 1, 1, INT_MAX);
     cc.timeout_s = s.get_number("timeout_s", kDefaultCommTimeoutS, 0.0);
     cc.check_sequence = s.get_bool("check_sequence", false);
+    cc.priority = s.get_bool("priority", true);
     if (const json* h = s.take("hierarchical")) {
         s.guard([&] {
             if (h->is_boolean())

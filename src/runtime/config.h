@@ -99,6 +99,9 @@ struct CommConfig {
     // Data-parallel reductions and gathers within each host first (comm/hierarchical.h): "off",
     // "on" (true) or "auto".
     std::string hierarchical = "off";
+    // Stage 3's parameter gathers on a channel of their own, so that they never queue behind
+    // gradient reductions (Note [Priority channels] in parallel/zero_module_gather.cpp).
+    bool priority = true;
 };
 
 // "checkpoint": sharded atomic checkpoints (docs/checkpoints.md).

@@ -27,6 +27,8 @@ CommStats RunMesh::stats() const {
     if (tp.comm) add(s, tp.comm->stats());
     if (pp) add(s, pp->stats());
     if (hpz) add(s, hpz->stats());
+    if (gather) add(s, gather->stats());
+    if (gather_flat_ && gather_flat_.get() != gather) add(s, gather_flat_->stats());
     if (tied) add(s, tied->stats());
     return s;
 }
@@ -36,21 +38,23 @@ const Communicator* RunMesh::cross_host() const {
 }
 
 int64_t RunMesh::cross_host_bytes() const {
-    const Communicator* c = cross_host();
-    if (!c) return 0;
-    const CommStats s = c->stats();
     int64_t b = 0;
-    for (int64_t x : s.bytes_sent) b += x;
+    for (const Communicator* g : {dp, gather}) {
+        const Communicator* c = dp_flat && g ? cross_host_group(*g) : nullptr;
+        if (!c) continue;
+        const CommStats s = c->stats();
+        for (int64_t x : s.bytes_sent) b += x;
+    }
     return b;
 }
 
 namespace {
 
-// comm.hierarchical over m.dp (collective over it).
+// comm.hierarchical over m.dp (collective over it); hosts: every dp rank's host.
 void make_dp_hierarchical(RunMesh& m, std::shared_ptr<Communicator>& owned, const std::string& mode,
-                          bool report) {
+                          bool report, std::vector<std::string>& hosts) {
     if (mode == "off" || m.dp == nullptr || m.dp->size() == 1) return;
-    const std::vector<std::string> hosts = all_gather_strings(*m.dp, host_key());
+    hosts = all_gather_strings(*m.dp, host_key());
     std::string why;
     owned = make_hierarchical(*m.dp, hosts, &why);
     if (!owned) {
@@ -66,18 +70,29 @@ void make_dp_hierarchical(RunMesh& m, std::shared_ptr<Communicator>& owned, cons
                  ranks_per_host(hosts, nullptr), " ranks)");
 }
 
-// zero_hpz_partition_size: groups of hpz consecutive dp ranks (collective over m.dp).
-void make_hpz_group(RunMesh& m, std::shared_ptr<Communicator>& owned, int hpz) {
-    if (hpz <= 1 || m.dp == nullptr) return;
-    const Communicator& flat = m.dp_flat ? *m.dp_flat : *m.dp;
-    owned = m.dp->split(flat.rank() / hpz, flat.rank() % hpz);
-    m.hpz = owned.get();
-}
-
 }  // namespace
 
-RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel,
-                       const std::string& hierarchical, int hpz) {
+// The dp group's extra groups (collective over it, in this order on every rank).
+void finish_dp_groups(RunMesh& m, const MeshOptions& o, bool report) {
+    std::vector<std::string> hosts;
+    make_dp_hierarchical(m, m.dp_hier_, o.hierarchical, report, hosts);
+    if (m.dp == nullptr || m.dp->size() == 1) return;
+    Communicator& flat = m.dp_flat ? *m.dp_flat : *m.dp;
+    if (o.hpz > 1) {
+        m.hpz_owned_ = flat.split(flat.rank() / o.hpz, flat.rank() % o.hpz);
+        m.hpz = m.hpz_owned_.get();
+    }
+    if (o.gather_channel) {
+        m.gather_flat_ = flat.split(0, flat.rank());
+        m.gather = m.gather_flat_.get();
+        if (m.dp_flat) {
+            m.gather_hier_ = make_hierarchical(*m.gather_flat_, hosts, nullptr);
+            m.gather = m.gather_hier_.get();
+        }
+    }
+}
+
+RunMesh split_run_mesh(Communicator* world, int tp, int pp, const MeshOptions& o) {
     RunMesh m;
     const int ranks = world ? world->size() : 1;
     const int rank = world ? world->rank() : 0;
@@ -87,8 +102,7 @@ RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parall
     m.dp = world;
     const bool report = rank == 0;
     if (tp == 1 && pp == 1) {
-        make_dp_hierarchical(m, m.dp_hier_, hierarchical, report);
-        make_hpz_group(m, m.hpz_owned_, hpz);
+        finish_dp_groups(m, o, report);
         return m;
     }
     // Every rank takes part in each split, in the same order.
@@ -99,7 +113,7 @@ RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parall
         const MeshSplit ts = tp_split(m.shape, rank);
         m.tp_owned_ = world->split(ts.color, ts.key);
         m.tp.comm = m.tp_owned_.get();
-        m.tp.sequence_parallel = sequence_parallel;
+        m.tp.sequence_parallel = o.sequence_parallel;
     }
     if (pp > 1) {
         const MeshSplit ps = pp_split(m.shape, rank);
@@ -110,8 +124,7 @@ RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parall
         m.tied_owned_ = m.pp->split(end ? 0 : 1 + m.coord.pp, m.coord.pp);
         if (end) m.tied = m.tied_owned_.get();
     }
-    make_dp_hierarchical(m, m.dp_hier_, hierarchical, report);
-    make_hpz_group(m, m.hpz_owned_, hpz);
+    finish_dp_groups(m, o, report);
     return m;
 }
 

@@ -13,6 +13,16 @@
 
 namespace zt {
 
+struct MeshOptions {
+    bool sequence_parallel = false;  // the tp group splits rows too
+    // comm.hierarchical: "off"; "auto", the dp group's reductions and gathers within each host
+    // first where its ranks sit on several hosts, one block of ranks each; "on", the same, and a
+    // warning with the reason where they do not.
+    std::string hierarchical = "off";
+    int hpz = 1;                  // zero_hpz_partition_size > 1: groups of hpz consecutive dp ranks
+    bool gather_channel = false;  // comm.priority at stage 3: RunMesh::gather
+};
+
 struct RunMesh {
     MeshShape shape;
     MeshCoord coord;                // this rank's
@@ -28,6 +38,9 @@ struct RunMesh {
     Communicator* dp_flat = nullptr;
     // zero_hpz_partition_size: this rank's group of that many consecutive dp ranks; null: off.
     Communicator* hpz = nullptr;
+    // comm.priority: the dp ranks again, a channel of their own for stage 3's parameter gathers
+    // (hierarchical too when dp is); null: off.
+    Communicator* gather = nullptr;
     // The communication of every group this rank is in, summed (for metrics).
     CommStats stats() const;
     // The dp group's group across hosts (null: not hierarchical), and the bytes this rank sent
@@ -36,19 +49,15 @@ struct RunMesh {
     int64_t cross_host_bytes() const;
 
   private:
-    friend RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel,
-                                  const std::string& hierarchical, int hpz);
+    friend RunMesh split_run_mesh(Communicator* world, int tp, int pp, const MeshOptions& o);
+    friend void finish_dp_groups(RunMesh& m, const MeshOptions& o, bool report);
     std::shared_ptr<Communicator> dp_owned_, tp_owned_, pp_owned_, tied_owned_, dp_hier_,
-        hpz_owned_;
+        hpz_owned_, gather_flat_, gather_hier_;
 };
 
 // Collective over the world: splits it into dp groups of world / (tp pp) ranks, tp groups of tp
-// adjacent ranks and pp groups of pp ranks (Megatron's order, parallel/mesh.h); sequence_parallel:
-// the tp group splits rows too. hierarchical (comm.hierarchical): "off"; "auto", the dp group's
-// reductions and gathers within each host first where its ranks sit on several hosts, one block
-// of ranks each; "on", the same, and a warning with the reason where they do not. hpz > 1
-// (zero_hpz_partition_size): splits the dp group into groups of hpz consecutive ranks (hpz).
-RunMesh split_run_mesh(Communicator* world, int tp, int pp = 1, bool sequence_parallel = false,
-                       const std::string& hierarchical = "off", int hpz = 1);
+// adjacent ranks and pp groups of pp ranks (Megatron's order, parallel/mesh.h), then makes the
+// dp group's extra groups the options ask for.
+RunMesh split_run_mesh(Communicator* world, int tp, int pp = 1, const MeshOptions& o = {});
 
 }  // namespace zt

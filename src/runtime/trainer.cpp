@@ -427,9 +427,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
               " ranks for a config with dp = ", cfg.dp, ", tensor = ", cfg.tp,
               " and pipeline = ", cfg.pipe.stages);
     // The dp, tp and pp groups: data and ZeRO go over dp, the model's split over tp and pp.
-    const RunMesh mesh =
-        split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages, cfg.sequence_parallel,
-                       cfg.comm.hierarchical, static_cast<int>(cfg.zero.hpz_partition_size));
+    MeshOptions mo;
+    mo.sequence_parallel = cfg.sequence_parallel;
+    mo.hierarchical = cfg.comm.hierarchical;
+    mo.hpz = static_cast<int>(cfg.zero.hpz_partition_size);
+    mo.gather_channel = cfg.comm.priority && cfg.zero.stage == 3;
+    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages, mo);
     const int dp_rank = mesh.coord.dp, dp_ranks = mesh.shape.dp;
     std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
     fault_at_start(rank, ranks);     // ZT_FAULT, for tests of the supervisor
@@ -454,6 +457,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     const int64_t tokens_per_sample = family.tokens_per_sample();
     EngineOptions eo = engine_options(cfg);
     eo.zero.hpz_group = mesh.hpz;
+    eo.zero.gather_group = mesh.gather;
     eo.comm = mesh.dp;
     eo.tp = mesh.tp;
     eo.pp = mesh.pp;

@@ -126,3 +126,29 @@ TEST_F(HierarchicalCli, HpzGathersTheBackwardsWeightsWithinTheHost) {
     ASSERT_EQ(t2.code, 0) << t2.output;
     EXPECT_EQ(read_run("t1").weights, read_run("t2").weights);
 }
+
+TEST_F(HierarchicalCli, PriorityChannelChangesNoBits) {
+    // comm.priority (on by default): stage 3's gathers on a group of their own, under mpirun with
+    // overlap and prefetch, flat and hierarchical; the bits of the single-channel run.
+    for (const bool hierarchical : {false, true}) {
+        auto cfg = [&](bool priority) {
+            nlohmann::json j = config(hierarchical);
+            j["zero_optimization"] = {{"stage", 3},
+                                      {"overlap_comm", true},
+                                      {"reduce_bucket_size", 3000},
+                                      {"stage3_param_persistence_threshold", 100},
+                                      {"stage3_prefetch_bucket_size", 2000}};
+            j["comm"]["priority"] = priority;
+            return j;
+        };
+        const std::string h = hierarchical ? "h" : "f";
+        const CommandResult a = two_hosts(cfg(false), "fifo" + h);
+        ASSERT_EQ(a.code, 0) << a.output;
+        const CommandResult b = two_hosts(cfg(true), "prio" + h);
+        ASSERT_EQ(b.code, 0) << b.output;
+        const RunLog x = read_run("fifo" + h), y = read_run("prio" + h);
+        ASSERT_EQ(x.loss.size(), 4u);
+        EXPECT_EQ(x.loss, y.loss) << h;
+        EXPECT_EQ(x.weights, y.weights) << h;
+    }
+}
