@@ -48,8 +48,11 @@ VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
     "s3-int8": (3, {"type": "int8"}),
     "s3-zero++": (3, "zero++"),  # zero_quantized_weights and zero_quantized_gradients
     "s3-powersgd4": (3, {"type": "powersgd", "rank": 4}),
-    # comm.priority off: stage 3's gathers queue behind the gradient reductions on one group.
-    "s3-fifo": (3, None, {"comm": {"priority": False}}),
+    # comm.priority on (the default) and off, with buckets small enough that several fill during
+    # the backward: off, a full bucket's reduction is issued before the next module's gathers.
+    "s3-prio-b4M": (3, None, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 4000000}}),
+    "s3-fifo-b4M": (3, None, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 4000000},
+                              "comm": {"priority": False}}),
 }
 HOOKS = {"torch-none": ("none", 0), "torch-fp16": ("fp16", 0), "torch-powersgd4": ("powersgd", 4)}
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -47,9 +48,9 @@ struct ZeroOptions {
     // stage 3 keeps a secondary partition of the weights gathered in the forward, so that the
     // backward gathers within the group; null: off.
     Communicator* hpz_group = nullptr;
-    // comm.priority: stage 3's parameter gathers travel on this group (the dp ranks again, a
-    // channel of their own), not behind the gradient reductions on `comm`; null: on comm.
-    Communicator* gather_group = nullptr;
+    // comm.priority: a gradient bucket that backward finishes is issued after the parameter
+    // gathers of the backward's next module (Note [Priority] in zero_grad_buckets.cpp).
+    bool priority = false;
 };
 
 CommType comm_type_of(DType t);
@@ -81,6 +82,10 @@ struct ZeroContext {
     // x summed over ranks in rank order (an all-gather of one double per rank).
     double sum_over_ranks(double x);
 
+    // comm.priority (Note [Priority]): the reduction launches ready buckets it deferred; set by
+    // GradBuckets, called by the gathering after a backward module's gathers were issued.
+    std::function<void()> launch_deferred;
+    bool backward_gathers = false;  // a ModuleGather gathers during the backward
     MemoryPool& pool;
     ParamArena& arena;
     Communicator* comm;

@@ -66,6 +66,7 @@ class GradBuckets {
     void launch(int b);
     void finish(BucketReduction& r);
     void finish_all();
+    void launch_deferred();  // Note [Priority]
 
     ZeroContext& ctx_;
     GradReduce& reduce_;
@@ -73,6 +74,7 @@ class GradBuckets {
     std::vector<char> param_ready_;  // per parameter, this backward
     std::vector<char> launched_;     // per bucket, this backward
     std::vector<std::unique_ptr<BucketReduction>> pending_;
+    std::vector<int> deferred_;  // ready buckets waiting for the next module's gathers
     bool reducing_ = false;
 };
 

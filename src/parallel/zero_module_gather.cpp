@@ -5,14 +5,6 @@
 
 #include "comm/compressed.h"
 
-// Note [Priority channels]
-// The transfers of one communicator run one at a time in issue order (communicator.h). A gather
-// the next module needs, issued while this backward's gradient buckets are being reduced, would
-// wait behind all of them on the dp group. With comm.priority (the default) the gathers travel on
-// a group of their own (ZeroOptions::gather_group: the same ranks, its own queue and worker), so
-// they start at once beside the reductions; each group still sees its collectives in the same
-// order on every rank, so nothing else changes: the same bytes and bits, less exposed waiting.
-
 namespace zt {
 
 struct ModuleGather::Group {
@@ -31,6 +23,7 @@ struct ModuleGather::Group {
 };
 
 ModuleGather::ModuleGather(ZeroContext& ctx, Module& model) : ctx_(ctx) {
+    ctx_.backward_gathers = true;
     if (ctx_.options.quantized_weights && ctx_.ranks > 1)
         weight_codec_ = make_codec(ctx_.options.weight_codec);
     const int64_t P = ctx_.padded();
@@ -229,6 +222,9 @@ void ModuleGather::acquire(int g, bool backward) {
     if (G.unbound) finish_gather(g);
     ++G.refs;
     if (!tracing_) prefetch_after(g);
+    // The gathers the computation needs first are issued: now the gradient buckets that waited
+    // for them (Note [Priority] in zero_grad_buckets.cpp).
+    if (backward && ctx_.launch_deferred) ctx_.launch_deferred();
 }
 
 void ModuleGather::release(int g) {

@@ -99,8 +99,8 @@ struct CommConfig {
     // Data-parallel reductions and gathers within each host first (comm/hierarchical.h): "off",
     // "on" (true) or "auto".
     std::string hierarchical = "off";
-    // Stage 3's parameter gathers on a channel of their own, so that they never queue behind
-    // gradient reductions (Note [Priority channels] in parallel/zero_module_gather.cpp).
+    // Stage 3 with overlap_comm: a full gradient bucket is issued after the gathers of the
+    // backward's next module (Note [Priority] in parallel/zero_grad_buckets.cpp).
     bool priority = true;
 };
 

@@ -27,8 +27,6 @@ CommStats RunMesh::stats() const {
     if (tp.comm) add(s, tp.comm->stats());
     if (pp) add(s, pp->stats());
     if (hpz) add(s, hpz->stats());
-    if (gather) add(s, gather->stats());
-    if (gather_flat_ && gather_flat_.get() != gather) add(s, gather_flat_->stats());
     if (tied) add(s, tied->stats());
     return s;
 }
@@ -38,23 +36,21 @@ const Communicator* RunMesh::cross_host() const {
 }
 
 int64_t RunMesh::cross_host_bytes() const {
+    const Communicator* c = cross_host();
+    if (!c) return 0;
+    const CommStats s = c->stats();
     int64_t b = 0;
-    for (const Communicator* g : {dp, gather}) {
-        const Communicator* c = dp_flat && g ? cross_host_group(*g) : nullptr;
-        if (!c) continue;
-        const CommStats s = c->stats();
-        for (int64_t x : s.bytes_sent) b += x;
-    }
+    for (int64_t x : s.bytes_sent) b += x;
     return b;
 }
 
 namespace {
 
-// comm.hierarchical over m.dp (collective over it); hosts: every dp rank's host.
+// comm.hierarchical over m.dp (collective over it).
 void make_dp_hierarchical(RunMesh& m, std::shared_ptr<Communicator>& owned, const std::string& mode,
-                          bool report, std::vector<std::string>& hosts) {
+                          bool report) {
     if (mode == "off" || m.dp == nullptr || m.dp->size() == 1) return;
-    hosts = all_gather_strings(*m.dp, host_key());
+    const std::vector<std::string> hosts = all_gather_strings(*m.dp, host_key());
     std::string why;
     owned = make_hierarchical(*m.dp, hosts, &why);
     if (!owned) {
@@ -74,21 +70,12 @@ void make_dp_hierarchical(RunMesh& m, std::shared_ptr<Communicator>& owned, cons
 
 // The dp group's extra groups (collective over it, in this order on every rank).
 void finish_dp_groups(RunMesh& m, const MeshOptions& o, bool report) {
-    std::vector<std::string> hosts;
-    make_dp_hierarchical(m, m.dp_hier_, o.hierarchical, report, hosts);
+    make_dp_hierarchical(m, m.dp_hier_, o.hierarchical, report);
     if (m.dp == nullptr || m.dp->size() == 1) return;
     Communicator& flat = m.dp_flat ? *m.dp_flat : *m.dp;
     if (o.hpz > 1) {
         m.hpz_owned_ = flat.split(flat.rank() / o.hpz, flat.rank() % o.hpz);
         m.hpz = m.hpz_owned_.get();
-    }
-    if (o.gather_channel) {
-        m.gather_flat_ = flat.split(0, flat.rank());
-        m.gather = m.gather_flat_.get();
-        if (m.dp_flat) {
-            m.gather_hier_ = make_hierarchical(*m.gather_flat_, hosts, nullptr);
-            m.gather = m.gather_hier_.get();
-        }
     }
 }
 

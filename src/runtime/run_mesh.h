@@ -19,8 +19,7 @@ struct MeshOptions {
     // first where its ranks sit on several hosts, one block of ranks each; "on", the same, and a
     // warning with the reason where they do not.
     std::string hierarchical = "off";
-    int hpz = 1;                  // zero_hpz_partition_size > 1: groups of hpz consecutive dp ranks
-    bool gather_channel = false;  // comm.priority at stage 3: RunMesh::gather
+    int hpz = 1;  // zero_hpz_partition_size > 1: groups of hpz consecutive dp ranks
 };
 
 struct RunMesh {
@@ -38,9 +37,6 @@ struct RunMesh {
     Communicator* dp_flat = nullptr;
     // zero_hpz_partition_size: this rank's group of that many consecutive dp ranks; null: off.
     Communicator* hpz = nullptr;
-    // comm.priority: the dp ranks again, a channel of their own for stage 3's parameter gathers
-    // (hierarchical too when dp is); null: off.
-    Communicator* gather = nullptr;
     // The communication of every group this rank is in, summed (for metrics).
     CommStats stats() const;
     // The dp group's group across hosts (null: not hierarchical), and the bytes this rank sent
@@ -52,7 +48,7 @@ struct RunMesh {
     friend RunMesh split_run_mesh(Communicator* world, int tp, int pp, const MeshOptions& o);
     friend void finish_dp_groups(RunMesh& m, const MeshOptions& o, bool report);
     std::shared_ptr<Communicator> dp_owned_, tp_owned_, pp_owned_, tied_owned_, dp_hier_,
-        hpz_owned_, gather_flat_, gather_hier_;
+        hpz_owned_;
 };
 
 // Collective over the world: splits it into dp groups of world / (tp pp) ranks, tp groups of tp

@@ -431,7 +431,6 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     mo.sequence_parallel = cfg.sequence_parallel;
     mo.hierarchical = cfg.comm.hierarchical;
     mo.hpz = static_cast<int>(cfg.zero.hpz_partition_size);
-    mo.gather_channel = cfg.comm.priority && cfg.zero.stage == 3;
     const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages, mo);
     const int dp_rank = mesh.coord.dp, dp_ranks = mesh.shape.dp;
     std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
@@ -457,7 +456,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     const int64_t tokens_per_sample = family.tokens_per_sample();
     EngineOptions eo = engine_options(cfg);
     eo.zero.hpz_group = mesh.hpz;
-    eo.zero.gather_group = mesh.gather;
+    eo.zero.priority = cfg.comm.priority;
     eo.comm = mesh.dp;
     eo.tp = mesh.tp;
     eo.pp = mesh.pp;

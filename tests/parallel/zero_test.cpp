@@ -46,8 +46,7 @@ class RecordedWork final : public CommWork {
 // Forwards every op to `inner`, logging its issue; the handles log their first wait.
 class RecordingComm final : public Communicator {
   public:
-    RecordingComm(Communicator& inner, Log* log, int first_id = 0)
-        : inner_(inner), log_(log), next_id_(first_id) {}
+    RecordingComm(Communicator& inner, Log* log) : inner_(inner), log_(log) {}
     int rank() const override { return inner_.rank(); }
     int size() const override { return inner_.size(); }
     std::string backend() const override { return inner_.backend(); }
@@ -99,7 +98,7 @@ class RecordingComm final : public Communicator {
 
     Communicator& inner_;
     Log* log_;
-    int next_id_;
+    int next_id_ = 0;
 };
 
 void hook_every_module(Module& m, Log* log) {
@@ -111,27 +110,20 @@ void hook_every_module(Module& m, Log* log) {
 
 constexpr int64_t kV = 40, kT = 8, kMicro = 2, kSteps = 3;
 
-constexpr int kGatherIds = 1000000;  // the gather channel's op numbers start here
-
 // Trains kSteps steps of a small GPT on 2 ranks (accumulation 1) and returns rank 0's events,
-// from the first micro-step's start to the last one's end. gather_channel: stage 3's gathers on
-// a group of their own (comm.priority), recorded in the same log with ids from kGatherIds.
-Log record_training(const ZeroOptions& zero, bool gather_channel = false) {
+// from the first micro-step's start to the last one's end.
+Log record_training(const ZeroOptions& zero) {
     std::vector<Log> logs(2);
     run_local_ranks(2, [&](Communicator& c) {
         set_num_threads(1);
         Log* log = &logs[static_cast<size_t>(c.rank())];
         RecordingComm rc(c, log);
-        std::unique_ptr<Communicator> channel = gather_channel ? c.split(0, c.rank()) : nullptr;
-        std::unique_ptr<RecordingComm> gc =
-            channel ? std::make_unique<RecordingComm>(*channel, log, kGatherIds) : nullptr;
         MemoryPool pool;
         EngineOptions eo;
         eo.optimizer = std::make_unique<Sgd>(SgdOptions{});
         eo.lr = 0.1;
         eo.comm = &rc;
         eo.zero = zero;
-        eo.zero.gather_group = gc.get();
         Engine e(pool, std::make_unique<Gpt>(GptOptions{kV, kT, 16, 2, 2}), std::move(eo));
         hook_every_module(e.model(), log);  // after ZeRO's hooks: they run first
         log->clear();                       // the constructor's gathers are not a step's
@@ -259,41 +251,54 @@ TEST(ZeroSchedule, OverlapCommReducesBucketsDuringBackward) {
     }
 }
 
-// comm.priority (Note [Priority channels]): stage 3's parameter gathers travel on a group of their
-// own, so one the next module needs is issued beside the gradient reductions in flight on the dp
-// group instead of queueing behind them in its issue order; the reductions stay on the dp group.
-TEST(ZeroSchedule, Stage3GathersTravelOnTheirOwnChannel) {
-    ZeroOptions z = stage3(100000);
-    z.overlap_comm = true;
-    z.reduce_bucket_size = 300;
-    const Log log = record_training(z, true);
-    int gathers = 0, dp_gathers = 0, reductions = 0, beside = 0;
-    for (size_t i = 0; i < log.size(); ++i) {
-        const Event& e = log[i];
-        if (e.kind != Event::kIssue) continue;
-        const bool channel = e.id >= kGatherIds;
-        if (is_param_gather(e)) (channel ? gathers : dp_gathers) += 1;
-        if (!is_reduction(e)) continue;
-        EXPECT_FALSE(channel) << "a reduction on the gather channel";
-        ++reductions;
-        // A gather issued while this reduction is still in flight (before its first wait).
-        for (size_t j = i + 1; j < log.size(); ++j) {
-            if (log[j].kind == Event::kWait && log[j].id == e.id) break;
-            if (log[j].kind == Event::kIssue && log[j].id >= kGatherIds &&
-                is_param_gather(log[j])) {
-                ++beside;
-                break;
+// comm.priority (Note [Priority] in zero_grad_buckets.cpp): in a stage 3 backward with
+// overlap_comm, a gradient bucket that fills is issued after the gathers the next module's
+// backward issues (its weights, the prefetch), not before them. Read from the issue order between
+// two module hooks: with priority, a window holding both a gather and a reduction issues the
+// gathers first; without, reductions are issued right after their post-backward hook, so they
+// come before the next window's gathers.
+TEST(ZeroSchedule, Stage3IssuesTheNextGathersBeforeFullBuckets) {
+    for (const bool priority : {false, true}) {
+        ZeroOptions z = stage3(100000);
+        z.overlap_comm = true;
+        z.reduce_bucket_size = 300;
+        z.priority = priority;
+        const Log log = record_training(z);
+        int gather_first = 0, reduction_first = 0, reductions = 0;
+        // Windows: the ops issued between two hook events.
+        size_t begin = 0;
+        for (size_t i = 0; i <= log.size(); ++i) {
+            if (i < log.size() && log[i].kind != Event::kHook) continue;
+            int first_reduction = -1, last_gather = -1, first_gather = -1;
+            for (size_t j = begin; j < i; ++j) {
+                if (log[j].kind != Event::kIssue) continue;
+                if (is_reduction(log[j])) {
+                    ++reductions;
+                    if (first_reduction < 0) first_reduction = static_cast<int>(j);
+                }
+                if (is_param_gather(log[j])) {
+                    if (first_gather < 0) first_gather = static_cast<int>(j);
+                    last_gather = static_cast<int>(j);
+                }
             }
+            if (first_reduction >= 0 && first_gather >= 0) {
+                if (last_gather < first_reduction) ++gather_first;
+                if (first_reduction < first_gather) ++reduction_first;
+            }
+            begin = i + 1;
+        }
+        std::printf(
+            "[ sched ] priority %s: %d reductions; windows with gathers before "
+            "reductions %d, reductions before gathers %d\n",
+            priority ? "on" : "off", reductions, gather_first, reduction_first);
+        EXPECT_GT(reductions, 2);
+        EXPECT_EQ(reduction_first, 0) << "priority " << priority;
+        if (priority) {
+            EXPECT_GT(gather_first, 2);
+        } else {
+            EXPECT_EQ(gather_first, 0);
         }
     }
-    std::printf(
-        "[ sched ] gather channel: %d gathers on it, %d on the dp group; %d of %d "
-        "reductions had a gather issued beside them\n",
-        gathers, dp_gathers, beside, reductions);
-    EXPECT_GT(gathers, 10);
-    EXPECT_EQ(dp_gathers, 0);
-    EXPECT_GT(reductions, 2);
-    EXPECT_GT(beside, 0);
 }
 
 }  // namespace
