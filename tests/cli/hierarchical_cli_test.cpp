@@ -42,16 +42,6 @@ class HierarchicalCli : public Cli {
             "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 " + "-x ZT_HOST=a " +
             prog + " : -np 2 -x ZT_HOST=b " + prog);
     }
-    nlohmann::json last_line(const std::string& run) {
-        std::ifstream f(dir_ / run / "metrics.jsonl");
-        std::string line;
-        nlohmann::json last;
-        while (std::getline(f, line)) {
-            auto j = nlohmann::json::parse(line);
-            if (j.contains("loss")) last = j;
-        }
-        return last;
-    }
 };
 
 }  // namespace
@@ -65,7 +55,7 @@ TEST_F(HierarchicalCli, TwoHostsTrainLikeTheFlatRunAndSendLessAcross) {
     expect_close(read_run("hier"), read_run("flat"), "hierarchical vs flat");
     EXPECT_NE(read_run("hier").weights, read_run("flat").weights)
         << "the sums run in another order: not the flat bits";
-    const nlohmann::json l = last_line("hier");
+    const nlohmann::json l = step_lines("hier").back();
     ASSERT_TRUE(l.contains("comm_cross_host_bytes")) << l.dump();
     int64_t total = 0;
     for (const auto& [k, v] : l["comm"].items()) total += v["bytes"].get<int64_t>();
@@ -75,7 +65,7 @@ TEST_F(HierarchicalCli, TwoHostsTrainLikeTheFlatRunAndSendLessAcross) {
     // three quarters sent, a third of the bytes.
     EXPECT_GT(cross, 0);
     EXPECT_LT(3 * cross, total + 64) << l.dump();
-    EXPECT_FALSE(last_line("flat").contains("comm_cross_host_bytes"));
+    EXPECT_FALSE(step_lines("flat").back().contains("comm_cross_host_bytes"));
 }
 
 TEST_F(HierarchicalCli, OneHostStaysFlatAndSaysWhy) {
@@ -113,8 +103,8 @@ TEST_F(HierarchicalCli, HpzGathersTheBackwardsWeightsWithinTheHost) {
     ASSERT_EQ(a.loss.size(), 4u);
     EXPECT_EQ(a.loss, b.loss);  // gathers copy: the same weights, the same bits
     EXPECT_EQ(a.weights, b.weights);
-    const int64_t across = last_line("plain")["comm_cross_host_bytes"].get<int64_t>();
-    const int64_t across_hpz = last_line("hpz")["comm_cross_host_bytes"].get<int64_t>();
+    const int64_t across = step_lines("plain").back()["comm_cross_host_bytes"].get<int64_t>();
+    const int64_t across_hpz = step_lines("hpz").back()["comm_cross_host_bytes"].get<int64_t>();
     std::printf("[ hpz ] bytes across hosts per step: %lld without, %lld with\n",
                 static_cast<long long>(across), static_cast<long long>(across_hpz));
     // The backward's gathers (about half of the gather traffic) no longer cross hosts.

@@ -18,9 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using zt::testing::kMpiEnv;
-constexpr const char* kMpirun = "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ";
-
 class OneBitAdamCli : public Cli {
   protected:
     // 8 samples a step over 2 ranks, 2 micro-steps each; 2 layers of d_model 32. beta2 0.95: the
@@ -52,16 +49,6 @@ class OneBitAdamCli : public Cli {
                                 {"bias_correction", false}}}};
         return j;
     }
-    std::vector<nlohmann::json> lines(const std::string& run) {
-        std::ifstream f(dir_ / run / "metrics.jsonl");
-        std::string line;
-        std::vector<nlohmann::json> out;
-        while (std::getline(f, line)) {
-            auto j = nlohmann::json::parse(line);
-            if (j.contains("loss")) out.push_back(j);
-        }
-        return out;
-    }
     void train_ok(const nlohmann::json& j, const std::string& run, int ranks,
                   const std::string& args = "") {
         const CommandResult r = train_run(j, run, args, ranks);
@@ -84,7 +71,7 @@ TEST_F(OneBitAdamCli, WarmupIsAdamWWithoutBiasCorrectionBitForBit) {
     ASSERT_EQ(a.loss.size(), 6u);
     EXPECT_EQ(a.loss, b.loss);
     EXPECT_EQ(a.weights, b.weights);
-    const nlohmann::json m = lines("warmup").back()["compression"]["momentum"];
+    const nlohmann::json m = step_lines("warmup").back()["compression"]["momentum"];
     EXPECT_EQ(m["phase"], "warmup") << m.dump();
     EXPECT_EQ(m["wire_bytes"], 0) << m.dump();
 }
@@ -104,7 +91,7 @@ TEST_F(OneBitAdamCli, CompressedPhaseCutsTheBytesAndEndsNearTheUncompressedLoss)
     // issue's 2%).
     EXPECT_LE(got, ref * 1.03) << "near the uncompressed loss";
     EXPECT_GE(got, ref * 0.9) << "not a different optimization";
-    const std::vector<nlohmann::json> l = lines("onebit");
+    const std::vector<nlohmann::json> l = step_lines("onebit");
     EXPECT_EQ(l[14]["compression"]["momentum"]["phase"], "warmup");
     const nlohmann::json m = l.back()["compression"]["momentum"];
     EXPECT_EQ(m["phase"], "compressed") << m.dump();
@@ -117,10 +104,7 @@ TEST_F(OneBitAdamCli, CompressedPhaseCutsTheBytesAndEndsNearTheUncompressedLoss)
 TEST_F(OneBitAdamCli, ThreadsAndMpiRebuildTheSameBits) {
     const nlohmann::json j = config(5, 2, true);
     train_ok(j, "threads", 2);
-    const std::string cfg = write_config(j, "mpi.json");
-    const CommandResult r =
-        zt::testing::run_command(std::string(kMpiEnv) + kMpirun + ZT_BINARY + " train " + cfg +
-                                 " --quiet --run-dir " + (dir_ / "mpi").string());
+    const CommandResult r = mpirun_train(j, "mpi");
     ASSERT_EQ(r.code, 0) << r.output;
     const RunLog a = read_run("threads"), b = read_run("mpi");
     ASSERT_EQ(a.loss.size(), 5u);
