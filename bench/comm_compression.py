@@ -48,9 +48,17 @@ VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
     "s0-int4": (0, {"type": "int4"}),
     "s0-topk1%": (0, {"type": "topk", "ratio": 0.01}),
     "s0-onebit": (0, {"type": "onebit"}),
+    "s0-powersgd4": (0, {"type": "powersgd", "rank": 4}),
+    "s0-onebitadam": (0, "onebitadam"),  # optimizer OneBitAdam, compressed from update 2
     "s3-none": (3, None),
     "s3-int8": (3, {"type": "int8"}),
     "s3-zero++": (3, "zero++"),  # zero_quantized_weights and zero_quantized_gradients
+    "s3-powersgd4": (3, {"type": "powersgd", "rank": 4}),
+    # comm.priority on (the default) and off, with buckets small enough that several fill during
+    # the backward: off, a full bucket's reduction is issued before the next module's gathers.
+    "s3-prio-b4M": (3, None, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 4000000}}),
+    "s3-fifo-b4M": (3, None, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 4000000},
+                              "comm": {"priority": False}}),
     # DLRM with row-sharded tables: embedding.comm_precision on the row and gradient all-to-alls
     # (stage "dlrm": compared with dlrm-none).
     "dlrm-none": ("dlrm", None),
@@ -81,7 +89,8 @@ def dlrm_config(steps, precision):
 
 
 def run_zerotrain(args, variant, workdir):
-    stage, grads = VARIANTS[variant]
+    stage, grads = VARIANTS[variant][:2]
+    extra = VARIANTS[variant][2] if len(VARIANTS[variant]) > 2 else {}
     if stage == "dlrm":
         cfg = dlrm_config(args.steps, grads)
     else:
@@ -93,8 +102,14 @@ def run_zerotrain(args, variant, workdir):
         pass
     elif grads == "zero++":
         cfg["zero_optimization"].update(zero_quantized_weights=True, zero_quantized_gradients=True)
+    elif grads == "onebitadam":  # the same AdamW settings, the warm-up one update long
+        params = dict(cfg["optimizer"]["params"], freeze_step=1)
+        params.pop("bias_correction", None)
+        cfg["optimizer"] = {"type": "OneBitAdam", "params": params}
+        cfg.pop("gradient_clipping", None)
     elif grads:
         cfg["compression"] = {"gradients": grads}
+    cfg.update(extra)
     run_dir = tempfile.mkdtemp(prefix=variant + "-", dir=workdir)
     path = os.path.join(run_dir, "config.json")
     with open(path, "w") as f:
@@ -121,7 +136,8 @@ def run_zerotrain(args, variant, workdir):
                    x["comm_overlap"]["exposed_s"] if "comm_overlap" in x
                    else x.get("embedding", {}).get("alltoall_s", 0) for x in timed),
                loss_last=steps[-1]["loss"], tx_bytes_per_step_run=(tx1 - tx0) / len(steps))
-    g = steps[-1].get("compression", {}).get("gradients") or \
+    c = steps[-1].get("compression", {})
+    g = c.get("gradients") or c.get("momentum") or \
         steps[-1].get("embedding", {}).get("comm_compression")
     if g:
         res.update(wire_bytes=g["wire_bytes"], raw_bytes=g["raw_bytes"],
@@ -220,6 +236,10 @@ def derive(report):
             best = min(zs, key=lambda r: r["step_s"])
             ratios.append(f"{rate}: PowerSGD hook step / zerotrain best ({best['variant']}) step = "
                           f"{ps[0]['step_s'] / best['step_s']:.2f}")
+            mine = [r for r in zs if r["variant"] == "s0-powersgd4"]
+            if mine:
+                ratios.append(f"{rate}: PowerSGD hook step / zerotrain PowerSGD (rank 4) step = "
+                              f"{ps[0]['step_s'] / mine[0]['step_s']:.2f}")
     report["ratios"] = ratios
 
 

@@ -50,7 +50,10 @@ class CompressedTransport final : public GradTransport {
           worker_(ctx.buckets.size()),
           server_(ctx.buckets.size()) {}
 
-    void start_all_reduce(BucketReduction& r, const Tensor& wire) override { start(r, wire); }
+    void start_all_reduce(BucketReduction& r, const Tensor& wire) override {
+        start(r, wire);
+        r.finish_communicates = true;  // the all-gather half
+    }
 
     void finish_all_reduce(BucketReduction& r, const Tensor& wire) override {
         MemScope scope(ctx_.pool, MemPhase::kComm);

@@ -13,13 +13,15 @@
 
 #include "comm/codec/codec.h"
 #include "comm/compressed.h"
+#include "comm/residual_state.h"
 #include "parallel/zero_grad_buckets.h"
 
 namespace zt {
 
-class GradTransport {
+// Its residuals (ResidualState): per bucket, the worker's then the server's error-feedback
+// residual (PowerSGD: its own list), empty without error feedback.
+class GradTransport : public ResidualState {
   public:
-    virtual ~GradTransport() = default;
     // All-reduce of `wire` (the whole bucket r.bucket) in place: start sets r.handle (null when
     // nothing is in flight); finish, after r.handle completed, leaves the sum in `wire`.
     virtual void start_all_reduce(BucketReduction& r, const Tensor& wire) = 0;
@@ -30,14 +32,6 @@ class GradTransport {
     virtual void finish_reduce_scatter(BucketReduction& r) = 0;
     // What went through codecs since the transport was made (zeros for the plain one).
     virtual CompressionStats stats() const { return {}; }
-    // The error-feedback residuals, for checkpoints: per bucket, the worker's then the server's
-    // (undefined tensors where none was made yet). Empty without error feedback.
-    virtual std::vector<Tensor*> residuals() { return {}; }
-    // What residuals() depends on: the codec, the ranks and this rank, the buckets. A checkpoint's
-    // residuals restore only into a transport with the same layout.
-    virtual std::string residual_layout() const { return {}; }
-    // Residual i of residuals() <- data (allocated here when it was not made yet).
-    virtual void load_residual(size_t, std::span<const float>) {}
 };
 
 std::unique_ptr<GradTransport> make_grad_transport(ZeroContext& ctx,

@@ -176,6 +176,7 @@ class PowerSgdTransport final : public GradTransport {
             at += g.size();
         }
         r.handle = ctx_.comm->all_reduce(p, np, CommType::kF32);
+        r.finish_communicates = true;  // the Q all-reduce
     }
 
     // After P's all-reduce: orthonormal P, Q = M^T P summed, out = P Q^T and the plain sums.

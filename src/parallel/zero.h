@@ -72,6 +72,8 @@ class ZeroDataParallel {
     // Seconds the caller spent waiting for communication (not hidden behind compute).
     double exposed_comm_s() const { return ctx_.exposed_s; }
     void reset_exposed_comm_s() { ctx_.exposed_s = 0; }
+    // Communication waited for outside the reductions (1-bit Adam's momentum exchange).
+    void add_exposed_comm_s(double s) { ctx_.exposed_s += s; }
     // What the gradient reductions sent through compression.gradients' codec so far, and the
     // codec's error-feedback residuals (grad_transport.h).
     CompressionStats grad_compression_stats() const;

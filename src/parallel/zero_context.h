@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +44,13 @@ struct ZeroOptions {
     // bytes (blockwise int8); the master weights stay exact.
     bool quantized_weights = false;
     CodecOptions weight_codec{CodecKind::kInt8, 256, 0};
+    // ZeRO++ hpZ (zero_hpz_partition_size): the group of consecutive dp ranks (a host) over which
+    // stage 3 keeps a secondary partition of the weights gathered in the forward, so that the
+    // backward gathers within the group; null: off.
+    Communicator* hpz_group = nullptr;
+    // comm.priority: a gradient bucket that backward finishes is issued after the parameter
+    // gathers of the backward's next module (Note [Priority] in zero_grad_buckets.cpp).
+    bool priority = false;
 };
 
 CommType comm_type_of(DType t);
@@ -74,6 +82,10 @@ struct ZeroContext {
     // x summed over ranks in rank order (an all-gather of one double per rank).
     double sum_over_ranks(double x);
 
+    // comm.priority (Note [Priority]): the reduction launches ready buckets it deferred; set by
+    // GradBuckets, called by the gathering after a backward module's gathers were issued.
+    std::function<void()> launch_deferred;
+    bool backward_gathers = false;  // a ModuleGather gathers during the backward
     MemoryPool& pool;
     ParamArena& arena;
     Communicator* comm;

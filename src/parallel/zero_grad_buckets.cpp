@@ -2,6 +2,25 @@
 
 #include <algorithm>
 
+// Note [Finish order]
+// Collectives must be issued in the same order on every rank. Launches are (the backward's
+// module order is the same everywhere), but finishing a reduction early, when its handle tests
+// complete, depends on timing. That is harmless when finishing only copies results; a
+// reduction whose finish issues a second collective (finish_communicates) is therefore finished
+// at fixed points only: before the next launch, and at the end of the backward. It still
+// overlaps with the backward computation until the next bucket is ready.
+
+// Note [Priority]
+// One communicator runs its transfers one at a time in issue order, so what is issued first goes
+// first. In a stage 3 backward with overlap_comm, the post-backward hook of module k finds a
+// gradient bucket full and would issue its reduction at once; the pre-backward hook of module
+// k - 1 then issues the gathers of the next modules' weights (the prefetch), which would wait
+// behind that reduction although the computation needs them first. With comm.priority the full
+// buckets wait in deferred_ until the gathering has issued the next module's gathers (it calls
+// ZeroContext::launch_deferred), and at the latest until the end of the backward. Launches happen
+// at the same program points on every rank, so the order of the collectives stays the same on
+// every rank; the bits do not change, only which transfer goes first.
+
 namespace zt {
 
 GradBuckets::GradBuckets(ZeroContext& ctx, Module& model, GradReduce& reduce)
@@ -10,6 +29,8 @@ GradBuckets::GradBuckets(ZeroContext& ctx, Module& model, GradReduce& reduce)
     launched_.assign(ctx_.buckets.size(), 0);
     param_ready_.assign(ctx_.arena.params().size(), 0);
     if (ctx_.ranks == 1 && !reduce_.partitioned()) return;  // nothing is ever reduced
+    if (ctx_.options.priority && ctx_.options.overlap_comm)
+        ctx_.launch_deferred = [this] { launch_deferred(); };
     for_each_module(model, [this](Module& m) {
         if (!m.own_parameters().empty())
             m.add_hook(HookPoint::kPostBackward, [this](Module& mm) { mark_ready(mm); });
@@ -29,6 +50,7 @@ void GradBuckets::begin_backward(bool boundary) {
     std::fill(ready_count_.begin(), ready_count_.end(), 0);
     std::fill(launched_.begin(), launched_.end(), 0);
     std::fill(param_ready_.begin(), param_ready_.end(), 0);
+    deferred_.clear();
 }
 
 void GradBuckets::mark_ready(Module& m) {
@@ -42,20 +64,29 @@ void GradBuckets::mark_ready(Module& m) {
             static_cast<int>(ctx_.buckets[static_cast<size_t>(b)].params.size()))
             continue;
         if (ctx_.options.overlap_comm) {
-            launch(b);
+            if (ctx_.launch_deferred && ctx_.backward_gathers)
+                deferred_.push_back(b);  // after the next module's gathers (Note [Priority])
+            else
+                launch(b);
         } else if (reduce_.partitioned()) {  // reduce now, waiting, so the bucket's memory returns
             launch(b);
             finish_all();
         }
     }
-    // Retire finished reductions from the front, so lent bucket memory goes back early.
-    while (!pending_.empty() && (!pending_.front()->handle || pending_.front()->handle->test())) {
+    // Retire finished reductions from the front, so lent bucket memory goes back early (not one
+    // whose finish communicates: Note [Finish order]).
+    while (!pending_.empty() && !pending_.front()->finish_communicates &&
+           (!pending_.front()->handle || pending_.front()->handle->test())) {
         finish(*pending_.front());
         pending_.erase(pending_.begin());
     }
 }
 
 void GradBuckets::launch(int b) {
+    // A pending reduction whose finish communicates finishes before this launch, on every rank.
+    if (std::any_of(pending_.begin(), pending_.end(),
+                    [](const auto& r) { return r->finish_communicates; }))
+        finish_all();
     launched_[static_cast<size_t>(b)] = 1;
     const int64_t n = ctx_.buckets[static_cast<size_t>(b)].range.size();
     MemScope scope(ctx_.pool, MemPhase::kComm);
@@ -83,8 +114,15 @@ void GradBuckets::finish_all() {
     pending_.clear();
 }
 
+void GradBuckets::launch_deferred() {
+    std::vector<int> ready;
+    ready.swap(deferred_);
+    for (int b : ready) launch(b);
+}
+
 void GradBuckets::end_backward() {
     if (!reducing_) return;
+    launch_deferred();
     for (size_t b = 0; b < ctx_.buckets.size(); ++b)
         if (!launched_[b]) launch(static_cast<int>(b));
     finish_all();

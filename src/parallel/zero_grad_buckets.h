@@ -24,6 +24,10 @@ struct BucketReduction {
     Tensor wire;  // all-reduce: the bucket as it travels (reduced in place)
     Tensor f32;   // compressed transport: the bucket in f32, when its dtype differs
     Tensor aux;   // PowerSGD transport: the P factors (and uncompressed values) in flight
+    // Set by the transport's start when its finish issues another collective (a compressed
+    // all-reduce's all-gather, PowerSGD's Q all-reduce): such a reduction is finished only where
+    // every rank finishes it in the same order (Note [Finish order]).
+    bool finish_communicates = false;
 };
 
 // How one gradient bucket is reduced.
@@ -62,6 +66,7 @@ class GradBuckets {
     void launch(int b);
     void finish(BucketReduction& r);
     void finish_all();
+    void launch_deferred();  // Note [Priority]
 
     ZeroContext& ctx_;
     GradReduce& reduce_;
@@ -69,6 +74,7 @@ class GradBuckets {
     std::vector<char> param_ready_;  // per parameter, this backward
     std::vector<char> launched_;     // per bucket, this backward
     std::vector<std::unique_ptr<BucketReduction>> pending_;
+    std::vector<int> deferred_;  // ready buckets waiting for the next module's gathers
     bool reducing_ = false;
 };
 

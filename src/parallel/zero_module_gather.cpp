@@ -17,9 +17,13 @@ struct ModuleGather::Group {
     bool unbound = false;  // gathered or in flight, parameters not yet pointing at buffer
     int refs = 0;          // modules inside whose forward or backward we are
     std::unique_ptr<CompressedExchange> exchange;  // quantized weights: the bytes in flight
+    Tensor secondary;              // hpZ: this rank's slice of the last gathered weights
+    bool secondary_valid = false;  // they are the current weights
+    bool from_secondary = false;   // the gather in flight is the hpZ group's
 };
 
 ModuleGather::ModuleGather(ZeroContext& ctx, Module& model) : ctx_(ctx) {
+    ctx_.backward_gathers = true;
     if (ctx_.options.quantized_weights && ctx_.ranks > 1)
         weight_codec_ = make_codec(ctx_.options.weight_codec);
     const int64_t P = ctx_.padded();
@@ -55,14 +59,17 @@ ModuleGather::ModuleGather(ZeroContext& ctx, Module& model) : ctx_(ctx) {
         }
         if (gs.empty()) return;
         auto take = [this, gs](Module&) {
-            for (int g : gs) acquire(g);
+            for (int g : gs) acquire(g, false);
+        };
+        auto take_backward = [this, gs](Module&) {
+            for (int g : gs) acquire(g, true);
         };
         auto drop = [this, gs](Module&) {
             for (int g : gs) release(g);
         };
         m.add_hook(HookPoint::kPreForward, take);
         m.add_hook(HookPoint::kPostForward, drop);
-        m.add_hook(HookPoint::kPreBackward, take);
+        m.add_hook(HookPoint::kPreBackward, take_backward);
         m.add_hook(HookPoint::kPostBackward, drop);
     });
 }
@@ -81,6 +88,7 @@ ModuleGather::~ModuleGather() {
 }
 
 void ModuleGather::after_update() {
+    for (auto& G : groups_) G->secondary_valid = false;  // the weights changed
     for (size_t g = 0; g < groups_.size(); ++g)
         if (groups_[g]->persistent) {
             start_gather(static_cast<int>(g));
@@ -108,6 +116,12 @@ void ModuleGather::start_gather(int g) {
         live_elems_ += G.range.size();
     }
     G.unbound = true;
+    G.from_secondary = backward_ && G.secondary_valid;
+    if (G.from_secondary) {  // hpZ: the forward's weights, from the group's slices
+        G.handle = ctx_.options.hpz_group->all_gather(G.secondary.raw(), G.buffer.raw(),
+                                                      secondary_counts(G), comm_type_of(ct));
+        return;
+    }
     const Range mine = intersect(G.range, ctx_.owned);
     if (ctx_.param_tier) {  // read the owned slice now; gather it once read (finish_gather)
         G.fetch = mine.empty() ? ctx_.param_tier->fetch(0, 0)  // nothing of it owned here
@@ -131,11 +145,11 @@ void ModuleGather::issue_gather(Group& G, const char* src) {
             x = mine_f32.data<float>();
         }
         G.exchange = std::make_unique<CompressedExchange>(
-            ctx_.pool, *ctx_.comm, *weight_codec_, rank_counts(G.range, ctx_.padded(), ctx_.ranks),
-            comm_type_of(ct));
+            ctx_.pool, gather_comm(), *weight_codec_,
+            rank_counts(G.range, ctx_.padded(), ctx_.ranks), comm_type_of(ct));
         G.handle = G.exchange->start_all_gather(x, nullptr);
     } else if (ctx_.ranks > 1)
-        G.handle = ctx_.comm->all_gather(
+        G.handle = gather_comm().all_gather(
             src, G.buffer.raw(), rank_counts(G.range, ctx_.padded(), ctx_.ranks), comm_type_of(ct));
     else
         std::copy(src, src + mine.size() * static_cast<int64_t>(es),
@@ -168,19 +182,49 @@ void ModuleGather::finish_gather(int g) {
         }
         G.exchange.reset();
     }
+    if (!G.from_secondary) keep_secondary(g);
+    G.from_secondary = false;
     for (int i : G.params) {
         Parameter& p = ctx_.param(i);
         p.var->value = Tensor::view_of(G.buffer.storage(), p.offset - G.range.lo, p.shape, ct);
     }
 }
 
-void ModuleGather::acquire(int g) {
+std::vector<int64_t> ModuleGather::secondary_counts(const Group& G) const {
+    const int L = ctx_.options.hpz_group->size();
+    std::vector<int64_t> c(static_cast<size_t>(L));
+    const int64_t n = G.range.size();
+    for (int l = 0; l < L; ++l) c[static_cast<size_t>(l)] = n * (l + 1) / L - n * l / L;
+    return c;
+}
+
+void ModuleGather::keep_secondary(int g) {
+    Group& G = *groups_[static_cast<size_t>(g)];
+    if (!ctx_.options.hpz_group || G.persistent) return;
+    const int l = ctx_.options.hpz_group->rank(), L = ctx_.options.hpz_group->size();
+    const int64_t n = G.range.size(), lo = n * l / L, hi = n * (l + 1) / L;
+    const DType ct = ctx_.arena.options().compute_dtype;
+    if (!G.secondary.defined())  // kept between steps: counted as parameters
+        G.secondary =
+            Tensor::empty(ctx_.pool, {std::max<int64_t>(hi - lo, 1)}, ct, MemCategory::kParams);
+    const size_t es = dtype_size(ct);
+    std::copy(static_cast<const char*>(G.buffer.raw()) + lo * static_cast<int64_t>(es),
+              static_cast<const char*>(G.buffer.raw()) + hi * static_cast<int64_t>(es),
+              static_cast<char*>(G.secondary.raw()));
+    G.secondary_valid = true;
+}
+
+void ModuleGather::acquire(int g, bool backward) {
+    backward_ = backward;
     Group& G = *groups_[static_cast<size_t>(g)];
     if (tracing_) trace_.push_back(g);
     if (!G.buffer.defined()) start_gather(g);
     if (G.unbound) finish_gather(g);
     ++G.refs;
     if (!tracing_) prefetch_after(g);
+    // The gathers the computation needs first are issued: now the gradient buckets that waited
+    // for them (Note [Priority] in zero_grad_buckets.cpp).
+    if (backward && ctx_.launch_deferred) ctx_.launch_deferred();
 }
 
 void ModuleGather::release(int g) {
@@ -219,6 +263,7 @@ void ModuleGather::release_transient() {
         if (G->handle) ctx_.wait_exposed(G->handle);
         G->handle = nullptr;
         G->exchange.reset();
+        G->from_secondary = false;
         if (G->fetch) ctx_.param_tier->wait(*G->fetch);
         G->fetch.reset();
         G->unbound = false;

@@ -6,6 +6,11 @@
 // prefetch_bucket_size elements ahead and max_live_parameters alive. With quantized_weights
 // (zero_quantized_weights) a gather carries each rank's slice as the weight codec's bytes and
 // every rank decodes every slice, its own included, so all ranks compute with the same weights.
+// With hpz_group (ZeRO++ hpZ, zero_hpz_partition_size), a unit gathered over the whole dp group
+// leaves each rank a secondary slice of it (1 / L of the unit, L the group's ranks); a gather in
+// the backward, while the weights are those of the forward, is then an all-gather of those slices
+// within the group (a host) instead of over every rank. The gathered weights are the same bits
+// either way; the slices are dropped when the weights change (after_update).
 #pragma once
 
 #include <memory>
@@ -32,9 +37,12 @@ class ModuleGather final : public ParamGather {
   private:
     struct Group;  // one gather unit
 
-    void acquire(int g);
+    void acquire(int g, bool backward);
     void release(int g);
     void start_gather(int g);
+    void keep_secondary(int g);  // hpZ: this rank's slice of a unit just gathered
+    std::vector<int64_t> secondary_counts(const Group& G) const;
+    Communicator& gather_comm() const { return *ctx_.comm; }
     void issue_gather(Group& G, const char* src);  // all-gather (or copy) from the owned slice
     void finish_gather(int g);
     void prefetch_after(int g);
@@ -47,6 +55,7 @@ class ModuleGather final : public ParamGather {
     std::vector<int> trace_;  // gather order seen in the first training micro-step
     bool tracing_ = true;
     size_t cursor_ = 0;
+    bool backward_ = false;  // inside a backward (the last hook was a pre-backward one)
     int64_t live_elems_ = 0;
 };
 

@@ -63,7 +63,7 @@ std::vector<std::string> optimizer_state_names_of(const std::string& type, bool 
         return momentum ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
     if (type == "Adagrad") return {"sum"};
     if (type == "Lion") return {"exp_avg"};
-    ZT_ASSERT(type == "AdamW" || type == "Adam", "estimate: unknown optimizer ", type);
+    ZT_ASSERT(type == "AdamW" || type == "Adam" || type == "OneBitAdam", "estimate: unknown optimizer ", type);
     return {"exp_avg", "exp_avg_sq"};
 }
 

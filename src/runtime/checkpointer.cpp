@@ -522,8 +522,8 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
         if (const std::string why = read_comm_state(cand, comm ? comm->rank() : 0, engine);
             !why.empty())
             log_warn(
-                "resume: the error-feedback residuals of compression.gradients restart at "
-                "zero: ",
+                "resume: the error-feedback residuals of the compressed communication "
+                "(compression.gradients, OneBitAdam) restart at zero: ",
                 why);
         return m;
     }

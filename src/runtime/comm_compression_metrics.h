@@ -1,6 +1,7 @@
 // A step line's "compression" entry (docs/compression.md): for compression.gradients, the codec,
 // the bytes the gradient reductions would have sent and sent on this rank during the step, their
-// ratio, and the relative error of the encodings, sqrt(sum (decoded - input)^2 / sum input^2).
+// ratio, and the relative error of the encodings, sqrt(sum (decoded - input)^2 / sum input^2);
+// for 1-bit Adam, the same for its momentum exchange.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,5 +14,9 @@ namespace zt {
 nlohmann::json grad_compression_metrics(const GradCompressionOptions& o,
                                         const CompressionStats& now,
                                         const CompressionStats& before);
+// 1-bit Adam's momentum exchange (optim/onebit_adam.h): "momentum" with the codec, the phase of
+// the step ("warmup": nothing compressed, "compressed") and the same figures.
+nlohmann::json momentum_compression_metrics(bool compressed, const CompressionStats& now,
+                                            const CompressionStats& before);
 
 }  // namespace zt

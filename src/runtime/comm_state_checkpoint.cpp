@@ -5,7 +5,6 @@
 #include <filesystem>
 
 #include "checkpoint/safetensors.h"
-#include "parallel/grad_transport.h"
 #include "util/crc32c.h"
 
 namespace zt {
@@ -23,7 +22,7 @@ std::string comm_state_file_name(int rank) {
 
 CommStateCopy copy_comm_state(Engine& e) {
     CommStateCopy c;
-    GradTransport& t = e.data_parallel().grad_transport();
+    ResidualState& t = e.comm_state();
     c.layout = t.residual_layout();
     if (c.layout.empty()) return c;
     const std::vector<Tensor*> r = t.residuals();
@@ -52,7 +51,7 @@ void write_comm_state(const std::string& dir, int rank, const CommStateCopy& c) 
 }
 
 std::string read_comm_state(const std::string& dir, int rank, Engine& e) {
-    GradTransport& t = e.data_parallel().grad_transport();
+    ResidualState& t = e.comm_state();
     const std::string layout = t.residual_layout();
     if (layout.empty()) return {};
     const std::string path = dir + "/" + comm_state_file_name(rank);

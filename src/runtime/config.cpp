@@ -21,6 +21,7 @@
 #include "parallel/mesh.h"
 #include "runtime/config_compression.h"
 #include "runtime/config_monitor.h"
+#include "runtime/config_optimizer.h"
 #include "runtime/config_pipeline.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -33,16 +34,15 @@ using config_detail::as_number;
 using config_detail::as_string;
 using config_detail::fail_type;
 using config_detail::is_auto;
+using config_detail::parse_optimizer;
+using config_detail::parse_scheduler;
 using config_detail::Section;
 using config_detail::show;
+using config_detail::to_lower;
+using config_detail::warn_no_effect;
 using nlohmann::json;
 
 namespace {
-
-std::string to_lower(std::string s) {
-    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return s;
-}
 
 int64_t mul_checked(int64_t a, int64_t b, const char* what) {
     int64_t r = 0;
@@ -147,160 +147,6 @@ void resolve_batch(Section& root, const MeshShape& mesh, TrainConfig& c,
     c.micro_batch = *micro;
     c.grad_accum = *accum;
     c.dp = dp;
-}
-
-// ---- optimizer and scheduler ------------------------------------------------------------------
-
-// Keys that belong to one optimizer (or scheduler) and are an error under another, as DeepSpeed's
-// constructor call would be; truly unknown keys are warnings.
-void refuse_foreign(Section& p, std::initializer_list<const char*> keys, const std::string& owner) {
-    for (const char* k : keys)
-        ZT_CHECK(!p.take(k), p.key(k), ": not a parameter of ", owner, "; remove it");
-}
-
-// A key that is type-checked and changes nothing here: a warning that says why.
-void warn_no_effect(Section& s, const char* k, const char* why,
-                    std::vector<std::string>& warnings) {
-    if (!s.has(k)) {
-        s.take(k);  // null: absent
-        return;
-    }
-    s.get_bool(k, false);
-    warnings.push_back(str_cat(s.key(k), ": has no effect in zerotrain (", why, ")"));
-}
-
-// optimizer.params.betas: two numbers in [0, 1) ([0, 1] with `closed`, as Lion allows).
-void parse_betas(Section& p, OptimizerConfig& o, bool closed = false) {
-    if (const json* b = p.take("betas")) {
-        p.guard([&] {
-            if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number())
-                fail_type(p.key("betas"), "two numbers [beta1, beta2]", *b);
-            const double b1 = (*b)[0].get<double>(), b2 = (*b)[1].get<double>();
-            auto in = [&](double x) { return x >= 0 && (closed ? x <= 1 : x < 1); };
-            ZT_CHECK(in(b1) && in(b2), p.key("betas"), ": expected values in [0, 1",
-                     closed ? "]" : ")", ", got ", show(*b));
-            o.beta1 = b1;
-            o.beta2 = b2;
-        });
-    }
-}
-
-void parse_adam(Section& p, const std::string& type, OptimizerConfig& o,
-                std::vector<std::string>& warnings) {
-    parse_betas(p, o);
-    o.eps = p.get_number("eps", o.eps, 0.0);
-    o.bias_correction = p.get_bool("bias_correction", true);
-    bool adam_w_mode = p.get_bool("adam_w_mode", true);
-    ZT_CHECK(!p.get_bool("amsgrad", false), p.key("amsgrad"),
-             ": AMSGrad is not supported yet; remove it or set it to false");
-    warn_no_effect(p, "torch_adam",
-                   "it picks DeepSpeed's or PyTorch's implementation; zerotrain's follows "
-                   "PyTorch's op order either way",
-                   warnings);
-    ZT_CHECK(type == "adam" || adam_w_mode, p.key("adam_w_mode"),
-             ": false contradicts \"type\": \"AdamW\"; use \"type\": \"Adam\" for Adam with L2");
-    o.type = adam_w_mode ? "AdamW" : "Adam";
-}
-
-// Keys of Adam/AdamW alone, refused under the other optimizers.
-constexpr std::initializer_list<const char*> kAdamOnly = {"adam_w_mode", "bias_correction",
-                                                          "amsgrad", "torch_adam"};
-
-void parse_optimizer(Section& root, OptimizerConfig& o, std::vector<std::string>& warnings) {
-    Section s = root.section("optimizer");
-    if (s.empty()) return s.finish();
-    const std::string given = s.get_string("type", "");
-    const std::string type = to_lower(given);
-    Section p = s.section("params");
-    static const std::set<std::string> kLater = {
-        "lamb", "onebitadam", "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd"};
-    const char* kSupported = "\"Adam\", \"AdamW\", \"SGD\", \"Adagrad\" or \"Lion\"";
-    ZT_CHECK(!kLater.count(type), s.key("type"), ": \"", given, "\" is not supported yet; use ",
-             kSupported);
-    ZT_CHECK(
-        type == "adam" || type == "adamw" || type == "sgd" || type == "adagrad" || type == "lion",
-        s.key("type"), ": expected ", kSupported, " (any case), got ",
-        given.empty() ? std::string("nothing") : "\"" + given + "\"");
-    o.lr = p.get_number("lr", o.lr, 0.0);
-    o.weight_decay = p.get_number("weight_decay", 0.0, 0.0);
-    const std::initializer_list<const char*> sgd_only = {"momentum", "nesterov", "dampening"};
-    const std::initializer_list<const char*> adagrad_only = {"lr_decay",
-                                                             "initial_accumulator_value"};
-    if (type == "sgd") {
-        refuse_foreign(p, {"betas", "eps"}, "SGD");
-        refuse_foreign(p, kAdamOnly, "SGD");
-        refuse_foreign(p, adagrad_only, "SGD");
-        o.type = "SGD";
-        o.momentum = p.get_number("momentum", 0.0, 0.0);
-        o.nesterov = p.get_bool("nesterov", false);
-        ZT_CHECK(!o.nesterov || o.momentum > 0, p.key("nesterov"),
-                 ": Nesterov momentum needs optimizer.params.momentum > 0, got ", o.momentum);
-        ZT_CHECK(p.get_number("dampening", 0.0) == 0.0, p.key("dampening"),
-                 ": only 0 is supported; remove it");
-    } else if (type == "adagrad") {  // torch.optim.Adagrad's parameters and defaults
-        refuse_foreign(p, {"betas"}, "Adagrad");
-        refuse_foreign(p, kAdamOnly, "Adagrad");
-        refuse_foreign(p, sgd_only, "Adagrad");
-        o.type = "Adagrad";
-        o.eps = p.get_number("eps", 1e-10, 0.0);
-        o.lr_decay = p.get_number("lr_decay", 0.0, 0.0);
-        o.initial_accumulator_value = p.get_number("initial_accumulator_value", 0.0, 0.0);
-    } else if (type == "lion") {  // lion-pytorch's parameters and defaults
-        refuse_foreign(p, {"eps"}, "Lion");
-        refuse_foreign(p, kAdamOnly, "Lion");
-        refuse_foreign(p, sgd_only, "Lion");
-        refuse_foreign(p, adagrad_only, "Lion");
-        o.type = "Lion";
-        o.beta1 = 0.9;
-        o.beta2 = 0.99;
-        parse_betas(p, o, true);
-    } else {
-        refuse_foreign(p, sgd_only, given);
-        refuse_foreign(p, adagrad_only, given);
-        parse_adam(p, type, o, warnings);
-    }
-    p.finish();
-    s.finish();
-}
-
-void parse_scheduler(Section& root, const TrainConfig& c, SchedulerConfig& r) {
-    Section s = root.section("scheduler");
-    if (s.empty()) return s.finish();
-    r.type = s.get_string("type", "");
-    Section p = s.section("params");
-    ZT_CHECK(r.type != "LRRangeTest" && r.type != "OneCycle", s.key("type"), ": \"", r.type,
-             "\" is not supported yet; use WarmupLR, WarmupDecayLR or WarmupCosineLR");
-    ZT_CHECK(r.type == "WarmupLR" || r.type == "WarmupDecayLR" || r.type == "WarmupCosineLR",
-             s.key("type"),
-             ": expected \"WarmupLR\", \"WarmupDecayLR\" or \"WarmupCosineLR\", got ",
-             r.type.empty() ? std::string("nothing") : "\"" + r.type + "\"");
-    const bool cosine = r.type == "WarmupCosineLR";
-    if (cosine) {
-        refuse_foreign(p, {"warmup_min_lr", "warmup_max_lr"},
-                       "WarmupCosineLR (it scales optimizer.params.lr by warmup_min_ratio and "
-                       "cos_min_ratio)");
-        r.warmup_min_ratio = p.get_number("warmup_min_ratio", 0.0, 0.0, 1.0);
-        r.cos_min_ratio = p.get_number("cos_min_ratio", 1e-4, 0.0);
-    } else {
-        refuse_foreign(p, {"warmup_min_ratio", "cos_min_ratio"}, r.type);
-        // "auto" as Hugging Face fills it: warmup_min_lr 0, warmup_max_lr the optimizer's lr.
-        r.warmup_min_lr =
-            p.is_auto("warmup_min_lr") ? 0.0 : p.get_number("warmup_min_lr", 0.0, 0.0);
-        r.warmup_max_lr =
-            p.is_auto("warmup_max_lr") ? c.optimizer.lr : p.get_number("warmup_max_lr", 1e-3, 0.0);
-    }
-    r.warmup_num_steps = p.get_int("warmup_num_steps", 1000, 0);
-    r.warmup_type = p.get_choice("warmup_type", "log", {"log", "linear"});
-    ZT_CHECK(p.get_int("last_batch_iteration", -1, LLONG_MIN) == -1, p.key("last_batch_iteration"),
-             ": only -1 is supported (a resumed run takes its position from the checkpoint)");
-    if (r.type == "WarmupLR") {
-        refuse_foreign(p, {"total_num_steps"}, "WarmupLR");
-    } else {  // absent or "auto": the run's length, as Hugging Face fills it
-        r.total_num_steps =
-            p.is_auto("total_num_steps") ? c.steps : p.get_int("total_num_steps", c.steps, 1);
-    }
-    p.finish();
-    s.finish();
 }
 
 // ---- precision, ZeRO, features not supported yet ------------------------------------------------
@@ -560,8 +406,10 @@ void parse_zero(Section& root, ZeroConfig& zc, std::vector<std::string>& warning
                           "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather"})
         ZT_CHECK(!z.get_bool(k, false), z.key(k),
                  ": not supported yet; remove it or set it to false");
-    ZT_CHECK(z.get_int("zero_hpz_partition_size", 1, 1) == 1, z.key("zero_hpz_partition_size"),
-             ": hierarchical partitioning is not supported yet; use 1");
+    zc.hpz_partition_size = z.get_int("zero_hpz_partition_size", 1, 1);
+    ZT_CHECK(zc.hpz_partition_size == 1 || zc.stage == 3, z.key("zero_hpz_partition_size"),
+             ": keeps a secondary partition of stage 3's weights; this config has stage ", zc.stage,
+             " (set stage 3, or remove it)");
     ZT_CHECK(z.get_int("mics_shard_size", -1, LLONG_MIN) <= 0, z.key("mics_shard_size"),
              ": MiCS is not supported yet; remove it");
     z.finish();
@@ -594,7 +442,8 @@ void refuse_features(Section& root, std::vector<std::string>& warnings) {
                           "eigenvalue", "quantize_training", "nebula", "hybrid_engine"})
         root.refuse_if_enabled(k, later);
     root.refuse_if_nonempty("pipeline", "not supported; pipeline parallelism is parallel.pipeline");
-    for (const char* k : {"sparse_attention", "weight_quantization"}) root.refuse_if_nonempty(k, later);
+    for (const char* k : {"sparse_attention", "weight_quantization"})
+        root.refuse_if_nonempty(k, later);
     root.refuse_if_nonempty("compression_training",
                             "DeepSpeed's compression library is not supported; pruning during "
                             "training is compression.pruning (docs/pruning.md)");
@@ -638,6 +487,17 @@ int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
     cc.local_ranks = s.get_int("local_ranks", 1, 1, INT_MAX);
     cc.timeout_s = s.get_number("timeout_s", kDefaultCommTimeoutS, 0.0);
     cc.check_sequence = s.get_bool("check_sequence", false);
+    cc.priority = s.get_bool("priority", true);
+    if (const json* h = s.take("hierarchical")) {
+        s.guard([&] {
+            if (h->is_boolean())
+                cc.hierarchical = h->get<bool>() ? "on" : "off";
+            else if (h->is_string() && h->get<std::string>() == "auto")
+                cc.hierarchical = "auto";
+            else
+                fail_type(s.key("hierarchical"), "true, false or \"auto\"", *h);
+        });
+    }
     s.finish();
     if (!local) return world_size;
     ZT_CHECK(world_size == 1 || world_size == cc.local_ranks, "comm.backend: \"local\" runs its ",
@@ -778,6 +638,11 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] { parse_scheduler(root, c, c.scheduler); });
     root.guard([&] { parse_precision(root, c); });
     root.guard([&] { parse_zero(root, c.zero, out.warnings); });
+    root.guard([&] {
+        const int64_t hpz = c.zero.hpz_partition_size;
+        ZT_CHECK(hpz == 1 || c.dp % hpz == 0, "zero_optimization.zero_hpz_partition_size: ", hpz,
+                 " does not divide the ", c.dp, " data-parallel ranks (use the ranks per host)");
+    });
     root.guard([&] { parse_aio(root, c.zero, out.warnings); });
     root.guard([&] {
         if (c.model) config_detail::resolve_pipeline(c);
@@ -786,6 +651,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] { config_detail::parse_monitor(root, c.precision, c.monitor); });
     root.guard([&] { parse_breakdowns(root, c); });
     root.guard([&] { refuse_features(root, out.warnings); });
+    root.guard([&] { config_detail::check_onebit_adam(c); });
     root.finish();
     throw_config_errors(errors);
     return out;

@@ -24,8 +24,9 @@
 namespace zt {
 
 struct OptimizerConfig {
-    std::string type = "AdamW";  // "AdamW", "SGD", "Adagrad" or "Lion" (DeepSpeed's "Adam"
-                                 // becomes "AdamW" unless adam_w_mode is false, then "Adam")
+    // "AdamW", "Adam", "SGD", "Adagrad", "Lion" or "OneBitAdam" (DeepSpeed's "Adam" becomes
+    // "AdamW" unless adam_w_mode is false, then "Adam")
+    std::string type = "AdamW";
     double lr = 1e-3;
     double beta1 = 0.9, beta2 = 0.999;  // Adam, AdamW; Lion (its default: 0.9, 0.99)
     double eps = 1e-8;                  // Adam, AdamW; Adagrad (its default: 1e-10)
@@ -35,6 +36,7 @@ struct OptimizerConfig {
     bool nesterov = false;        // SGD
     double lr_decay = 0.0;        // Adagrad
     double initial_accumulator_value = 0.0;  // Adagrad
+    int64_t freeze_step = 100000;            // OneBitAdam: updates before the compressed phase
 };
 
 // The "scheduler" section: the optim layer's options, field for field.
@@ -79,6 +81,10 @@ struct ZeroConfig {
     // blockwise int4 (as compression.gradients {"type": "int4"}).
     bool quantized_weights = false;
     bool quantized_gradients = false;
+    // ZeRO++ hpZ (zero_hpz_partition_size): stage 3 keeps a secondary copy of the weights
+    // partitioned over groups of this many consecutive dp ranks (a host), so that the backward's
+    // gathers stay within the group; 1: off.
+    int64_t hpz_partition_size = 1;
 };
 
 // "comm": how ranks talk. The world is the MPI world under "mpi" (1 without mpirun/srun) and
@@ -91,6 +97,12 @@ struct CommConfig {
     // is reported and the job stops; 0: no limit.
     double timeout_s = kDefaultCommTimeoutS;
     bool check_sequence = false;  // debug: ranks compare each collective before running it
+    // Data-parallel reductions and gathers within each host first (comm/hierarchical.h): "off",
+    // "on" (true) or "auto".
+    std::string hierarchical = "off";
+    // Stage 3 with overlap_comm: a full gradient bucket is issued after the gathers of the
+    // backward's next module (Note [Priority] in parallel/zero_grad_buckets.cpp).
+    bool priority = true;
 };
 
 // "checkpoint": sharded atomic checkpoints (docs/checkpoints.md).

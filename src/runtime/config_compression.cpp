@@ -152,9 +152,6 @@ void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c
     g.error_feedback = s.get_bool("error_feedback", type == "topk" || type == "int4" ||
                                                         type == "onebit" || type == "powersgd");
     s.finish();
-    ZT_CHECK(!(type == "powersgd" && c.zero.stage == 3), s.key("type"),
-             ": \"powersgd\" is not supported at ZeRO stage 3 yet (its ranks reduce buckets in "
-             "different orders); use stage 0-2 or a codec");
     ZT_CHECK(c.communication_data_type == c.grad_accum_dtype, s.key("type"),
              ": communication_data_type \"", c.communication_data_type,
              "\" and compression.gradients both choose how gradients travel; remove "

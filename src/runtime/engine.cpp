@@ -60,6 +60,7 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
         linear_quant_ = {false, q.weights, q.inputs, q.weight_format, q.input_format, q.clip};
         attach_linear_quant(*model_, &linear_quant_, q.params);
     }
+    onebit_ = dynamic_cast<const OneBitAdam*>(options_.optimizer.get());
     if (options_.pruning.enabled()) {
         ZT_CHECK(!options_.tp.active() && !options_.pp,
                  "compression.pruning: not supported with tensor or pipeline parallelism yet");
@@ -134,6 +135,7 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     ctx.grad_accum = options_.grad_accum;
     model_->attach(ctx);
     sparse_ = model_->sparse_params();
+    if (onebit_) init_onebit();
     ZT_CHECK(!(sparse_ && scaler_),
              "sharded embedding tables train with fp32 or bf16 compute, not fp16 (their sparse "
              "gradients are not loss-scaled); use bf16.enabled or embedding.sharding "
@@ -156,7 +158,8 @@ Var Engine::forward(const Batch& batch) {
 void Engine::backward(const Var& loss) {
     const double scale = scaler_ ? scaler_->scale() : 1.0;
     const double micro_batches = static_cast<double>(options_.grad_accum * dp_->ranks());
-    dp_->begin_backward(micro_done_ + 1 == options_.grad_accum);
+    // 1-bit Adam's compressed phase keeps the gradients local (Note [1-bit Adam]).
+    dp_->begin_backward(micro_done_ + 1 == options_.grad_accum && !onebit_compressing());
     tape_.backward(loss, static_cast<float>(scale / micro_batches));
     dp_->end_backward();
     loss_sum_ += loss->value.data<float>()[0];
@@ -220,7 +223,10 @@ StepStats Engine::step() {
         grads = grad_f32_.data<float>();
     }
     if (pruner_) pruner_->mask_grads(grads);  // pruned weights are not parameters
-    if (scaler_) {  // unscale fused with the norm, which is also the overflow check
+    const bool onebit_local = onebit_compressing();
+    if (onebit_local) {  // the gradients were never reduced
+        st.grad_norm = onebit_grad_norm(grads);
+    } else if (scaler_) {  // unscale fused with the norm, which is also the overflow check
         st.loss_scale = scaler_->scale();
         st.grad_norm = std::sqrt(grad_sq_norm(grads, static_cast<float>(1.0 / st.loss_scale)));
     } else {
@@ -253,6 +259,7 @@ StepStats Engine::step() {
                 if (sparse_) sparse_->scale_grads(coef);
             }
         }
+        if (onebit_local) onebit_momentum(grads, n);
         const int64_t update = ++updates_done_;
         if (sparse_) sparse_->step(static_cast<float>(st.lr), options_.lr, update);
         state_->step(grads, segments_, static_cast<float>(st.lr), update);

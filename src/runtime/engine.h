@@ -16,7 +16,9 @@
 #include "offload/update_tier.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "optim/onebit_adam.h"
 #include "optim/optimizer.h"
+#include "parallel/momentum_exchange.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
 
@@ -146,6 +148,15 @@ class Engine {
     void pause_quantization(bool paused) { quant_paused_ = paused; }
     // The weight quantization error of the last quantized forward (compression/qat.h).
     QuantError quantization_error() { return linear_quant_error(*model_, &linear_quant_); }
+    // What a checkpoint keeps of the communication (comm_state_checkpoint.h): 1-bit Adam's
+    // momentum exchange when there is one, else the gradient transport.
+    ResidualState& comm_state();
+    // 1-bit Adam (optimizer.type "OneBitAdam"): whether the next update runs in the compressed
+    // phase, and what its momentum exchange sent so far (null: not 1-bit Adam or one rank).
+    bool onebit_compressing() const;
+    const CompressionStats* momentum_compression_stats() const {
+        return momentum_ ? &momentum_->stats() : nullptr;
+    }
 
   private:
     // Throws the nan_policy "stop" error for step steps_done_ + 1.
@@ -156,6 +167,12 @@ class Engine {
     double grad_sq_norm(float* g, float inv);
     // Sequence parallelism: sums the whole parameters' gradients in `update_grads` over tp.
     void sum_whole_grads_over_tp(Tensor& update_grads);
+    // 1-bit Adam (engine_onebit.cpp, Note [1-bit Adam]): checks the layout and makes the
+    // exchange; in the compressed phase, the gradient norm from the ranks' local gradients, and
+    // the agreed momentum written over the local gradients g (n values).
+    void init_onebit();
+    double onebit_grad_norm(float* g);
+    void onebit_momentum(float* g, int64_t n);
 
     MemoryPool& pool_;
     std::unique_ptr<Model> model_;
@@ -175,10 +192,12 @@ class Engine {
     // over the tp group before the step (Note [Sequence parallelism]).
     std::vector<Range> tp_whole_;
     Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)
-    std::unique_ptr<LossScaler> scaler_;  // f16 compute only
-    SparseParams* sparse_ = nullptr;      // the model's, when it has some
-    std::unique_ptr<Pruner> pruner_;      // compression.pruning
-    LinearQuant linear_quant_;            // compression.quantization, shared by the Linears
+    std::unique_ptr<LossScaler> scaler_;          // f16 compute only
+    SparseParams* sparse_ = nullptr;              // the model's, when it has some
+    std::unique_ptr<Pruner> pruner_;              // compression.pruning
+    const OneBitAdam* onebit_ = nullptr;          // the optimizer, when it is 1-bit Adam
+    std::unique_ptr<MomentumExchange> momentum_;  // its exchange (more than one dp rank)
+    LinearQuant linear_quant_;                    // compression.quantization, shared by the Linears
     bool quant_paused_ = false;
     int64_t steps_done_ = 0;    // optimizer steps, skipped ones included
     int64_t updates_done_ = 0;  // steps that updated the weights (Adam's bias-correction count)

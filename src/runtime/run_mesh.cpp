@@ -1,5 +1,9 @@
 #include "runtime/run_mesh.h"
 
+#include "comm/gather_strings.h"
+#include "comm/hierarchical.h"
+#include "util/log.h"
+
 namespace zt {
 
 namespace {
@@ -19,13 +23,63 @@ CommStats RunMesh::stats() const {
     CommStats s;
     if (world) add(s, world->stats());
     if (dp && dp != world) add(s, dp->stats());
+    if (dp_flat && dp_flat != world) add(s, dp_flat->stats());
     if (tp.comm) add(s, tp.comm->stats());
     if (pp) add(s, pp->stats());
+    if (hpz) add(s, hpz->stats());
     if (tied) add(s, tied->stats());
     return s;
 }
 
-RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parallel) {
+const Communicator* RunMesh::cross_host() const {
+    return dp_flat ? cross_host_group(*dp) : nullptr;
+}
+
+int64_t RunMesh::cross_host_bytes() const {
+    const Communicator* c = cross_host();
+    if (!c) return 0;
+    const CommStats s = c->stats();
+    int64_t b = 0;
+    for (int64_t x : s.bytes_sent) b += x;
+    return b;
+}
+
+namespace {
+
+// comm.hierarchical over m.dp (collective over it).
+void make_dp_hierarchical(RunMesh& m, std::shared_ptr<Communicator>& owned, const std::string& mode,
+                          bool report) {
+    if (mode == "off" || m.dp == nullptr || m.dp->size() == 1) return;
+    const std::vector<std::string> hosts = all_gather_strings(*m.dp, host_key());
+    std::string why;
+    owned = make_hierarchical(*m.dp, hosts, &why);
+    if (!owned) {
+        if (mode == "on" && report)
+            log_warn("comm.hierarchical: the data-parallel collectives stay flat: ", why);
+        return;
+    }
+    m.dp_flat = m.dp;
+    m.dp = owned.get();
+    if (report)
+        log_info("comm.hierarchical: data-parallel reductions and gathers within each host first (",
+                 m.dp->size() / ranks_per_host(hosts, nullptr), " hosts of ",
+                 ranks_per_host(hosts, nullptr), " ranks)");
+}
+
+}  // namespace
+
+// The dp group's extra groups (collective over it, in this order on every rank).
+void finish_dp_groups(RunMesh& m, const MeshOptions& o, bool report) {
+    make_dp_hierarchical(m, m.dp_hier_, o.hierarchical, report);
+    if (m.dp == nullptr || m.dp->size() == 1) return;
+    Communicator& flat = m.dp_flat ? *m.dp_flat : *m.dp;
+    if (o.hpz > 1) {
+        m.hpz_owned_ = flat.split(flat.rank() / o.hpz, flat.rank() % o.hpz);
+        m.hpz = m.hpz_owned_.get();
+    }
+}
+
+RunMesh split_run_mesh(Communicator* world, int tp, int pp, const MeshOptions& o) {
     RunMesh m;
     const int ranks = world ? world->size() : 1;
     const int rank = world ? world->rank() : 0;
@@ -33,7 +87,11 @@ RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parall
     m.coord = mesh_coord(m.shape, rank);
     m.world = world;
     m.dp = world;
-    if (tp == 1 && pp == 1) return m;
+    const bool report = rank == 0;
+    if (tp == 1 && pp == 1) {
+        finish_dp_groups(m, o, report);
+        return m;
+    }
     // Every rank takes part in each split, in the same order.
     const MeshSplit ds = dp_split(m.shape, rank);
     m.dp_owned_ = world->split(ds.color, ds.key);
@@ -42,7 +100,7 @@ RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parall
         const MeshSplit ts = tp_split(m.shape, rank);
         m.tp_owned_ = world->split(ts.color, ts.key);
         m.tp.comm = m.tp_owned_.get();
-        m.tp.sequence_parallel = sequence_parallel;
+        m.tp.sequence_parallel = o.sequence_parallel;
     }
     if (pp > 1) {
         const MeshSplit ps = pp_split(m.shape, rank);
@@ -53,6 +111,7 @@ RunMesh split_run_mesh(Communicator* world, int tp, int pp, bool sequence_parall
         m.tied_owned_ = m.pp->split(end ? 0 : 1 + m.coord.pp, m.coord.pp);
         if (end) m.tied = m.tied_owned_.get();
     }
+    finish_dp_groups(m, o, report);
     return m;
 }
 

@@ -16,6 +16,7 @@
 #include "optim/adagrad.h"
 #include "optim/adamw.h"
 #include "optim/lion.h"
+#include "optim/onebit_adam.h"
 #include "optim/sgd.h"
 #include "parallel/tensor_parallel_weights.h"
 #include "runtime/checkpointer.h"
@@ -76,6 +77,15 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
         lo.beta2 = o.beta2;
         lo.weight_decay = o.weight_decay;
         return std::make_unique<Lion>(lo);
+    }
+    if (o.type == "OneBitAdam") {
+        OneBitAdamOptions bo;
+        bo.beta1 = o.beta1;
+        bo.beta2 = o.beta2;
+        bo.eps = o.eps;
+        bo.weight_decay = o.weight_decay;
+        bo.freeze_step = o.freeze_step;
+        return std::make_unique<OneBitAdam>(bo);
     }
     AdamWOptions ao;
     ao.beta1 = o.beta1;
@@ -417,8 +427,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
               " ranks for a config with dp = ", cfg.dp, ", tensor = ", cfg.tp,
               " and pipeline = ", cfg.pipe.stages);
     // The dp, tp and pp groups: data and ZeRO go over dp, the model's split over tp and pp.
-    const RunMesh mesh =
-        split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages, cfg.sequence_parallel);
+    MeshOptions mo;
+    mo.sequence_parallel = cfg.sequence_parallel;
+    mo.hierarchical = cfg.comm.hierarchical;
+    mo.hpz = static_cast<int>(cfg.zero.hpz_partition_size);
+    const RunMesh mesh = split_run_mesh(comm, static_cast<int>(cfg.tp), cfg.pipe.stages, mo);
     const int dp_rank = mesh.coord.dp, dp_ranks = mesh.shape.dp;
     std::optional<RunDirLock> lock;  // rank 0's, for the whole run (one job per run directory)
     fault_at_start(rank, ranks);     // ZT_FAULT, for tests of the supervisor
@@ -442,6 +455,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     const double flops_per_sample = family.flops_per_sample();
     const int64_t tokens_per_sample = family.tokens_per_sample();
     EngineOptions eo = engine_options(cfg);
+    eo.zero.hpz_group = mesh.hpz;
+    eo.zero.priority = cfg.comm.priority;
     eo.comm = mesh.dp;
     eo.tp = mesh.tp;
     eo.pp = mesh.pp;
@@ -590,7 +605,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             pool.reset_peaks();
             dp.reset_exposed_comm_s();
             const CommStats comm_before = mesh.stats();
+            const int64_t cross_before = mesh.cross_host_bytes();
             const CompressionStats compression_before = dp.grad_compression_stats();
+            const bool onebit_compressed = engine.onebit_compressing();
+            const CompressionStats momentum_before = engine.momentum_compression_stats()
+                                                         ? *engine.momentum_compression_stats()
+                                                         : CompressionStats{};
             profilers.before_step(step);
             Stopwatch sw;
             if (slow_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s));
@@ -668,6 +688,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     {"skipped", st.skipped}};
                 if (comm) {
                     line["comm"] = comm_json(step_comm);
+                    if (mesh.cross_host())  // comm.hierarchical
+                        line["comm_cross_host_bytes"] = mesh.cross_host_bytes() - cross_before;
                     // Rank 0's overlap: time with an op in flight, the part of it this rank
                     // waited, and the rest, hidden behind compute (Note [Busy time]).
                     const double busy = step_comm.busy_s, exposed = figs[0].comm_s;
@@ -689,6 +711,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (cfg.grad_compression.enabled)
                     line["compression"] = grad_compression_metrics(
                         cfg.grad_compression, dp.grad_compression_stats(), compression_before);
+                if (const CompressionStats* m = engine.momentum_compression_stats())
+                    line["compression"] =
+                        momentum_compression_metrics(onebit_compressed, *m, momentum_before);
                 if (cfg.quantization.enabled)
                     line["quantization"] = quantization_metrics(engine, cfg.quantization, step + 1);
                 if (const Pruner* pr = engine.pruner())  // per layer when the masks change

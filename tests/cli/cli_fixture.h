@@ -54,6 +54,26 @@ class Cli : public ::testing::Test {
         std::vector<float> weights;
     };
     RunLog read_run(const std::string& run);
+    // The step lines (those with a loss) of a run's metrics.jsonl, in order.
+    std::vector<nlohmann::json> step_lines(const std::string& run) {
+        std::vector<nlohmann::json> out;
+        std::ifstream f(dir_ / run / "metrics.jsonl");
+        std::string line;
+        while (std::getline(f, line)) {
+            auto j = nlohmann::json::parse(line);
+            if (j.contains("loss")) out.push_back(std::move(j));
+        }
+        return out;
+    }
+    // `zerotrain train` of config j under `mpirun -np np` (one thread per rank), quiet, in run
+    // directory dir_/run.
+    CommandResult mpirun_train(const nlohmann::json& j, const std::string& run, int np = 2) {
+        const std::string cfg = write_config(j, run + ".json");
+        return run_command(std::string(kMpiEnv) +
+                           "timeout 120 mpirun --oversubscribe --mca btl self,vader -np " +
+                           std::to_string(np) + " " + ZT_BINARY + " train " + cfg +
+                           " --quiet --run-dir " + (dir_ / run).string());
+    }
     // The equivalence rule's comparison of two runs (DESIGN.md): the largest relative difference
     // of the losses and absolute difference of the weights.
     static double max_rel(const std::vector<double>& a, const std::vector<double>& b) {

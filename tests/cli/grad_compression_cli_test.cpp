@@ -19,9 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using zt::testing::kMpiEnv;
-constexpr const char* kMpirun = "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ";
-
 class GradCompressionCli : public Cli {
   protected:
     // 8 samples a step over `dp` ranks, 2 micro-steps each; 2 layers; buckets of 2000 elements
@@ -47,16 +44,6 @@ class GradCompressionCli : public Cli {
         j["compression"]["gradients"] = gradients;
         return j;
     }
-    std::vector<nlohmann::json> lines(const std::string& run) {
-        std::vector<nlohmann::json> out;
-        std::ifstream f(dir_ / run / "metrics.jsonl");
-        std::string line;
-        while (std::getline(f, line)) {
-            auto j = nlohmann::json::parse(line);
-            if (j.contains("loss")) out.push_back(j);
-        }
-        return out;
-    }
     void train_ok(const nlohmann::json& j, const std::string& run, int ranks,
                   const std::string& args = "") {
         const CommandResult r = train_run(j, run, args, ranks);
@@ -76,7 +63,7 @@ TEST_F(GradCompressionCli, LosslessCodecTrainsBitForBitAtEveryStage) {
         EXPECT_EQ(f32.loss, plain.loss) << "stage " << stage;
         EXPECT_EQ(f32.weights, plain.weights) << "stage " << stage;
         // The compressed path ran: its bytes are in the metrics (f32: as many as the plain op).
-        const nlohmann::json g = lines("f32_" + s).back()["compression"]["gradients"];
+        const nlohmann::json g = step_lines("f32_" + s).back()["compression"]["gradients"];
         EXPECT_EQ(g["codec"], "f32");
         EXPECT_GT(g["wire_bytes"].get<int64_t>(), 0);
         EXPECT_EQ(g["raw_bytes"], g["wire_bytes"]);
@@ -122,7 +109,7 @@ TEST_F(GradCompressionCli, LossyCodecsConvergeNearTheUncompressedLoss) {
         std::printf("[ codec ] %s: final loss %.5f against %.5f (%.2f%%)\n", name.c_str(), got, ref,
                     100 * (got / ref - 1));
         EXPECT_LE(std::fabs(got / ref - 1), 0.02) << name;
-        const nlohmann::json g = lines(name).back()["compression"]["gradients"];
+        const nlohmann::json g = step_lines(name).back()["compression"]["gradients"];
         // Per rank: 4 bytes a value raw; the buckets' segments add at most a scale and 3 bytes
         // of padding each.
         const double ratio = g["ratio"].get<double>();
@@ -135,7 +122,7 @@ TEST_F(GradCompressionCli, LossyCodecsConvergeNearTheUncompressedLoss) {
     // onebit: one sign bit a value and an f32 scale per 256; with Adam it trails the others
     // (docs/compression.md), so only its bytes and error are checked here.
     train_ok(with(config(4, 2, 0), {{"type", "onebit"}}), "onebit", 2);
-    const nlohmann::json g = lines("onebit").back()["compression"]["gradients"];
+    const nlohmann::json g = step_lines("onebit").back()["compression"]["gradients"];
     EXPECT_LE(g["ratio"].get<double>(), 4.0 / (1.0 / 8 + 4.0 / 256) * 1.0001);
     EXPECT_GE(g["ratio"].get<double>(), 4.0 / (1.0 / 8 + 4.0 / 256) * 0.95);
     EXPECT_TRUE(g["error_feedback"].get<bool>());
@@ -145,15 +132,31 @@ TEST_F(GradCompressionCli, LossyCodecsConvergeNearTheUncompressedLoss) {
 TEST_F(GradCompressionCli, ThreadsAndMpiDecodeTheSameBits) {
     const nlohmann::json j = with(config(4, 2, 2), {{"type", "int4"}, {"error_feedback", true}});
     train_ok(j, "threads", 2);
-    const std::string cfg = write_config(j, "mpi.json");
-    const CommandResult r =
-        zt::testing::run_command(std::string(kMpiEnv) + kMpirun + ZT_BINARY + " train " + cfg +
-                                 " --quiet --run-dir " + (dir_ / "mpi").string());
+    const CommandResult r = mpirun_train(j, "mpi");
     ASSERT_EQ(r.code, 0) << r.output;
     const RunLog a = read_run("threads"), b = read_run("mpi");
     ASSERT_EQ(a.loss.size(), 4u);
     EXPECT_EQ(a.loss, b.loss);
     EXPECT_EQ(a.weights, b.weights);
+}
+
+TEST_F(GradCompressionCli, OverlappedAllReducesFinishInTheSameOrderEverywhere) {
+    // Stage 0 with overlap_comm: each bucket's all-reduce is a reduce-scatter issued during the
+    // backward and an all-gather issued when it finishes. Finishing when a handle happens to be
+    // complete would issue the all-gathers in a timing-dependent order across ranks; they are
+    // issued at fixed points (Note [Finish order]), so mpirun runs, and gives the bits of the
+    // threads and of the same run without overlap.
+    nlohmann::json j = with(config(3, 2, 0), {{"type", "int8"}, {"error_feedback", true}});
+    train_ok(j, "serial", 2);
+    j["zero_optimization"]["overlap_comm"] = true;
+    train_ok(j, "threads", 2);
+    const CommandResult r = mpirun_train(j, "mpi");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const RunLog a = read_run("threads"), b = read_run("mpi"), c = read_run("serial");
+    ASSERT_EQ(a.loss.size(), 3u);
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.weights, b.weights);
+    EXPECT_EQ(a.weights, c.weights);
 }
 
 TEST_F(GradCompressionCli, BesideShardedEmbeddings) {
@@ -232,13 +235,14 @@ TEST_F(GradCompressionCli, ZeroPlusPlusQuantizedWeightsAndGradients) {
     const double ref = read_run("plain").loss.back(), got = read_run("zpp").loss.back();
     std::printf("[ zero++ ] final loss %.5f against %.5f\n", got, ref);
     EXPECT_LE(std::fabs(got / ref - 1), 0.02);
-    const nlohmann::json a = lines("plain").back()["comm"], b = lines("zpp").back()["comm"];
+    const nlohmann::json a = step_lines("plain").back()["comm"],
+                         b = step_lines("zpp").back()["comm"];
     // Every gather in int8 with an f32 scale per 256: about a quarter of the f32 bytes.
     const double gathers =
         b["all_gather"]["bytes"].get<double>() / a["all_gather"]["bytes"].get<double>();
     EXPECT_GT(gathers, 0.25);
     EXPECT_LT(gathers, 0.30);
-    EXPECT_EQ(lines("zpp").back()["compression"]["gradients"]["codec"], "int4");
+    EXPECT_EQ(step_lines("zpp").back()["compression"]["gradients"]["codec"], "int4");
 
     j["zero_optimization"]["stage"] = 1;
     const CommandResult bad = train_run(j, "bad", "", 2);

@@ -16,9 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using zt::testing::kMpiEnv;
-constexpr const char* kMpirun = "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ";
-
 class PowerSgdCli : public Cli {
   protected:
     // 8 samples a step over 2 ranks, 2 micro-steps each; 2 layers of d_model 32 (matrices worth
@@ -42,16 +39,6 @@ class PowerSgdCli : public Cli {
         if (powersgd) j["compression"]["gradients"] = {{"type", "powersgd"}, {"rank", 4}};
         return j;
     }
-    nlohmann::json last_line(const std::string& run) {
-        std::ifstream f(dir_ / run / "metrics.jsonl");
-        std::string line;
-        nlohmann::json last;
-        while (std::getline(f, line)) {
-            auto j = nlohmann::json::parse(line);
-            if (j.contains("loss")) last = j;
-        }
-        return last;
-    }
     void train_ok(const nlohmann::json& j, const std::string& run, int ranks,
                   const std::string& args = "") {
         const CommandResult r = train_run(j, run, args, ranks);
@@ -61,10 +48,10 @@ class PowerSgdCli : public Cli {
 
 }  // namespace
 
-TEST_F(PowerSgdCli, ConvergesNearTheUncompressedLossAtStagesZeroToTwo) {
+TEST_F(PowerSgdCli, ConvergesNearTheUncompressedLossAtEveryStage) {
     train_ok(config(40, 0, false), "plain", 2);
     const double ref = read_run("plain").loss.back();
-    for (int stage = 0; stage <= 2; ++stage) {
+    for (int stage = 0; stage <= 3; ++stage) {
         const std::string run = "psgd" + std::to_string(stage);
         train_ok(config(40, stage, true), run, 2);
         const double got = read_run(run).loss.back();
@@ -73,7 +60,7 @@ TEST_F(PowerSgdCli, ConvergesNearTheUncompressedLossAtStagesZeroToTwo) {
         // Measured on the tiny model after 40 steps: +3% to +6% (the issue's 2% target at the
         // recommended setting is not shown yet on this model).
         EXPECT_LE(std::fabs(got / ref - 1), 0.08) << "stage " << stage;
-        const nlohmann::json g = last_line(run)["compression"]["gradients"];
+        const nlohmann::json g = step_lines(run).back()["compression"]["gradients"];
         EXPECT_EQ(g["codec"], "powersgd");
         EXPECT_TRUE(g["error_feedback"].get<bool>());
         // The matrices dominate this model: the factors cut the bytes several times.
@@ -83,12 +70,12 @@ TEST_F(PowerSgdCli, ConvergesNearTheUncompressedLossAtStagesZeroToTwo) {
 }
 
 TEST_F(PowerSgdCli, ThreadsAndMpiRebuildTheSameBits) {
-    const nlohmann::json j = config(4, 2, true);
+    // Stage 3 with overlap_comm (its default there): each bucket's Q all-reduce is issued where
+    // every rank issues it (Note [Finish order] in parallel/zero_grad_buckets.cpp).
+    nlohmann::json j = config(4, 3, true);
+    j["zero_optimization"]["overlap_comm"] = true;
     train_ok(j, "threads", 2);
-    const std::string cfg = write_config(j, "mpi.json");
-    const CommandResult r =
-        zt::testing::run_command(std::string(kMpiEnv) + kMpirun + ZT_BINARY + " train " + cfg +
-                                 " --quiet --run-dir " + (dir_ / "mpi").string());
+    const CommandResult r = mpirun_train(j, "mpi");
     ASSERT_EQ(r.code, 0) << r.output;
     const RunLog a = read_run("threads"), b = read_run("mpi");
     ASSERT_EQ(a.loss.size(), 4u);
@@ -135,12 +122,11 @@ TEST_F(PowerSgdCli, BadKeysAreRefusedBeforeTheFirstStep) {
         {{{"type", "powersgd"}, {"min_compression_rate", 0.5}},
          "compression.gradients.min_compression_rate"},
         {{{"type", "int8"}, {"rank", 4}}, "only \"powersgd\" has it"},
-        {{{"type", "powersgd"}}, "not supported at ZeRO stage 3"},
     };
     int i = 0;
     for (const Bad& b : bad) {
         const std::string run = "bad" + std::to_string(i++);
-        nlohmann::json j = config(2, b.says.find("stage 3") != std::string::npos ? 3 : 0, false);
+        nlohmann::json j = config(2, 0, false);
         j["compression"]["gradients"] = b.gradients;
         const CommandResult r = train_run(j, run, "", 2);
         EXPECT_EQ(r.code, 2) << b.says << ": " << r.output;

@@ -251,5 +251,55 @@ TEST(ZeroSchedule, OverlapCommReducesBucketsDuringBackward) {
     }
 }
 
+// comm.priority (Note [Priority] in zero_grad_buckets.cpp): in a stage 3 backward with
+// overlap_comm, a gradient bucket that fills is issued after the gathers the next module's
+// backward issues (its weights, the prefetch), not before them. Read from the issue order between
+// two module hooks: with priority, a window holding both a gather and a reduction issues the
+// gathers first; without, reductions are issued right after their post-backward hook, so they
+// come before the next window's gathers.
+TEST(ZeroSchedule, Stage3IssuesTheNextGathersBeforeFullBuckets) {
+    for (const bool priority : {false, true}) {
+        ZeroOptions z = stage3(100000);
+        z.overlap_comm = true;
+        z.reduce_bucket_size = 300;
+        z.priority = priority;
+        const Log log = record_training(z);
+        int gather_first = 0, reduction_first = 0, reductions = 0;
+        // Windows: the ops issued between two hook events.
+        size_t begin = 0;
+        for (size_t i = 0; i <= log.size(); ++i) {
+            if (i < log.size() && log[i].kind != Event::kHook) continue;
+            int first_reduction = -1, last_gather = -1, first_gather = -1;
+            for (size_t j = begin; j < i; ++j) {
+                if (log[j].kind != Event::kIssue) continue;
+                if (is_reduction(log[j])) {
+                    ++reductions;
+                    if (first_reduction < 0) first_reduction = static_cast<int>(j);
+                }
+                if (is_param_gather(log[j])) {
+                    if (first_gather < 0) first_gather = static_cast<int>(j);
+                    last_gather = static_cast<int>(j);
+                }
+            }
+            if (first_reduction >= 0 && first_gather >= 0) {
+                if (last_gather < first_reduction) ++gather_first;
+                if (first_reduction < first_gather) ++reduction_first;
+            }
+            begin = i + 1;
+        }
+        std::printf(
+            "[ sched ] priority %s: %d reductions; windows with gathers before "
+            "reductions %d, reductions before gathers %d\n",
+            priority ? "on" : "off", reductions, gather_first, reduction_first);
+        EXPECT_GT(reductions, 2);
+        EXPECT_EQ(reduction_first, 0) << "priority " << priority;
+        if (priority) {
+            EXPECT_GT(gather_first, 2);
+        } else {
+            EXPECT_EQ(gather_first, 0);
+        }
+    }
+}
+
 }  // namespace
 }  // namespace zt

@@ -320,8 +320,8 @@ TEST(Config, AdamMeansAdamWUnlessAdamWModeIsFalse) {
     expect_mentions(error_of({{"optimizer", {{"type", "Lamb"}}}}),
                     {"optimizer.type", "\"Lamb\" is not supported yet"});
     expect_mentions(error_of({{"optimizer", {{"type", "RMSprop"}}}}),
-                    {"optimizer.type: expected \"Adam\", \"AdamW\", \"SGD\", \"Adagrad\" or "
-                     "\"Lion\""});
+                    {"optimizer.type: expected \"Adam\", \"AdamW\", \"SGD\", \"Adagrad\", "
+                     "\"Lion\" or \"OneBitAdam\""});
     expect_mentions(error_of({{"optimizer", {{"params", {{"lr", 0.1}}}}}}),
                     {"optimizer.type: expected", "got nothing"});
     expect_mentions(error_of({{"optimizer", {{"type", "Adam"}, {"params", {{"amsgrad", true}}}}}}),

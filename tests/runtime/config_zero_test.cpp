@@ -156,7 +156,13 @@ TEST(ConfigZero, BehaviourZerotrainAlwaysHasIsRefusedWhenTurnedOff) {
     expect_mentions(err({{"stage", 1}, {"zero_quantized_weights", true}}),
                     {"zero_optimization.zero_quantized_weights", "quantizes stage 3"});
     expect_mentions(err({{"zero_hpz_partition_size", 8}}),
-                    {"zero_optimization.zero_hpz_partition_size"});
+                    {"zero_optimization.zero_hpz_partition_size", "set stage 3"});
+    // stage 3 on one rank: 8 does not divide it.
+    expect_mentions(err({{"stage", 3}, {"zero_hpz_partition_size", 8}}),
+                    {"zero_optimization.zero_hpz_partition_size: 8 does not divide the 1"});
+    EXPECT_EQ(parse_config({{"zero_optimization", {{"stage", 3}, {"zero_hpz_partition_size", 1}}}})
+                  .config.zero.hpz_partition_size,
+              1);
 }
 
 // Offload as DeepSpeed's ZeRO-Infinity examples write it: every key read, none unknown.

@@ -72,7 +72,7 @@ std::vector<int64_t> partition_of(const Layout& l) {
 
 void train_rank(const Layout& l, Communicator& world, PpRun* out, std::mutex* mu) {
     set_num_threads(1);
-    RunMesh mesh = split_run_mesh(&world, l.tp, l.pp, false);
+    RunMesh mesh = split_run_mesh(&world, l.tp, l.pp);
     GptOptions go{kV, kT, 16, l.layers, 4};
     go.checkpoint_policy = l.checkpointing;
     go.tp = mesh.tp;
