@@ -59,7 +59,8 @@ TEST(PruneRows, LowestCountsFirstTiesToTheLowerRow) {
     // A row pruned before stays pruned, whatever its count, and counts toward the total.
     const std::vector<uint8_t> before = {0, 0, 0, 0, 0, 0, 1};
     EXPECT_EQ(row_mask(counts, before, 1), before);
-    EXPECT_EQ(row_mask(counts, before, 3), (std::vector<uint8_t>{0, 1, 0, 1, 1, 0, 1}));
+    EXPECT_EQ(row_mask(counts, before, 3), (std::vector<uint8_t>{0, 1, 0, 0, 1, 0, 1}));
+    EXPECT_EQ(row_mask(counts, before, 4), (std::vector<uint8_t>{0, 1, 0, 1, 1, 0, 1}));
 }
 
 TEST(PruneRows, MatchesASortedReferenceOnRandomCounts) {

@@ -47,12 +47,12 @@ PruningOptions rows_options() {
     return p;
 }
 
-struct Run {
+struct RowsRun {
     std::vector<double> loss;
     std::vector<std::vector<float>> weights;  // whole master after each step
 };
 
-void train_rank(const ClickDataset& ds, int ranks, int stage, Communicator* comm, Run* out) {
+void train_rank(const ClickDataset& ds, int ranks, int stage, Communicator* comm, RowsRun* out) {
     set_num_threads(1);
     const int rank = comm ? comm->rank() : 0;
     MemoryPool pool;
@@ -158,7 +158,7 @@ TEST(DlrmPruneRows, RowsFollowTheCountsOnEveryLayout) {
     const ClickDataset ds(CtrFile::open(path), dopt);
     const auto want = reference_masks(ds);
     const std::vector<PruneRowTable> ts = tables();
-    Run ref;
+    RowsRun ref;
     train_rank(ds, 1, 0, nullptr, &ref);
     ASSERT_EQ(ref.weights.size(), static_cast<size_t>(kSteps));
     for (size_t s = 0; s < ref.weights.size(); ++s)
@@ -174,7 +174,7 @@ TEST(DlrmPruneRows, RowsFollowTheCountsOnEveryLayout) {
         int ranks, stage;
     };
     for (const Layout l : {Layout{2, 0}, Layout{2, 3}, Layout{4, 1}, Layout{4, 2}}) {
-        Run r;
+        RowsRun r;
         run_local_ranks(l.ranks, [&](Communicator& c) { train_rank(ds, l.ranks, l.stage, &c, &r); });
         ASSERT_EQ(r.loss.size(), ref.loss.size());
         double worst = 0;
