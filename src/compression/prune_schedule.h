@@ -18,7 +18,7 @@
 namespace zt {
 
 struct PruningOptions {
-    std::string type;  // "" (off), "magnitude", "nm", "structured", "rows"
+    std::string type;              // "" (off), "magnitude", "nm", "structured", "rows"
     std::string scope = "global";  // magnitude: one threshold for all targets, or "layer"
     double initial_sparsity = 0.0;
     double final_sparsity = 0.0;

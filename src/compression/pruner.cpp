@@ -94,10 +94,9 @@ void Pruner::update(int64_t step, UpdateState& state, ZeroDataParallel& dp) {
         const double fraction = prune_sparsity_at(options_, step);
         for (size_t k = 0; k < row_tables_.size(); ++k) {
             const PruneRowTable& t = row_tables_[k];
-            set_row_mask(t,
-                         row_mask(row_counts_[k], rows_of_mask(t, pruned),
-                                  prune_count(fraction, t.rows)),
-                         pruned);
+            set_row_mask(
+                t, row_mask(row_counts_[k], rows_of_mask(t, pruned), prune_count(fraction, t.rows)),
+                pruned);
         }
     } else if (options_.type == "structured") {
         ZT_ASSERT(!groups_.empty(), "structured pruning without unit groups");

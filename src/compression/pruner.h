@@ -78,11 +78,11 @@ class Pruner {
     int state_index_;
     std::vector<uint64_t> bits_;  // the update range's mask, one bit per weight
     std::vector<int64_t> pruned_per_target_;
-    std::vector<PruneUnitGroup> groups_;     // structured
-    std::vector<int64_t> pruned_per_group_;  // structured: whole units pruned
-    std::vector<PruneRowTable> row_tables_;               // rows
-    std::vector<std::vector<double>> row_counts_;         // rows: summed over ranks
-    std::vector<std::vector<double>> row_counts_local_;   // rows: this rank's, not yet summed
+    std::vector<PruneUnitGroup> groups_;                 // structured
+    std::vector<int64_t> pruned_per_group_;              // structured: whole units pruned
+    std::vector<PruneRowTable> row_tables_;              // rows
+    std::vector<std::vector<double>> row_counts_;        // rows: summed over ranks
+    std::vector<std::vector<double>> row_counts_local_;  // rows: this rank's, not yet summed
 };
 
 }  // namespace zt

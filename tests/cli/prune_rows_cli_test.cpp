@@ -137,7 +137,8 @@ TEST_F(PruneRowsCli, WhatRowsPruningCannotDoIsRefusedBeforeAnyWork) {
         const char* says;
     };
     const std::vector<Case> cases = {
-        {{{"compression", {{"pruning", {{"final_sparsity", nullptr}}}}}}, "final_sparsity: required"},
+        {{{"compression", {{"pruning", {{"final_sparsity", nullptr}}}}}},
+         "final_sparsity: required"},
         {{{"compression",
            {{"pruning", {{"type", "rows"}, {"final_sparsity", 0.5}, {"params", {"emb"}}}}}}},
          "not used by rows pruning"},

@@ -114,14 +114,15 @@ std::vector<std::vector<std::vector<uint8_t>>> reference_masks(const ClickDatase
         }
         if (prune_updates_at(p, step + 1))
             for (size_t k = 0; k < ts.size(); ++k) {
-                const int64_t want =
-                    prune_count(prune_sparsity_at(p, step + 1), ts[k].rows);
+                const int64_t want = prune_count(prune_sparsity_at(p, step + 1), ts[k].rows);
                 // Lowest (count, row) first among the rows not pruned yet.
                 std::vector<std::pair<double, int64_t>> order;
                 int64_t have = 0;
                 for (int64_t r = 0; r < ts[k].rows; ++r) {
-                    if (mask[k][static_cast<size_t>(r)]) ++have;
-                    else order.push_back({counts[k][static_cast<size_t>(r)], r});
+                    if (mask[k][static_cast<size_t>(r)])
+                        ++have;
+                    else
+                        order.push_back({counts[k][static_cast<size_t>(r)], r});
                 }
                 std::sort(order.begin(), order.end());
                 for (int64_t i = 0; i < want - have; ++i)
@@ -175,7 +176,8 @@ TEST(DlrmPruneRows, RowsFollowTheCountsOnEveryLayout) {
     };
     for (const Layout l : {Layout{2, 0}, Layout{2, 3}, Layout{4, 1}, Layout{4, 2}}) {
         RowsRun r;
-        run_local_ranks(l.ranks, [&](Communicator& c) { train_rank(ds, l.ranks, l.stage, &c, &r); });
+        run_local_ranks(l.ranks,
+                        [&](Communicator& c) { train_rank(ds, l.ranks, l.stage, &c, &r); });
         ASSERT_EQ(r.loss.size(), ref.loss.size());
         double worst = 0;
         for (size_t s = 0; s < r.loss.size(); ++s) {
@@ -186,8 +188,8 @@ TEST(DlrmPruneRows, RowsFollowTheCountsOnEveryLayout) {
             worst = std::max(worst, d);
             EXPECT_LT(d, 1e-4) << l.ranks << " ranks, stage " << l.stage << ", step " << s + 1;
         }
-        std::printf("%d ranks, stage %d: largest relative loss difference %.3g\n", l.ranks,
-                    l.stage, worst);
+        std::printf("%d ranks, stage %d: largest relative loss difference %.3g\n", l.ranks, l.stage,
+                    worst);
     }
     fs::remove_all(dir);
 }
