@@ -35,8 +35,8 @@ void parse_structured(Section& s, PruningOptions& p, const TrainConfig& c) {
     ZT_CHECK(c.model && c.model->name() == "GPT", s.key("type"),
              ": structured pruning prunes GPT's attention heads and MLP channels; this model is ",
              c.model ? c.model->name() : std::string("unknown"),
-             " (DLRM's embedding rows by frequency are not built yet); use \"magnitude\" or "
-             "\"nm\"");
+             "; use \"magnitude\" or \"nm\", or \"rows\" for DLRM's embedding rows by lookup "
+             "count");
 }
 
 // rows (docs/pruning.md): DLRM's embedding rows with the fewest lookups; "final_sparsity" (and
