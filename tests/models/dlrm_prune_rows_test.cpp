@@ -3,7 +3,8 @@
 // a reference picks from a naive count of the ids of every sample seen so far (lowest counts,
 // ties to the lower row, the schedule's count at the last update, rows pruned before kept), every
 // element of a pruned row is exactly 0, and 2 and 4 data-parallel ranks at ZeRO stages 0-3
-// choose the same rows and train like one process (the equivalence rule).
+// choose the same rows and train like one process (the equivalence rule); an offloaded optimizer
+// gives the in-memory bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,7 +53,8 @@ struct RowsRun {
     std::vector<std::vector<float>> weights;  // whole master after each step
 };
 
-void train_rank(const ClickDataset& ds, int ranks, int stage, Communicator* comm, RowsRun* out) {
+void train_rank(const ClickDataset& ds, int ranks, int stage, Communicator* comm, RowsRun* out,
+                const std::string& offload = "none") {
     set_num_threads(1);
     const int rank = comm ? comm->rank() : 0;
     MemoryPool pool;
@@ -68,6 +70,7 @@ void train_rank(const ClickDataset& ds, int ranks, int stage, Communicator* comm
     eo.zero.reduce_bucket_size = 300;
     eo.zero.allgather_bucket_size = 400;
     eo.pruning = rows_options();
+    eo.offload_optimizer.device = offload;
     Engine e(pool, std::make_unique<Dlrm>(model_options()), std::move(eo));
     ClickBatchBuffers buf;
     for (int64_t step = 0; step < kSteps; ++step) {
@@ -191,6 +194,13 @@ TEST(DlrmPruneRows, RowsFollowTheCountsOnEveryLayout) {
         std::printf("%d ranks, stage %d: largest relative loss difference %.3g\n", l.ranks, l.stage,
                     worst);
     }
+    // An offloaded optimizer (the mask and the moments on the host tier): the in-memory bits
+    // (2 ranks at stage 1, where offload applies).
+    RowsRun mem, off;
+    run_local_ranks(2, [&](Communicator& c) { train_rank(ds, 2, 1, &c, &mem); });
+    run_local_ranks(2, [&](Communicator& c) { train_rank(ds, 2, 1, &c, &off, "cpu"); });
+    EXPECT_EQ(off.loss, mem.loss);
+    EXPECT_EQ(off.weights, mem.weights);
     fs::remove_all(dir);
 }
 
