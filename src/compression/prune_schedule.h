@@ -5,6 +5,8 @@
 //              start_step to final_sparsity at end_step, masks recomputed every `frequency`
 //              steps in between (and at end_step), fixed after it;
 //   nm:        N of every M consecutive weights of a row kept (2:4), recomputed on the same grid;
+//   rows:      DLRM embedding rows with the fewest lookups (compression/prune_rows.h), the
+//              fraction of each table's rows cubic from initial_sparsity to final_sparsity;
 //   structured: whole heads and MLP channels (compression/prune_groups.h), the fraction of each
 //              layer's units cubic from 0 at start_step to `heads` / `channels` at end_step.
 #pragma once
@@ -16,7 +18,7 @@
 namespace zt {
 
 struct PruningOptions {
-    std::string type;              // "" (off), "magnitude", "nm", "structured"
+    std::string type;              // "" (off), "magnitude", "nm", "structured", "rows"
     std::string scope = "global";  // magnitude: one threshold for all targets, or "layer"
     double initial_sparsity = 0.0;
     double final_sparsity = 0.0;

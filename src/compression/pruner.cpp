@@ -40,6 +40,38 @@ void Pruner::set_unit_groups(std::vector<PruneUnitGroup> groups) {
     pruned_per_group_.assign(groups_.size(), 0);
 }
 
+void Pruner::set_row_tables(std::vector<PruneRowTable> tables) {
+    row_tables_ = std::move(tables);
+    row_counts_.clear();
+    for (const PruneRowTable& t : row_tables_)
+        row_counts_.emplace_back(static_cast<size_t>(t.rows), 0.0);
+    row_counts_local_ = row_counts_;
+}
+
+void Pruner::count(const ClickBatch& batch) { count_rows(batch, row_tables_, row_counts_local_); }
+
+void Pruner::reduce_counts(Communicator* comm) {
+    for (size_t k = 0; k < row_counts_.size(); ++k) {
+        std::vector<double>& mine = row_counts_local_[k];
+        // Counts are integers below 2^53: the f64 sum is exact in any order.
+        if (comm != nullptr && comm->size() > 1)
+            comm->all_reduce(mine.data(), static_cast<int64_t>(mine.size()), CommType::kF64)
+                ->wait();
+        for (size_t r = 0; r < mine.size(); ++r) row_counts_[k][r] += mine[r];
+        std::fill(mine.begin(), mine.end(), 0.0);
+    }
+}
+
+void Pruner::set_row_counts(std::vector<std::vector<double>> counts) {
+    ZT_CHECK(counts.size() == row_counts_.size(), "pruning: the checkpoint counts rows of ",
+             counts.size(), " tables, this model has ", row_counts_.size());
+    for (size_t k = 0; k < counts.size(); ++k)
+        ZT_CHECK(counts[k].size() == row_counts_[k].size(), "pruning: the checkpoint counts ",
+                 counts[k].size(), " rows of ", row_tables_[k].name, ", this model has ",
+                 row_counts_[k].size());
+    row_counts_ = std::move(counts);
+}
+
 void Pruner::mask_grads(float* g) const {
     for (size_t w = 0; w < bits_.size(); ++w)
         for (uint64_t b = bits_[w]; b != 0; b &= b - 1)
@@ -57,7 +89,16 @@ void Pruner::update(int64_t step, UpdateState& state, ZeroDataParallel& dp) {
         score[i] = mask[i] != 0.0f ? -1.0f : std::fabs(master[i]);
     const std::vector<float> whole = dp.gather_update_ranges(score.data());
     std::vector<uint8_t> pruned(static_cast<size_t>(padded_), 0);
-    if (options_.type == "structured") {
+    if (options_.type == "rows") {  // the masks so far, then the counts choose (prune_rows.h)
+        for (size_t i = 0; i < whole.size(); ++i) pruned[i] = whole[i] < 0.0f ? 1 : 0;
+        const double fraction = prune_sparsity_at(options_, step);
+        for (size_t k = 0; k < row_tables_.size(); ++k) {
+            const PruneRowTable& t = row_tables_[k];
+            set_row_mask(
+                t, row_mask(row_counts_[k], rows_of_mask(t, pruned), prune_count(fraction, t.rows)),
+                pruned);
+        }
+    } else if (options_.type == "structured") {
         ZT_ASSERT(!groups_.empty(), "structured pruning without unit groups");
         std::vector<int64_t> counts;
         for (const PruneUnitGroup& g : groups_)

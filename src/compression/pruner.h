@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "autograd/module.h"
+#include "comm/communicator.h"
 #include "compression/prune_groups.h"
 #include "compression/prune_mask.h"
+#include "compression/prune_rows.h"
 #include "compression/prune_schedule.h"
 #include "offload/update_state.h"
 #include "parallel/zero.h"
@@ -37,6 +39,17 @@ class Pruner {
     // structured: the model's heads and channels (compression/prune_groups.h), before the first
     // update or reload.
     void set_unit_groups(std::vector<PruneUnitGroup> groups);
+    // rows: the model's tables (compression/prune_rows.h), before the first update or reload.
+    void set_row_tables(std::vector<PruneRowTable> tables);
+    // rows: counts this rank's micro-batch's ids (not yet summed over ranks).
+    void count(const ClickBatch& batch);
+    // rows, collective over `comm` (the data-parallel group; null: one rank): adds the counts of
+    // every rank since the last call to the totals, so the totals are one process's counts.
+    void reduce_counts(Communicator* comm);
+    bool counts_rows() const { return !row_tables_.empty(); }
+    // rows: the summed counts per table (checkpointed by the trainer), and their restore.
+    const std::vector<std::vector<double>>& row_counts() const { return row_counts_; }
+    void set_row_counts(std::vector<std::vector<double>> counts);
     // Zeroes the gradients of pruned weights: g holds the update range's f32 gradients.
     void mask_grads(float* g) const;
     // Collective over the data-parallel group when due(step): new masks after optimizer step
@@ -65,8 +78,11 @@ class Pruner {
     int state_index_;
     std::vector<uint64_t> bits_;  // the update range's mask, one bit per weight
     std::vector<int64_t> pruned_per_target_;
-    std::vector<PruneUnitGroup> groups_;     // structured
-    std::vector<int64_t> pruned_per_group_;  // structured: whole units pruned
+    std::vector<PruneUnitGroup> groups_;                 // structured
+    std::vector<int64_t> pruned_per_group_;              // structured: whole units pruned
+    std::vector<PruneRowTable> row_tables_;              // rows
+    std::vector<std::vector<double>> row_counts_;        // rows: summed over ranks
+    std::vector<std::vector<double>> row_counts_local_;  // rows: this rank's, not yet summed
 };
 
 }  // namespace zt

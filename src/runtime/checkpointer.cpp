@@ -148,6 +148,10 @@ Manifest manifest_of(Engine& e) {
         m.trainer["sparse"] = {{"tensors", sp->names()},
                                {"optimizer", sp->optimizer_name()},
                                {"files", nlohmann::json::array()}};
+    // compression.pruning "rows": the lookups per row so far, summed over ranks (the same on
+    // every rank and layout, so they reshard as they are).
+    if (const Pruner* pr = e.pruner(); pr != nullptr && pr->counts_rows())
+        m.trainer["pruning_row_counts"] = pr->row_counts();
     m.trainer["data"] = {{"next_step", c.steps_done}};
     m.trainer["scheduler"] = {{"updates", c.updates_done}};
     if (c.has_scaler)
@@ -517,6 +521,13 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
             c.scaler.cur_hysteresis = s.value("cur_hysteresis", c.scaler.cur_hysteresis);
         } else {
             c.has_scaler = false;  // keep the fresh scaler
+        }
+        if (Pruner* pr = engine.pruner(); pr != nullptr && pr->counts_rows()) {
+            ZT_CHECK(m->trainer.contains("pruning_row_counts"), "resume: ", cand,
+                     " holds no row counts for compression.pruning \"rows\" (it was written "
+                     "without it); start that run fresh or remove the pruning section");
+            pr->set_row_counts(
+                m->trainer["pruning_row_counts"].get<std::vector<std::vector<double>>>());
         }
         engine.restore(c);
         if (const std::string why = read_comm_state(cand, comm ? comm->rank() : 0, engine);

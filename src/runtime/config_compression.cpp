@@ -5,6 +5,7 @@
 #include <climits>
 #include <utility>
 
+#include "models/dlrm/dlrm_family.h"
 #include "models/family.h"
 #include "runtime/config.h"
 
@@ -34,12 +35,31 @@ void parse_structured(Section& s, PruningOptions& p, const TrainConfig& c) {
     ZT_CHECK(c.model && c.model->name() == "GPT", s.key("type"),
              ": structured pruning prunes GPT's attention heads and MLP channels; this model is ",
              c.model ? c.model->name() : std::string("unknown"),
-             " (DLRM's embedding rows by frequency are not built yet); use \"magnitude\" or "
-             "\"nm\"");
+             "; use \"magnitude\" or \"nm\", or \"rows\" for DLRM's embedding rows by lookup "
+             "count");
+}
+
+// rows (docs/pruning.md): DLRM's embedding rows with the fewest lookups; "final_sparsity" (and
+// "initial_sparsity") are fractions of each table's rows. The tables must be parameters of the
+// arena: sharded and dynamic tables (the "embedding" section) keep their rows elsewhere.
+void parse_rows(Section& s, const TrainConfig& c) {
+    for (const char* k : {"scope", "params", "n", "m"})
+        ZT_CHECK(!s.has(k), s.key(k),
+                 ": not used by rows pruning (it prunes the same fraction of every table's rows, "
+                 "the least looked-up first); remove it");
+    ZT_CHECK(c.model && c.model->name() == "DLRM", s.key("type"),
+             ": rows pruning prunes DLRM's embedding rows by lookup count; this model is ",
+             c.model ? c.model->name() : std::string("unknown"),
+             "; use \"magnitude\", \"nm\" or \"structured\"");
+    ZT_CHECK(!as_dlrm(*c.model).options().embedding.enabled, s.key("type"),
+             ": rows pruning of tables placed by the \"embedding\" section (sharded or dynamic) "
+             "is not supported yet; remove the \"embedding\" section so the tables are dense "
+             "parameters (replicated, ZeRO-partitioned)");
 }
 
 void parse_pruning(Section& s, PruningOptions& p, const TrainConfig& c) {
-    const std::string type = s.get_choice("type", "magnitude", {"magnitude", "nm", "structured"});
+    const std::string type =
+        s.get_choice("type", "magnitude", {"magnitude", "nm", "structured", "rows"});
     p.type = type;
     p.start_step = s.get_int("start_step", 1, 1);
     p.end_step = s.get_int("end_step", p.start_step, p.start_step);
@@ -51,20 +71,21 @@ void parse_pruning(Section& s, PruningOptions& p, const TrainConfig& c) {
             ZT_CHECK(!s.has(k), s.key(k), ": only \"type\": \"structured\" prunes whole heads ",
                      "and channels; remove it or use that type");
     }
-    if (const json* v = type == "structured" ? nullptr : s.take("params")) {
+    if (const json* v = type == "structured" || type == "rows" ? nullptr : s.take("params")) {
         ZT_CHECK(v->is_array(), s.key("params"),
                  ": expected a list of parameter-name parts (\"attn\", \"mlp\"), got ", show(*v));
         for (const json& x : *v) p.params.push_back(as_string(x, s.key("params")));
     }
-    if (type == "magnitude") {
+    if (type == "rows") parse_rows(s, c);
+    if (type == "magnitude" || type == "rows") {
         ZT_CHECK(s.has("final_sparsity"), s.key("final_sparsity"),
-                 ": required for magnitude pruning (the fraction of weights pruned at end_step, "
-                 "for example 0.3)");
+                 ": required for magnitude and rows pruning (the fraction of weights or of each "
+                 "table's rows pruned at end_step, for example 0.3)");
         p.final_sparsity = s.get_number("final_sparsity", 0.0, 0.0, 1.0);
         ZT_CHECK(p.final_sparsity < 1.0, s.key("final_sparsity"),
                  ": expected a number below 1 (1 prunes every weight), got ", p.final_sparsity);
         p.initial_sparsity = s.get_number("initial_sparsity", 0.0, 0.0, p.final_sparsity);
-        p.scope = s.get_choice("scope", "global", {"global", "layer"});
+        if (type == "magnitude") p.scope = s.get_choice("scope", "global", {"global", "layer"});
     } else if (type == "nm") {
         p.n = static_cast<int>(s.get_int("n", 2, 1, INT_MAX));
         p.m = static_cast<int>(s.get_int("m", 4, 2, INT_MAX));

@@ -90,9 +90,23 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     }
     if (options_.pruning.enabled()) {
         const auto& masked = static_cast<const MaskedOptimizer&>(*options_.optimizer);
-        pruner_ = std::make_unique<Pruner>(options_.pruning,
-                                           prune_targets(arena_->params(), options_.pruning.params),
+        const bool rows = options_.pruning.type == "rows";
+        std::vector<PruneRowTable> tables;
+        std::vector<PruneTarget> targets;
+        if (rows) {  // the model says where its tables are
+            const auto* rp = dynamic_cast<const RowPrunable*>(model_.get());
+            if (rp != nullptr) tables = rp->prune_row_tables();
+            ZT_CHECK(!tables.empty(),
+                     "compression.pruning.type \"rows\": this model has no embedding table in "
+                     "the parameter arena to prune (DLRM without an \"embedding\" section has)");
+            for (const PruneRowTable& t : tables)
+                targets.push_back({t.name, t.offset, t.rows, t.dim});
+        } else {
+            targets = prune_targets(arena_->params(), options_.pruning.params);
+        }
+        pruner_ = std::make_unique<Pruner>(options_.pruning, std::move(targets),
                                            arena_->padded_numel(), u, 1 + masked.mask_index());
+        if (rows) pruner_->set_row_tables(std::move(tables));
         if (options_.pruning.type == "structured") {  // the model says where its units are
             const auto* sp = dynamic_cast<const StructuredPrunable*>(model_.get());
             ZT_CHECK(sp != nullptr,
@@ -152,6 +166,9 @@ Var Engine::forward(const Batch& batch) {
     linear_quant_.active = quantizing();
     if (micro_done_ == 0) tape_.clear_nonfinite();  // watch this step's forwards only
     tape_.set_recording(true);
+    if (pruner_ && pruner_->counts_rows() && batch.click != nullptr &&
+        steps_done_ < pruner_->options().end_step)  // counts after end_step choose nothing
+        pruner_->count(*batch.click);
     return model_->loss(tape_, batch);
 }
 
@@ -265,6 +282,8 @@ StepStats Engine::step() {
         state_->step(grads, segments_, static_cast<float>(st.lr), update);
     }
     ++steps_done_;
+    if (pruner_ && pruner_->counts_rows() && steps_done_ <= pruner_->options().end_step)
+        pruner_->reduce_counts(dp_->comm());  // every step: a checkpoint holds the totals
     const bool pruned = pruner_ && pruner_->due(steps_done_);
     if (pruned) pruner_->update(steps_done_, *state_, *dp_);  // masks after the step's update
     if (!st.skipped || pruned) dp_->after_update();

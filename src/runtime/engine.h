@@ -142,6 +142,7 @@ class Engine {
     LossScaler* loss_scaler() { return scaler_.get(); }
     // compression.pruning's masks and counts; null without pruning.
     const Pruner* pruner() const { return pruner_.get(); }
+    Pruner* pruner() { return pruner_.get(); }
     // Quantization-aware training: whether the next forward runs quantized (the start step is
     // reached and it is not paused); pausing evaluates the full-precision model beside it.
     bool quantizing() const;

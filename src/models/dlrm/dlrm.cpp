@@ -249,4 +249,14 @@ Var Dlrm::eval(Tape& tape, const Batch& batch, std::vector<float>& outputs,
     return ops::bce_with_logits(tape, lg, b.labels);
 }
 
+std::vector<PruneRowTable> Dlrm::prune_row_tables() const {
+    std::vector<PruneRowTable> out;
+    for (size_t k = 0; k < tables.size(); ++k)
+        if (tables[k] != nullptr) {
+            const Parameter& w = tables[k]->weight;
+            out.push_back({w.name, static_cast<int>(k), w.offset, w.shape[0], w.shape[1]});
+        }
+    return out;
+}
+
 }  // namespace zt

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "compression/prune_rows.h"
 #include "embedding/dynamic_tables.h"
 #include "embedding/shard_plan.h"
 #include "embedding/sharded_tables.h"
@@ -106,7 +107,7 @@ class ModuleList : public Module {
     }
 };
 
-class Dlrm : public Model {
+class Dlrm : public Model, public RowPrunable {
   public:
     explicit Dlrm(const DlrmOptions& o);
     // -> logits (B, 1)
@@ -119,6 +120,8 @@ class Dlrm : public Model {
     // Places the sharded tables (embedding.enabled): plans them over ctx.comm's ranks.
     void attach(const ModelContext& ctx) override;
     SparseParams* sparse_params() override { return sparse_; }
+    // The tables held in the arena (compression.pruning "rows"; docs/pruning.md).
+    std::vector<PruneRowTable> prune_row_tables() const override;
     ShardedTables* sharded_tables() { return sharded_.get(); }
     DynamicTables* dynamic_tables() { return dynamic_.get(); }
 
