@@ -15,6 +15,20 @@ void CompressionStats::add(const CompressionStats& o) {
     input_sq += o.input_sq;
 }
 
+CompressionStats CompressionStats::minus(const CompressionStats& before) const {
+    return {raw_bytes - before.raw_bytes, wire_bytes - before.wire_bytes,
+            error_sq - before.error_sq, input_sq - before.input_sq};
+}
+
+nlohmann::json& add_compression_json(nlohmann::json& j, const CompressionStats& s) {
+    j["raw_bytes"] = s.raw_bytes;
+    j["wire_bytes"] = s.wire_bytes;
+    if (s.wire_bytes > 0)
+        j["ratio"] = static_cast<double>(s.raw_bytes) / static_cast<double>(s.wire_bytes);
+    if (s.input_sq > 0) j["relative_error"] = std::sqrt(s.error_sq / s.input_sq);
+    return j;
+}
+
 void encode_with_feedback(const Codec& codec, const float* x, int64_t n, uint8_t* out, float* ef,
                           CompressionStats& stats) {
     if (n == 0) return;

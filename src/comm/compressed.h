@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "comm/codec/codec.h"
@@ -28,7 +29,13 @@ struct CompressionStats {
     double error_sq = 0;     // sum over encoded values of (decoded - input)^2
     double input_sq = 0;     // sum of input^2 (input: the values after error feedback's add)
     void add(const CompressionStats& o);
+    CompressionStats minus(const CompressionStats& before) const;
 };
+
+// The metrics entry of what went through a codec (docs/compression.md), added to j: raw_bytes,
+// wire_bytes, their ratio (when anything was sent) and relative_error, sqrt(sum (decoded -
+// input)^2 / sum input^2) (when anything was encoded).
+nlohmann::json& add_compression_json(nlohmann::json& j, const CompressionStats& s);
 
 // Error feedback (Seide et al. 2014; Karimireddy et al. 2019): the residual e of the values a
 // codec could not carry joins the next values sent from the same place: v = x + e;

@@ -51,12 +51,22 @@ void Pruner::set_row_tables(std::vector<PruneRowTable> tables) {
 void Pruner::count(const ClickBatch& batch) { count_rows(batch, row_tables_, row_counts_local_); }
 
 void Pruner::reduce_counts(Communicator* comm) {
+    // Every table's counts in one all-reduce. Counts are integers below 2^53: the f64 sum is
+    // exact in any order.
+    if (comm != nullptr && comm->size() > 1) {
+        std::vector<double> all;
+        for (const std::vector<double>& mine : row_counts_local_)
+            all.insert(all.end(), mine.begin(), mine.end());
+        comm->all_reduce(all.data(), static_cast<int64_t>(all.size()), CommType::kF64)->wait();
+        size_t at = 0;
+        for (std::vector<double>& mine : row_counts_local_) {
+            std::copy(all.begin() + static_cast<std::ptrdiff_t>(at),
+                      all.begin() + static_cast<std::ptrdiff_t>(at + mine.size()), mine.begin());
+            at += mine.size();
+        }
+    }
     for (size_t k = 0; k < row_counts_.size(); ++k) {
         std::vector<double>& mine = row_counts_local_[k];
-        // Counts are integers below 2^53: the f64 sum is exact in any order.
-        if (comm != nullptr && comm->size() > 1)
-            comm->all_reduce(mine.data(), static_cast<int64_t>(mine.size()), CommType::kF64)
-                ->wait();
         for (size_t r = 0; r < mine.size(); ++r) row_counts_[k][r] += mine[r];
         std::fill(mine.begin(), mine.end(), 0.0);
     }

@@ -327,15 +327,8 @@ nlohmann::json ShardedTables::step_counters() const {
         // The compressed row and gradient exchanges (docs/compression.md), as the gradients'
         // compression entry reports them: what the plain all-to-alls would have sent, and sent.
         nlohmann::json c = {{"forward", codec_kind_name(options_.forward_comm)},
-                            {"backward", codec_kind_name(options_.backward_comm)},
-                            {"raw_bytes", comm_stats_.raw_bytes},
-                            {"wire_bytes", comm_stats_.wire_bytes}};
-        if (comm_stats_.wire_bytes > 0)
-            c["ratio"] = static_cast<double>(comm_stats_.raw_bytes) /
-                         static_cast<double>(comm_stats_.wire_bytes);
-        if (comm_stats_.input_sq > 0)
-            c["relative_error"] = std::sqrt(comm_stats_.error_sq / comm_stats_.input_sq);
-        j["comm_compression"] = c;
+                            {"backward", codec_kind_name(options_.backward_comm)}};
+        j["comm_compression"] = add_compression_json(c, comm_stats_);
     }
     return j;
 }

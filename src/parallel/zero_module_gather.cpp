@@ -145,11 +145,11 @@ void ModuleGather::issue_gather(Group& G, const char* src) {
             x = mine_f32.data<float>();
         }
         G.exchange = std::make_unique<CompressedExchange>(
-            ctx_.pool, gather_comm(), *weight_codec_,
-            rank_counts(G.range, ctx_.padded(), ctx_.ranks), comm_type_of(ct));
+            ctx_.pool, *ctx_.comm, *weight_codec_, rank_counts(G.range, ctx_.padded(), ctx_.ranks),
+            comm_type_of(ct));
         G.handle = G.exchange->start_all_gather(x, nullptr);
     } else if (ctx_.ranks > 1)
-        G.handle = gather_comm().all_gather(
+        G.handle = ctx_.comm->all_gather(
             src, G.buffer.raw(), rank_counts(G.range, ctx_.padded(), ctx_.ranks), comm_type_of(ct));
     else
         std::copy(src, src + mine.size() * static_cast<int64_t>(es),

@@ -42,7 +42,6 @@ class ModuleGather final : public ParamGather {
     void start_gather(int g);
     void keep_secondary(int g);  // hpZ: this rank's slice of a unit just gathered
     std::vector<int64_t> secondary_counts(const Group& G) const;
-    Communicator& gather_comm() const { return *ctx_.comm; }
     void issue_gather(Group& G, const char* src);  // all-gather (or copy) from the owned slice
     void finish_gather(int g);
     void prefetch_after(int g);

@@ -67,15 +67,9 @@ nlohmann::json PipelineStep::metrics() const {
     if (w.compressed(true) || w.compressed(false)) {
         // This stage's sends of the step (parallel.pipeline.comm_precision), as the gradients'
         // compression entry reports them: what the plain sends would have carried, and carried.
-        const CompressionStats& c = w.stats();
         nlohmann::json j = {{"forward", codec_kind_name(w.kind(true))},
-                            {"backward", codec_kind_name(w.kind(false))},
-                            {"raw_bytes", c.raw_bytes},
-                            {"wire_bytes", c.wire_bytes}};
-        if (c.wire_bytes > 0)
-            j["ratio"] = static_cast<double>(c.raw_bytes) / static_cast<double>(c.wire_bytes);
-        if (c.input_sq > 0) j["relative_error"] = std::sqrt(c.error_sq / c.input_sq);
-        m["comm_compression"] = j;
+                            {"backward", codec_kind_name(w.kind(false))}};
+        m["comm_compression"] = add_compression_json(j, w.stats());
     }
     return m;
 }

@@ -65,6 +65,9 @@ class Cli : public ::testing::Test {
         }
         return out;
     }
+    // Trains j on 2 ranks as threads (run "threads") and under mpirun (run "mpi"): both run
+    // `steps` steps and end with the same losses and weights, bit for bit.
+    void expect_threads_equal_mpirun(const nlohmann::json& j, size_t steps);
     // `zerotrain train` of config j under `mpirun -np np` (one thread per rank), quiet, in run
     // directory dir_/run.
     CommandResult mpirun_train(const nlohmann::json& j, const std::string& run, int np = 2) {
@@ -116,6 +119,17 @@ class Cli : public ::testing::Test {
     }
     fs::path dir_;
 };
+
+inline void Cli::expect_threads_equal_mpirun(const nlohmann::json& j, size_t steps) {
+    const CommandResult t = train_run(j, "threads", "", 2);
+    ASSERT_EQ(t.code, 0) << t.output;
+    const CommandResult m = mpirun_train(j, "mpi");
+    ASSERT_EQ(m.code, 0) << m.output;
+    const RunLog a = read_run("threads"), b = read_run("mpi");
+    ASSERT_EQ(a.loss.size(), steps);
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.weights, b.weights);
+}
 
 inline Cli::RunLog Cli::read_run(const std::string& run) {
     RunLog r;

@@ -123,16 +123,7 @@ TEST_F(EmbeddingCommCli, RecommendedSettingConvergesWithinTwoPercent) {
 
 TEST_F(EmbeddingCommCli, ThreadsAndMpiDecodeTheSameBits) {
     const nlohmann::json j = with(dlrm_config(4), {{"forward", "int8"}, {"backward", "fp8"}});
-    train_ok(j, "threads");
-    const std::string cfg = write_config(j, "mpi.json");
-    const CommandResult r = run_command(
-        str_cat(kMpiEnv, "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ",
-                ZT_BINARY, " train ", cfg, " --quiet --run-dir ", (dir_ / "mpi").string()));
-    ASSERT_EQ(r.code, 0) << r.output;
-    const RunLog a = read_run("threads"), b = read_run("mpi");
-    ASSERT_EQ(a.loss.size(), 4u);
-    EXPECT_EQ(a.loss, b.loss);
-    EXPECT_EQ(a.weights, b.weights);
+    expect_threads_equal_mpirun(j, 4);
 }
 
 TEST_F(EmbeddingCommCli, ThreeAndFourRanksTrainWithTheCodecsBytes) {

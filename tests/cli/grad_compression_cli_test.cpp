@@ -131,13 +131,7 @@ TEST_F(GradCompressionCli, LossyCodecsConvergeNearTheUncompressedLoss) {
 
 TEST_F(GradCompressionCli, ThreadsAndMpiDecodeTheSameBits) {
     const nlohmann::json j = with(config(4, 2, 2), {{"type", "int4"}, {"error_feedback", true}});
-    train_ok(j, "threads", 2);
-    const CommandResult r = mpirun_train(j, "mpi");
-    ASSERT_EQ(r.code, 0) << r.output;
-    const RunLog a = read_run("threads"), b = read_run("mpi");
-    ASSERT_EQ(a.loss.size(), 4u);
-    EXPECT_EQ(a.loss, b.loss);
-    EXPECT_EQ(a.weights, b.weights);
+    expect_threads_equal_mpirun(j, 4);
 }
 
 TEST_F(GradCompressionCli, OverlappedAllReducesFinishInTheSameOrderEverywhere) {

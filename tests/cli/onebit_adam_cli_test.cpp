@@ -103,13 +103,7 @@ TEST_F(OneBitAdamCli, CompressedPhaseCutsTheBytesAndEndsNearTheUncompressedLoss)
 
 TEST_F(OneBitAdamCli, ThreadsAndMpiRebuildTheSameBits) {
     const nlohmann::json j = config(5, 2, true);
-    train_ok(j, "threads", 2);
-    const CommandResult r = mpirun_train(j, "mpi");
-    ASSERT_EQ(r.code, 0) << r.output;
-    const RunLog a = read_run("threads"), b = read_run("mpi");
-    ASSERT_EQ(a.loss.size(), 5u);
-    EXPECT_EQ(a.loss, b.loss);
-    EXPECT_EQ(a.weights, b.weights);
+    expect_threads_equal_mpirun(j, 5);
 }
 
 TEST_F(OneBitAdamCli, MomentumAndResidualsResumeBitForBit) {

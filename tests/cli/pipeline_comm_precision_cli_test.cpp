@@ -118,16 +118,7 @@ TEST_F(PipelineCommCli, Bf16TrainsTheDefaultExampleWithinTwoPercent) {
 
 TEST_F(PipelineCommCli, ThreadsAndMpiDecodeTheSameBits) {
     const nlohmann::json j = with(config(3, "1f1b"), {{"forward", "fp8"}, {"backward", "int8"}});
-    train_ok(j, "threads");
-    const std::string cfg = write_config(j, "mpi.json");
-    const CommandResult r = run_command(
-        str_cat(kMpiEnv, "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ",
-                ZT_BINARY, " train ", cfg, " --quiet --run-dir ", (dir_ / "mpi").string()));
-    ASSERT_EQ(r.code, 0) << r.output;
-    const RunLog a = read_run("threads"), b = read_run("mpi");
-    ASSERT_EQ(a.loss.size(), 3u);
-    EXPECT_EQ(a.loss, b.loss);
-    EXPECT_EQ(a.weights, b.weights);
+    expect_threads_equal_mpirun(j, 3);
 }
 
 TEST_F(PipelineCommCli, WhatCannotWorkIsRefusedBeforeTheFirstStep) {

@@ -74,13 +74,7 @@ TEST_F(PowerSgdCli, ThreadsAndMpiRebuildTheSameBits) {
     // every rank issues it (Note [Finish order] in parallel/zero_grad_buckets.cpp).
     nlohmann::json j = config(4, 3, true);
     j["zero_optimization"]["overlap_comm"] = true;
-    train_ok(j, "threads", 2);
-    const CommandResult r = mpirun_train(j, "mpi");
-    ASSERT_EQ(r.code, 0) << r.output;
-    const RunLog a = read_run("threads"), b = read_run("mpi");
-    ASSERT_EQ(a.loss.size(), 4u);
-    EXPECT_EQ(a.loss, b.loss);
-    EXPECT_EQ(a.weights, b.weights);
+    expect_threads_equal_mpirun(j, 4);
 }
 
 TEST_F(PowerSgdCli, QAndResidualsResumeBitForBit) {
