@@ -7,11 +7,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "models/named_tensor.h"
 #include "nn/model.h"
@@ -33,7 +32,7 @@ struct PolicyActivations {
 // are split in order of (micro-step, dp rank)); batches are views into buffers the data owns,
 // valid until its next call.
 class RunData {
-public:
+  public:
     virtual ~RunData() = default;
     // Training samples k0 .. k0 + count - 1.
     virtual Batch train_batch(int64_t k0, int64_t count) = 0;
@@ -75,7 +74,7 @@ struct CompactModel {
 };
 
 class ModelFamily {
-public:
+  public:
     virtual ~ModelFamily() = default;
 
     // "GPT", "DLRM": for messages.
@@ -115,7 +114,8 @@ public:
     // dtype "F32" or "BF16".
     virtual void export_weights(const std::string& path, std::span<const NamedTensorF32> params,
                                 const std::string& dtype) const = 0;
-    virtual void import_weights(const std::string& path, std::span<NamedTensorF32> params) const = 0;
+    virtual void import_weights(const std::string& path,
+                                std::span<NamedTensorF32> params) const = 0;
     // export --compact (docs/pruning.md): the weights without the units structured pruning
     // zeroed (GPT: heads and MLP channels), as a smaller model of the same family that computes
     // the same function. The default throws (kInput): the family has nothing to compact.
@@ -139,6 +139,13 @@ public:
     virtual int64_t sparse_bytes_per_rank(int /*ranks*/) const { return 0; }
     virtual void check_sparse_fit(int /*ranks*/, int64_t /*budget*/) const {}
     virtual std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const = 0;
+    // Bytes a zero-bubble backward keeps from B to W for one micro-batch through `blocks` of the
+    // pipeline blocks (plus the head when `last`), split over t. Families that can be pipelined
+    // (pipeline_blocks() > 0) override it; the default is for those that cannot.
+    virtual int64_t deferred_weight_grad_bytes(int64_t /*B*/, DType /*dtype*/, int64_t /*blocks*/,
+                                               bool /*last*/, int /*t*/) const {
+        return 0;
+    }
     virtual std::string checkpoint_policy() const { return "none"; }
     virtual std::string checkpoint_policy_label(const std::string& policy) const { return policy; }
     // What the activation figures depend on: a legend for the estimate's text ("T = 64, C = 64,

@@ -75,11 +75,15 @@ void check_pipe_order(const PipeOptions& o, const std::vector<std::vector<PipeOp
 //   peak_in_flight[s]  the most (micro, chunk) pairs whose activations are alive on stage s at
 //                once (forward done, backward / B not yet done). Interleaved counts chunks, each
 //                1/v of the stage's layers.
+//   peak_pending_w[s]  the most (micro, chunk) pairs on stage s whose B is done and whose W is
+//                not (zero bubble only; 0 otherwise). Their tapes stay alive until W, holding
+//                every tensor the backward kept, recomputed ones included.
 struct PipeTimeline {
     std::vector<double> busy;
     double makespan = 0;
     double bubble = 0;
     std::vector<int> peak_in_flight;
+    std::vector<int> peak_pending_w;
 };
 
 // Runs each stage's list in order; an op starts when its stage is free and its inputs are done:

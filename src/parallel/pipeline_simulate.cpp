@@ -143,12 +143,16 @@ PipeTimeline PipeRun::run(double t_f, double t_b, double t_w) {
     for (double b : t.busy) busy += b;
     t.bubble = busy > 0 ? (p_ * t.makespan - busy) / busy : 0.0;
     for (const auto& list : ops_) {
-        int alive = 0, peak = 0;
+        int alive = 0, peak = 0, pending = 0, peak_pending = 0;
         for (const PipeOp& op : list) {
             if (op.kind == PipeOpKind::kForward) peak = std::max(peak, ++alive);
             if (op.kind == PipeOpKind::kBackward) --alive;
+            if (op.kind == PipeOpKind::kBackward && o_.schedule == PipeSchedule::kZeroBubble)
+                peak_pending = std::max(peak_pending, ++pending);
+            if (op.kind == PipeOpKind::kWeightGrad) --pending;
         }
         t.peak_in_flight.push_back(peak);
+        t.peak_pending_w.push_back(peak_pending);
     }
     return t;
 }

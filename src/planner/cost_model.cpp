@@ -98,8 +98,9 @@ const PipeFacts& PipeCache::facts(const ModelFamily& m, const PipeOptions& o) {
     const PipeCosts costs = m.pipeline_costs();
     f.counts = balanced_partition(o, costs);
     const bool zb = o.schedule == PipeSchedule::kZeroBubble;
-    f.peak_in_flight =
-        simulate_pipe(o, pipe_schedule(o), 1.0, zb ? 1.0 : 2.0, zb ? 1.0 : 0.0).peak_in_flight;
+    PipeTimeline t = simulate_pipe(o, pipe_schedule(o), 1.0, zb ? 1.0 : 2.0, zb ? 1.0 : 0.0);
+    f.peak_in_flight = std::move(t.peak_in_flight);
+    f.peak_pending_w = std::move(t.peak_pending_w);
     const std::vector<double> pieces = piece_costs(f.counts, costs);
     double total = 0, worst = 0;
     for (double c : pieces) total += c;
@@ -187,7 +188,11 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
             double held = 0;
             for (const BlockRange& r : ps.chunks) held += static_cast<double>(r.size());
             const double chunk = held / ps.chunk_count() / blocks;  // one chunk's share
-            const double sv = static_cast<double>(chosen->saved) * chunk * pf->peak_in_flight[k];
+            // Zero bubble: each micro-batch between its B and its W (Note [Zero bubble memory]).
+            const double deferred = static_cast<double>(m.deferred_weight_grad_bytes(
+                s.micro_batch, st.compute_dtype, static_cast<int64_t>(held), k == s.pp - 1, s.tp));
+            const double sv = static_cast<double>(chosen->saved) * chunk * pf->peak_in_flight[k] +
+                              deferred * pf->peak_pending_w[k];
             // The transient of a backward is not split: the last stage's (head, logits, loss)
             // is most of it for a small model (measured: a 4-block GPT with 64-token vocab,
             // zero bubble, checkpoint every, went past a budget the split figure fit).
@@ -204,6 +209,17 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
     e.activations = act;
     return e;
 }
+
+// Note [Zero bubble memory]
+// A zero-bubble backward defers each Linear's weight gradient to the W pass, and the deferred
+// work holds the Linear's input and output gradient (autograd/ops/linear.cpp) from B to W. The
+// planner counted only the micro-batches between F and B, and under-predicted the peak (GPT, 2
+// blocks, pp 2, 2 micro-batches of 2, checkpoint every, optimizer offloaded: predicted 162,816
+// bytes, measured 199,680, and `train --auto` then stopped at its own budget). Each stage now
+// adds the family's deferred bytes (ModelFamily::deferred_weight_grad_bytes) times the
+// simulated most micro-batches between B and W (PipeTimeline::peak_pending_w): 238,304
+// predicted. An upper bound: W frees each Linear's pair as it goes, and inputs that the
+// forward saved anyway are counted twice (measured 12-18% under the prediction).
 
 // Note [Peak of stages 0 and 1]
 // estimate.h sums the categories, an upper bound. At ZeRO stages 0 and 1 the gradients are

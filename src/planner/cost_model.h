@@ -39,6 +39,7 @@ nlohmann::json strategy_json(const Strategy& s);
 struct PipeFacts {
     std::vector<int64_t> counts;
     std::vector<int> peak_in_flight;
+    std::vector<int> peak_pending_w;  // zero bubble: B done, W not yet (pipeline_schedule.h)
     double share = 1.0;
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -210,6 +211,39 @@ TEST(PipeSchedule, PeakActivationsPerStage) {
                     // GPipe holds every micro-batch; 1F1B and ZB-H1 at most p - s.
                     const int expected = s == PipeSchedule::kGpipe ? m : std::min(m, p - st);
                     EXPECT_EQ(t.peak_in_flight[st], expected) << pipe_schedule_name(s);
+                }
+            }
+        }
+}
+
+// Zero bubble keeps a micro-batch's deferred weight gradients from its B to its W (Note [Zero
+// bubble memory], planner/cost_model.cpp); the count is read off each stage's op list.
+TEST(PipeSchedule, PendingWeightGradsPerStage) {
+    for (int p = 1; p <= 4; ++p)
+        for (int m = 1; m <= 8; ++m) {
+            SCOPED_TRACE(str_cat("p ", p, " m ", m));
+            for (PipeSchedule s :
+                 {PipeSchedule::kGpipe, PipeSchedule::kOneFOneB, PipeSchedule::kZeroBubble}) {
+                const PipeOptions o = opts(s, p, m);
+                const auto ops = pipe_schedule(o);
+                const PipeTimeline t = simulate_pipe(o, ops, 1, 2, 1);
+                ASSERT_EQ(t.peak_pending_w.size(), static_cast<size_t>(p));
+                for (int st = 0; st < p; ++st) {
+                    if (s != PipeSchedule::kZeroBubble) {
+                        EXPECT_EQ(t.peak_pending_w[st], 0);
+                        continue;
+                    }
+                    // The most B ops whose W has not run yet, at any point of the list.
+                    std::set<int> pending;
+                    size_t most = 0;
+                    for (const PipeOp& op : ops[static_cast<size_t>(st)]) {
+                        if (op.kind == PipeOpKind::kBackward) pending.insert(op.micro);
+                        if (op.kind == PipeOpKind::kWeightGrad) pending.erase(op.micro);
+                        most = std::max(most, pending.size());
+                    }
+                    EXPECT_EQ(t.peak_pending_w[st], static_cast<int>(most)) << "stage " << st;
+                    EXPECT_GE(t.peak_pending_w[st], 1);
+                    EXPECT_LE(t.peak_pending_w[st], std::min(m, p));
                 }
             }
         }

@@ -22,8 +22,8 @@ std::string GptFamily::describe() const {
 
 nlohmann::json GptFamily::describe_json() const {
     const GptOptions& m = model_;
-    nlohmann::json j = {{"type", "gpt"},         {"vocab_size", m.vocab_size},
-                        {"seq_len", m.seq_len},  {"d_model", m.d_model},
+    nlohmann::json j = {{"type", "gpt"},          {"vocab_size", m.vocab_size},
+                        {"seq_len", m.seq_len},   {"d_model", m.d_model},
                         {"n_layers", m.n_layers}, {"n_heads", m.n_heads}};
     if (m.head_dim > 0) j["head_dim"] = m.head_dim;
     if (m.d_ff > 0) j["d_ff"] = m.d_ff;
@@ -54,8 +54,8 @@ int64_t GptFamily::param_count_stage(int t, const PipeStage& stage) const {
     for (const BlockRange& r : stage.chunks) blocks += r.size();
     int64_t n = blocks * ((4 * A + 2 * F) * C / t + (3 * A + F) / t + 6 * C);
     if (stage.holds_first() || stage.holds_last()) n += model_.vocab_size * C / t;  // wte
-    if (stage.holds_first()) n += model_.seq_len * C;                                // wpe
-    if (stage.holds_last()) n += 2 * C;                                              // ln_f
+    if (stage.holds_first()) n += model_.seq_len * C;                               // wpe
+    if (stage.holds_last()) n += 2 * C;                                             // ln_f
     return n;
 }
 
@@ -106,6 +106,11 @@ std::vector<PolicyActivations> GptFamily::activation_policies(int64_t B, DType d
     return out;
 }
 
+int64_t GptFamily::deferred_weight_grad_bytes(int64_t B, DType dtype, int64_t blocks, bool last,
+                                              int t) const {
+    return gpt_deferred_weight_grad_bytes(model_, B, dtype, blocks, last, t);
+}
+
 std::string GptFamily::checkpoint_policy_label(const std::string& policy) const {
     if (policy != "every_k") return policy;
     return str_cat(policy, " (k=", model_.checkpoint_every_k, ")");
@@ -113,8 +118,8 @@ std::string GptFamily::checkpoint_policy_label(const std::string& policy) const 
 
 std::string GptFamily::activation_legend() const {
     const GptOptions& m = model_;
-    return str_cat("T = ", m.seq_len, ", C = ", m.d_model, ", L = ", m.n_layers, ", V = ",
-                   m.vocab_size, ", H = ", m.n_heads);
+    return str_cat("T = ", m.seq_len, ", C = ", m.d_model, ", L = ", m.n_layers,
+                   ", V = ", m.vocab_size, ", H = ", m.n_heads);
 }
 
 nlohmann::json GptFamily::activation_settings() const {
@@ -146,8 +151,7 @@ GptOptions parse_model(Section& s, const std::string& checkpoint_policy, int64_t
     });
     const double dropout = s.get_number("dropout", 0.0, 0.0, 1.0);
     s.guard([&] {
-        ZT_CHECK(dropout == 0.0, s.key("dropout"), ": only 0 is supported for now, got ",
-                 dropout);
+        ZT_CHECK(dropout == 0.0, s.key("dropout"), ": only 0 is supported for now, got ", dropout);
     });
     m.checkpoint_policy = checkpoint_policy;
     m.checkpoint_every_k = every_k;

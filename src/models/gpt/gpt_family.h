@@ -18,14 +18,14 @@ struct GptDataOptions {
     std::string path;              // tokens: file of little-endian token ids
     std::string dtype = "uint16";  // "uint16" or "uint32"
     bool shuffle = false;
-    std::string eval_path;         // empty: hold out the tail of `path` (eval_fraction)
-    double eval_fraction = 0.0;    // share of samples held out when there is no eval_path
+    std::string eval_path;       // empty: hold out the tail of `path` (eval_fraction)
+    double eval_fraction = 0.0;  // share of samples held out when there is no eval_path
     int64_t builtin_tokens = 1 << 20;
     int64_t builtin_seed = 1234;
 };
 
 class GptFamily final : public ModelFamily {
-public:
+  public:
     GptFamily(GptOptions model, GptDataOptions data);
 
     const GptOptions& options() const { return model_; }
@@ -55,6 +55,8 @@ public:
     CompactModel compact(std::span<const NamedTensorF32> params) const override;
     int64_t param_count() const override;
     std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;
+    int64_t deferred_weight_grad_bytes(int64_t B, DType dtype, int64_t blocks, bool last,
+                                       int t) const override;
     std::string checkpoint_policy() const override { return model_.checkpoint_policy; }
     std::string checkpoint_policy_label(const std::string& policy) const override;
     std::string activation_legend() const override;
@@ -62,7 +64,7 @@ public:
     int64_t transient_workspace_bytes(int64_t B, DType grad_dtype, int threads,
                                       int64_t alignment) const override;
 
-private:
+  private:
     GptOptions model_;
     GptDataOptions data_;
 };

@@ -18,6 +18,17 @@ int64_t pool_bytes(int64_t bytes) {
 
 }  // namespace
 
+int64_t gpt_deferred_weight_grad_bytes(const GptOptions& o, int64_t B, DType dtype, int64_t blocks,
+                                       bool head, int64_t t) {
+    const int64_t N = B * o.seq_len, C = o.d_model, A = o.attn_width() / t, F = o.mlp_width() / t;
+    const auto d = static_cast<int64_t>(dtype_size(dtype));
+    auto lin = [&](int64_t in, int64_t out) {
+        return pool_bytes(N * in * d) + pool_bytes(N * out * d);
+    };
+    const int64_t block = lin(C, 3 * A) + lin(A, C) + lin(C, F) + lin(F, C);
+    return blocks * block + (head ? lin(C, o.vocab_size / t) : 0);
+}
+
 int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak) {
     validate_checkpointing(o);
     const int64_t N = B * T, C = o.d_model, V = o.vocab_size, H = o.n_heads;

@@ -27,6 +27,13 @@ int64_t gpt_param_count(const GptOptions& model, int64_t t = 1);
 int64_t gpt_transient_workspace_bytes(const GptOptions& model, int64_t B, DType grad_dtype,
                                       int threads, int64_t alignment);
 
+// What a zero-bubble backward keeps from B to W for one micro-batch of B sequences (Note [Zero
+// bubble memory], planner/cost_model.cpp): each Linear's deferred weight gradient holds its input
+// and its output gradient, (N, in) and (N, out) in the compute dtype. `blocks` blocks, plus the
+// head (C in, V out) when `head`; t: parallel.tensor (a rank's slice of the split widths).
+int64_t gpt_deferred_weight_grad_bytes(const GptOptions& model, int64_t B, DType dtype,
+                                       int64_t blocks, bool head, int64_t t = 1);
+
 // Model FLOPs per token for MFU (DESIGN.md): 6 x params + 12 x L x T x C, recompute not counted.
 double gpt_flops_per_token(const GptOptions& model);
 
