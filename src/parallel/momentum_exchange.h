@@ -22,6 +22,9 @@
 
 namespace zt {
 
+// OneBitAdam's codec: the sign of each value times the mean |x| of its block of 256.
+inline constexpr CodecOptions kOneBitAdamCodec{CodecKind::kSign, 256, 0};
+
 class MomentumExchange final : public ResidualState {
   public:
     // comm: the data-parallel group (more than one rank); numel: the buffer's length.
@@ -39,9 +42,10 @@ class MomentumExchange final : public ResidualState {
     std::string residual_layout() const override;
     void load_residual(size_t i, std::span<const float> data) override;
 
-  private:
+    // The R nearly equal segments a buffer of numel values is cut into (the planner's too).
     static std::vector<int64_t> segment_counts(int64_t numel, int ranks);
 
+  private:
     MemoryPool& pool_;
     Communicator& comm_;
     int64_t numel_;

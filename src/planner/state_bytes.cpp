@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "comm/codec/codec.h"
 #include "offload/tiered_state.h"
+#include "parallel/momentum_exchange.h"
 #include "util/error.h"
 
 namespace zt {
@@ -63,7 +65,8 @@ std::vector<std::string> optimizer_state_names_of(const std::string& type, bool 
         return momentum ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
     if (type == "Adagrad") return {"sum"};
     if (type == "Lion") return {"exp_avg"};
-    ZT_ASSERT(type == "AdamW" || type == "Adam" || type == "OneBitAdam", "estimate: unknown optimizer ", type);
+    ZT_ASSERT(type == "AdamW" || type == "Adam" || type == "OneBitAdam",
+              "estimate: unknown optimizer ", type);
     return {"exp_avg", "exp_avg_sq"};
 }
 
@@ -145,6 +148,27 @@ StateEstimate estimate_state(const StateSpec& spec) {
         if (stage == 3)
             add(str_cat("weight prefetch bucket (", dtype_name(spec.compute_dtype), ")"),
                 MemCategory::kComm, false, std::min(spec.prefetch_bucket_numel, P), e);
+        // Upper bounds: weights under stage3_param_persistence_threshold stay whole and keep
+        // no slice; each module's slice is rounded up on its own.
+        const int64_t L = spec.hpz_partition_size;
+        if (stage == 3 && L > 1)
+            add(str_cat("hpZ secondary weights (", dtype_name(spec.compute_dtype), ", 1/", L, ")"),
+                MemCategory::kParams, false, (P + L - 1) / L, e);
+        if (spec.onebit_adam) {
+            add("1-bit Adam worker residual (f32)", MemCategory::kComm, false, update_numel, 4);
+            add("1-bit Adam server residual (f32)", MemCategory::kComm, false, S, 4);
+            add("1-bit Adam averaged segment (f32)", MemCategory::kComm, false, S, 4);
+            for (size_t i = est.buffers.size() - 3; i < est.buffers.size(); ++i)
+                est.resident_comm += est.buffers[i].bytes;
+            // The exchange's encoded bytes: every segment sent, this rank's received N times.
+            const std::unique_ptr<Codec> sign = make_codec(kOneBitAdamCodec);
+            const std::vector<int64_t> counts =
+                MomentumExchange::segment_counts(update_numel, static_cast<int>(N));
+            int64_t sent = 0;
+            for (int64_t c : counts) sent += sign->encoded_bytes(c);
+            add("1-bit Adam send and receive bytes", MemCategory::kComm, false,
+                sent + N * sign->encoded_bytes(*std::max_element(counts.begin(), counts.end())), 1);
+        }
     }
     return est;
 }

@@ -42,6 +42,13 @@ struct StateSpec {
     // offload_param_nvme, in swap files.
     bool offload_param = false;
     bool offload_param_nvme = false;
+    // zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ, stage 3): each rank also keeps its
+    // 1/L slice of the partitioned weights gathered in the forward, in the compute dtype.
+    int64_t hpz_partition_size = 1;
+    // optimizer.type OneBitAdam over N > 1 ranks (parallel/momentum_exchange.h): f32 worker
+    // residual of the whole arena, server residual and averaged segment of this rank's 1/N, and
+    // while exchanging, the sign codec's send and receive bytes.
+    bool onebit_adam = false;
     int64_t reduce_bucket_numel = kDefaultReduceBucketNumel;
     int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;
     int64_t alignment = MemoryPool::kAlignment;  // bytes every allocation is rounded up to
@@ -64,6 +71,9 @@ struct StateEstimate {
     int64_t padded_numel = 0;  // P
     int64_t shard_numel = 0;   // S = P / N
     std::vector<BufferEstimate> buffers;
+    // Device comm bytes that live all step beside the activations (1-bit Adam's residuals);
+    // the rest of kComm is transient (planner/cost_model.cpp, Note [Peak of stages 0 and 1]).
+    int64_t resident_comm = 0;
     CategoryBytes device{};  // summed per category
     CategoryBytes host{};
     CategoryBytes nvme{};

@@ -43,9 +43,8 @@ void Engine::init_onebit() {
     const std::string why = onebit_adam_refusal(l);
     ZT_CHECK(why.empty(), why);
     if (dp_->ranks() > 1)
-        momentum_ =
-            std::make_unique<MomentumExchange>(pool_, *dp_->comm(), dp_->update_range().size(),
-                                               CodecOptions{CodecKind::kSign, 256, 0});
+        momentum_ = std::make_unique<MomentumExchange>(
+            pool_, *dp_->comm(), dp_->update_range().size(), kOneBitAdamCodec);
 }
 
 bool Engine::onebit_compressing() const {

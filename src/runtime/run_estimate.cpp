@@ -42,6 +42,8 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     st.offload_buffers = oo.buffer_count;
     st.offload_param = offload_optimizer && cfg.zero.offload_param.device != "none";
     st.offload_param_nvme = st.offload_param && cfg.zero.offload_param.device == "nvme";
+    st.hpz_partition_size = cfg.zero.hpz_partition_size;
+    st.onebit_adam = cfg.optimizer.type == "OneBitAdam";
     st.reduce_bucket_numel = cfg.zero.reduce_bucket_size;
     st.prefetch_bucket_numel = cfg.zero.stage3_prefetch_bucket_size;
     return spec;

@@ -121,6 +121,29 @@ TEST_F(PipelineCommCli, ThreadsAndMpiDecodeTheSameBits) {
     expect_threads_equal_mpirun(j, 3);
 }
 
+// dp 2 x pp 2 on 4 ranks with ZeRO-1: each dp replica's stage pair talks through the codec
+// while the stages' gradients are reduced over dp. fp32 is the plain run bit for bit; a lossy
+// codec is applied and trains within 2% of it.
+TEST_F(PipelineCommCli, ComposesWithDataParallelAndZero) {
+    nlohmann::json j = config(3, "1f1b");
+    j["train_batch_size"] = 16;
+    j["zero_optimization"] = {{"stage", 1}};
+    train_ok(j, "dp_plain", 4);
+    train_ok(with(j, "fp32"), "dp_fp32", 4);
+    train_ok(with(j, {{"forward", "int8"}, {"backward", "fp8"}}), "dp_int8", 4);
+    const RunLog plain = read_run("dp_plain"), f32 = read_run("dp_fp32"), q = read_run("dp_int8");
+    ASSERT_EQ(plain.loss.size(), 3u);
+    EXPECT_EQ(f32.loss, plain.loss);
+    EXPECT_EQ(f32.weights, plain.weights);
+    ASSERT_EQ(q.loss.size(), 3u);
+    EXPECT_NE(q.weights, plain.weights);
+    EXPECT_LE(std::fabs(q.loss.back() / plain.loss.back() - 1), 0.02);
+    const nlohmann::json m = comm("dp_int8");
+    ASSERT_TRUE(m.is_object());
+    EXPECT_EQ(m["forward"], "int8");
+    EXPECT_GT(m["ratio"].get<double>(), 2.0);
+}
+
 TEST_F(PipelineCommCli, WhatCannotWorkIsRefusedBeforeTheFirstStep) {
     struct Bad {
         nlohmann::json cfg;

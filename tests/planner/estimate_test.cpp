@@ -198,6 +198,36 @@ TEST(StateBytes, AdagradAndLionKeepOneBufferEach) {
     EXPECT_EQ(zero_formula(s).text, "(2+g)Psi + 8Psi/N");  // master 4 + state 4, sharded
 }
 
+// ZeRO++ hpZ: a 1/L slice of the weights in the compute dtype beside stage 3's shard.
+// 1-bit Adam: the f32 worker residual of the arena, server residual and segment of 1/N, and the
+// sign codec's bytes (a bit a value, an f32 scale per 256): every segment sent, N received.
+TEST(StateBytes, HpzSliceAndOneBitAdamResiduals) {
+    StateSpec s;
+    s.param_count = 10000;
+    s.ranks = 4;
+    s.zero_stage = 3;
+    s.compute_dtype = DType::kBF16;
+    s.alignment = 1;
+    const int64_t plain = at(estimate_state(s).device, MemCategory::kParams);
+    s.hpz_partition_size = 2;
+    EXPECT_EQ(at(estimate_state(s).device, MemCategory::kParams), plain + 2 * 10000 / 2);
+
+    StateSpec o;
+    o.param_count = 10000;
+    o.ranks = 4;
+    o.alignment = 1;
+    const StateEstimate before = estimate_state(o);
+    o.onebit_adam = true;
+    const StateEstimate e = estimate_state(o);
+    // 2500 values: ceil(2500 / 8) bytes of signs and ceil(2500 / 256) scales, padded to 4 bytes.
+    const int64_t sign_2500 = ((2500 + 7) / 8 + 4 * ((2500 + 255) / 256) + 3) / 4 * 4;
+    const int64_t resident = 4 * 10000 + 4 * 2500 + 4 * 2500;
+    EXPECT_EQ(e.resident_comm, resident);
+    EXPECT_EQ(at(e.device, MemCategory::kComm) - at(before.device, MemCategory::kComm),
+              resident + 4 * sign_2500 + 4 * sign_2500);
+    EXPECT_EQ(model_state(e.device), model_state(before.device));  // Adam's m and v, as AdamW
+}
+
 TEST(Estimate, ParamCountMatchesTheModel) {
     for (const GptOptions& o : {GptOptions{256, 64, 64, 2, 4}, GptOptions{37, 11, 16, 3, 2}}) {
         Gpt gpt(o);
