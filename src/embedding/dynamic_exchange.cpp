@@ -240,6 +240,7 @@ void DynamicTables::backward(Lookup& lk) {
             part[i].clear();
         }
     }
+    if (exchange_done_) exchange_done_();
 }
 
 }  // namespace zt

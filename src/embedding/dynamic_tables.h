@@ -12,6 +12,7 @@
 // owns from every block. Leaves out: bf16 rows.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -77,12 +78,16 @@ class DynamicTables : public SparseParams {
     std::vector<std::string> describe() const override;
     nlohmann::json plan_json() const override;
     nlohmann::json step_counters() const override;
+    void on_backward_exchange(std::function<void()> done) override {
+        exchange_done_ = std::move(done);
+    }
 
     // Implementation types (dynamic_tables_detail.h).
     struct Acc;     // one table's gradients of a step
     struct Lookup;  // one lookup's routing
 
   private:
+    std::function<void()> exchange_done_;  // on_backward_exchange
     int owner(uint64_t id) const;
     void backward(Lookup& lk);
     void reduce_default_grads();

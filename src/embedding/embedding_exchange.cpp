@@ -312,6 +312,7 @@ void ShardedTables::backward_exchange(Exchange& ex) {
                               ? bwd_codec_->encoded_bytes(ex.reply_counts[static_cast<size_t>(r)])
                               : ex.reply_counts[static_cast<size_t>(r)] * 4;
     acc_s_ += timer.elapsed_s();
+    if (exchange_done_) exchange_done_();
 }
 
 }  // namespace zt

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -80,6 +81,9 @@ class ShardedTables : public SparseParams {
     std::vector<std::string> describe() const override;
     nlohmann::json plan_json() const override;
     nlohmann::json step_counters() const override;
+    void on_backward_exchange(std::function<void()> done) override {
+        exchange_done_ = std::move(done);
+    }
 
     // Implementation types (embedding_exchange.cpp and sharded_tables.cpp).
     struct RowAcc;    // gradient rows from one requesting rank
@@ -87,6 +91,7 @@ class ShardedTables : public SparseParams {
     struct Exchange;  // one lookup's routing, kept for its backward
 
   private:
+    std::function<void()> exchange_done_;  // on_backward_exchange
     void init_shard(Shard& s, const ParamInit& init);
     Shard* local_shard(int table);
     // Owner side of the forward and backward exchanges.

@@ -8,10 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tensor/tensor.h"
 
@@ -42,7 +42,7 @@ struct SparseBlock {
 };
 
 class SparseParams {
-public:
+  public:
     virtual ~SparseParams() = default;
 
     // After a step's last backward: merges the micro-batches' gradients (collective-free).
@@ -86,6 +86,11 @@ public:
     virtual std::vector<std::string> describe() const = 0;
     virtual nlohmann::json plan_json() const = 0;
     virtual nlohmann::json step_counters() const = 0;
+
+    // comm.priority (Note [Priority], parallel/zero_grad_buckets.cpp): `done` runs right after
+    // each backward all-to-all of gradient rows completes, at the same program point on every
+    // rank; dense gradient buckets that filled before it wait for it.
+    virtual void on_backward_exchange(std::function<void()> done) = 0;
 };
 
 }  // namespace zt

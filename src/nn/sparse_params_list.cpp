@@ -1,5 +1,7 @@
 #include "nn/sparse_params_list.h"
 
+#include <memory>
+
 #include "util/error.h"
 
 namespace zt {
@@ -125,6 +127,17 @@ nlohmann::json SparseParamsList::plan_json() const {
     nlohmann::json j = nlohmann::json::object();
     for (const SparseParams* p : parts_) j.update(p->plan_json());
     return j;
+}
+
+// Every part exchanges once per backward; `done` runs after the last of them.
+void SparseParamsList::on_backward_exchange(std::function<void()> done) {
+    auto seen = std::make_shared<size_t>(0);
+    for (SparseParams* p : parts_)
+        p->on_backward_exchange([this, seen, done] {
+            if (++*seen < parts_.size()) return;
+            *seen = 0;
+            done();
+        });
 }
 
 nlohmann::json SparseParamsList::step_counters() const {

@@ -38,6 +38,7 @@ class SparseParamsList final : public SparseParams {
     std::vector<std::string> describe() const override;
     nlohmann::json plan_json() const override;
     nlohmann::json step_counters() const override;
+    void on_backward_exchange(std::function<void()> done) override;
 
   private:
     // Tensor i as (part, index within the part).

@@ -48,6 +48,15 @@ class ZeroDataParallel {
     // Around each micro-step: begin_backward before the backward (`boundary`: the last micro-step
     // before an optimizer step), end_backward after it (every reduction issued and finished).
     void begin_backward(bool boundary) { stage_->reduction().begin_backward(boundary); }
+    // comm.priority with overlap_comm (Note [Priority]): a sparse exchange runs in each backward,
+    // and gradient buckets that fill before it wait for it. Returns the function the exchange
+    // calls when it has completed; empty (and nothing changes) without priority, overlap or a
+    // second rank.
+    std::function<void()> prioritize_backward_exchange() {
+        if (!ctx_.backward_exchange_done || ctx_.ranks < 2) return {};
+        ctx_.backward_exchanges = true;
+        return ctx_.backward_exchange_done;
+    }
     void end_backward();
     // After a forward without backward (evaluation): releases gathered parameters.
     void end_forward_only() { stage_->gather().end_forward_only(); }

@@ -86,6 +86,11 @@ struct ZeroContext {
     // GradBuckets, called by the gathering after a backward module's gathers were issued.
     std::function<void()> launch_deferred;
     bool backward_gathers = false;  // a ModuleGather gathers during the backward
+    // Sparse parameters exchange gradient rows during the backward (set by the engine through
+    // ZeroDataParallel::prioritize_backward_exchange); the exchange calls
+    // backward_exchange_done when it has completed. Set by GradBuckets with launch_deferred.
+    bool backward_exchanges = false;
+    std::function<void()> backward_exchange_done;
     MemoryPool& pool;
     ParamArena& arena;
     Communicator* comm;

@@ -20,6 +20,12 @@
 // ZeroContext::launch_deferred), and at the latest until the end of the backward. Launches happen
 // at the same program points on every rank, so the order of the collectives stays the same on
 // every rank; the bits do not change, only which transfer goes first.
+// Sparse parameters (sharded or dynamic embedding tables) exchange their gradient rows with a
+// blocking all-to-all in the middle of the backward, on the same communicator. Buckets that fill
+// before it (a DLRM's top MLP and interaction) wait until it has completed
+// (ZeroContext::backward_exchange_done), so the rows, which the step's sparse update needs, do
+// not queue behind dense gradients; buckets that fill after it launch at once, beside the rest
+// of the backward (the bottom MLP).
 
 namespace zt {
 
@@ -29,8 +35,15 @@ GradBuckets::GradBuckets(ZeroContext& ctx, Module& model, GradReduce& reduce)
     launched_.assign(ctx_.buckets.size(), 0);
     param_ready_.assign(ctx_.arena.params().size(), 0);
     if (ctx_.ranks == 1 && !reduce_.partitioned()) return;  // nothing is ever reduced
-    if (ctx_.options.priority && ctx_.options.overlap_comm)
-        ctx_.launch_deferred = [this] { launch_deferred(); };
+    if (ctx_.options.priority && ctx_.options.overlap_comm) {
+        ctx_.launch_deferred = [this] {
+            if (!exchange_pending_) launch_deferred();  // the rows still go first
+        };
+        ctx_.backward_exchange_done = [this] {
+            exchange_pending_ = false;
+            launch_deferred();
+        };
+    }
     for_each_module(model, [this](Module& m) {
         if (!m.own_parameters().empty())
             m.add_hook(HookPoint::kPostBackward, [this](Module& mm) { mark_ready(mm); });
@@ -51,6 +64,7 @@ void GradBuckets::begin_backward(bool boundary) {
     std::fill(launched_.begin(), launched_.end(), 0);
     std::fill(param_ready_.begin(), param_ready_.end(), 0);
     deferred_.clear();
+    exchange_pending_ = ctx_.backward_exchanges;
 }
 
 void GradBuckets::mark_ready(Module& m) {
@@ -64,8 +78,8 @@ void GradBuckets::mark_ready(Module& m) {
             static_cast<int>(ctx_.buckets[static_cast<size_t>(b)].params.size()))
             continue;
         if (ctx_.options.overlap_comm) {
-            if (ctx_.launch_deferred && ctx_.backward_gathers)
-                deferred_.push_back(b);  // after the next module's gathers (Note [Priority])
+            if (ctx_.launch_deferred && (ctx_.backward_gathers || exchange_pending_))
+                deferred_.push_back(b);  // after the next gathers or rows (Note [Priority])
             else
                 launch(b);
         } else if (reduce_.partitioned()) {  // reduce now, waiting, so the bucket's memory returns

@@ -75,6 +75,7 @@ class GradBuckets {
     std::vector<char> launched_;     // per bucket, this backward
     std::vector<std::unique_ptr<BucketReduction>> pending_;
     std::vector<int> deferred_;  // ready buckets waiting for the next module's gathers
+    bool exchange_pending_ = false;  // this backward's sparse exchange has not run yet
     bool reducing_ = false;
 };
 

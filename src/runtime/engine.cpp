@@ -149,6 +149,9 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     ctx.grad_accum = options_.grad_accum;
     model_->attach(ctx);
     sparse_ = model_->sparse_params();
+    if (sparse_)  // their gradient rows before dense buckets (Note [Priority])
+        if (std::function<void()> done = dp_->prioritize_backward_exchange())
+            sparse_->on_backward_exchange(std::move(done));
     if (onebit_) init_onebit();
     ZT_CHECK(!(sparse_ && scaler_),
              "sharded embedding tables train with fp32 or bf16 compute, not fp16 (their sparse "
