@@ -45,7 +45,7 @@ struct DlrmTable {
     DlrmDynamic dyn{};
     // A compacted table (export --compact, models/dlrm/dlrm_id_map.h): the safetensors file
     // holding its id map "emb_l.K.id_map", and the raw ids' range [0, id_range) the data holds.
-    std::string id_map;
+    std::string id_map{};
     int64_t id_range = 0;
 };
 

@@ -55,8 +55,8 @@ void parse_id_map(Section& t, DlrmTable& table) {
         ZT_CHECK(!mapped || t.has("id_range"), t.key("id_map"),
                  ": a compacted table needs id_range, the raw ids' range (the id map's length, "
                  "the rows of the table it was compacted from)");
-        ZT_CHECK(!mapped || table.id_range >= table.rows, t.key("id_range"), ": ",
-                 table.id_range, " raw ids for a table of ", table.rows,
+        ZT_CHECK(!mapped || table.id_range >= table.rows, t.key("id_range"), ": ", table.id_range,
+                 " raw ids for a table of ", table.rows,
                  " rows; a compacted table keeps at most id_range rows");
     });
 }
