@@ -2,7 +2,7 @@
 // export"): the compact model has each table's pruned rows removed and an id map beside its
 // weights; on the same held-out data it scores the masked model's loss and AUC (sum and mean
 // pooling, bags of several ids, some of whose ids were pruned), its config trains at the smaller
-// size, and what cannot be compacted is refused.
+// size, on one process and on 2 ranks alike, and what cannot be compacted is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -188,6 +188,13 @@ TEST_F(DlrmCompactCli, CompactConfigTrainsOnTheOriginalData) {
     // Its final weights keep the smaller tables.
     zt::SafetensorsFile w((dir_ / "small_run" / "model.safetensors").string());
     EXPECT_EQ(w.tensor("emb_l.0.weight").shape[0], kRows[0] - pruned_rows(kRows[0]));
+    // On 2 ranks at ZeRO stage 1 (each rank maps its own samples' ids): like one process, within
+    // the equivalence rule's tolerance.
+    small["train_micro_batch_size_per_gpu"] = 16;
+    small["zero_optimization"] = {{"stage", 1}};
+    const CommandResult r2 = train_run(small, "small_dp2", "", 2);
+    ASSERT_EQ(r2.code, 0) << r2.output;
+    expect_close(read_run("small_dp2"), log, "compact model, dp 2 ZeRO-1 against one process");
 }
 
 TEST_F(DlrmCompactCli, WhatCannotBeCompactedIsRefused) {
