@@ -8,7 +8,9 @@ Both runs train the same DLRM (tables in the parameter arena, AdamW) on `"data":
 `"compression": {"pruning": {"type": "rows", "final_sparsity": 0.5, ...}}` (docs/pruning.md).
 Memory: the exported tables' rows (f32) and their AdamW state (2 x f32) against the rows left,
 plus an int32 id remap per table (old id -> new row or -1) a compacted model needs. The masked
-model itself holds the dense tables during training (the mask is one more f32 optimizer state).
+model itself holds the dense tables during training (the mask is one more f32 optimizer state);
+`zerotrain export --compact` then writes the smaller model, whose evaluation (one step at lr 0)
+and training peak bytes are the "rows50 compact" row.
 Python standard library only.
 
   python3 bench/dlrm_prune_rows.py --zerotrain build/zerotrain --steps 300
@@ -60,11 +62,9 @@ def read_safetensors(path):
     return out
 
 
-def run(args, name, prune, workdir):
-    run_dir = os.path.join(workdir, name)
-    cfg = os.path.join(workdir, name + ".json")
+def train(args, cfg_json, run_dir, cfg):
     with open(cfg, "w") as f:
-        json.dump(config(args, prune), f, indent=1)
+        json.dump(cfg_json, f, indent=1)
     cmd = [args.zerotrain, "train", cfg, "--run-dir", run_dir, "--quiet"]
     subprocess.run(cmd, check=True)
     ev, peak = {}, 0
@@ -75,6 +75,12 @@ def run(args, name, prune, workdir):
                 ev = m
             if "mem" in m:
                 peak = max(peak, m["mem"].get("peak", 0))
+    return cmd, ev, peak
+
+
+def run(args, name, prune, workdir):
+    run_dir = os.path.join(workdir, name)
+    cmd, ev, peak = train(args, config(args, prune), run_dir, os.path.join(workdir, name + ".json"))
     w = read_safetensors(os.path.join(run_dir, "model.safetensors"))
     rows = kept = 0
     for k in range(len(TABLES)):
@@ -84,6 +90,28 @@ def run(args, name, prune, workdir):
             kept += any(x != 0.0 for x in v[r * shape[1]:(r + 1) * shape[1]])
     return {"variant": name, "eval_auc": ev.get("eval_auc"), "eval_log_loss":
             ev.get("eval_log_loss"), "rows": rows, "rows_nonzero": kept, "peak_bytes": peak,
+            "command": " ".join(cmd)}
+
+
+def run_compact(args, workdir):
+    """export --compact of the rows50 run, then one step at lr 0 of the compact config: its
+    evaluation (the masked model's, docs/pruning.md) and the peak bytes of a training step."""
+    out = os.path.join(workdir, "small.safetensors")
+    cmd = [args.zerotrain, "export", os.path.join(workdir, "rows50.json"), "--from",
+           os.path.join(workdir, "rows50"), "--compact", "--out", out]
+    e = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    line = next(x for x in e.stderr.splitlines() if x.startswith("compact:"))
+    before, after = [int(x) for x in line.split("; ")[-2].split()[0:3:2]]
+    with open(os.path.join(workdir, "small.config.json")) as f:
+        c = json.load(f)
+    c["steps"], c["eval_interval"] = 1, 1
+    c["optimizer"]["params"]["lr"] = 0.0
+    _, ev, peak = train(args, c, os.path.join(workdir, "compact"),
+                        os.path.join(workdir, "compact.json"))
+    rows = sum(t["rows"] for t in c["model"]["tables"])
+    return {"variant": "rows50 compact", "eval_auc": ev.get("eval_auc"),
+            "eval_log_loss": ev.get("eval_log_loss"), "rows": rows, "rows_nonzero": rows,
+            "peak_bytes": peak, "params_before": before, "params_after": after,
             "command": " ".join(cmd)}
 
 
@@ -98,17 +126,23 @@ def main():
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         res = [run(args, "dense", False, d), run(args, "rows50", True, d)]
+        res.append(run_compact(args, d))
     dense_rows = res[0]["rows"]
     print("| variant | eval AUC | vs dense | eval log loss | table rows kept | table bytes "
           "(rows + AdamW state) | bytes after compaction (+ int32 remap) | peak bytes (training) |")
     print("|---|---|---|---|---|---|---|---|")
+    dense_bytes = dense_rows * DIM * 4 * 3
     for r in res:
-        full = dense_rows * DIM * 4 * 3
         kept = r["rows_nonzero"] if r["variant"] != "dense" else dense_rows
+        # What the variant trains with: the dense tables, or the compact model's own.
+        own = kept * DIM * 4 * 3 if r["variant"] == "rows50 compact" else dense_bytes
         compact = kept * DIM * 4 * 3 + (dense_rows * 4 if r["variant"] != "dense" else 0)
         print(f"| {r['variant']} | {r['eval_auc']:.4f} | {r['eval_auc'] - res[0]['eval_auc']:+.4f}"
-              f" | {r['eval_log_loss']:.4f} | {kept} of {dense_rows} | {full} | {compact} "
-              f"({compact / full:.3f}x) | {r['peak_bytes']} |")
+              f" | {r['eval_log_loss']:.4f} | {kept} of {dense_rows} | {own} | {compact} "
+              f"({compact / dense_bytes:.3f}x) | {r['peak_bytes']} |")
+    c = res[2]
+    print(f"\nparameters: {c['params_before']} before compaction, {c['params_after']} after "
+          f"({c['params_after'] / c['params_before']:.3f}x)")
     print(json.dumps(res, indent=1))
 
 

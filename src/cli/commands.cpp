@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "checkpoint/safetensors.h"
 #include "comm/local/local_comm.h"
 #include "comm/mpi/mpi_comm.h"
 #include "data/tokens/tokenize.h"
@@ -224,9 +225,10 @@ void Commands::add_export(CLI::App& app) {
                     "compression.quantization.params when given) as codes with a scale per row")
         ->check(CLI::IsMember({"int8", "fp8_e4m3", "fp8_e5m2"}));
     sub->add_flag("--compact", compact_,
-                  "remove the heads and MLP channels structured pruning zeroed (GPT): writes the "
-                  "smaller weights to --out and a training config for them beside it "
-                  "(OUT.config.json, docs/pruning.md)");
+                  "remove the heads and MLP channels structured pruning zeroed (GPT) or the "
+                  "embedding rows rows pruning zeroed (DLRM, with their id maps in "
+                  "OUT.id_map.safetensors): writes the smaller weights to --out and a training "
+                  "config for them beside it (OUT.config.json, docs/pruning.md)");
     runners_.emplace_back(sub, [this] {
         ZT_CHECK(!compact_ || quantize_.empty(),
                  "export: --compact and --quantize together are not supported; compact first, "
@@ -312,11 +314,22 @@ std::string compact_config_path(const std::string& weights) {
 // `zerotrain train OUT.config.json` trains the compact model.
 void Commands::write_compact(const TrainConfig& cfg, std::span<const NamedTensorF32> named,
                              const std::string& dtype) const {
-    CompactModel cm = cfg.model->compact(named);
+    CompactModel cm = cfg.model->compact(named, std::filesystem::absolute(out_path_).string());
     const std::vector<NamedTensorF32> views = cm.views();
     cfg.model->export_weights(out_path_, views, dtype);
+    if (!cm.index_names.empty()) {
+        SafetensorsWriter w;
+        for (size_t i = 0; i < cm.index_names.size(); ++i)
+            w.add(cm.index_names[i], "I32", {static_cast<int64_t>(cm.index_data[i].size())},
+                  cm.index_data[i].data(), cm.index_data[i].size() * sizeof(int32_t));
+        w.add_metadata("producer", "zerotrain");
+        w.write(cm.index_path);
+    }
     nlohmann::json j = load_json(config_);
-    for (auto& [k, v] : cm.model.items()) j["model"][k] = v;
+    if (cm.whole_model)
+        j["model"] = cm.model;
+    else
+        for (auto& [k, v] : cm.model.items()) j["model"][k] = v;
     if (j.contains("compression")) {
         j["compression"].erase("pruning");
         if (j["compression"].empty()) j.erase("compression");

@@ -61,9 +61,17 @@ void read_eval_split(config_detail::Section& s, std::string& eval_path, double& 
 // A model made smaller by export --compact: its model section and its weights.
 struct CompactModel {
     nlohmann::json model;  // the model section ({"type": "gpt", "n_heads": ..., "d_ff": ...})
+    // true: `model` is the whole section and replaces the config's (DLRM: its tables may have
+    // been given as table_rows); false: its keys are merged into the config's (GPT).
+    bool whole_model = false;
     std::vector<std::string> names;
     std::vector<std::vector<int64_t>> shapes;
     std::vector<std::vector<float>> data;
+    // Integer vectors the compact model reads beside its weights (DLRM: each compacted table's
+    // id map), written as I32 tensors to index_path, which `model` names; none: index_path "".
+    std::string index_path;
+    std::vector<std::string> index_names;
+    std::vector<std::vector<int32_t>> index_data;
     std::string summary;  // for the log: what was removed
     std::vector<NamedTensorF32> views() {
         std::vector<NamedTensorF32> v;
@@ -116,10 +124,13 @@ class ModelFamily {
                                 const std::string& dtype) const = 0;
     virtual void import_weights(const std::string& path,
                                 std::span<NamedTensorF32> params) const = 0;
-    // export --compact (docs/pruning.md): the weights without the units structured pruning
-    // zeroed (GPT: heads and MLP channels), as a smaller model of the same family that computes
-    // the same function. The default throws (kInput): the family has nothing to compact.
-    virtual CompactModel compact(std::span<const NamedTensorF32> params) const;
+    // export --compact (docs/pruning.md): the weights without the units pruning zeroed (GPT:
+    // heads and MLP channels; DLRM: embedding rows), as a smaller model of the same family that
+    // computes the same function. `weights_path`: the absolute path the weights go to, which
+    // names the files written beside them (CompactModel::index_path). The default throws
+    // (kInput): the family has nothing to compact.
+    virtual CompactModel compact(std::span<const NamedTensorF32> params,
+                                 const std::string& weights_path) const;
 
     // Memory model for the estimator: the parameter count, the activations of one micro-batch
     // of B samples for each checkpointing policy the family supports (the run's own included),

@@ -16,11 +16,11 @@ void read_eval_split(config_detail::Section& s, std::string& eval_path, double& 
     });
 }
 
-CompactModel ModelFamily::compact(std::span<const NamedTensorF32> /*params*/) const {
+CompactModel ModelFamily::compact(std::span<const NamedTensorF32> /*params*/,
+                                  const std::string& /*weights_path*/) const {
     ZT_CHECK(false, "export --compact: ", name(),
-             " models have no pruned heads or channels to remove (structured pruning is GPT's; "
-             "DLRM's rows pruning leaves its pruned rows as zero rows, and compacting them "
-             "with an id remap is not built yet); export without --compact");
+             " models have nothing pruning removes (GPT's heads and channels, DLRM's embedding "
+             "rows); export without --compact");
     return {};
 }
 

@@ -273,7 +273,7 @@ TEST(StructuredPruning, CompactModelGivesTheMaskedLoss) {
     for (Parameter* p : e->arena().params())
         named.push_back({p->name, p->shape, master.data() + p->offset});
     const GptFamily family(kModel, GptDataOptions{});
-    CompactModel cm = family.compact(named);
+    CompactModel cm = family.compact(named, "");
     EXPECT_EQ(cm.model["n_heads"], 1);
     EXPECT_EQ(cm.model["head_dim"], 6);
     EXPECT_EQ(cm.model["d_ff"], 51);

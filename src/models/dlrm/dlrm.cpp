@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "comm/communicator.h"
+#include "models/dlrm/dlrm_id_map.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
 
@@ -62,14 +63,21 @@ ParamInit dlrm_table_init(const DlrmTable& t) {
     return ParamInit::uniform(static_cast<float>(std::sqrt(1.0 / static_cast<double>(t.rows))));
 }
 
-EmbeddingBagTable::EmbeddingBagTable(const DlrmTable& t)
+EmbeddingBagTable::EmbeddingBagTable(const DlrmTable& t, size_t k)
     : weight(register_parameter("weight", {t.rows, t.dim}, dlrm_table_init(t), false)),
-      pooling(t.pooling) {}
+      pooling(t.pooling) {
+    if (!t.id_map.empty()) id_map = read_dlrm_id_map(t, k);
+}
 
 Var EmbeddingBagTable::forward(Tape& tape, std::span<const int32_t> ids,
                                std::span<const int64_t> offsets, std::span<const float> weights) {
-    return call(
-        tape, [&] { return ops::embedding_bag(tape, weight.var, ids, offsets, weights, pooling); });
+    return call(tape, [&] {
+        if (id_map.empty())
+            return ops::embedding_bag(tape, weight.var, ids, offsets, weights, pooling);
+        const MappedBags m = map_bags(id_map, ids, offsets, weights, pooling, weight.name);
+        return ops::embedding_bag(tape, weight.var, m.ids, m.offsets, m.weights,
+                                  ops::BagPooling::kSum);
+    });
 }
 
 Dlrm::Dlrm(const DlrmOptions& o)
@@ -87,7 +95,8 @@ Dlrm::Dlrm(const DlrmOptions& o)
             continue;
         }
         if (o.embedding.replicated(o.tables[k], k)) {
-            tables.push_back(&emb_l.add<EmbeddingBagTable>(static_cast<int64_t>(k), o.tables[k]));
+            tables.push_back(
+                &emb_l.add<EmbeddingBagTable>(static_cast<int64_t>(k), o.tables[k], k));
             continue;
         }
         tables.push_back(nullptr);
@@ -254,6 +263,10 @@ std::vector<PruneRowTable> Dlrm::prune_row_tables() const {
     for (size_t k = 0; k < tables.size(); ++k)
         if (tables[k] != nullptr) {
             const Parameter& w = tables[k]->weight;
+            ZT_CHECK(tables[k]->id_map.empty(), "compression.pruning.type \"rows\": table ", k,
+                     " is a compacted table (model.tables[", k,
+                     "].id_map): its lookups count raw ids, not its rows; prune the model it "
+                     "was compacted from and export --compact again");
             out.push_back({w.name, static_cast<int>(k), w.offset, w.shape[0], w.shape[1]});
         }
     return out;

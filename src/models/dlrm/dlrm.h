@@ -43,7 +43,14 @@ struct DlrmTable {
     ops::BagPooling pooling = ops::BagPooling::kSum;
     bool dynamic = false;
     DlrmDynamic dyn{};
+    // A compacted table (export --compact, models/dlrm/dlrm_id_map.h): the safetensors file
+    // holding its id map "emb_l.K.id_map", and the raw ids' range [0, id_range) the data holds.
+    std::string id_map{};
+    int64_t id_range = 0;
 };
+
+// The range of raw ids the data holds for table t: id_range for a compacted table, else rows.
+inline int64_t dlrm_id_range(const DlrmTable& t) { return t.id_map.empty() ? t.rows : t.id_range; }
 
 // The "embedding" section (docs/embedding.md). Without it every table is a dense parameter of the
 // arena, replicated and data parallel; with it, the tables the plan shards live outside the arena
@@ -87,14 +94,16 @@ EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro
 std::string dlrm_table_name(size_t k);
 ParamInit dlrm_table_init(const DlrmTable& t);
 
-// One table: its "weight" (rows, dim) and pooling.
+// One table: its "weight" (rows, dim) and pooling; a compacted table (t.id_map) also holds its
+// id map, read when the table is built, and maps the batch's raw ids through it.
 class EmbeddingBagTable : public Module {
   public:
-    explicit EmbeddingBagTable(const DlrmTable& t);
+    EmbeddingBagTable(const DlrmTable& t, size_t k);
     Var forward(Tape& tape, std::span<const int32_t> ids, std::span<const int64_t> offsets,
                 std::span<const float> weights);
     Parameter& weight;
     ops::BagPooling pooling;
+    std::vector<int32_t> id_map;  // raw id -> row, -1: a removed row; empty: ids are rows
 };
 
 // A list of modules named "0", "1", ... like nn.ModuleList (and nn.Sequential, whose ReLUs own

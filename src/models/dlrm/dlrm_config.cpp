@@ -42,6 +42,25 @@ void parse_dynamic(Section& t, DlrmTable& table) {
                        : UnadmittedRow::kDefaultRow;
 }
 
+// A compacted table (export --compact, models/dlrm/dlrm_id_map.h): {"rows": kept, "id_range": N,
+// "id_map": FILE}; the map itself is read and checked when the table is built.
+void parse_id_map(Section& t, DlrmTable& table) {
+    table.id_map = t.get_string("id_map", "");
+    const bool mapped = !table.id_map.empty();
+    table.id_range = t.get_int("id_range", 0, 1, kMaxRows);
+    t.guard([&] {
+        ZT_CHECK(mapped || !t.has("id_range"), t.key("id_range"),
+                 ": goes with \"dynamic\": true (a table keyed by raw ids) or with id_map (a "
+                 "table compacted by export --compact); remove it, or make the table dynamic");
+        ZT_CHECK(!mapped || t.has("id_range"), t.key("id_map"),
+                 ": a compacted table needs id_range, the raw ids' range (the id map's length, "
+                 "the rows of the table it was compacted from)");
+        ZT_CHECK(!mapped || table.id_range >= table.rows, t.key("id_range"), ": ", table.id_range,
+                 " raw ids for a table of ", table.rows,
+                 " rows; a compacted table keeps at most id_range rows");
+    });
+}
+
 DlrmOptions parse_model(Section& s, const std::string& checkpoint_policy) {
     DlrmOptions m;
     m.dense_features = s.get_int("dense_features", m.dense_features, 1);
@@ -60,7 +79,8 @@ DlrmOptions parse_model(Section& s, const std::string& checkpoint_policy) {
                 parse_dynamic(t, table);
             } else {
                 table.rows = t.get_int("rows", 0, 1, kMaxRows);
-                for (const char* k : {"id_range", "min_count", "evict", "unadmitted"})
+                parse_id_map(t, table);
+                for (const char* k : {"min_count", "evict", "unadmitted"})
                     t.guard([&] {
                         ZT_CHECK(!t.has(k), t.key(k),
                                  ": goes with \"dynamic\": true (a table "
@@ -247,6 +267,14 @@ std::shared_ptr<const DlrmFamily> parse_dlrm_family(Section& model, Section& dat
     const size_t errors = model.error_count();
     DlrmOptions m = parse_model(model, checkpoint_policy);
     m.embedding = parse_embedding(embedding, m.tables);
+    for (size_t k = 0; k < m.tables.size(); ++k)
+        model.guard([&] {
+            ZT_CHECK(!m.embedding.enabled || m.tables[k].id_map.empty(),
+                     str_cat(model.key("tables"), "[", k, "].id_map"),
+                     ": a compacted table is a dense parameter of the arena; the \"embedding\" "
+                     "section (sharded or dynamic tables) does not take it; remove the "
+                     "\"embedding\" section");
+        });
     DlrmDataOptions d = parse_data(data);
     if (model.error_count() != errors) return nullptr;
     return std::make_shared<const DlrmFamily>(std::move(m), std::move(d));

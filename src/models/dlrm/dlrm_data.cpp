@@ -96,18 +96,19 @@ void DlrmRunData::check_layout(const CtrFile& f, const DlrmOptions& model,
              model.dense_features);
     ZT_CHECK(f.tables() == static_cast<int>(model.tables.size()), key, ": ", f.path(), " has ",
              f.tables(), " categorical features; the model has ", model.tables.size(), " tables");
-    for (int k = 0; k < f.tables(); ++k)
-        ZT_CHECK(f.table_rows()[static_cast<size_t>(k)] <= model.tables[static_cast<size_t>(k)].rows,
-                 key, ": ", f.path(), " hashes feature ", k, " into ",
-                 f.table_rows()[static_cast<size_t>(k)], " rows; table ", k, " has only ",
-                 model.tables[static_cast<size_t>(k)].rows,
+    for (int k = 0; k < f.tables(); ++k) {
+        const int64_t ids = dlrm_id_range(model.tables[static_cast<size_t>(k)]);
+        ZT_CHECK(f.table_rows()[static_cast<size_t>(k)] <= ids, key, ": ", f.path(),
+                 " hashes feature ", k, " into ", f.table_rows()[static_cast<size_t>(k)],
+                 " rows; table ", k, " has only ", ids,
                  " (prepare the file with the model's table rows)");
+    }
 }
 
 DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
                          const DataContext& ctx) {
-    std::vector<int64_t> rows;
-    for (const DlrmTable& t : model.tables) rows.push_back(t.rows);
+    std::vector<int64_t> rows;  // the raw ids' range: a compacted table's id map maps them
+    for (const DlrmTable& t : model.tables) rows.push_back(dlrm_id_range(t));
     if (dc.type == "synthetic") {
         SynthCtrOptions so;
         so.records = dc.records;

@@ -43,6 +43,10 @@ nlohmann::json DlrmFamily::describe_json() const {
         nlohmann::json j = {{"dim", t.dim}, {"pooling", pooling_name(t.pooling)}};
         if (!t.dynamic) {
             j["rows"] = t.rows;
+            if (!t.id_map.empty()) {
+                j["id_range"] = t.id_range;
+                j["id_map"] = t.id_map;
+            }
         } else {
             j["dynamic"] = true;
             j["id_range"] = t.rows;

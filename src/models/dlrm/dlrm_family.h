@@ -48,6 +48,9 @@ public:
     void export_weights(const std::string& path, std::span<const NamedTensorF32> params,
                         const std::string& dtype) const override;
     void import_weights(const std::string& path, std::span<NamedTensorF32> params) const override;
+    // dlrm_compact.cpp: each table without its all-zero rows, and the id maps of those tables.
+    CompactModel compact(std::span<const NamedTensorF32> params,
+                         const std::string& weights_path) const override;
     int64_t param_count() const override {
         return dlrm_param_count(model_) - sparse_param_count();
     }

@@ -82,7 +82,8 @@ std::vector<float> keep_cols(const NamedTensorF32& t, int64_t units, int64_t w,
 
 }  // namespace
 
-CompactModel GptFamily::compact(std::span<const NamedTensorF32> params) const {
+CompactModel GptFamily::compact(std::span<const NamedTensorF32> params,
+                                const std::string& /*weights_path*/) const {
     const GptOptions& m = model_;
     const int64_t L = m.n_layers, H = m.n_heads, D = m.head_size(), F = m.mlp_width();
     std::map<std::string, const NamedTensorF32*> by_name;

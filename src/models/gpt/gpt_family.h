@@ -52,7 +52,8 @@ class GptFamily final : public ModelFamily {
     void import_weights(const std::string& path, std::span<NamedTensorF32> params) const override;
     // gpt_compact.cpp: the heads and channels whose every weight is 0, the same number in every
     // layer, removed (n_heads, head_dim and d_ff of the smaller model).
-    CompactModel compact(std::span<const NamedTensorF32> params) const override;
+    CompactModel compact(std::span<const NamedTensorF32> params,
+                         const std::string& weights_path) const override;
     int64_t param_count() const override;
     std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;
     int64_t deferred_weight_grad_bytes(int64_t B, DType dtype, int64_t blocks, bool last,
