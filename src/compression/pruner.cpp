@@ -26,17 +26,22 @@ std::vector<PruneTarget> prune_targets(const std::vector<Parameter*>& params,
 }
 
 Pruner::Pruner(PruningOptions options, std::vector<PruneTarget> targets, int64_t padded,
-               Range update, int state_index)
+               Range update, int state_index, std::unique_ptr<PruneView> view)
     : options_(std::move(options)),
-      targets_(std::move(targets)),
+      targets_(view ? view->targets() : std::move(targets)),
       padded_(padded),
       update_(update),
       state_index_(state_index),
+      view_(std::move(view)),
       bits_(static_cast<size_t>((update.size() + 63) / 64), 0),
-      pruned_per_target_(targets_.size(), 0) {}
+      pruned_per_target_(targets_.size(), 0) {
+    ZT_CHECK(!view_ || options_.type != "rows",
+             "compression.pruning.type \"rows\": not supported with tensor or pipeline "
+             "parallelism (embedding rows are pruned in the data-parallel layout)");
+}
 
 void Pruner::set_unit_groups(std::vector<PruneUnitGroup> groups) {
-    groups_ = std::move(groups);
+    groups_ = view_ ? view_->groups(groups) : std::move(groups);
     pruned_per_group_.assign(groups_.size(), 0);
 }
 
@@ -97,8 +102,8 @@ void Pruner::update(int64_t step, UpdateState& state, ZeroDataParallel& dp) {
     std::vector<float> score(static_cast<size_t>(n));
     for (size_t i = 0; i < score.size(); ++i)
         score[i] = mask[i] != 0.0f ? -1.0f : std::fabs(master[i]);
-    const std::vector<float> whole = dp.gather_update_ranges(score.data());
-    std::vector<uint8_t> pruned(static_cast<size_t>(padded_), 0);
+    const std::vector<float> whole = whole_model(dp.gather_update_ranges(score.data()));
+    std::vector<uint8_t> pruned(whole.size(), 0);
     if (options_.type == "rows") {  // the masks so far, then the counts choose (prune_rows.h)
         for (size_t i = 0; i < whole.size(); ++i) pruned[i] = whole[i] < 0.0f ? 1 : 0;
         const double fraction = prune_sparsity_at(options_, step);
@@ -123,8 +128,9 @@ void Pruner::update(int64_t step, UpdateState& state, ZeroDataParallel& dp) {
                        options_.scope == "global", pruned);
     }
     // The new mask over the update range; the pruned weights and their optimizer state to 0.
+    const std::vector<uint8_t> arena = to_arena(pruned);
     for (size_t i = 0; i < mask.size(); ++i)
-        mask[i] = pruned[static_cast<size_t>(update_.lo) + i] ? 1.0f : 0.0f;
+        mask[i] = arena[static_cast<size_t>(update_.lo) + i] ? 1.0f : 0.0f;
     state.write(state_index_, 0, n, mask.data());
     std::vector<float> buf = std::move(master);
     const int tensors = static_cast<int>(state.names().size());
@@ -136,23 +142,31 @@ void Pruner::update(int64_t step, UpdateState& state, ZeroDataParallel& dp) {
         state.write(which, 0, n, buf.data());
     }
     state.refresh_compute();
-    set_mask(pruned);
+    set_mask(arena, pruned);
 }
 
 void Pruner::reload(UpdateState& state, ZeroDataParallel& dp) {
     const int64_t n = update_.size();
     std::vector<float> mask(static_cast<size_t>(n));
     state.read(state_index_, 0, n, mask.data());
-    const std::vector<float> whole = dp.gather_update_ranges(mask.data());
+    const std::vector<float> whole = whole_model(dp.gather_update_ranges(mask.data()));
     std::vector<uint8_t> pruned(whole.size());
     for (size_t i = 0; i < whole.size(); ++i) pruned[i] = whole[i] != 0.0f ? 1 : 0;
-    set_mask(pruned);
+    set_mask(to_arena(pruned), pruned);
 }
 
-void Pruner::set_mask(const std::vector<uint8_t>& whole) {
+std::vector<float> Pruner::whole_model(std::vector<float> arena) const {
+    return view_ ? view_->gather(arena) : arena;
+}
+
+std::vector<uint8_t> Pruner::to_arena(const std::vector<uint8_t>& whole) const {
+    return view_ ? view_->scatter(whole, padded_) : whole;
+}
+
+void Pruner::set_mask(const std::vector<uint8_t>& arena, const std::vector<uint8_t>& whole) {
     std::fill(bits_.begin(), bits_.end(), 0);
     for (int64_t i = 0; i < update_.size(); ++i)
-        if (whole[static_cast<size_t>(update_.lo + i)])
+        if (arena[static_cast<size_t>(update_.lo + i)])
             bits_[static_cast<size_t>(i / 64)] |= uint64_t{1} << (i % 64);
     for (size_t t = 0; t < targets_.size(); ++t) {
         int64_t c = 0;

@@ -5,11 +5,12 @@
 // The mask itself is the MaskedOptimizer's "pruned" state (masked_optimizer.h): partitioned,
 // offloaded and checkpointed with the optimizer state. A mask update sees the whole model: each
 // rank's scores are all-gathered over the data-parallel group (one f32 per weight, for the
-// update's duration), so every layout computes the same mask. Tensor and pipeline parallelism
-// are not supported yet (their parts would need a gather over tp and pp too).
+// update's duration), and under tensor or pipeline parallelism placed in the whole model's view
+// over tp and pp (prune_view.h), so every layout computes the same mask.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "compression/prune_mask.h"
 #include "compression/prune_rows.h"
 #include "compression/prune_schedule.h"
+#include "compression/prune_view.h"
 #include "offload/update_state.h"
 #include "parallel/zero.h"
 
@@ -32,12 +34,14 @@ std::vector<PruneTarget> prune_targets(const std::vector<Parameter*>& params,
 
 class Pruner {
   public:
-    // state_index: the "pruned" tensor among the update state's names().
+    // state_index: the "pruned" tensor among the update state's names(). view: under tensor or
+    // pipeline parallelism, the whole model's (its targets, not `targets`, are then pruned);
+    // null otherwise.
     Pruner(PruningOptions options, std::vector<PruneTarget> targets, int64_t padded, Range update,
-           int state_index);
+           int state_index, std::unique_ptr<PruneView> view = nullptr);
 
     // structured: the model's heads and channels (compression/prune_groups.h), before the first
-    // update or reload.
+    // update or reload; collective over pp with a view (every stage's groups).
     void set_unit_groups(std::vector<PruneUnitGroup> groups);
     // rows: the model's tables (compression/prune_rows.h), before the first update or reload.
     void set_row_tables(std::vector<PruneRowTable> tables);
@@ -68,14 +72,20 @@ class Pruner {
     nlohmann::json metrics(int64_t step, bool layers) const;
 
   private:
-    // Counts per target and this rank's bits from the whole-arena mask.
-    void set_mask(const std::vector<uint8_t>& whole);
+    // This rank's bits from its whole-arena mask `arena`; the counts per target and group from
+    // `whole` (the view's mask with a view, else `arena`).
+    void set_mask(const std::vector<uint8_t>& arena, const std::vector<uint8_t>& whole);
+    // The mask from this rank's whole-arena values over dp (`arena`): scores with a view become
+    // the view's, and the mask computed there comes back as this rank's arena bytes.
+    std::vector<float> whole_model(std::vector<float> arena) const;
+    std::vector<uint8_t> to_arena(const std::vector<uint8_t>& whole) const;
 
     PruningOptions options_;
     std::vector<PruneTarget> targets_;
     int64_t padded_;
     Range update_;
     int state_index_;
+    std::unique_ptr<PruneView> view_;
     std::vector<uint64_t> bits_;  // the update range's mask, one bit per weight
     std::vector<int64_t> pruned_per_target_;
     std::vector<PruneUnitGroup> groups_;                 // structured

@@ -96,9 +96,9 @@ void parse_pruning(Section& s, PruningOptions& p, const TrainConfig& c) {
                      "remove it");
     }
     s.finish();
-    ZT_CHECK(c.tp == 1 && !c.pipe.active(), s.key("type"),
-             ": pruning with parallel.tensor or parallel.pipeline is not supported yet (a mask "
-             "update would need the weights of every part); use data parallelism and ZeRO");
+    ZT_CHECK(type != "rows" || (c.tp == 1 && !c.pipe.active()), s.key("type"),
+             ": \"rows\" with parallel.tensor or parallel.pipeline is not supported (DLRM "
+             "trains with data parallelism and sharded tables)");
 }
 
 // "weights" and "activations": a format, or "none".

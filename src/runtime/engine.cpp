@@ -62,8 +62,6 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     }
     onebit_ = dynamic_cast<const OneBitAdam*>(options_.optimizer.get());
     if (options_.pruning.enabled()) {
-        ZT_CHECK(!options_.tp.active() && !options_.pp,
-                 "compression.pruning: not supported with tensor or pipeline parallelism yet");
         options_.optimizer = std::make_unique<MaskedOptimizer>(std::move(options_.optimizer));
     }
     ao.hold_master = !offloaded;
@@ -104,8 +102,13 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
         } else {
             targets = prune_targets(arena_->params(), options_.pruning.params);
         }
-        pruner_ = std::make_unique<Pruner>(options_.pruning, std::move(targets),
-                                           arena_->padded_numel(), u, 1 + masked.mask_index());
+        std::unique_ptr<PruneView> view;  // the whole model's, over tp and pp
+        if (options_.tp.active() || (options_.pp != nullptr && options_.pp->size() > 1))
+            view = std::make_unique<PruneView>(arena_->params(), targets, options_.tp.comm,
+                                               options_.pp);
+        pruner_ =
+            std::make_unique<Pruner>(options_.pruning, std::move(targets), arena_->padded_numel(),
+                                     u, 1 + masked.mask_index(), std::move(view));
         if (rows) pruner_->set_row_tables(std::move(tables));
         if (options_.pruning.type == "structured") {  // the model says where its units are
             const auto* sp = dynamic_cast<const StructuredPrunable*>(model_.get());

@@ -164,9 +164,6 @@ TEST_F(PruningCli, WhatDoesNotPruneIsRefusedBeforeAnyWork) {
         {{{"type", "magnitude"}, {"final_sparsity", 0.3}, {"start_step", 5}, {"end_step", 2}},
          1,
          "end_step"},
-        {{{"type", "magnitude"}, {"final_sparsity", 0.3}},
-         2,
-         "pruning with parallel.tensor or parallel.pipeline is not supported yet"},
     };
     for (const Case& c : cases) {
         nlohmann::json j = config(3, 1);

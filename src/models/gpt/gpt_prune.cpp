@@ -8,13 +8,14 @@
 namespace zt {
 
 std::vector<PruneUnitGroup> Gpt::prune_groups() const {
-    ZT_CHECK(!options_.tp.active() && !options_.pipe.active(),
-             "structured pruning: not supported with tensor or pipeline parallelism yet");
-    const int64_t H = options_.n_heads, D = options_.head_size();
+    // This stage's blocks, this tp rank's heads and channels (compression/prune_view.h makes
+    // them whole).
+    const int64_t H = options_.n_heads / options_.tp.size(), D = options_.head_size();
     std::vector<PruneUnitGroup> out;
-    for (size_t l = 0; l < transformer.h.size(); ++l) {
-        const Block& b = *transformer.h[l];
-        const std::string name = "transformer.h." + std::to_string(l);
+    for (const Block* bp : transformer.h) {
+        if (bp == nullptr) continue;  // another stage's
+        const Block& b = *bp;
+        const std::string& name = b.name();
         const Parameter& qkv = b.attn.c_attn.weight;
         const Parameter& proj = b.attn.c_proj.weight;
         PruneUnitGroup heads{name + ".attn", "heads", H, {}};
