@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -63,6 +64,11 @@ Var relu(Tape& tape, const Var& x);
 // Quantization-aware training: x (R, K) -> (R, K), each row fake-quantized with its own scale
 // clip x max|row| / qmax (tensor/kernels/fake_quant.h); backward is straight-through: dy where
 // the element was inside the clipping range, 0 where it was clipped.
-Var fake_quant_rows(Tape& tape, const Var& x, QuantFormat format, float clip = 1.0f);
+// whole_row_max: when x holds a part of each row (a row-parallel Linear's columns), turns the
+// part's row maxima into the whole rows' (a max over the ranks holding the other parts), so the
+// scales are those of the whole rows.
+using RowMaxReduce = std::function<void(std::span<float>)>;
+Var fake_quant_rows(Tape& tape, const Var& x, QuantFormat format, float clip = 1.0f,
+                    const RowMaxReduce& whole_row_max = {});
 
 }  // namespace zt::ops

@@ -23,25 +23,35 @@ int attach(Module& m, const LinearQuant* quant, const std::vector<std::string>& 
     return n;
 }
 
-void collect(Module& m, const LinearQuant* quant, double& err, double& norm, QuantError& out) {
-    if (auto* lin = dynamic_cast<Linear*>(&m); lin && lin->quant == quant) {
-        err += lin->quant_error_sq;
-        norm += lin->quant_weight_sq;
-        out.layers.emplace_back(
-            lin->weight.name,
-            lin->quant_weight_sq > 0 ? std::sqrt(lin->quant_error_sq / lin->quant_weight_sq) : 0.0);
-    }
-    for (Module* c : m.children()) collect(*c, quant, err, norm, out);
+void collect(Module& m, const LinearQuant* quant, std::vector<QuantSums>& out) {
+    if (auto* lin = dynamic_cast<Linear*>(&m); lin && lin->quant == quant)
+        out.push_back({lin->weight.name, lin->quant_error_sq, lin->quant_weight_sq,
+                       lin->weight.split.sharded()});
+    for (Module* c : m.children()) collect(*c, quant, out);
 }
 
 }  // namespace
 
-QuantError linear_quant_error(Module& model, const LinearQuant* quant) {
+std::vector<QuantSums> linear_quant_sums(Module& model, const LinearQuant* quant) {
+    std::vector<QuantSums> out;
+    collect(model, quant, out);
+    return out;
+}
+
+QuantError quant_error_from(const std::vector<QuantSums>& sums) {
     QuantError out;
     double err = 0, norm = 0;
-    collect(model, quant, err, norm, out);
+    for (const QuantSums& s : sums) {
+        err += s.err;
+        norm += s.norm;
+        out.layers.emplace_back(s.name, s.norm > 0 ? std::sqrt(s.err / s.norm) : 0.0);
+    }
     out.overall = norm > 0 ? std::sqrt(err / norm) : 0.0;
     return out;
+}
+
+QuantError linear_quant_error(Module& model, const LinearQuant* quant) {
+    return quant_error_from(linear_quant_sums(model, quant));
 }
 
 int attach_linear_quant(Module& model, const LinearQuant* quant,

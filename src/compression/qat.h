@@ -39,4 +39,14 @@ struct QuantError {
 };
 QuantError linear_quant_error(Module& model, const LinearQuant* quant);
 
+// The sums behind it, per Linear in module order: err = sum (Q(w) - w)^2, norm = sum w^2 over
+// this rank's part of the weight (split: a tensor-parallel part).
+struct QuantSums {
+    std::string name;
+    double err = 0, norm = 0;
+    bool split = false;
+};
+std::vector<QuantSums> linear_quant_sums(Module& model, const LinearQuant* quant);
+QuantError quant_error_from(const std::vector<QuantSums>& sums);
+
 }  // namespace zt

@@ -21,12 +21,13 @@ Var Linear::forward(Tape& tape, const Var& x, ops::OutputUse use) {
 
 Var Linear::quant_input(Tape& tape, const Var& x) const {
     if (!quant || !quant->active || !quant->inputs) return x;
-    return ops::fake_quant_rows(tape, x, quant->input_format, quant->clip);
+    return ops::fake_quant_rows(tape, x, quant->input_format, quant->clip, quant_row_max);
 }
 
 Var Linear::quant_weight(Tape& tape) {
     if (!quant || !quant->active || !quant->weights) return weight.var;
-    Var q = ops::fake_quant_rows(tape, weight.var, quant->weight_format, quant->clip);
+    Var q =
+        ops::fake_quant_rows(tape, weight.var, quant->weight_format, quant->clip, quant_row_max);
     const std::vector<float> w = weight.var->value.to_vector(), v = q->value.to_vector();
     quant_error_sq = quant_weight_sq = 0;
     for (size_t i = 0; i < w.size(); ++i) {

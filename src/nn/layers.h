@@ -39,6 +39,9 @@ class Linear : public Module {
     Parameter& weight;
     Parameter* bias;                     // null without bias
     const LinearQuant* quant = nullptr;  // quantization-aware training; null: off
+    // A row-parallel Linear's: its rows' maxima over the tp group (ops::fake_quant_rows), so the
+    // weight's and input's scales are the whole rows'. Empty: the rows are whole here.
+    ops::RowMaxReduce quant_row_max;
     // The last quantized forward's sums over the weight of (Q(w) - w)^2 and w^2, in the compute
     // dtype's values (the quantization error metrics report their ratio).
     double quant_error_sq = 0, quant_weight_sq = 0;

@@ -285,6 +285,20 @@ Var ColumnParallelLinear::forward(Tape& tape, const Var& x, ops::OutputUse use) 
 
 RowParallelLinear::RowParallelLinear(LinearOptions o, TensorParallel tp_) : Linear(o), tp(tp_) {
     split_parameter(weight, 1, 1, tp, "row-parallel Linear");
+    if (!tp.active()) return;
+    // Each rank holds some columns of every row: quantization-aware training scales a row by
+    // its maximum over all of them (the same on every rank, and one process's).
+    quant_row_max = [c = tp.comm](std::span<float> row_max) {
+        const auto rows = static_cast<int64_t>(row_max.size());
+        std::vector<float> all(row_max.size() * static_cast<size_t>(c->size()));
+        c->all_gather(row_max.data(), all.data(),
+                      std::vector<int64_t>(static_cast<size_t>(c->size()), rows), CommType::kF32)
+            ->wait();
+        for (int part = 0; part < c->size(); ++part)
+            for (int64_t r = 0; r < rows; ++r)
+                row_max[static_cast<size_t>(r)] = std::max(
+                    row_max[static_cast<size_t>(r)], all[static_cast<size_t>(part * rows + r)]);
+    };
 }
 
 Var RowParallelLinear::forward(Tape& tape, const Var& x, ops::OutputUse use) {

@@ -102,7 +102,7 @@ void parse_pruning(Section& s, PruningOptions& p, const TrainConfig& c) {
 }
 
 // "weights" and "activations": a format, or "none".
-void parse_quantization(Section& s, QatOptions& q, const TrainConfig& c) {
+void parse_quantization(Section& s, QatOptions& q) {
     q.enabled = true;
     auto format = [&](const char* k, bool& on, QuantFormat& f) {
         const std::string v = s.get_choice(k, "int8", {"int8", "fp8_e4m3", "fp8_e5m2", "none"});
@@ -123,10 +123,6 @@ void parse_quantization(Section& s, QatOptions& q, const TrainConfig& c) {
         for (const json& x : *v) q.params.push_back(as_string(x, s.key("params")));
     }
     s.finish();
-    ZT_CHECK(c.tp == 1 && !c.pipe.active(), s.key("weights"),
-             ": quantization-aware training with parallel.tensor or parallel.pipeline is not "
-             "supported yet (a row-parallel part sees part of each row); use data parallelism "
-             "and ZeRO");
 }
 
 // compression.gradients "powersgd": rank-r factors (comm/powersgd.h) instead of a codec.
@@ -190,7 +186,7 @@ void parse_compression(Section& root, TrainConfig& c, std::vector<std::string>& 
     Section pruning = s.section("pruning");
     if (!pruning.empty()) parse_pruning(pruning, c.pruning, c);
     Section quant = s.section("quantization");
-    if (!quant.empty()) parse_quantization(quant, c.quantization, c);
+    if (!quant.empty()) parse_quantization(quant, c.quantization);
     Section grads = s.section("gradients");
     if (!grads.empty()) parse_gradients(grads, c.grad_compression, c, warnings);
     s.finish();

@@ -53,9 +53,6 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
              "\"nvme\"): the weights are partitioned, gathered per module, and written by the "
              "offloaded optimizer step");
     if (options_.quantization.enabled) {
-        ZT_CHECK(!options_.tp.active() && !options_.pp,
-                 "compression.quantization: not supported with tensor or pipeline parallelism "
-                 "yet");
         const QatOptions& q = options_.quantization;
         linear_quant_ = {false, q.weights, q.inputs, q.weight_format, q.input_format, q.clip};
         attach_linear_quant(*model_, &linear_quant_, q.params);

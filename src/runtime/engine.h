@@ -103,6 +103,9 @@ class Engine {
     // backward, the tied parameters' gradients summed over the first and last stage and the
     // data-parallel reduction of every gradient.
     float micro_loss_seed() const;
+    // Before a pipeline step's or evaluation's forwards: whether the Linears quantize them
+    // (compression.quantization), as forward() and eval_loss() set it.
+    void pipeline_begin_forwards() { linear_quant_.active = quantizing(); }
     void pipeline_micro_done(double loss);
     void pipeline_reduce_grads();
     // Pipeline parallelism: this stage's parameters that another stage holds too.
@@ -148,7 +151,8 @@ class Engine {
     bool quantizing() const;
     void pause_quantization(bool paused) { quant_paused_ = paused; }
     // The weight quantization error of the last quantized forward (compression/qat.h).
-    QuantError quantization_error() { return linear_quant_error(*model_, &linear_quant_); }
+    // Collective over tp and pp (engine_qat.cpp): the whole model's, as one process's.
+    QuantError quantization_error();
     // What a checkpoint keeps of the communication (comm_state_checkpoint.h): 1-bit Adam's
     // momentum exchange when there is one, else the gradient transport.
     ResidualState& comm_state();

@@ -247,6 +247,7 @@ void PipelineRunner::run(std::span<const Batch> batches) {
     wire_.reset_stats();
     in_flight_ = 0;
     losses_.assign(batches.size(), 0.0);
+    engine_.pipeline_begin_forwards();
     Stopwatch span;
     for (const PipeOp& op : ops_) {
         current_ = &op;
@@ -290,6 +291,7 @@ void PipelineRunner::run(std::span<const Batch> batches) {
 double PipelineRunner::eval_loss(const Batch& batch) {
     const PipeStage& st = model_.stage();
     const CompressionStats train_stats = wire_.stats();  // evaluation's sends are not counted
+    engine_.pipeline_begin_forwards();
     double loss = 0;
     for (int c = 0; c < st.chunk_count(); ++c) {
         const int vs = st.virtual_stage(c);

@@ -32,6 +32,7 @@
 #include "runtime/plan_check.h"
 #include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
+#include "runtime/qat_metrics.h"
 #include "runtime/run_dir_lock.h"
 #include "runtime/run_estimate.h"
 #include "runtime/run_mesh.h"
@@ -236,23 +237,6 @@ OomAdvisor oom_advisor(const TrainConfig& cfg) {
     return [h](const MemoryStats& s, int64_t budget, int64_t request) {
         return oom_advice(s, budget, request, h);
     };
-}
-
-// A step line's "quantization": whether it trained quantized, the formats, and the weight
-// quantization error (overall; per Linear on the first quantized step).
-nlohmann::json quantization_metrics(Engine& engine, const QatOptions& q, int64_t step) {
-    nlohmann::json j = {{"active", step >= q.start_step},
-                        {"weights", q.weights ? quant_format_name(q.weight_format) : "none"},
-                        {"activations", q.inputs ? quant_format_name(q.input_format) : "none"}};
-    if (step < q.start_step || !q.weights) return j;
-    const QuantError e = engine.quantization_error();
-    j["weight_error"] = e.overall;
-    if (step == q.start_step) {
-        nlohmann::json layers = nlohmann::json::object();
-        for (const auto& [name, err] : e.layers) layers[name] = err;
-        j["layers"] = layers;
-    }
-    return j;
 }
 
 }  // namespace
@@ -655,6 +639,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                                     RankFigures{dt, dp.exposed_comm_s(), io_s, st.skipped,
                                                 g_stop_requested != 0, pool.stats()},
                                     report ? step + 1 : 0);
+            // Collective over tp and pp: every rank, before the line rank 0 writes.
+            const std::optional<QuantError> quant_error =
+                quantization_error(engine, cfg.quantization, step + 1);
             bool stop = false;
             int64_t mem_peak = 0;  // the largest over ranks
             for (const RankFigures& f : figs) {
@@ -715,7 +702,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     line["compression"] =
                         momentum_compression_metrics(onebit_compressed, *m, momentum_before);
                 if (cfg.quantization.enabled)
-                    line["quantization"] = quantization_metrics(engine, cfg.quantization, step + 1);
+                    line["quantization"] =
+                        quantization_metrics(quant_error, cfg.quantization, step + 1);
                 if (const Pruner* pr = engine.pruner())  // per layer when the masks change
                     line["pruning"] = pr->metrics(
                         engine.steps_done(), step == start_step || pr->due(engine.steps_done()));

@@ -61,5 +61,55 @@ TEST(FakeQuantOp, ParameterGradientAccumulates) {
     for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], 0.5f + r[i]) << i;
 }
 
+// A row split into column parts (a row-parallel Linear's on two ranks) quantizes like the whole
+// row when whole_row_max gives each part the whole row's maximum, and like a row of its own
+// without it; the clipping ranges (the backward's) are the whole row's too.
+TEST(FakeQuantOp, PartsOfARowScaleByTheWholeRowsMaximum) {
+    const int64_t R = 5, K = 12, half = K / 2;
+    const std::vector<float> x = uniform_values(R * K, 7, 3.0f);
+    MemoryPool pool;
+    Tape tape(pool);
+    const std::vector<float> whole =
+        ops::fake_quant_rows(tape, make_input(pool, {R, K}, x, DType::kF32), QuantFormat::kInt8,
+                             0.8f)
+            ->value.to_vector();
+    std::vector<std::vector<float>> parts(2);
+    std::vector<float> row_max(static_cast<size_t>(R), 0.0f);
+    for (int p = 0; p < 2; ++p)
+        for (int64_t r = 0; r < R; ++r)
+            for (int64_t k = 0; k < half; ++k) {
+                const float v = x[static_cast<size_t>(r * K + p * half + k)];
+                parts[static_cast<size_t>(p)].push_back(v);
+                row_max[static_cast<size_t>(r)] =
+                    std::max(row_max[static_cast<size_t>(r)], std::fabs(v));
+            }
+    int64_t differs_alone = 0;
+    for (int p = 0; p < 2; ++p) {
+        const std::vector<float>& part = parts[static_cast<size_t>(p)];
+        const ops::RowMaxReduce reduce = [&](std::span<float> m) {
+            ASSERT_EQ(static_cast<int64_t>(m.size()), R);
+            for (int64_t r = 0; r < R; ++r) {
+                EXPECT_LE(m[static_cast<size_t>(r)], row_max[static_cast<size_t>(r)]);
+                m[static_cast<size_t>(r)] = row_max[static_cast<size_t>(r)];
+            }
+        };
+        const std::vector<float> y =
+            ops::fake_quant_rows(tape, make_input(pool, {R, half}, part, DType::kF32),
+                                 QuantFormat::kInt8, 0.8f, reduce)
+                ->value.to_vector();
+        const std::vector<float> alone =
+            ops::fake_quant_rows(tape, make_input(pool, {R, half}, part, DType::kF32),
+                                 QuantFormat::kInt8, 0.8f)
+                ->value.to_vector();
+        for (int64_t r = 0; r < R; ++r)
+            for (int64_t k = 0; k < half; ++k) {
+                const size_t i = static_cast<size_t>(r * half + k);
+                EXPECT_EQ(y[i], whole[static_cast<size_t>(r * K + p * half + k)]) << p << " " << i;
+                differs_alone += alone[i] != y[i];
+            }
+    }
+    EXPECT_GT(differs_alone, 0);  // the parts' own maxima give other values
+}
+
 }  // namespace
 }  // namespace zt

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
 
 #include "checkpoint/safetensors.h"
 #include "cli/cli_fixture.h"
@@ -93,6 +94,37 @@ TEST_F(QuantizationCli, TwoRanksTrainLikeOneProcess) {
     expect_close(read_run("two"), read_run("one"), "dp2 ZeRO-3 against one process");
 }
 
+// Tensor parallelism (a row-parallel Linear's rows scaled by their maximum over every part) and
+// pipeline stages train like one process, and report the whole model's weight error.
+TEST_F(QuantizationCli, TensorAndPipelineParallelTrainLikeOneProcess) {
+    auto layout = [&](int stages, int tp) {
+        nlohmann::json j = config(5, 1);
+        j["train_micro_batch_size_per_gpu"] = 2;
+        j["model"]["n_layers"] = 2;
+        j["model"]["n_heads"] = 4;
+        j["parallel"]["pipeline"] = {{"stages", stages}, {"micro_batches", 4}};
+        if (tp > 1) j["parallel"]["tensor"] = tp;
+        return j;
+    };
+    ASSERT_EQ(train_run(layout(1, 1), "one", "", 1).code, 0);
+    const RunLog ref = read_run("one");
+    const std::vector<nlohmann::json> ref_steps = step_lines("one");
+    for (const auto& [name, stages, tp] :
+         {std::tuple{"tp2", 1, 2}, std::tuple{"pp2", 2, 1}, std::tuple{"tp2_pp2", 2, 2}}) {
+        const CommandResult r = train_run(layout(stages, tp), name, "", stages * tp);
+        ASSERT_EQ(r.code, 0) << name << r.output;
+        expect_close(read_run(name), ref, name);
+        const std::vector<nlohmann::json> steps = step_lines(name);
+        ASSERT_EQ(steps.size(), ref_steps.size()) << name;
+        for (size_t i = 2; i < steps.size(); ++i) {  // quantized from step 3
+            const double e = steps[i]["quantization"]["weight_error"];
+            const double want = ref_steps[i]["quantization"]["weight_error"];
+            EXPECT_NEAR(e, want, 1e-3 * want) << name << " step " << i + 1;
+        }
+        EXPECT_EQ(steps[2]["quantization"]["layers"].size(), 8u) << name;  // every Linear
+    }
+}
+
 TEST_F(QuantizationCli, WhatDoesNotQuantizeIsRefusedBeforeAnyWork) {
     struct Case {
         nlohmann::json q;
@@ -104,15 +136,10 @@ TEST_F(QuantizationCli, WhatDoesNotQuantizeIsRefusedBeforeAnyWork) {
         {{{"weights", "none"}, {"activations", "none"}}, 1, "neither weights nor activations"},
         {{{"clip", 0}}, 1, "expected a number in (0, 1]"},
         {{{"params", {"nothing"}}}, 1, "no Linear weight's name contains any of \"nothing\""},
-        {{{"weights", "int8"}}, 2, "quantization-aware training with parallel.tensor"},
     };
     for (const Case& c : cases) {
         nlohmann::json j = config(3, 1);
         j["compression"]["quantization"] = c.q;
-        if (c.tp > 1) {
-            j["parallel"]["tensor"] = c.tp;
-            j["train_micro_batch_size_per_gpu"] = 8;
-        }
         const CommandResult r = train_run(j, "bad", "", c.tp);
         EXPECT_EQ(r.code, 2) << c.q.dump() << r.output;
         EXPECT_NE(r.output.find(c.says), std::string::npos) << c.q.dump() << r.output;

@@ -1,6 +1,6 @@
 // fake_quant_rows: x (R, K) -> y (R, K), each row quantized to the format with its own scale
 // (tensor/kernels/fake_quant.h); saves x (Var) and each row's clipping range clip x max|row|
-// (R) f32.
+// (R) f32. A row split over ranks takes its scale from the whole row's maximum (whole_row_max).
 // backward, straight-through: dx = dy where |x| <= the row's range (inside the clipping range),
 // 0 elsewhere; with clip 1 no element is outside and dx = dy. A parameter's gradient accumulates.
 #include "tensor/kernels/fake_quant.h"
@@ -33,17 +33,24 @@ void straight_through(const T* x, const T* dy, const float* ranges, int64_t rows
 
 }  // namespace
 
-Var fake_quant_rows(Tape& tape, const Var& x, QuantFormat format, float clip) {
+Var fake_quant_rows(Tape& tape, const Var& x, QuantFormat format, float clip,
+                    const RowMaxReduce& whole_row_max) {
     const Tensor& xv = x->value;
     ZT_ASSERT(xv.dim() == 2, "fake_quant_rows: expected a matrix");
     const int64_t rows = xv.shape()[0], cols = xv.shape()[1];
     const DType dt = xv.dtype();
     Tensor y = Tensor::empty(tape.pool(), xv.shape(), dt, MemCategory::kActivations);
     Tensor ranges = Tensor::empty(tape.pool(), {rows}, DType::kF32, MemCategory::kActivations);
-    std::vector<float> scales(static_cast<size_t>(rows));
+    std::vector<float> scales(static_cast<size_t>(rows)), row_max;
+    if (whole_row_max) {
+        row_max.resize(static_cast<size_t>(rows));
+        ZT_DISPATCH_FLOAT(dt, kernels::row_absmax(xv.data<scalar_t>(), rows, cols, row_max.data()));
+        whole_row_max(row_max);
+    }
     ZT_DISPATCH_FLOAT(
         dt, kernels::fake_quant_rows(xv.data<scalar_t>(), y.data<scalar_t>(), scales.data(), rows,
-                                     cols, format, clip, ranges.data<float>()));
+                                     cols, format, clip, ranges.data<float>(),
+                                     whole_row_max ? row_max.data() : nullptr));
     Var yv = make_var(y, needs_grad(tape, {&x}));
     if (!yv->requires_grad) return yv;
     tape.push("fake_quant", [&tape, x, yv, ranges, rows, cols, dt] {

@@ -111,14 +111,27 @@ float quant_decode(uint8_t code, QuantFormat f) {
 namespace kernels {
 
 template <typename T>
+void row_absmax(const T* x, int64_t rows, int64_t cols, float* out) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * cols;
+        float amax = 0.0f;
+        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(to_f32(xr[c])));
+        out[r] = amax;
+    }
+}
+
+template <typename T>
 void fake_quant_rows(const T* x, T* y, float* scales, int64_t rows, int64_t cols, QuantFormat f,
-                     float clip, float* ranges) {
+                     float clip, float* ranges, const float* row_max) {
     const float qmax = quant_format_max(f);
     for (int64_t r = 0; r < rows; ++r) {
         const T* xr = x + r * cols;
         T* yr = y + r * cols;
         float amax = 0.0f;
-        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(to_f32(xr[c])));
+        if (row_max)
+            amax = row_max[r];
+        else
+            row_absmax(xr, 1, cols, &amax);
         const float s = clip * amax / qmax;
         scales[r] = s;
         if (ranges) ranges[r] = clip * amax;
@@ -132,11 +145,14 @@ void fake_quant_rows(const T* x, T* y, float* scales, int64_t rows, int64_t cols
 }
 
 template void fake_quant_rows<float>(const float*, float*, float*, int64_t, int64_t, QuantFormat,
-                                     float, float*);
+                                     float, float*, const float*);
 template void fake_quant_rows<bf16>(const bf16*, bf16*, float*, int64_t, int64_t, QuantFormat,
-                                    float, float*);
+                                    float, float*, const float*);
 template void fake_quant_rows<f16>(const f16*, f16*, float*, int64_t, int64_t, QuantFormat, float,
-                                   float*);
+                                   float*, const float*);
+template void row_absmax<float>(const float*, int64_t, int64_t, float*);
+template void row_absmax<bf16>(const bf16*, int64_t, int64_t, float*);
+template void row_absmax<f16>(const f16*, int64_t, int64_t, float*);
 
 }  // namespace kernels
 }  // namespace zt

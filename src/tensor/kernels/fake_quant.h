@@ -31,10 +31,15 @@ namespace kernels {
 
 // y[r, :] = quant_round(x[r, :] / s_r) s_r with s_r = clip max|x[r, :]| / qmax; scales[r] = s_r
 // and, when given, ranges[r] = clip max|x[r, :]| (elements above it in magnitude were clipped).
+// row_max, when given, is each row's max|x| over the whole row, of which x holds a part (a
+// row-parallel Linear's columns on one rank), in place of the part's own.
 // T: float, bf16 or f16 (computed in f32, stored as T).
 template <typename T>
 void fake_quant_rows(const T* x, T* y, float* scales, int64_t rows, int64_t cols, QuantFormat f,
-                     float clip, float* ranges = nullptr);
+                     float clip, float* ranges = nullptr, const float* row_max = nullptr);
+// out[r] = max|x[r, :]|.
+template <typename T>
+void row_absmax(const T* x, int64_t rows, int64_t cols, float* out);
 
 }  // namespace kernels
 }  // namespace zt
