@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "data/click/criteo_tsv.h"
 #include "data/click/synth_ctr.h"
+#include "data/click/synth_ctr_stream.h"
 #include "util/error.h"
 
 namespace zt::cli {
@@ -23,6 +24,9 @@ struct CtrArgs {
     bool kaggle = false;
     int dense = 13, hotness = 1, threads = 0;
     double zipf = 1.05;
+    std::string stream;  // synth-ctr --stream DIR: parts of --rows records each
+    int64_t files = 1, first_file = 0;
+    double rate = 0, drift = 0;
 };
 
 // The table sizes from --tables/--table-rows (a comma list) or --kaggle-tables, capped by
@@ -58,8 +62,33 @@ std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
     return rows;
 }
 
+// synth-ctr --stream: parts arriving in a directory (data/click/synth_ctr_stream.h).
+int run_synth_stream(const CtrArgs& a) {
+    ZT_CHECK(a.out.empty() && a.eval_rows == 0, "--stream writes parts into a directory: drop "
+             "--out and --eval-rows (evaluate on a separate synth-ctr file)");
+    SynthStreamOptions o;
+    o.records.seed = a.seed;
+    o.records.table_rows = table_rows(a, "--tables");
+    o.records.dense_features = a.dense;
+    o.records.zipf = a.zipf;
+    o.records.hotness = a.hotness;
+    o.records.threads = a.threads;
+    o.records.drift = a.drift;
+    o.files = a.files;
+    o.first_file = a.first_file;
+    o.records_per_file = a.rows;
+    o.rate = a.rate;
+    write_synth_stream(o, a.stream, [](int64_t, const std::string& path) {
+        std::printf("wrote %s\n", path.c_str());
+        std::fflush(stdout);
+    });
+    return 0;
+}
+
 int run_synth(const CtrArgs& a) {
     ZT_CHECK(a.rows >= 1, "--rows must be at least 1, got ", a.rows);
+    if (!a.stream.empty()) return run_synth_stream(a);
+    ZT_CHECK(!a.out.empty(), "give --out FILE (or --stream DIR)");
     ZT_CHECK((a.eval_rows > 0) == !a.eval_out.empty(),
              "--eval-rows and --eval-out go together (got --eval-rows ", a.eval_rows,
              a.eval_out.empty() ? " without --eval-out)" : " with --eval-out)");
@@ -133,7 +162,12 @@ void add_data_ctr(CLI::App* data,
     CLI::App* s = data->add_subcommand("synth-ctr", "synthetic click logs with a hidden teacher");
     s->add_option("--rows", a->rows, "training records")->required();
     s->add_option("--seed", a->seed, "seed (same seed, same files)")->required();
-    s->add_option("--out", a->out, "ZTCLICK file to write")->required();
+    s->add_option("--out", a->out, "ZTCLICK file to write");
+    s->add_option("--stream", a->stream, "a directory to write a stream of parts into (--rows each)");
+    s->add_option("--files", a->files, "--stream: parts to write (default 1)");
+    s->add_option("--first-file", a->first_file, "--stream: the first part's number (continue a stream)");
+    s->add_option("--rate", a->rate, "--stream: records per second (default 0: all at once)");
+    s->add_option("--drift", a->drift, "--stream: Zipf ranks the ids' popularity moves per record");
     s->add_option("--eval-rows", a->eval_rows, "held-out records from the same teacher");
     s->add_option("--eval-out", a->eval_out, "ZTCLICK file for the held-out records");
     s->add_option("--tables", a->tables, "table sizes, a comma list (R1,R2,...)");

@@ -45,6 +45,15 @@ class RunData {
     virtual std::vector<std::string> notes() const { return {}; }
     // Counters for metrics.jsonl (records skipped as bad, ...); empty: none.
     virtual nlohmann::json counters() const { return nlohmann::json::object(); }
+    // A stream's (data that keeps arriving, docs/streaming.md): blocks until global training
+    // samples [0, end) can be read; false when the stream ended before them. Data that is all
+    // there (and wraps around) returns true at once.
+    virtual bool wait_for_train(int64_t /*end*/) { return true; }
+    // Samples [0, end) are in a checkpoint now (a stream measures its freshness from this).
+    virtual void saved(int64_t /*end*/) {}
+    // Progressive validation (streams): the last this many training samples, each scored before
+    // the model learned from it, are reported as AUC and log loss; 0: none.
+    virtual int64_t progressive_window() const { return 0; }
 };
 
 // What a family's data needs from the rest of the config.

@@ -93,6 +93,13 @@ class Engine {
 
     // Forward of one micro-batch with the tape recording; returns the mean loss Var.
     Var forward(const Batch& batch);
+    // Progressive validation (docs/streaming.md): while set (non-null), each training forward
+    // also appends the model's outputs and labels (Model::eval), scored before the model learns
+    // from the batch.
+    void set_forward_outputs(std::vector<float>* outputs, std::vector<float>* labels) {
+        fwd_outputs_ = outputs;
+        fwd_labels_ = labels;
+    }
     // Backward of a loss from forward(), scaled by 1 / grad_accum (fp16: loss_scale / grad_accum).
     void backward(const Var& loss);
     // forward + backward; returns the micro-batch's mean loss.
@@ -199,6 +206,8 @@ class Engine {
     Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)
     std::unique_ptr<LossScaler> scaler_;          // f16 compute only
     SparseParams* sparse_ = nullptr;              // the model's, when it has some
+    std::vector<float>* fwd_outputs_ = nullptr;  // set_forward_outputs
+    std::vector<float>* fwd_labels_ = nullptr;
     std::unique_ptr<Pruner> pruner_;              // compression.pruning
     const OneBitAdam* onebit_ = nullptr;          // the optimizer, when it is 1-bit Adam
     std::unique_ptr<MomentumExchange> momentum_;  // its exchange (more than one dp rank)

@@ -13,11 +13,7 @@
 
 #include "checkpoint/durable_file.h"
 #include "data/tokens/token_dataset.h"
-#include "optim/adagrad.h"
-#include "optim/adamw.h"
-#include "optim/lion.h"
 #include "optim/onebit_adam.h"
-#include "optim/sgd.h"
 #include "parallel/tensor_parallel_weights.h"
 #include "runtime/checkpointer.h"
 #include "runtime/comm_compression_metrics.h"
@@ -30,6 +26,7 @@
 #include "runtime/offload_metrics.h"
 #include "runtime/pipeline_step.h"
 #include "runtime/plan_check.h"
+#include "runtime/progressive_validation.h"
 #include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
 #include "runtime/qat_metrics.h"
@@ -38,6 +35,7 @@
 #include "runtime/run_mesh.h"
 #include "runtime/run_weights.h"
 #include "runtime/start_agreement.h"
+#include "runtime/stream_steps.h"
 #include "runtime/wall_clock_breakdown.h"
 #include "tensor/gemm.h"
 #include "tensor/gemm_machine.h"
@@ -55,48 +53,6 @@ std::unique_ptr<Model> build_model(const TrainConfig& cfg) {
 }
 
 namespace {
-
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
-    if (o.type == "SGD") {
-        SgdOptions so;  // as given, in double: the optimizer rounds where PyTorch does
-        so.momentum = o.momentum;
-        so.nesterov = o.nesterov;
-        so.weight_decay = o.weight_decay;
-        return std::make_unique<Sgd>(so);
-    }
-    if (o.type == "Adagrad") {
-        AdagradOptions ao;
-        ao.lr_decay = o.lr_decay;
-        ao.weight_decay = o.weight_decay;
-        ao.initial_accumulator_value = o.initial_accumulator_value;
-        ao.eps = o.eps;
-        return std::make_unique<Adagrad>(ao);
-    }
-    if (o.type == "Lion") {
-        LionOptions lo;
-        lo.beta1 = o.beta1;
-        lo.beta2 = o.beta2;
-        lo.weight_decay = o.weight_decay;
-        return std::make_unique<Lion>(lo);
-    }
-    if (o.type == "OneBitAdam") {
-        OneBitAdamOptions bo;
-        bo.beta1 = o.beta1;
-        bo.beta2 = o.beta2;
-        bo.eps = o.eps;
-        bo.weight_decay = o.weight_decay;
-        bo.freeze_step = o.freeze_step;
-        return std::make_unique<OneBitAdam>(bo);
-    }
-    AdamWOptions ao;
-    ao.beta1 = o.beta1;
-    ao.beta2 = o.beta2;
-    ao.eps = o.eps;
-    ao.weight_decay = o.weight_decay;
-    ao.adam_w_mode = o.type != "Adam";
-    ao.bias_correction = o.bias_correction;
-    return std::make_unique<AdamW>(ao);
-}
 
 // Threads per rank when the config leaves it open: the cores shared by the ranks on this machine.
 int default_threads(Communicator* comm) {
@@ -240,50 +196,6 @@ OomAdvisor oom_advisor(const TrainConfig& cfg) {
 }
 
 }  // namespace
-
-EngineOptions engine_options(const TrainConfig& cfg) {
-    EngineOptions eo;
-    eo.compute_dtype = cfg.precision == "bf16"   ? DType::kBF16
-                       : cfg.precision == "fp16" ? DType::kF16
-                                                 : DType::kF32;
-    eo.grad_dtype = cfg.grad_accum_dtype == "bf16" ? DType::kBF16 : DType::kF32;
-    ZT_CHECK(!(eo.compute_dtype == DType::kF16 && eo.grad_dtype != DType::kF32),
-             "data_types.grad_accum_dtype: \"", cfg.grad_accum_dtype,
-             "\" with fp16.enabled; "
-             "fp16 training accumulates gradients in fp32: set it to \"fp32\"");
-    const Fp16Config& f = cfg.fp16;
-    eo.loss_scaler.static_scale = f.loss_scale;
-    eo.loss_scaler.initial_scale_power = f.initial_scale_power;
-    eo.loss_scaler.scale_window = f.loss_scale_window;
-    eo.loss_scaler.hysteresis = f.hysteresis;
-    eo.loss_scaler.consecutive_hysteresis = f.consecutive_hysteresis;
-    eo.loss_scaler.min_scale = f.min_loss_scale;
-    eo.nan_policy = cfg.nan_policy == "stop" ? NanPolicy::kStop : NanPolicy::kSkip;
-    eo.grad_accum = cfg.grad_accum;
-    eo.micro_batch = cfg.micro_batch;
-    eo.gradient_clipping = cfg.gradient_clipping;
-    eo.seed = cfg.seed;
-    eo.lr = cfg.optimizer.lr;
-    const ZeroConfig& z = cfg.zero;
-    eo.zero.stage = z.stage;
-    eo.zero.reduce_bucket_size = z.reduce_bucket_size;
-    eo.zero.allgather_bucket_size = z.allgather_bucket_size;
-    eo.zero.overlap_comm = z.overlap_comm;
-    eo.zero.prefetch_bucket_size = z.stage3_prefetch_bucket_size;
-    eo.zero.persistence_threshold = z.stage3_param_persistence_threshold;
-    eo.zero.max_live_parameters = z.stage3_max_live_parameters;
-    eo.zero.comm_dtype = parse_dtype(cfg.communication_data_type);
-    eo.zero.grad_compression = cfg.grad_compression;
-    eo.zero.quantized_weights = z.quantized_weights;
-    eo.offload_optimizer = z.offload_optimizer;
-    eo.offload_param = z.offload_param;
-    eo.optimizer = make_optimizer(cfg.optimizer);
-    eo.pruning = cfg.pruning;
-    eo.quantization = cfg.quantization;
-    if (!cfg.scheduler.type.empty())
-        eo.schedule = make_lr_schedule(cfg.scheduler, cfg.optimizer.lr);
-    return eo;
-}
 
 // Refuses a run whose budget the estimator already knows is too small (model state plus saved
 // activations), before anything is allocated or written.
@@ -450,6 +362,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         pool.set_event_sink(timeline.get());
     }
     Engine engine(pool, std::move(model), std::move(eo));
+    std::optional<ProgressiveValidation> progressive;  // streams: scored before trained on
+    if (data && data->progressive_window() > 0) {
+        progressive.emplace(data->progressive_window(), mesh.dp);
+        engine.set_forward_outputs(progressive->outputs(), progressive->labels());
+    }
     ImportedWeights init;
     agree_on_start(comm, "reading init_from", [&] {
         if (!cfg.init_from.empty()) init = import_weights(engine, family, cfg.init_from);
@@ -585,7 +502,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         const char* rate_key = tokens_per_sample > 0 ? "tokens_per_s" : "samples_per_s";
         const char* rate_unit = tokens_per_sample > 0 ? " tok/s" : " samples/s";
         double timed_s = 0;
+        bool stream_ended = false;  // a stream (RunData::wait_for_train) ran out of records
         for (int64_t step = start_step; step < cfg.steps; ++step) {
+            if ((stream_ended = !stream_step_ready(*data, comm, (step + 1) * cfg.train_batch_size))) {
+                say(str_cat("the stream ended: no new records for the step after step ", step));
+                break;
+            }
             pool.reset_peaks();
             dp.reset_exposed_comm_s();
             const CommStats comm_before = mesh.stats();
@@ -639,6 +561,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                                     RankFigures{dt, dp.exposed_comm_s(), io_s, st.skipped,
                                                 g_stop_requested != 0, pool.stats()},
                                     report ? step + 1 : 0);
+            if (progressive) progressive->end_step();  // collective over dp
             // Collective over tp and pp: every rank, before the line rank 0 writes.
             const std::optional<QuantError> quant_error =
                 quantization_error(engine, cfg.quantization, step + 1);
@@ -691,6 +614,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     if (pt) params_before = pt->stats();
                 }
                 if (nlohmann::json c = data->counters(); !c.empty()) line["data"] = c;
+                if (progressive && report) line["progressive"] = progressive->metrics();
                 if (SparseParams* sp = engine.sparse_params())
                     line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
@@ -744,6 +668,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             if (interval || stop) {
                 checkpointer.save();
                 last_checkpoint_s = checkpointer.last_save_stall_s();
+                data->saved((step + 1) * cfg.train_batch_size);
             }
             if (stop) {
                 checkpointer.finish();
@@ -754,6 +679,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 break;
             }
         }
+        if (stream_ended && co.interval_steps > 0 && result.steps > start_step &&
+            result.steps % co.interval_steps != 0)
+            checkpointer.save();  // what the stream gave since the last checkpoint
         checkpointer.finish();
         if (pipe) pipe->finish();
         profilers.finish();

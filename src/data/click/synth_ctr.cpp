@@ -66,10 +66,12 @@ class Teacher {
 
     // Record i of `stream`: dense (F), ids (K x hotness, table-major within the record); returns
     // the click probability and draws the label.
-    float record(uint64_t stream, int64_t i, float* dense, int32_t* ids, float* label) const {
+    // Record i's Zipf ranks are shifted by `shift` (drift along a stream).
+    float record(uint64_t stream, int64_t i, float* dense, int32_t* ids, float* label,
+                 uint64_t shift = 0) const {
         double parts[3];
         Rng rng(splitmix64(seed_ ^ splitmix64(stream ^ splitmix64(static_cast<uint64_t>(i)))));
-        make(rng, dense, ids, parts);
+        make(rng, dense, ids, parts, shift);
         double z = 0;
         for (int j = 0; j < 3; ++j) z += coef_[j] * (parts[j] - mean_[j]);
         const double p = 1 / (1 + std::exp(-(kScale * z + kBias)));
@@ -78,7 +80,7 @@ class Teacher {
     }
 
   private:
-    void make(Rng& rng, float* dense, int32_t* ids, double parts[3]) const {
+    void make(Rng& rng, float* dense, int32_t* ids, double parts[3], uint64_t shift = 0) const {
         double linear = 0, ad[kLatent] = {};
         for (int f = 0; f < F_; ++f) {
             const double e = -dense_mean_[f] * std::log1p(-rng.uniform());
@@ -93,8 +95,8 @@ class Teacher {
         for (int k = 0; k < K_; ++k) {
             double v[kLatent] = {};
             for (int h = 0; h < hot_; ++h) {
-                const uint64_t r = static_cast<uint64_t>(zipf_[k].sample(uni) - 1);
                 const uint64_t n = static_cast<uint64_t>(rows_[k]);
+                const uint64_t r = (static_cast<uint64_t>(zipf_[k].sample(uni) - 1) + shift) % n;
                 // a, r, c < n <= 2^31: a r + c < 2^63, no overflow.
                 const auto id = static_cast<int32_t>((perm_a_[k] * r + perm_c_[k]) % n);
                 ids[k * hot_ + h] = id;
@@ -187,9 +189,12 @@ void write_stream(const Teacher& teacher, const SynthCtrOptions& o, uint64_t str
                 ch.probs.resize(m);
                 ch.dense.resize(m * F);
                 ch.ids.resize(m * K * H);
-                for (int64_t r = 0; r < m; ++r)
-                    ch.probs[r] = teacher.record(stream, b + r, ch.dense.data() + r * F,
-                                                 ch.ids.data() + r * K * H, &ch.labels[r]);
+                for (int64_t r = 0; r < m; ++r) {
+                    const int64_t g = o.first_record + b + r;  // the record in the stream
+                    ch.probs[r] = teacher.record(
+                        stream, g, ch.dense.data() + r * F, ch.ids.data() + r * K * H,
+                        &ch.labels[r], static_cast<uint64_t>(o.drift * static_cast<double>(g)));
+                }
             } catch (...) {
                 lock.lock();
                 error = std::current_exception();
@@ -256,6 +261,9 @@ SynthCtrResult write_synth_ctr(const SynthCtrOptions& opts, const std::string& p
              "synth-ctr: hotness must be in [1, 1024], "
              "got ",
              opts.hotness);
+    ZT_CHECK(opts.first_record >= 0 && opts.drift >= 0 && std::isfinite(opts.drift),
+             "synth-ctr: first record and drift must be >= 0, got ", opts.first_record, " and ",
+             opts.drift);
     ZT_CHECK(opts.zipf > 0 && std::isfinite(opts.zipf),
              "synth-ctr: zipf exponent must be > 0, "
              "got ",

@@ -1,7 +1,8 @@
 // Synthetic click logs with a hidden teacher (Note [Synthetic teacher], docs/click-data.md), so the
 // best reachable AUC of a model trained on them is known. Every value depends only on (seed, file,
 // record index) or (seed, table, id): the files are the same bits for any thread count, and no
-// teacher table is stored. Leaves out: drift over time, correlated features beyond the teacher.
+// teacher table is stored. Drift: the ids' popularity may move along a stream (`drift`); the
+// teacher's weights stay. Leaves out: correlated features beyond the teacher.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,11 @@ struct SynthCtrOptions {
     double zipf = 1.05;               // id popularity exponent: P(rank r) proportional to r^-zipf
     int hotness = 1;                  // ids per bag (every bag the same size)
     int threads = 0;                  // generator threads; 0: hardware concurrency
+    // A part of a stream (synth_ctr_stream.h): record i of the file is record first_record + i of
+    // the training stream, whose id popularity moves by `drift` ranks per record: record g's
+    // Zipf rank r draws the id of rank r + floor(drift g), so new ids appear and old ones fade.
+    int64_t first_record = 0;
+    double drift = 0;
 };
 
 struct SynthCtrResult {

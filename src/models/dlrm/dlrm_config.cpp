@@ -181,7 +181,23 @@ DlrmDataOptions parse_data(Section& s) {
     });
     read_eval_split(s, d.eval_path, d.eval_fraction);
     d.on_bad_record = s.get_choice("on_bad_record", "fatal", {"fatal", "skip"});
-    d.shuffle = s.get_bool("shuffle", true);
+    d.stream = s.get_bool("stream", false);
+    s.guard([&] {
+        ZT_CHECK(!d.stream || d.type == "ctr", s.key("stream"),
+                 ": a stream is a directory of ZTCLICK parts: use data.type \"ctr\" (got \"",
+                 d.type, "\")");
+        ZT_CHECK(!d.stream || d.eval_fraction == 0, s.key("eval_fraction"),
+                 ": a stream holds nothing back (every record arrives once, in order); give "
+                 "data.eval_path or no evaluation");
+        ZT_CHECK(!d.stream || !s.has("shuffle"), s.key("shuffle"),
+                 ": a stream trains in arrival order; remove it");
+        for (const char* k : {"idle_timeout_s", "progressive_window"})
+            ZT_CHECK(d.stream || !s.has(k), s.key(k),
+                     ": only a stream (data.stream true) uses it; remove it");
+    });
+    d.idle_timeout_s = s.get_number("idle_timeout_s", d.idle_timeout_s, 0.0, 1e9);
+    d.progressive_window = s.get_int("progressive_window", d.progressive_window, 0);
+    d.shuffle = !d.stream && s.get_bool("shuffle", true);
     return d;
 }
 

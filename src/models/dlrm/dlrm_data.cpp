@@ -15,6 +15,7 @@
 #include "data/click/ctr_file.h"
 #include "data/click/synth_ctr.h"
 #include "models/dlrm/dlrm_family.h"
+#include "models/dlrm/dlrm_stream_data.h"
 #include "util/error.h"
 
 namespace zt {
@@ -179,6 +180,7 @@ DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
 }  // namespace
 
 std::unique_ptr<RunData> DlrmFamily::open_data(const DataContext& ctx) const {
+    if (data_.stream) return open_dlrm_stream(model_, data_, ctx);
     return std::make_unique<DlrmRunData>(model_, data_, ctx);
 }
 

@@ -29,6 +29,11 @@ struct DlrmDataOptions {
     double eval_fraction = 0.0;  // tail of `path` held out when there is no eval_path
     std::string on_bad_record = "fatal";  // criteo_tsv: "fatal" or "skip"
     bool shuffle = true;
+    // ctr: `path` is a directory of parts that keep arriving (data/click/click_stream.h), trained
+    // in arrival order; it ends when no part arrives for idle_timeout_s.
+    bool stream = false;
+    double idle_timeout_s = 10;
+    int64_t progressive_window = 100000;  // stream: samples of progressive validation; 0 off
 };
 
 class DlrmFamily final : public ModelFamily {

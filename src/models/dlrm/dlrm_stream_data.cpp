@@ -1,0 +1,115 @@
+#include "models/dlrm/dlrm_stream_data.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "data/click/click_dataset.h"
+#include "data/click/click_stream.h"
+#include "util/error.h"
+
+namespace zt {
+
+namespace {
+
+double wall_now_s() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+class DlrmStreamData final : public RunData {
+  public:
+    DlrmStreamData(const DlrmOptions& model, const DlrmDataOptions& dc)
+        : model_(model),
+          stream_(ClickStreamOptions{dc.path, dc.idle_timeout_s}),
+          progressive_window_(dc.progressive_window) {
+        if (!dc.eval_path.empty()) {
+            std::shared_ptr<const CtrFile> f = CtrFile::open(dc.eval_path);
+            check_layout(*f, "data.eval_path");
+            ClickDatasetOptions o;
+            o.shuffle = false;
+            eval_ = std::make_unique<ClickDataset>(f, o);
+        }
+        check_new_parts();
+    }
+
+    Batch train_batch(int64_t k0, int64_t count) override {
+        stream_.fill(k0, count, train_buf_);
+        index_distinct_ids(train_buf_);
+        return view(train_buf_, train_click_);
+    }
+    bool has_eval() const override { return eval_ != nullptr; }
+    int64_t progressive_window() const override { return progressive_window_; }
+    Batch eval_batch(int64_t k0, int64_t count) override {
+        eval_->fill(k0, count, eval_buf_);
+        return view(eval_buf_, eval_click_);
+    }
+    std::vector<std::string> notes() const override {
+        return {str_cat("click stream ", stream_.dir(), ": ", stream_.parts(), " parts (",
+                        stream_.records(), " records) so far; trained in arrival order")};
+    }
+    nlohmann::json counters() const override {
+        nlohmann::json s = {{"records_arrived", stream_.records()},
+                            {"parts", stream_.parts()},
+                            {"records_waiting", stream_.records() - wanted_}};
+        if (freshness_s_ >= 0) s["freshness_s"] = freshness_s_;
+        return {{"unique_ids", train_buf_.unique_ids}, {"stream", s}};
+    }
+    bool wait_for_train(int64_t end) override {
+        const bool ok = stream_.wait_for(end);
+        check_new_parts();
+        if (ok) wanted_ = end;
+        return ok;
+    }
+    // The records of this checkpoint that were not in the last: the first of them has waited
+    // longest for a saved model that learned from it.
+    void saved(int64_t end) override {
+        if (end <= saved_end_ || saved_end_ >= stream_.records()) return;
+        freshness_s_ = wall_now_s() - stream_.arrival(saved_end_);
+        saved_end_ = end;
+    }
+
+  private:
+    static Batch view(const ClickBatchBuffers& buf, ClickBatch& click) {
+        click = buf.view();
+        Batch b;
+        b.B = click.B;
+        b.click = &click;
+        return b;
+    }
+    void check_layout(const CtrFile& f, const char* key) const {
+        ZT_CHECK(f.dense_features() == model_.dense_features &&
+                     f.tables() == static_cast<int>(model_.tables.size()),
+                 key, ": ", f.path(), " has ", f.dense_features(), " dense features and ",
+                 f.tables(), " tables; the model has ", model_.dense_features, " and ",
+                 model_.tables.size());
+        for (int k = 0; k < f.tables(); ++k)
+            ZT_CHECK(f.table_rows()[static_cast<size_t>(k)] <=
+                         dlrm_id_range(model_.tables[static_cast<size_t>(k)]),
+                     key, ": ", f.path(), " hashes feature ", k, " into ",
+                     f.table_rows()[static_cast<size_t>(k)], " rows; table ", k, " has only ",
+                     dlrm_id_range(model_.tables[static_cast<size_t>(k)]));
+    }
+    void check_new_parts() {
+        for (; checked_ < stream_.parts(); ++checked_) check_layout(stream_.part(checked_), "data.path");
+    }
+
+    DlrmOptions model_;
+    ClickStream stream_;
+    std::unique_ptr<ClickDataset> eval_;
+    ClickBatchBuffers train_buf_, eval_buf_;
+    ClickBatch train_click_, eval_click_;
+    int64_t checked_ = 0;     // parts whose layout was checked
+    int64_t wanted_ = 0;      // samples [0, wanted_) have been waited for
+    int64_t saved_end_ = 0;   // samples in the last checkpoint
+    double freshness_s_ = -1;  // the last checkpoint's; -1 before one
+    int64_t progressive_window_;
+};
+
+}  // namespace
+
+std::unique_ptr<RunData> open_dlrm_stream(const DlrmOptions& model, const DlrmDataOptions& data,
+                                          const DataContext& /*ctx*/) {
+    return std::make_unique<DlrmStreamData>(model, data);
+}
+
+}  // namespace zt

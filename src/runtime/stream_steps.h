@@ -1,0 +1,17 @@
+// The trainer's part of streaming data (docs/streaming.md): before each step every rank waits for
+// the step's records (RunData::wait_for_train), and the ranks agree, so that a stream that ends
+// stops every rank after the same step.
+#pragma once
+
+#include <cstdint>
+
+#include "comm/communicator.h"
+#include "models/family.h"
+
+namespace zt {
+
+// Whether global training samples [0, end) have arrived on every rank. Collective over comm
+// (null or one rank: this rank alone).
+bool stream_step_ready(RunData& data, Communicator* comm, int64_t end);
+
+}  // namespace zt

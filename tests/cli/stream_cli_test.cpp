@@ -1,0 +1,182 @@
+// Streaming data as a user runs it (docs/streaming.md): `zerotrain data synth-ctr --stream` writes
+// parts into a directory; "data": {"stream": true} trains them in arrival order, waits for parts
+// that arrive while it trains and stops when none arrives for idle_timeout_s; a run killed with
+// SIGKILL at random steps ten times and resumed each time ends with the uninterrupted run's
+// losses and weights, bit for bit, after exactly the steps the records make (every record
+// trained once); what a stream cannot be is refused before any work.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "cli/cli_fixture.h"
+#include "util/error.h"
+
+using zt::testing::Cli;
+using zt::testing::CommandResult;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kPartRecords = 256, kBatch = 64;
+
+class StreamCli : public Cli {
+  protected:
+    // Parts first .. first + files - 1 of the seeded stream into dir_/parts.
+    CommandResult write_parts(int64_t files, int64_t first = 0, double rate = 0) {
+        return zt::testing::run_zerotrain(zt::str_cat(
+            "data synth-ctr --stream ", (dir_ / "parts").string(), " --files ", files,
+            " --first-file ", first, " --rows ", kPartRecords, " --rate ", rate,
+            " --seed 5 --tables 300,200,50 --drift 0.05 --threads 1"));
+    }
+    nlohmann::json config(double idle_timeout_s = 0.5) {
+        return {{"train_micro_batch_size_per_gpu", kBatch / 4},
+                {"train_batch_size", kBatch},
+                {"steps", 100000},
+                {"steps_per_print", 1},
+                {"seed", 7},
+                {"threads", 1},
+                {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 3e-3}}}}},
+                {"model",
+                 {{"type", "dlrm"},
+                  {"dense_features", 13},
+                  {"table_rows", {300, 200, 50}},
+                  {"embedding_dim", 8},
+                  {"bottom_mlp", {16, 8}},
+                  {"top_mlp", {16, 8}}}},
+                {"data",
+                 {{"type", "ctr"},
+                  {"stream", true},
+                  {"path", (dir_ / "parts").string()},
+                  {"idle_timeout_s", idle_timeout_s}}},
+                {"checkpoint", {{"interval_steps", 3}}}};
+    }
+};
+
+}  // namespace
+
+TEST_F(StreamCli, KilledTenTimesEveryRecordIsTrainedOnceLikeTheUninterruptedRun) {
+    ASSERT_EQ(write_parts(6).code, 0);
+    const int64_t steps = 6 * kPartRecords / kBatch;  // 24
+    const CommandResult full = train_run(config(), "full", "", 2);
+    ASSERT_EQ(full.code, 0) << full.output;
+    const RunLog ref = read_run("full");
+    ASSERT_EQ(static_cast<int64_t>(ref.loss.size()), steps);
+    for (double l : ref.loss) ASSERT_FALSE(std::isnan(l));
+
+    // Ten kills at steps drawn (seeded) from what is left, each followed by --resume.
+    const std::string cfg = write_config(config(), "killed.json");
+    const std::string run = (dir_ / "killed").string();
+    std::mt19937 rng(11);
+    int64_t at = 3;  // the first kill after the first checkpoint (step 3)
+    for (int kill = 0; kill < 10; ++kill) {
+        at = std::min<int64_t>(steps - 1, at + 1 + static_cast<int64_t>(rng() % 3));
+        const CommandResult r = zt::testing::run_command(zt::str_cat(
+            "ZT_FAULT=kill:step=", at, " ", ZT_BINARY, " train ", cfg, " --quiet --run-dir ", run,
+            " --ranks 2", kill > 0 ? " --resume" : ""));
+        ASSERT_EQ(r.code, 128 + 9) << "kill " << kill << " at step " << at << ": " << r.output;
+    }
+    const CommandResult last = zt::testing::run_command(
+        zt::str_cat(ZT_BINARY, " train ", cfg, " --quiet --run-dir ", run, " --ranks 2 --resume"));
+    ASSERT_EQ(last.code, 0) << last.output;
+    const RunLog got = read_run("killed");
+    EXPECT_EQ(got.loss, ref.loss);
+    EXPECT_EQ(got.weights, ref.weights);
+}
+
+// Parts that arrive while the run trains are waited for; the run trains them all, in order, as
+// one that found them all there; the lines say how many records arrived and the freshness of
+// each checkpoint (seconds from a record's arrival to a saved model that learned from it).
+TEST_F(StreamCli, WaitsForPartsThatArriveWhileItTrains) {
+    ASSERT_EQ(write_parts(2).code, 0);
+    CommandResult late;
+    std::thread writer([&] { late = write_parts(3, 2, 2000); });  // a part every 0.128 s
+    const CommandResult r = train_run(config(2.0), "live", "", 1);
+    writer.join();
+    ASSERT_EQ(late.code, 0) << late.output;
+    ASSERT_EQ(r.code, 0) << r.output;
+    const RunLog live = read_run("live");
+    ASSERT_EQ(static_cast<int64_t>(live.loss.size()), 5 * kPartRecords / kBatch);
+    const std::vector<nlohmann::json> lines = step_lines("live");
+    EXPECT_EQ(lines.back()["data"]["stream"]["records_arrived"], 5 * kPartRecords);
+    EXPECT_EQ(lines.back()["data"]["stream"]["parts"], 5);
+    bool fresh = false;
+    for (const nlohmann::json& j : lines)
+        if (j["data"]["stream"].contains("freshness_s")) {
+            fresh = true;
+            EXPECT_GE(j["data"]["stream"]["freshness_s"].get<double>(), 0.0) << j.dump();
+            EXPECT_LT(j["data"]["stream"]["freshness_s"].get<double>(), 60.0) << j.dump();
+        }
+    EXPECT_TRUE(fresh);
+    // The same records in the same order as a run that found every part there.
+    ASSERT_EQ(train_run(config(), "all", "", 1).code, 0);
+    const RunLog all = read_run("all");
+    EXPECT_EQ(live.loss, all.loss);
+    EXPECT_EQ(live.weights, all.weights);
+}
+
+// Progressive validation: every sample is scored by the training forward, before the step learns
+// from it. With a window of one step's samples, a line's log loss is that step's own loss (the
+// mean of the same binary cross-entropies over every rank's micro-batches), and its AUC is the
+// AUC of those predictions; with a larger window the lines count the samples seen so far.
+TEST_F(StreamCli, ProgressiveValidationScoresEachSampleBeforeTrainingOnIt) {
+    ASSERT_EQ(write_parts(2).code, 0);
+    nlohmann::json j = config();
+    j["data"]["progressive_window"] = kBatch;
+    ASSERT_EQ(train_run(j, "step", "", 2).code, 0);
+    const std::vector<nlohmann::json> lines = step_lines("step");
+    ASSERT_EQ(static_cast<int64_t>(lines.size()), 2 * kPartRecords / kBatch);
+    for (const nlohmann::json& l : lines) {
+        ASSERT_TRUE(l.contains("progressive")) << l.dump();
+        EXPECT_EQ(l["progressive"]["samples"], kBatch);
+        EXPECT_NEAR(l["progressive"]["log_loss"].get<double>(), l["loss"].get<double>(),
+                    1e-5 * l["loss"].get<double>())
+            << l.dump();
+        EXPECT_GT(l["progressive"]["auc"].get<double>(), 0.0);
+        EXPECT_LT(l["progressive"]["auc"].get<double>(), 1.0);
+    }
+    j["data"]["progressive_window"] = 3 * kBatch;
+    ASSERT_EQ(train_run(j, "window", "", 1).code, 0);
+    int64_t step = 0;
+    for (const nlohmann::json& l : step_lines("window"))
+        EXPECT_EQ(l["progressive"]["samples"], std::min(++step, int64_t{3}) * kBatch);
+}
+
+TEST_F(StreamCli, WhatIsNotAStreamIsRefusedBeforeAnyWork) {
+    ASSERT_EQ(write_parts(1).code, 0);
+    struct Case {
+        std::string name;
+        nlohmann::json data;
+        const char* says;
+    };
+    const std::string parts = (dir_ / "parts").string();
+    const std::vector<Case> cases = {
+        {"synthetic", {{"type", "synthetic"}, {"stream", true}}, "use data.type \"ctr\""},
+        {"shuffle", {{"type", "ctr"}, {"stream", true}, {"path", parts}, {"shuffle", true}},
+         "a stream trains in arrival order"},
+        {"fraction",
+         {{"type", "ctr"}, {"stream", true}, {"path", parts}, {"eval_fraction", 0.1}},
+         "a stream holds nothing back"},
+        {"timeout", {{"type", "ctr"}, {"path", parts}, {"idle_timeout_s", 3}},
+         "only a stream (data.stream true) uses it"},
+        {"file",
+         {{"type", "ctr"}, {"stream", true}, {"path", parts + "/part-000000.ztclick"}},
+         "is not a directory"},
+    };
+    for (const Case& c : cases) {
+        nlohmann::json j = config();
+        j["data"] = c.data;
+        const CommandResult r = train_run(j, c.name, "", 1);
+        EXPECT_EQ(r.code, 2) << c.name << r.output;
+        EXPECT_NE(r.output.find(c.says), std::string::npos) << c.name << r.output;
+        EXPECT_FALSE(fs::exists(dir_ / c.name / "model.safetensors")) << c.name;
+    }
+    // A part whose layout is not the model's is named.
+    nlohmann::json j = config();
+    j["model"]["table_rows"] = {300, 200};
+    const CommandResult r = train_run(j, "layout", "", 1);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("part-000000.ztclick has 13 dense features and 3 tables"),
+              std::string::npos)
+        << r.output;
+}
