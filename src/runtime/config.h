@@ -109,6 +109,7 @@ struct CommConfig {
 struct CheckpointConfig {
     std::string dir;                // empty: RUN_DIR/checkpoints
     int64_t interval_steps = 0;     // a checkpoint every this many optimizer steps; 0: none
+    double interval_seconds = 0;    // and after a step ending this long after the last; 0: none
     int64_t keep_last = 0;          // newest checkpoints kept; 0: all
     bool async = false;             // written by a background thread while training goes on
     std::string on_error = "stop";  // a failed write: "stop" training or "continue" without it

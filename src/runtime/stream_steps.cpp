@@ -2,11 +2,14 @@
 
 namespace zt {
 
+bool on_any_rank(Communicator* comm, bool mine) {
+    int32_t v = mine ? 1 : 0;
+    if (comm != nullptr && comm->size() > 1) comm->all_reduce(&v, 1, CommType::kI32)->wait();
+    return v > 0;
+}
+
 bool stream_step_ready(RunData& data, Communicator* comm, int64_t end) {
-    int32_t ended = data.wait_for_train(end) ? 0 : 1;
-    if (comm != nullptr && comm->size() > 1)
-        comm->all_reduce(&ended, 1, CommType::kI32)->wait();
-    return ended == 0;
+    return !on_any_rank(comm, !data.wait_for_train(end));
 }
 
 }  // namespace zt

@@ -26,9 +26,9 @@
 #include "runtime/offload_metrics.h"
 #include "runtime/pipeline_step.h"
 #include "runtime/plan_check.h"
-#include "runtime/progressive_validation.h"
 #include "runtime/profiler/run_profilers.h"
 #include "runtime/progress.h"
+#include "runtime/progressive_validation.h"
 #include "runtime/qat_metrics.h"
 #include "runtime/run_dir_lock.h"
 #include "runtime/run_estimate.h"
@@ -502,9 +502,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         const char* rate_key = tokens_per_sample > 0 ? "tokens_per_s" : "samples_per_s";
         const char* rate_unit = tokens_per_sample > 0 ? " tok/s" : " samples/s";
         double timed_s = 0;
-        bool stream_ended = false;  // a stream (RunData::wait_for_train) ran out of records
+        bool stream_ended = false;      // a stream (RunData::wait_for_train) ran out of records
+        Stopwatch since_save;           // checkpoint.interval_seconds
+        int64_t saved_at = start_step;  // the step of the last checkpoint (or the resumed one)
         for (int64_t step = start_step; step < cfg.steps; ++step) {
-            if ((stream_ended = !stream_step_ready(*data, comm, (step + 1) * cfg.train_batch_size))) {
+            if ((stream_ended =
+                     !stream_step_ready(*data, comm, (step + 1) * cfg.train_batch_size))) {
                 say(str_cat("the stream ended: no new records for the step after step ", step));
                 break;
             }
@@ -664,8 +667,13 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 say(str_cat("step ", step + 1, ": ", said));
             }
             checkpointer.poll();
-            const bool interval = co.interval_steps > 0 && (step + 1) % co.interval_steps == 0;
+            const bool interval =
+                (co.interval_steps > 0 && (step + 1) % co.interval_steps == 0) ||
+                (cfg.checkpoint.interval_seconds > 0 &&
+                 on_any_rank(comm, since_save.elapsed_s() >= cfg.checkpoint.interval_seconds));
             if (interval || stop) {
+                since_save = Stopwatch();
+                saved_at = step + 1;
                 checkpointer.save();
                 last_checkpoint_s = checkpointer.last_save_stall_s();
                 data->saved((step + 1) * cfg.train_batch_size);
@@ -679,9 +687,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 break;
             }
         }
-        if (stream_ended && co.interval_steps > 0 && result.steps > start_step &&
-            result.steps % co.interval_steps != 0)
+        if (stream_ended && (co.interval_steps > 0 || cfg.checkpoint.interval_seconds > 0) &&
+            result.steps > saved_at) {
             checkpointer.save();  // what the stream gave since the last checkpoint
+            data->saved(result.steps * cfg.train_batch_size);
+        }
         checkpointer.finish();
         if (pipe) pipe->finish();
         profilers.finish();

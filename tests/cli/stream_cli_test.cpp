@@ -24,10 +24,10 @@ class StreamCli : public Cli {
   protected:
     // Parts first .. first + files - 1 of the seeded stream into dir_/parts.
     CommandResult write_parts(int64_t files, int64_t first = 0, double rate = 0) {
-        return zt::testing::run_zerotrain(zt::str_cat(
-            "data synth-ctr --stream ", (dir_ / "parts").string(), " --files ", files,
-            " --first-file ", first, " --rows ", kPartRecords, " --rate ", rate,
-            " --seed 5 --tables 300,200,50 --drift 0.05 --threads 1"));
+        return zt::testing::run_zerotrain(
+            zt::str_cat("data synth-ctr --stream ", (dir_ / "parts").string(), " --files ", files,
+                        " --first-file ", first, " --rows ", kPartRecords, " --rate ", rate,
+                        " --seed 5 --tables 300,200,50 --drift 0.05 --threads 1"));
     }
     nlohmann::json config(double idle_timeout_s = 0.5) {
         return {{"train_micro_batch_size_per_gpu", kBatch / 4},
@@ -71,9 +71,9 @@ TEST_F(StreamCli, KilledTenTimesEveryRecordIsTrainedOnceLikeTheUninterruptedRun)
     int64_t at = 3;  // the first kill after the first checkpoint (step 3)
     for (int kill = 0; kill < 10; ++kill) {
         at = std::min<int64_t>(steps - 1, at + 1 + static_cast<int64_t>(rng() % 3));
-        const CommandResult r = zt::testing::run_command(zt::str_cat(
-            "ZT_FAULT=kill:step=", at, " ", ZT_BINARY, " train ", cfg, " --quiet --run-dir ", run,
-            " --ranks 2", kill > 0 ? " --resume" : ""));
+        const CommandResult r = zt::testing::run_command(
+            zt::str_cat("ZT_FAULT=kill:step=", at, " ", ZT_BINARY, " train ", cfg,
+                        " --quiet --run-dir ", run, " --ranks 2", kill > 0 ? " --resume" : ""));
         ASSERT_EQ(r.code, 128 + 9) << "kill " << kill << " at step " << at << ": " << r.output;
     }
     const CommandResult last = zt::testing::run_command(
@@ -86,12 +86,15 @@ TEST_F(StreamCli, KilledTenTimesEveryRecordIsTrainedOnceLikeTheUninterruptedRun)
 
 // Parts that arrive while the run trains are waited for; the run trains them all, in order, as
 // one that found them all there; the lines say how many records arrived and the freshness of
-// each checkpoint (seconds from a record's arrival to a saved model that learned from it).
+// each checkpoint (seconds from a record's arrival to a saved model that learned from it), with
+// checkpoints every interval_seconds.
 TEST_F(StreamCli, WaitsForPartsThatArriveWhileItTrains) {
     ASSERT_EQ(write_parts(2).code, 0);
     CommandResult late;
-    std::thread writer([&] { late = write_parts(3, 2, 2000); });  // a part every 0.128 s
-    const CommandResult r = train_run(config(2.0), "live", "", 1);
+    std::thread writer([&] { late = write_parts(3, 2, 800); });  // a part every 0.32 s
+    nlohmann::json j = config(2.0);
+    j["checkpoint"] = {{"interval_seconds", 0.1}};  // the freshness below needs checkpoints
+    const CommandResult r = train_run(j, "live", "", 1);
     writer.join();
     ASSERT_EQ(late.code, 0) << late.output;
     ASSERT_EQ(r.code, 0) << r.output;
@@ -107,7 +110,7 @@ TEST_F(StreamCli, WaitsForPartsThatArriveWhileItTrains) {
             EXPECT_GE(j["data"]["stream"]["freshness_s"].get<double>(), 0.0) << j.dump();
             EXPECT_LT(j["data"]["stream"]["freshness_s"].get<double>(), 60.0) << j.dump();
         }
-    EXPECT_TRUE(fresh);
+    EXPECT_TRUE(fresh) << lines.back().dump();
     // The same records in the same order as a run that found every part there.
     ASSERT_EQ(train_run(config(), "all", "", 1).code, 0);
     const RunLog all = read_run("all");
@@ -142,6 +145,30 @@ TEST_F(StreamCli, ProgressiveValidationScoresEachSampleBeforeTrainingOnIt) {
         EXPECT_EQ(l["progressive"]["samples"], std::min(++step, int64_t{3}) * kBatch);
 }
 
+// examples/dlrm-stream.json, shortened: the run writes its own drifting stream (a thread, into a
+// temporary directory it removes) and trains the records' whole steps of it.
+TEST_F(StreamCli, GeneratedStreamExampleShortened) {
+    auto stream_dirs = [] {
+        int n = 0;
+        for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
+            n += e.path().filename().string().find("-stream") != std::string::npos;
+        return n;
+    };
+    const int before = stream_dirs();
+    const CommandResult r = zt::testing::run_zerotrain(zt::str_cat(
+        "train ", ZT_SOURCE_DIR, "/examples/dlrm-stream.json --quiet --threads 1 --run-dir ",
+        (dir_ / "ex").string(),
+        " --set data.records=6000 --set data.part_records=1000 --set data.rate=0",
+        " --set data.idle_timeout_s=0.5 --set checkpoint.interval_seconds=0",
+        " --set steps_per_print=1"));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const std::vector<nlohmann::json> lines = step_lines("ex");
+    EXPECT_EQ(lines.size(), 6000u / 512);
+    EXPECT_EQ(lines.back()["data"]["stream"]["records_arrived"], 6000);
+    EXPECT_EQ(lines.back()["progressive"]["samples"], 6000 / 512 * 512);
+    EXPECT_EQ(stream_dirs(), before);
+}
+
 TEST_F(StreamCli, WhatIsNotAStreamIsRefusedBeforeAnyWork) {
     ASSERT_EQ(write_parts(1).code, 0);
     struct Case {
@@ -151,13 +178,20 @@ TEST_F(StreamCli, WhatIsNotAStreamIsRefusedBeforeAnyWork) {
     };
     const std::string parts = (dir_ / "parts").string();
     const std::vector<Case> cases = {
-        {"synthetic", {{"type", "synthetic"}, {"stream", true}}, "use data.type \"ctr\""},
-        {"shuffle", {{"type", "ctr"}, {"stream", true}, {"path", parts}, {"shuffle", true}},
+        {"tsv",
+         {{"type", "criteo_tsv"}, {"stream", true}, {"path", parts}},
+         "convert the TSV with zerotrain data prepare-ctr"},
+        {"rate",
+         {{"type", "ctr"}, {"stream", true}, {"path", parts}, {"rate", 10}},
+         "only a generated stream"},
+        {"shuffle",
+         {{"type", "ctr"}, {"stream", true}, {"path", parts}, {"shuffle", true}},
          "a stream trains in arrival order"},
         {"fraction",
          {{"type", "ctr"}, {"stream", true}, {"path", parts}, {"eval_fraction", 0.1}},
          "a stream holds nothing back"},
-        {"timeout", {{"type", "ctr"}, {"path", parts}, {"idle_timeout_s", 3}},
+        {"timeout",
+         {{"type", "ctr"}, {"path", parts}, {"idle_timeout_s", 3}},
          "only a stream (data.stream true) uses it"},
         {"file",
          {{"type", "ctr"}, {"stream", true}, {"path", parts + "/part-000000.ztclick"}},

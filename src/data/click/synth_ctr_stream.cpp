@@ -25,10 +25,16 @@ void write_synth_stream(const SynthStreamOptions& opts, const std::string& dir,
     const auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < opts.files; ++i) {
         const int64_t p = opts.first_file + i;
+        auto cancelled = [&] { return opts.cancel != nullptr && opts.cancel->load(); };
         if (opts.rate > 0 && i > 0) {  // part i is due when i parts' records have been "seen"
-            const double due = static_cast<double>(i * opts.records_per_file) / opts.rate;
-            std::this_thread::sleep_until(start + std::chrono::duration<double>(due));
+            const auto due =
+                start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(
+                                static_cast<double>(i * opts.records_per_file) / opts.rate));
+            while (!cancelled() && std::chrono::steady_clock::now() < due)
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
+        if (cancelled()) return;
         SynthCtrOptions o = opts.records;
         o.records = opts.records_per_file;
         o.eval_records = 0;

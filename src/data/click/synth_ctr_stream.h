@@ -6,6 +6,7 @@
 // half a part; parts are named part-NNNNNN.ztclick, which sort in arrival order.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -19,6 +20,8 @@ struct SynthStreamOptions {
     int64_t files = 1, records_per_file = 1;
     int64_t first_file = 0;  // continue a stream: parts first_file .. first_file + files - 1
     double rate = 0;         // records per second on average (parts are spaced); 0: at once
+    // Checked between parts and while waiting for the next: true stops the writer early.
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 // The name of part p ("part-000012.ztclick").

@@ -183,9 +183,9 @@ DlrmDataOptions parse_data(Section& s) {
     d.on_bad_record = s.get_choice("on_bad_record", "fatal", {"fatal", "skip"});
     d.stream = s.get_bool("stream", false);
     s.guard([&] {
-        ZT_CHECK(!d.stream || d.type == "ctr", s.key("stream"),
-                 ": a stream is a directory of ZTCLICK parts: use data.type \"ctr\" (got \"",
-                 d.type, "\")");
+        ZT_CHECK(!d.stream || d.type != "criteo_tsv", s.key("stream"),
+                 ": a stream is a directory of ZTCLICK parts (data.type \"ctr\") or generated "
+                 "(\"synthetic\"); convert the TSV with zerotrain data prepare-ctr");
         ZT_CHECK(!d.stream || d.eval_fraction == 0, s.key("eval_fraction"),
                  ": a stream holds nothing back (every record arrives once, in order); give "
                  "data.eval_path or no evaluation");
@@ -194,7 +194,14 @@ DlrmDataOptions parse_data(Section& s) {
         for (const char* k : {"idle_timeout_s", "progressive_window"})
             ZT_CHECK(d.stream || !s.has(k), s.key(k),
                      ": only a stream (data.stream true) uses it; remove it");
+        for (const char* k : {"rate", "part_records", "drift"})
+            ZT_CHECK((d.stream && synthetic) || !s.has(k), s.key(k),
+                     ": only a generated stream (data.type \"synthetic\", stream true) uses it; "
+                     "remove it");
     });
+    d.rate = s.get_number("rate", d.rate, 0.0, 1e12);
+    d.part_records = s.get_int("part_records", d.part_records, 1, kMaxRows);
+    d.drift = s.get_number("drift", d.drift, 0.0, 1e9);
     d.idle_timeout_s = s.get_number("idle_timeout_s", d.idle_timeout_s, 0.0, 1e9);
     d.progressive_window = s.get_int("progressive_window", d.progressive_window, 0);
     d.shuffle = !d.stream && s.get_bool("shuffle", true);

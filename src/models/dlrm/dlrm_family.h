@@ -26,7 +26,7 @@ struct DlrmDataOptions {
     // ctr, criteo_tsv: files
     std::string path;
     std::string eval_path;
-    double eval_fraction = 0.0;  // tail of `path` held out when there is no eval_path
+    double eval_fraction = 0.0;           // tail of `path` held out when there is no eval_path
     std::string on_bad_record = "fatal";  // criteo_tsv: "fatal" or "skip"
     bool shuffle = true;
     // ctr: `path` is a directory of parts that keep arriving (data/click/click_stream.h), trained
@@ -34,10 +34,14 @@ struct DlrmDataOptions {
     bool stream = false;
     double idle_timeout_s = 10;
     int64_t progressive_window = 100000;  // stream: samples of progressive validation; 0 off
+    // synthetic stream: `records` in parts of part_records, written by a thread of the run at
+    // `rate` records/s (0: as fast as it can), the ids' popularity moving `drift` ranks a record.
+    int64_t part_records = 8192;
+    double rate = 0, drift = 0;
 };
 
 class DlrmFamily final : public ModelFamily {
-public:
+  public:
     DlrmFamily(DlrmOptions model, DlrmDataOptions data);
 
     const DlrmOptions& options() const { return model_; }
@@ -56,9 +60,7 @@ public:
     // dlrm_compact.cpp: each table without its all-zero rows, and the id maps of those tables.
     CompactModel compact(std::span<const NamedTensorF32> params,
                          const std::string& weights_path) const override;
-    int64_t param_count() const override {
-        return dlrm_param_count(model_) - sparse_param_count();
-    }
+    int64_t param_count() const override { return dlrm_param_count(model_) - sparse_param_count(); }
     int64_t sparse_param_count() const override;
     int64_t sparse_bytes_per_rank(int ranks) const override;
     void check_sparse_fit(int ranks, int64_t budget) const override;
@@ -71,14 +73,14 @@ public:
     nlohmann::json eval_metrics(std::span<const float> outputs,
                                 std::span<const float> labels) const override;
 
-private:
+  private:
     DlrmOptions model_;
     DlrmDataOptions data_;
 };
 
-// The family's sections: `model` (type "dlrm"), `data` and `embedding` (sharded tables); errors are recorded in the sections
-// (Note [Config errors]). DLRM has no recompute regions: an activation_checkpointing policy other
-// than "none" is an error.
+// The family's sections: `model` (type "dlrm"), `data` and `embedding` (sharded tables); errors are
+// recorded in the sections (Note [Config errors]). DLRM has no recompute regions: an
+// activation_checkpointing policy other than "none" is an error.
 std::shared_ptr<const DlrmFamily> parse_dlrm_family(config_detail::Section& model,
                                                     config_detail::Section& data,
                                                     config_detail::Section& embedding,

@@ -1,29 +1,108 @@
 #include "models/dlrm/dlrm_stream_data.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <thread>
 
 #include "data/click/click_dataset.h"
 #include "data/click/click_stream.h"
+#include "data/click/synth_ctr_stream.h"
 #include "util/error.h"
 
 namespace zt {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 double wall_now_s() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
+}
+
+// data.type "synthetic" with a stream: a thread of the run writes the parts into a temporary
+// directory at data.rate, as a log shipper would (synth_ctr_stream.h); removed with the run data.
+class StreamGenerator {
+  public:
+    StreamGenerator(const DlrmOptions& model, const DlrmDataOptions& dc) {
+        static std::atomic<int> counter{0};
+        dir_ = (fs::temp_directory_path() /
+                str_cat("zerotrain-", ::getpid(), "-", counter++, "-stream"))
+                   .string();
+        fs::create_directories(dir_);
+        SynthCtrOptions& r = opts_.records;
+        r.seed = static_cast<uint64_t>(dc.synth_seed);
+        for (const DlrmTable& t : model.tables) r.table_rows.push_back(dlrm_id_range(t));
+        r.dense_features = static_cast<int>(model.dense_features);
+        r.zipf = dc.zipf;
+        r.hotness = static_cast<int>(dc.hotness);
+        r.threads = 1;
+        r.drift = dc.drift;
+        opts_.records_per_file = dc.part_records;
+        opts_.files = (dc.records + dc.part_records - 1) / dc.part_records;
+        opts_.rate = dc.rate;
+        opts_.cancel = &cancel_;
+        if (dc.eval_records > 0) {  // held out from the stream's start
+            SynthCtrOptions e = r;
+            e.records = 1;  // write_synth_ctr needs a training file: one record, then removed
+            e.eval_records = dc.eval_records;
+            write_synth_ctr(e, dir_ + "/eval.train", dir_ + "/eval.ctr");
+            fs::remove(dir_ + "/eval.train");
+        }
+        thread_ = std::thread([this] {
+            try {
+                write_synth_stream(opts_, dir_ + "/parts");
+            } catch (...) {
+                error_ = std::current_exception();
+            }
+        });
+    }
+    ~StreamGenerator() {
+        cancel_ = true;
+        thread_.join();
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+    StreamGenerator(const StreamGenerator&) = delete;
+    StreamGenerator& operator=(const StreamGenerator&) = delete;
+    std::string parts() const { return dir_ + "/parts"; }
+    std::string eval() const { return fs::exists(dir_ + "/eval.ctr") ? dir_ + "/eval.ctr" : ""; }
+    void rethrow() const {
+        if (error_) std::rethrow_exception(error_);
+    }
+
+  private:
+    std::string dir_;
+    SynthStreamOptions opts_;
+    std::atomic<bool> cancel_{false};
+    std::exception_ptr error_;
+    std::thread thread_;
+};
+
+// The generator (when data.type is "synthetic") starts before the stream reads its directory.
+std::unique_ptr<StreamGenerator> start_generator(const DlrmOptions& model,
+                                                 const DlrmDataOptions& dc) {
+    if (dc.type != "synthetic") return nullptr;
+    auto g = std::make_unique<StreamGenerator>(model, dc);
+    fs::create_directories(g->parts());
+    return g;
 }
 
 class DlrmStreamData final : public RunData {
   public:
     DlrmStreamData(const DlrmOptions& model, const DlrmDataOptions& dc)
         : model_(model),
-          stream_(ClickStreamOptions{dc.path, dc.idle_timeout_s}),
+          generator_(start_generator(model, dc)),
+          stream_(
+              ClickStreamOptions{generator_ ? generator_->parts() : dc.path, dc.idle_timeout_s}),
           progressive_window_(dc.progressive_window) {
-        if (!dc.eval_path.empty()) {
-            std::shared_ptr<const CtrFile> f = CtrFile::open(dc.eval_path);
+        const std::string eval_path = generator_ ? generator_->eval() : dc.eval_path;
+        if (!eval_path.empty()) {
+            std::shared_ptr<const CtrFile> f = CtrFile::open(eval_path);
             check_layout(*f, "data.eval_path");
             ClickDatasetOptions o;
             o.shuffle = false;
@@ -56,6 +135,7 @@ class DlrmStreamData final : public RunData {
     }
     bool wait_for_train(int64_t end) override {
         const bool ok = stream_.wait_for(end);
+        if (generator_) generator_->rethrow();
         check_new_parts();
         if (ok) wanted_ = end;
         return ok;
@@ -90,17 +170,19 @@ class DlrmStreamData final : public RunData {
                      dlrm_id_range(model_.tables[static_cast<size_t>(k)]));
     }
     void check_new_parts() {
-        for (; checked_ < stream_.parts(); ++checked_) check_layout(stream_.part(checked_), "data.path");
+        for (; checked_ < stream_.parts(); ++checked_)
+            check_layout(stream_.part(checked_), "data.path");
     }
 
     DlrmOptions model_;
+    std::unique_ptr<StreamGenerator> generator_;
     ClickStream stream_;
     std::unique_ptr<ClickDataset> eval_;
     ClickBatchBuffers train_buf_, eval_buf_;
     ClickBatch train_click_, eval_click_;
-    int64_t checked_ = 0;     // parts whose layout was checked
-    int64_t wanted_ = 0;      // samples [0, wanted_) have been waited for
-    int64_t saved_end_ = 0;   // samples in the last checkpoint
+    int64_t checked_ = 0;      // parts whose layout was checked
+    int64_t wanted_ = 0;       // samples [0, wanted_) have been waited for
+    int64_t saved_end_ = 0;    // samples in the last checkpoint
     double freshness_s_ = -1;  // the last checkpoint's; -1 before one
     int64_t progressive_window_;
 };
