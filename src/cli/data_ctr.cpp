@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "data/click/criteo_tsv.h"
+#include "data/click/criteo_tsv_stream.h"
 #include "data/click/synth_ctr.h"
 #include "data/click/synth_ctr_stream.h"
 #include "util/error.h"
@@ -27,6 +28,8 @@ struct CtrArgs {
     std::string stream;  // synth-ctr --stream DIR: parts of --rows records each
     int64_t files = 1, first_file = 0;
     double rate = 0, drift = 0;
+    double flush_s = 1.0;  // prepare-ctr --stream
+    bool follow = false;
 };
 
 // The table sizes from --tables/--table-rows (a comma list) or --kaggle-tables, capped by
@@ -64,7 +67,8 @@ std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
 
 // synth-ctr --stream: parts arriving in a directory (data/click/synth_ctr_stream.h).
 int run_synth_stream(const CtrArgs& a) {
-    ZT_CHECK(a.out.empty() && a.eval_rows == 0, "--stream writes parts into a directory: drop "
+    ZT_CHECK(a.out.empty() && a.eval_rows == 0,
+             "--stream writes parts into a directory: drop "
              "--out and --eval-rows (evaluate on a separate synth-ctr file)");
     SynthStreamOptions o;
     o.records.seed = a.seed;
@@ -139,6 +143,23 @@ int run_prepare(const CtrArgs& a) {
     ZT_CHECK(rows.size() == kCriteoCategorical, "--table-rows: ", rows.size(),
              " sizes given, Criteo TSV has ", kCriteoCategorical, " categorical columns");
     const BadRecord on_bad = a.on_bad == "skip" ? BadRecord::kSkip : BadRecord::kFatal;
+    if (!a.stream.empty()) {  // parts as lines arrive (data/click/criteo_tsv_stream.h)
+        ZT_CHECK(a.out.empty(), "--stream DIR writes parts: drop the output file");
+        TsvStreamOptions o;
+        o.in = a.in;
+        o.dir = a.stream;
+        o.table_rows = rows;
+        o.on_bad = on_bad;
+        o.part_records = a.rows > 0 ? a.rows : 8192;
+        o.flush_s = a.flush_s;
+        o.follow = a.follow;
+        const TsvStreamResult r = stream_criteo_tsv(o);
+        std::printf("wrote %lld parts into %s: %lld records (%lld bad lines skipped)\n",
+                    static_cast<long long>(r.parts), a.stream.c_str(),
+                    static_cast<long long>(r.records), static_cast<long long>(r.skipped));
+        return 0;
+    }
+    ZT_CHECK(!a.out.empty(), "give the output ZTCLICK file (or --stream DIR)");
     const auto t0 = std::chrono::steady_clock::now();
     auto progress = [&](int64_t done, int64_t total) {
         const double secs =
@@ -163,9 +184,11 @@ void add_data_ctr(CLI::App* data,
     s->add_option("--rows", a->rows, "training records")->required();
     s->add_option("--seed", a->seed, "seed (same seed, same files)")->required();
     s->add_option("--out", a->out, "ZTCLICK file to write");
-    s->add_option("--stream", a->stream, "a directory to write a stream of parts into (--rows each)");
+    s->add_option("--stream", a->stream,
+                  "a directory to write a stream of parts into (--rows each)");
     s->add_option("--files", a->files, "--stream: parts to write (default 1)");
-    s->add_option("--first-file", a->first_file, "--stream: the first part's number (continue a stream)");
+    s->add_option("--first-file", a->first_file,
+                  "--stream: the first part's number (continue a stream)");
     s->add_option("--rate", a->rate, "--stream: records per second (default 0: all at once)");
     s->add_option("--drift", a->drift, "--stream: Zipf ranks the ids' popularity moves per record");
     s->add_option("--eval-rows", a->eval_rows, "held-out records from the same teacher");
@@ -180,8 +203,15 @@ void add_data_ctr(CLI::App* data,
     runners.emplace_back(s, [a] { return run_synth(*a); });
 
     CLI::App* p = data->add_subcommand("prepare-ctr", "Criteo TSV to the binary click format");
-    p->add_option("input", a->in, "Criteo TSV file")->required();
-    p->add_option("output", a->out, "ZTCLICK file to write")->required();
+    p->add_option("input", a->in, "Criteo TSV file (- for standard input with --stream)")
+        ->required();
+    p->add_option("output", a->out, "ZTCLICK file to write");
+    p->add_option("--stream", a->stream, "write parts into this directory as lines arrive");
+    p->add_option("--rows", a->rows, "--stream: records per part (default 8192)");
+    p->add_option("--flush-s", a->flush_s,
+                  "--stream: a part at the latest this long after its first line (default 1)");
+    p->add_flag("--follow", a->follow,
+                "--stream: at the end of the file, wait for more lines (tail -f)");
     p->add_option("--table-rows", a->tables, "table sizes ids are hashed into (26, comma list)");
     p->add_flag("--kaggle-tables", a->kaggle, "the 26 Criteo Kaggle table sizes");
     p->add_option("--max-rows", a->max_rows, "cap every table at this many rows");

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/cli_fixture.h"
+#include "data/click_test_util.h"
 #include "util/error.h"
 
 using zt::testing::Cli;
@@ -169,6 +170,59 @@ TEST_F(StreamCli, GeneratedStreamExampleShortened) {
     EXPECT_EQ(stream_dirs(), before);
 }
 
+// Criteo TSV lines: from a file that keeps growing while the run trains (its second half, a line
+// cut in two included, appended later), and from standard input; both train the same records in
+// the same order, so both give the same model.
+TEST_F(StreamCli, CriteoLinesFromAGrowingFileOrStandardInput) {
+    const std::string text = zt::click_test::random_criteo_lines(512, 8);
+    const size_t cut = text.size() / 2 + 5;
+    std::ofstream(dir_ / "log.tsv") << text.substr(0, cut);
+    nlohmann::json j = config(1.5);
+    j["model"] = {
+        {"type", "dlrm"},     {"dense_features", 13}, {"table_rows", std::vector<int64_t>(26, 61)},
+        {"embedding_dim", 4}, {"bottom_mlp", {8, 4}}, {"top_mlp", {8, 4}}};
+    j["data"] = {{"type", "criteo_tsv"}, {"stream", true}, {"path", (dir_ / "log.tsv").string()},
+                 {"part_records", 100},  {"flush_s", 0.1}, {"idle_timeout_s", 1.5}};
+    std::thread appender([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        std::ofstream(dir_ / "log.tsv", std::ios::app) << text.substr(cut);
+    });
+    const CommandResult grown = train_run(j, "grown", "", 1);
+    appender.join();
+    ASSERT_EQ(grown.code, 0) << grown.output;
+    const RunLog a = read_run("grown");
+    EXPECT_EQ(static_cast<int64_t>(a.loss.size()), 512 / kBatch);
+
+    j["data"]["path"] = "-";
+    const CommandResult piped = zt::testing::run_command(zt::str_cat(
+        "cat ", (dir_ / "log.tsv").string(), " | ", ZT_BINARY, " train ",
+        write_config(j, "piped.json"), " --quiet --run-dir ", (dir_ / "piped").string()));
+    ASSERT_EQ(piped.code, 0) << piped.output;
+    const RunLog b = read_run("piped");
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.weights, b.weights);
+    // Or converted by a separate process (`data prepare-ctr - --stream`), trained as parts.
+    std::string rows;
+    for (int k = 0; k < 26; ++k) rows += k ? ",61" : "61";
+    const CommandResult conv = zt::testing::run_command(zt::str_cat(
+        "cat ", (dir_ / "log.tsv").string(), " | ", ZT_BINARY, " data prepare-ctr - --stream ",
+        (dir_ / "tsv_parts").string(), " --rows 100 --table-rows ", rows));
+    ASSERT_EQ(conv.code, 0) << conv.output;
+    EXPECT_NE(conv.output.find("wrote 6 parts"), std::string::npos) << conv.output;
+    nlohmann::json c = j;
+    c["data"] = {{"type", "ctr"},
+                 {"stream", true},
+                 {"path", (dir_ / "tsv_parts").string()},
+                 {"idle_timeout_s", 0.3}};
+    ASSERT_EQ(train_run(c, "parts", "", 1).code, 0);
+    EXPECT_EQ(read_run("parts").weights, a.weights);
+    // Standard input reaches one process: several ranks are refused.
+    const CommandResult two = train_run(j, "two", "", 2);
+    EXPECT_EQ(two.code, 2) << two.output;
+    EXPECT_NE(two.output.find("standard input reaches one process"), std::string::npos)
+        << two.output;
+}
+
 TEST_F(StreamCli, WhatIsNotAStreamIsRefusedBeforeAnyWork) {
     ASSERT_EQ(write_parts(1).code, 0);
     struct Case {
@@ -180,7 +234,10 @@ TEST_F(StreamCli, WhatIsNotAStreamIsRefusedBeforeAnyWork) {
     const std::vector<Case> cases = {
         {"tsv",
          {{"type", "criteo_tsv"}, {"stream", true}, {"path", parts}},
-         "convert the TSV with zerotrain data prepare-ctr"},
+         "Criteo lines have 13 dense features and 26 categorical ones; the model has 13 and 3"},
+        {"flush",
+         {{"type", "ctr"}, {"stream", true}, {"path", parts}, {"flush_s", 1}},
+         "only a Criteo TSV stream uses it"},
         {"rate",
          {{"type", "ctr"}, {"stream", true}, {"path", parts}, {"rate", 10}},
          "only a generated stream"},

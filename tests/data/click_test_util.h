@@ -84,4 +84,27 @@ inline void write_records(const std::string& path, const Records& r) {
     w.finish();
 }
 
+// n valid Criteo TSV lines (label, 13 integers, 26 hex categoricals, some empty), each ending
+// in a newline, drawn from `seed`.
+inline std::string random_criteo_lines(int n, uint64_t seed) {
+    Rng rng(seed);
+    std::string out;
+    static const char* hex = "0123456789abcdef";
+    for (int i = 0; i < n; ++i) {
+        out += rng.uniform() < 0.3 ? "1" : "0";
+        for (int j = 0; j < 13; ++j) {
+            out += '\t';
+            if (rng.uniform() < 0.9) out += std::to_string(static_cast<int>(rng.uniform() * 50));
+        }
+        for (int k = 0; k < 26; ++k) {
+            out += '\t';
+            if (rng.uniform() < 0.05) continue;
+            const int digits = 1 + static_cast<int>(rng.uniform() * 3);
+            for (int d = 0; d < digits; ++d) out += hex[static_cast<int>(rng.uniform() * 16) & 15];
+        }
+        out += '\n';
+    }
+    return out;
+}
+
 }  // namespace zt::click_test

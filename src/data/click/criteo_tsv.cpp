@@ -153,6 +153,26 @@ std::string parse_line(std::string_view line, std::span<const int64_t> rows, Par
 
 }  // namespace
 
+void check_criteo_table_rows(std::span<const int64_t> table_rows) {
+    ZT_CHECK(table_rows.size() == kCriteoCategorical, "criteo: ", table_rows.size(),
+             " table sizes given, expected ", kCriteoCategorical, " (one per categorical column)");
+    for (size_t k = 0; k < table_rows.size(); ++k)
+        ZT_CHECK(table_rows[k] >= 1 && table_rows[k] <= (int64_t{1} << 31), "criteo: table ", k,
+                 " rows must be in [1, 2^31], got ", table_rows[k]);
+}
+
+std::string add_criteo_line(std::string_view line, std::span<const int64_t> table_rows,
+                            CtrFileWriter& writer) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    thread_local ParsedLine parsed;
+    std::string err = parse_line(line, table_rows, parsed);
+    if (!err.empty()) return err;
+    std::array<std::span<const int32_t>, kCriteoCategorical> bags;
+    for (int k = 0; k < kCriteoCategorical; ++k) bags[k] = parsed.bags[k];
+    writer.add(parsed.label, parsed.dense, bags);
+    return "";
+}
+
 int32_t criteo_hash_id(uint64_t value, int64_t rows) {
     ZT_ASSERT(rows >= 1 && rows <= (int64_t{1} << 31), "rows ", rows);
     return static_cast<int32_t>(splitmix64(value) % static_cast<uint64_t>(rows));
@@ -161,29 +181,22 @@ int32_t criteo_hash_id(uint64_t value, int64_t rows) {
 CriteoConvertResult convert_criteo_tsv(const std::string& in, const std::string& out,
                                        std::span<const int64_t> table_rows, BadRecord on_bad,
                                        const std::function<void(int64_t, int64_t)>& progress) {
-    ZT_CHECK(table_rows.size() == kCriteoCategorical, "criteo: ", table_rows.size(),
-             " table sizes given, expected ", kCriteoCategorical, " (one per categorical column)");
-    for (size_t k = 0; k < table_rows.size(); ++k)
-        ZT_CHECK(table_rows[k] >= 1 && table_rows[k] <= (int64_t{1} << 31), "criteo: table ", k,
-                 " rows must be in [1, 2^31], got ", table_rows[k]);
+    check_criteo_table_rows(table_rows);
     MappedInput input(in);
     const std::string_view text = input.view();
     const int64_t total = static_cast<int64_t>(text.size());
     CtrFileWriter writer(out, kCriteoDense,
                          std::vector<int64_t>(table_rows.begin(), table_rows.end()));
     CriteoConvertResult result;
-    ParsedLine line;
-    std::array<std::span<const int32_t>, kCriteoCategorical> bags;
     int64_t line_no = 0, next_progress = kProgressBytes;
     size_t pos = 0;
     while (pos < text.size()) {
         size_t nl = text.find('\n', pos);
         const size_t end = nl == std::string_view::npos ? text.size() : nl;
-        std::string_view s = text.substr(pos, end - pos);
-        if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+        const std::string_view s = text.substr(pos, end - pos);
         pos = end + 1;
         ++line_no;
-        const std::string err = parse_line(s, table_rows, line);
+        const std::string err = add_criteo_line(s, table_rows, writer);
         if (!err.empty()) {
             ZT_CHECK(on_bad == BadRecord::kSkip, in, ":", line_no, ": ", err,
                      " (--on-bad-record skip drops such lines)");
@@ -191,8 +204,6 @@ CriteoConvertResult convert_criteo_tsv(const std::string& in, const std::string&
             ++result.skipped;
             continue;
         }
-        for (int k = 0; k < kCriteoCategorical; ++k) bags[k] = line.bags[k];
-        writer.add(line.label, line.dense, bags);
         ++result.records;
         if (progress && static_cast<int64_t>(pos) >= next_progress) {
             progress(std::min<int64_t>(static_cast<int64_t>(pos), total), total);

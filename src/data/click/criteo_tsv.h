@@ -14,6 +14,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zt {
@@ -45,6 +46,15 @@ CriteoConvertResult convert_criteo_tsv(
     const std::string& in, const std::string& out, std::span<const int64_t> table_rows,
     BadRecord on_bad,
     const std::function<void(int64_t bytes_done, int64_t bytes_total)>& progress = {});
+
+// Throws an input error unless there are 26 sizes, each in [1, 2^31].
+void check_criteo_table_rows(std::span<const int64_t> table_rows);
+
+class CtrFileWriter;
+// One line (without its newline; a trailing '\r' is dropped) parsed and added to `writer`, as
+// convert_criteo_tsv adds each: "" when it was added, else what is wrong with it (nothing added).
+std::string add_criteo_line(std::string_view line, std::span<const int64_t> table_rows,
+                            CtrFileWriter& writer);
 
 // The 26 table sizes of the Criteo Kaggle (Display Advertising Challenge) data set, as the DLRM
 // reference's Kaggle preprocessing reports them (see the source comment in criteo_tsv.cpp).

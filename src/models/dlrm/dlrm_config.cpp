@@ -183,9 +183,6 @@ DlrmDataOptions parse_data(Section& s) {
     d.on_bad_record = s.get_choice("on_bad_record", "fatal", {"fatal", "skip"});
     d.stream = s.get_bool("stream", false);
     s.guard([&] {
-        ZT_CHECK(!d.stream || d.type != "criteo_tsv", s.key("stream"),
-                 ": a stream is a directory of ZTCLICK parts (data.type \"ctr\") or generated "
-                 "(\"synthetic\"); convert the TSV with zerotrain data prepare-ctr");
         ZT_CHECK(!d.stream || d.eval_fraction == 0, s.key("eval_fraction"),
                  ": a stream holds nothing back (every record arrives once, in order); give "
                  "data.eval_path or no evaluation");
@@ -194,11 +191,17 @@ DlrmDataOptions parse_data(Section& s) {
         for (const char* k : {"idle_timeout_s", "progressive_window"})
             ZT_CHECK(d.stream || !s.has(k), s.key(k),
                      ": only a stream (data.stream true) uses it; remove it");
-        for (const char* k : {"rate", "part_records", "drift"})
+        for (const char* k : {"rate", "drift"})
             ZT_CHECK((d.stream && synthetic) || !s.has(k), s.key(k),
                      ": only a generated stream (data.type \"synthetic\", stream true) uses it; "
                      "remove it");
+        ZT_CHECK((d.stream && d.type != "ctr") || !s.has("part_records"), s.key("part_records"),
+                 ": only a stream the run makes (data.type \"synthetic\" or \"criteo_tsv\", "
+                 "stream true) uses it; remove it");
+        ZT_CHECK((d.stream && d.type == "criteo_tsv") || !s.has("flush_s"), s.key("flush_s"),
+                 ": only a Criteo TSV stream uses it; remove it");
     });
+    d.flush_s = s.get_number("flush_s", d.flush_s, 0.0, 1e9);
     d.rate = s.get_number("rate", d.rate, 0.0, 1e12);
     d.part_records = s.get_int("part_records", d.part_records, 1, kMaxRows);
     d.drift = s.get_number("drift", d.drift, 0.0, 1e9);

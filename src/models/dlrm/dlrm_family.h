@@ -38,6 +38,9 @@ struct DlrmDataOptions {
     // `rate` records/s (0: as fast as it can), the ids' popularity moving `drift` ranks a record.
     int64_t part_records = 8192;
     double rate = 0, drift = 0;
+    // criteo_tsv stream: `path` a file that keeps growing or "-" (standard input), converted into
+    // parts of part_records, a part also flush_s after its first line.
+    double flush_s = 1.0;
 };
 
 class DlrmFamily final : public ModelFamily {

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "data/click/click_dataset.h"
 #include "data/click/click_stream.h"
+#include "data/click/criteo_tsv_stream.h"
 #include "data/click/synth_ctr_stream.h"
 #include "util/error.h"
 
@@ -24,51 +26,79 @@ double wall_now_s() {
         .count();
 }
 
-// data.type "synthetic" with a stream: a thread of the run writes the parts into a temporary
-// directory at data.rate, as a log shipper would (synth_ctr_stream.h); removed with the run data.
-class StreamGenerator {
+// A stream the run produces itself, in a thread, into a temporary directory removed with the run
+// data: data.type "synthetic" generates the parts at data.rate as a log shipper would deliver
+// them (synth_ctr_stream.h); "criteo_tsv" converts the lines of a file that keeps growing, or of
+// standard input ("-"), into parts as they arrive (criteo_tsv_stream.h).
+class StreamProducer {
   public:
-    StreamGenerator(const DlrmOptions& model, const DlrmDataOptions& dc) {
+    StreamProducer(const DlrmOptions& model, const DlrmDataOptions& dc) {
         static std::atomic<int> counter{0};
         dir_ = (fs::temp_directory_path() /
                 str_cat("zerotrain-", ::getpid(), "-", counter++, "-stream"))
                    .string();
-        fs::create_directories(dir_);
-        SynthCtrOptions& r = opts_.records;
-        r.seed = static_cast<uint64_t>(dc.synth_seed);
-        for (const DlrmTable& t : model.tables) r.table_rows.push_back(dlrm_id_range(t));
-        r.dense_features = static_cast<int>(model.dense_features);
-        r.zipf = dc.zipf;
-        r.hotness = static_cast<int>(dc.hotness);
-        r.threads = 1;
-        r.drift = dc.drift;
-        opts_.records_per_file = dc.part_records;
-        opts_.files = (dc.records + dc.part_records - 1) / dc.part_records;
-        opts_.rate = dc.rate;
-        opts_.cancel = &cancel_;
-        if (dc.eval_records > 0) {  // held out from the stream's start
-            SynthCtrOptions e = r;
-            e.records = 1;  // write_synth_ctr needs a training file: one record, then removed
-            e.eval_records = dc.eval_records;
-            write_synth_ctr(e, dir_ + "/eval.train", dir_ + "/eval.ctr");
-            fs::remove(dir_ + "/eval.train");
+        fs::create_directories(parts());
+        std::vector<int64_t> rows;
+        for (const DlrmTable& t : model.tables) rows.push_back(dlrm_id_range(t));
+        std::function<void()> produce;
+        if (dc.type == "synthetic") {
+            SynthStreamOptions o;
+            SynthCtrOptions& r = o.records;
+            r.seed = static_cast<uint64_t>(dc.synth_seed);
+            r.table_rows = rows;
+            r.dense_features = static_cast<int>(model.dense_features);
+            r.zipf = dc.zipf;
+            r.hotness = static_cast<int>(dc.hotness);
+            r.threads = 1;
+            r.drift = dc.drift;
+            o.records_per_file = dc.part_records;
+            o.files = (dc.records + dc.part_records - 1) / dc.part_records;
+            o.rate = dc.rate;
+            o.cancel = &cancel_;
+            if (dc.eval_records > 0) {  // held out from the stream's start
+                SynthCtrOptions e = r;
+                e.records = 1;  // write_synth_ctr needs a training file: one record, removed
+                e.eval_records = dc.eval_records;
+                write_synth_ctr(e, dir_ + "/eval.train", dir_ + "/eval.ctr");
+                fs::remove(dir_ + "/eval.train");
+            }
+            produce = [o, d = parts()] { write_synth_stream(o, d); };
+        } else {
+            ZT_CHECK(model.dense_features == kCriteoDense &&
+                         model.tables.size() == static_cast<size_t>(kCriteoCategorical),
+                     "data.type \"criteo_tsv\": Criteo lines have ", kCriteoDense,
+                     " dense features and ", kCriteoCategorical,
+                     " categorical ones; the model has ", model.dense_features, " and ",
+                     model.tables.size(), " tables");
+            TsvStreamOptions o;
+            o.in = dc.path;
+            o.dir = parts();
+            o.table_rows = rows;
+            o.on_bad = dc.on_bad_record == "skip" ? BadRecord::kSkip : BadRecord::kFatal;
+            o.part_records = dc.part_records;
+            o.flush_s = dc.flush_s;
+            o.follow = dc.path != "-";  // a file keeps growing; standard input ends
+            o.cancel = &cancel_;
+            if (!dc.eval_path.empty())  // a TSV file too: converted once, now
+                convert_criteo_tsv(dc.eval_path, dir_ + "/eval.ctr", rows, o.on_bad);
+            produce = [o] { stream_criteo_tsv(o); };
         }
-        thread_ = std::thread([this] {
+        thread_ = std::thread([this, produce] {
             try {
-                write_synth_stream(opts_, dir_ + "/parts");
+                produce();
             } catch (...) {
                 error_ = std::current_exception();
             }
         });
     }
-    ~StreamGenerator() {
+    ~StreamProducer() {
         cancel_ = true;
         thread_.join();
         std::error_code ec;
         fs::remove_all(dir_, ec);
     }
-    StreamGenerator(const StreamGenerator&) = delete;
-    StreamGenerator& operator=(const StreamGenerator&) = delete;
+    StreamProducer(const StreamProducer&) = delete;
+    StreamProducer& operator=(const StreamProducer&) = delete;
     std::string parts() const { return dir_ + "/parts"; }
     std::string eval() const { return fs::exists(dir_ + "/eval.ctr") ? dir_ + "/eval.ctr" : ""; }
     void rethrow() const {
@@ -77,26 +107,23 @@ class StreamGenerator {
 
   private:
     std::string dir_;
-    SynthStreamOptions opts_;
     std::atomic<bool> cancel_{false};
     std::exception_ptr error_;
     std::thread thread_;
 };
 
-// The generator (when data.type is "synthetic") starts before the stream reads its directory.
-std::unique_ptr<StreamGenerator> start_generator(const DlrmOptions& model,
-                                                 const DlrmDataOptions& dc) {
-    if (dc.type != "synthetic") return nullptr;
-    auto g = std::make_unique<StreamGenerator>(model, dc);
-    fs::create_directories(g->parts());
-    return g;
+// The producer (streams the run makes itself) starts before the stream reads its directory.
+std::unique_ptr<StreamProducer> start_producer(const DlrmOptions& model,
+                                               const DlrmDataOptions& dc) {
+    if (dc.type == "ctr") return nullptr;  // parts a shipper delivers
+    return std::make_unique<StreamProducer>(model, dc);
 }
 
 class DlrmStreamData final : public RunData {
   public:
     DlrmStreamData(const DlrmOptions& model, const DlrmDataOptions& dc)
         : model_(model),
-          generator_(start_generator(model, dc)),
+          generator_(start_producer(model, dc)),
           stream_(
               ClickStreamOptions{generator_ ? generator_->parts() : dc.path, dc.idle_timeout_s}),
           progressive_window_(dc.progressive_window) {
@@ -175,7 +202,7 @@ class DlrmStreamData final : public RunData {
     }
 
     DlrmOptions model_;
-    std::unique_ptr<StreamGenerator> generator_;
+    std::unique_ptr<StreamProducer> generator_;
     ClickStream stream_;
     std::unique_ptr<ClickDataset> eval_;
     ClickBatchBuffers train_buf_, eval_buf_;
@@ -190,7 +217,10 @@ class DlrmStreamData final : public RunData {
 }  // namespace
 
 std::unique_ptr<RunData> open_dlrm_stream(const DlrmOptions& model, const DlrmDataOptions& data,
-                                          const DataContext& /*ctx*/) {
+                                          const DataContext& ctx) {
+    ZT_CHECK(data.path != "-" || ctx.ranks == 1, "data.path \"-\": standard input reaches one ",
+             "process, and this run has ", ctx.ranks, " data-parallel ranks; append the lines to ",
+             "a file (it may keep growing) or deliver ZTCLICK parts into a directory");
     return std::make_unique<DlrmStreamData>(model, data);
 }
 
