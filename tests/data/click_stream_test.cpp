@@ -29,14 +29,6 @@ SynthStreamOptions stream_options(int64_t files, double drift = 0) {
     return o;
 }
 
-void expect_same(const ClickBatchBuffers& a, const ClickBatchBuffers& b) {
-    EXPECT_EQ(a.B, b.B);
-    EXPECT_EQ(a.labels, b.labels);
-    EXPECT_EQ(a.dense, b.dense);
-    EXPECT_EQ(a.ids, b.ids);
-    EXPECT_EQ(a.offsets, b.offsets);
-}
-
 TEST(ClickStream, PartsReadLikeOneFileAcrossTheirBoundaries) {
     TempDir dir;
     write_synth_stream(stream_options(3), dir.file("s"));
@@ -54,7 +46,7 @@ TEST(ClickStream, PartsReadLikeOneFileAcrossTheirBoundaries) {
                                 std::pair{99, 102}}) {
         stream.fill(first, count, got);
         one.fill(first, count, want);
-        expect_same(got, want);
+        click_test::expect_same_records(got, want);
     }
 }
 

@@ -1,6 +1,7 @@
 // Helpers for the click-data tests: a temporary directory and a small random click file.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/click/click_dataset.h"
 #include "data/click/ctr_file.h"
 #include "util/error.h"
 #include "util/random.h"
@@ -105,6 +107,15 @@ inline std::string random_criteo_lines(int n, uint64_t seed) {
         out += '\n';
     }
     return out;
+}
+
+// The same records in the same order (labels, dense values, every table's bags).
+inline void expect_same_records(const ClickBatchBuffers& a, const ClickBatchBuffers& b) {
+    EXPECT_EQ(a.B, b.B);
+    EXPECT_EQ(a.labels, b.labels);
+    EXPECT_EQ(a.dense, b.dense);
+    EXPECT_EQ(a.ids, b.ids);
+    EXPECT_EQ(a.offsets, b.offsets);
 }
 
 }  // namespace zt::click_test

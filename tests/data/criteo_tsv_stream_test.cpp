@@ -62,11 +62,7 @@ TEST(CriteoTsvStream, AGrowingFileBecomesPartsOfTheSameRecords) {
     EXPECT_EQ(stream.records(), 250);
     ClickBatchBuffers got;
     stream.fill(0, 250, got);
-    const ClickBatchBuffers want = whole_file(dir, text, 250);
-    EXPECT_EQ(got.labels, want.labels);
-    EXPECT_EQ(got.dense, want.dense);
-    EXPECT_EQ(got.ids, want.ids);
-    EXPECT_EQ(got.offsets, want.offsets);
+    click_test::expect_same_records(got, whole_file(dir, text, 250));
 }
 
 TEST(CriteoTsvStream, AFinishedInputEndsWithItsLastLine) {

@@ -29,6 +29,14 @@ ClickBatch ClickBatchBuffers::view() const {
     return b;
 }
 
+Batch click_batch(const ClickBatchBuffers& buf, ClickBatch& click) {
+    click = buf.view();
+    Batch b;
+    b.B = click.B;
+    b.click = &click;
+    return b;
+}
+
 ClickDataset::ClickDataset(std::shared_ptr<const CtrFile> file, ClickDatasetOptions opts)
     : file_(std::move(file)), opts_(opts) {
     ZT_ASSERT(file_ != nullptr);

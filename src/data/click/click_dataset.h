@@ -37,6 +37,9 @@ struct ClickBatchBuffers {
     ClickBatch view() const;  // spans into the vectors; valid while they are unchanged
 };
 
+// A Batch (nn/model.h) of the buffers' records; `click` receives their view and must outlive it.
+Batch click_batch(const ClickBatchBuffers& buf, ClickBatch& click);
+
 // Sets b.unique_ids, b.distinct and b.distinct_index for every table (index_distinct).
 void index_distinct_ids(ClickBatchBuffers& b);
 

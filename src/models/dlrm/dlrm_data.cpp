@@ -53,13 +53,13 @@ public:
     Batch train_batch(int64_t k0, int64_t count) override {
         const ClickBatchBuffers& b = prefetcher_->load(k0, count);
         unique_ids_ = b.unique_ids;
-        return view(b, train_click_);
+        return click_batch(b, train_click_);
     }
     void prefetch_train(int64_t k0, int64_t count) override { prefetcher_->prefetch(k0, count); }
     bool has_eval() const override { return eval_ != nullptr; }
     Batch eval_batch(int64_t k0, int64_t count) override {
         eval_->fill(k0, count, eval_buffers_);
-        return view(eval_buffers_, eval_click_);
+        return click_batch(eval_buffers_, eval_click_);
     }
     std::vector<std::string> notes() const override { return notes_; }
     // The last training micro-batch's distinct ids per table (the rows its backward touched),
@@ -71,13 +71,6 @@ public:
     }
 
 private:
-    static Batch view(const ClickBatchBuffers& buf, ClickBatch& click) {
-        click = buf.view();
-        Batch b;
-        b.B = click.B;
-        b.click = &click;
-        return b;
-    }
     void check_layout(const CtrFile& f, const DlrmOptions& model, const std::string& key) const;
 
     std::shared_ptr<const CtrFile> train_file_, eval_file_;

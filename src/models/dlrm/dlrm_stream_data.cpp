@@ -141,13 +141,13 @@ class DlrmStreamData final : public RunData {
     Batch train_batch(int64_t k0, int64_t count) override {
         stream_.fill(k0, count, train_buf_);
         index_distinct_ids(train_buf_);
-        return view(train_buf_, train_click_);
+        return click_batch(train_buf_, train_click_);
     }
     bool has_eval() const override { return eval_ != nullptr; }
     int64_t progressive_window() const override { return progressive_window_; }
     Batch eval_batch(int64_t k0, int64_t count) override {
         eval_->fill(k0, count, eval_buf_);
-        return view(eval_buf_, eval_click_);
+        return click_batch(eval_buf_, eval_click_);
     }
     std::vector<std::string> notes() const override {
         return {str_cat("click stream ", stream_.dir(), ": ", stream_.parts(), " parts (",
@@ -176,13 +176,6 @@ class DlrmStreamData final : public RunData {
     }
 
   private:
-    static Batch view(const ClickBatchBuffers& buf, ClickBatch& click) {
-        click = buf.view();
-        Batch b;
-        b.B = click.B;
-        b.click = &click;
-        return b;
-    }
     void check_layout(const CtrFile& f, const char* key) const {
         ZT_CHECK(f.dense_features() == model_.dense_features &&
                      f.tables() == static_cast<int>(model_.tables.size()),
