@@ -44,6 +44,13 @@ struct ShardedTables::Exchange {
     std::vector<int64_t> serve_counts;   // owner: floats sent per source
 };
 
+// Note [Gradient rows in flight]
+// The backward's plain (f32) all-to-all of gradient rows is issued and left in flight: nothing in
+// the rest of the backward needs the rows, only the owners' accumulators at the step. It is
+// completed (waited for, and the rows accepted in source order as before) at the next lookup,
+// which reuses its buffers, or at finish_grads, whichever comes first; so it overlaps the rest of
+// the backward (a DLRM's bottom MLP), and the bits are those of waiting at once. With
+// embedding.comm_precision a codec's exchange runs to its end as before.
 namespace {
 
 constexpr int64_t kParallelMinFloats = 1 << 14;  // row copies below this: one thread
@@ -111,6 +118,7 @@ void ShardedTables::accept_grads(int source, std::span<const int64_t> requests,
 std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
                                        const ClickBatch& batch,
                                        std::span<const ops::BagPooling> pooling) {
+    complete_grads();  // its buffers are about to be reused
     ZT_ASSERT(tables.size() == pooling.size(), "one pooling per table");
     Stopwatch timer;
     auto ex = std::make_shared<Exchange>();
@@ -287,32 +295,45 @@ void ShardedTables::backward_exchange(Exchange& ex) {
     ex.compact.clear();  // the fetched rows and their gradients are no longer needed
     std::vector<float>& received = comm_ || bwd_a2a_ ? recv_buf_ : send_buf_;
     received.resize(static_cast<size_t>(total(ex.serve_counts)));
+    auto p = std::make_unique<PendingGrads>();
     if (bwd_a2a_)  // embedding.comm_precision's backward codec
         bwd_a2a_->run(comm_, grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
                       acc_comm_stats_);
-    else if (comm_)
-        comm_
-            ->all_to_all(grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
-                         CommType::kF32)
-            ->wait();
-    const float* g = received.data();
-    int64_t at = 0;
-    for (int s = 0; s < ranks_; ++s) {
-        const int64_t n = ex.recv_counts[static_cast<size_t>(s)];
-        accept_grads(s,
-                     std::span<const int64_t>(ex.recv_requests)
-                         .subspan(static_cast<size_t>(at), static_cast<size_t>(n)),
-                     g);
-        g += ex.serve_counts[static_cast<size_t>(s)];
-        at += n;
-    }
+    else if (comm_)  // in flight (Note [Gradient rows in flight])
+        p->handle = comm_->all_to_all(grads.data(), ex.reply_counts, received.data(),
+                                      ex.serve_counts, CommType::kF32);
+    p->recv_requests = std::move(ex.recv_requests);
+    p->recv_counts = std::move(ex.recv_counts);
+    p->serve_counts = std::move(ex.serve_counts);
+    pending_ = std::move(p);
+    if (!pending_->handle) complete_grads();
     for (int r = 0; r < ranks_; ++r)
         if (r != rank_)
             acc_bytes_ += bwd_codec_
                               ? bwd_codec_->encoded_bytes(ex.reply_counts[static_cast<size_t>(r)])
                               : ex.reply_counts[static_cast<size_t>(r)] * 4;
     acc_s_ += timer.elapsed_s();
-    if (exchange_done_) exchange_done_();
+    if (exchange_done_) exchange_done_();  // issued: what comes next queues behind the rows
+}
+
+void ShardedTables::complete_grads() {
+    if (!pending_) return;
+    Stopwatch timer;
+    const std::unique_ptr<PendingGrads> p = std::move(pending_);
+    if (p->handle) p->handle->wait();
+    const std::vector<float>& received = comm_ || bwd_a2a_ ? recv_buf_ : send_buf_;
+    const float* g = received.data();
+    int64_t at = 0;
+    for (int s = 0; s < ranks_; ++s) {
+        const int64_t n = p->recv_counts[static_cast<size_t>(s)];
+        accept_grads(s,
+                     std::span<const int64_t>(p->recv_requests)
+                         .subspan(static_cast<size_t>(at), static_cast<size_t>(n)),
+                     g);
+        g += p->serve_counts[static_cast<size_t>(s)];
+        at += n;
+    }
+    acc_s_ += timer.elapsed_s();
 }
 
 }  // namespace zt

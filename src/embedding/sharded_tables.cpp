@@ -66,7 +66,12 @@ ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<P
     }
 }
 
-ShardedTables::~ShardedTables() = default;
+ShardedTables::~ShardedTables() {
+    try {
+        complete_grads();  // the buffers it writes into are about to go
+    } catch (...) {        // a failed exchange is reported where it happened
+    }
+}
 
 void ShardedTables::init_shard(Shard& s, const ParamInit& init) {
     const EmbeddingTableSpec& t = plan_.tables[static_cast<size_t>(s.table)];
@@ -179,6 +184,7 @@ void ShardedTables::merge_grads(Shard& s) {
 }
 
 void ShardedTables::finish_grads() {
+    complete_grads();
     // This rank's figures: rows touched per sharded table (a column split counts a row once, on
     // the shard holding column 0), then ids requested, bytes sent and seconds in the exchanges.
     const size_t nt = sharded_.size();
@@ -272,6 +278,7 @@ void ShardedTables::step(double lr, double base_lr, int64_t update) {
 }
 
 void ShardedTables::zero_grads() {
+    complete_grads();  // a step that skipped finish_grads still clears what was sent
     for (auto& s : shards_) {
         for (RowAcc& a : s->acc) a.clear();
         s->merged_rows.clear();

@@ -101,6 +101,14 @@ class ShardedTables : public SparseParams {
                     std::vector<int64_t>& serve_counts, std::vector<float>& reply) const;
     void accept_grads(int source, std::span<const int64_t> requests, const float* grads);
     void backward_exchange(Exchange& ex);
+    // Note [Gradient rows in flight]: waits for the last backward's plain all-to-all, if one is
+    // in flight, and accepts its rows.
+    void complete_grads();
+    struct PendingGrads {
+        CommHandle handle;  // null: completed already (a codec's exchange)
+        std::vector<int64_t> recv_requests, recv_counts, serve_counts;  // the Exchange's
+    };
+    std::unique_ptr<PendingGrads> pending_;
     // The step's gradient of each used row of s, into merged_rows / merged (Note [Merge order]).
     void merge_grads(Shard& s);
 

@@ -88,8 +88,8 @@ class SparseParams {
     virtual nlohmann::json step_counters() const = 0;
 
     // comm.priority (Note [Priority], parallel/zero_grad_buckets.cpp): `done` runs right after
-    // each backward all-to-all of gradient rows completes, at the same program point on every
-    // rank; dense gradient buckets that filled before it wait for it.
+    // each backward all-to-all of gradient rows is issued (or has completed), at the same
+    // program point on every rank; dense gradient buckets that filled before it wait for it.
     virtual void on_backward_exchange(std::function<void()> done) = 0;
 };
 

@@ -88,7 +88,7 @@ struct ZeroContext {
     bool backward_gathers = false;  // a ModuleGather gathers during the backward
     // Sparse parameters exchange gradient rows during the backward (set by the engine through
     // ZeroDataParallel::prioritize_backward_exchange); the exchange calls
-    // backward_exchange_done when it has completed. Set by GradBuckets with launch_deferred.
+    // backward_exchange_done once it is issued (or done). Set by GradBuckets with launch_deferred.
     bool backward_exchanges = false;
     std::function<void()> backward_exchange_done;
     MemoryPool& pool;

@@ -20,9 +20,9 @@
 // ZeroContext::launch_deferred), and at the latest until the end of the backward. Launches happen
 // at the same program points on every rank, so the order of the collectives stays the same on
 // every rank; the bits do not change, only which transfer goes first.
-// Sparse parameters (sharded or dynamic embedding tables) exchange their gradient rows with a
-// blocking all-to-all in the middle of the backward, on the same communicator. Buckets that fill
-// before it (a DLRM's top MLP and interaction) wait until it has completed
+// Sparse parameters (sharded or dynamic embedding tables) exchange their gradient rows with an
+// all-to-all in the middle of the backward, on the same communicator. Buckets that fill before it
+// (a DLRM's top MLP and interaction) wait until it has been issued
 // (ZeroContext::backward_exchange_done), so the rows, which the step's sparse update needs, do
 // not queue behind dense gradients; buckets that fill after it launch at once, beside the rest
 // of the backward (the bottom MLP).

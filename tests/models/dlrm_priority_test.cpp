@@ -2,7 +2,8 @@
 // DLRM backward with overlap_comm, the dense buckets that fill before the tables' gradient rows
 // are exchanged (the top MLP's) wait for that all-to-all, so the rows the sparse update needs do
 // not queue behind them; without priority they are issued as they fill. Read from the issue order
-// of a recording communicator on rank 0; the bits are the same either way.
+// of a recording communicator on rank 0; the bits are the same either way. The rows' all-to-all
+// itself stays in flight while the rest of the backward runs (Note [Gradient rows in flight]).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -91,6 +92,7 @@ Recorded train(const ClickDataset& ds, bool priority) {
 // all-to-all of the micro-step; the forward's row fetch is the one before it), and in all.
 struct Order {
     int before = 0, total = 0, micro_steps = 0;
+    int rows_in_flight = 0;  // micro-steps whose rows were waited for after their backward
 };
 Order count(const Log& log) {
     Order o;
@@ -105,6 +107,13 @@ Order count(const Log& log) {
                 log[j].type == CommType::kF32)
                 rows = j;
         EXPECT_LT(rows, i) << "no row exchange in micro-step " << o.micro_steps;
+        // Waited for only after forward_backward returned: in flight across the rest of the
+        // backward (Note [Gradient rows in flight]).
+        for (size_t j = rows + 1; j < log.size(); ++j)
+            if (log[j].kind == Event::kWait && log[j].id == log[rows].id) {
+                o.rows_in_flight += j > i;
+                break;
+            }
         for (size_t j = begin; j < i; ++j) {
             if (log[j].kind != Event::kIssue || !is_reduction(log[j])) continue;
             ++o.total;
@@ -130,6 +139,7 @@ TEST(DlrmPriority, EmbeddingRowsGoBeforeDenseBuckets) {
     const Recorded off = train(ds, false);
     const Recorded on = train(ds, true);
     const Order o_off = count(off.log), o_on = count(on.log);
+
     std::printf("[ sched ] priority off: %d of %d reductions before the rows; on: %d of %d\n",
                 o_off.before, o_off.total, o_on.before, o_on.total);
     EXPECT_EQ(o_on.micro_steps, 2 * kSteps);
@@ -137,6 +147,9 @@ TEST(DlrmPriority, EmbeddingRowsGoBeforeDenseBuckets) {
     EXPECT_EQ(o_on.total, o_off.total);
     EXPECT_GT(o_off.before, 0) << "the top MLP's buckets fill before the rows are exchanged";
     EXPECT_EQ(o_on.before, 0);
+    // The rows' all-to-all is left in flight while the rest of the backward runs.
+    EXPECT_EQ(o_on.rows_in_flight, o_on.micro_steps);
+    EXPECT_EQ(o_off.rows_in_flight, o_off.micro_steps);
     // Only the order changes.
     EXPECT_EQ(on.loss, off.loss);
     EXPECT_EQ(on.master, off.master);
