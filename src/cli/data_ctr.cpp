@@ -27,7 +27,7 @@ struct CtrArgs {
     double zipf = 1.05;
     std::string stream;  // synth-ctr --stream DIR: parts of --rows records each
     int64_t files = 1, first_file = 0;
-    double rate = 0, drift = 0;
+    double rate = 0, drift = 0, teacher_drift = 0;
     double flush_s = 1.0;  // prepare-ctr --stream
     bool follow = false;
 };
@@ -78,6 +78,7 @@ int run_synth_stream(const CtrArgs& a) {
     o.records.hotness = a.hotness;
     o.records.threads = a.threads;
     o.records.drift = a.drift;
+    o.records.teacher_drift = a.teacher_drift;
     o.files = a.files;
     o.first_file = a.first_file;
     o.records_per_file = a.rows;
@@ -191,6 +192,8 @@ void add_data_ctr(CLI::App* data,
                   "--stream: the first part's number (continue a stream)");
     s->add_option("--rate", a->rate, "--stream: records per second (default 0: all at once)");
     s->add_option("--drift", a->drift, "--stream: Zipf ranks the ids' popularity moves per record");
+    s->add_option("--teacher-drift", a->teacher_drift,
+                  "--stream: radians per record the teacher turns towards a second one");
     s->add_option("--eval-rows", a->eval_rows, "held-out records from the same teacher");
     s->add_option("--eval-out", a->eval_out, "ZTCLICK file for the held-out records");
     s->add_option("--tables", a->tables, "table sizes, a comma list (R1,R2,...)");

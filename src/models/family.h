@@ -49,6 +49,8 @@ class RunData {
     // samples [0, end) can be read; false when the stream ended before them. Data that is all
     // there (and wraps around) returns true at once.
     virtual bool wait_for_train(int64_t /*end*/) { return true; }
+    // Data that keeps arriving (wait_for_train may wait; the trainer then agrees on it per step).
+    virtual bool is_stream() const { return false; }
     // Samples [0, end) are in a checkpoint now (a stream measures its freshness from this).
     virtual void saved(int64_t /*end*/) {}
     // Progressive validation (streams): the last this many training samples, each scored before

@@ -9,6 +9,7 @@ bool on_any_rank(Communicator* comm, bool mine) {
 }
 
 bool stream_step_ready(RunData& data, Communicator* comm, int64_t end) {
+    if (!data.is_stream()) return true;  // all there: no wait, no collective
     return !on_any_rank(comm, !data.wait_for_train(end));
 }
 

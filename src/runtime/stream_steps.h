@@ -10,8 +10,9 @@
 
 namespace zt {
 
-// Whether global training samples [0, end) have arrived on every rank. Collective over comm
-// (null or one rank: this rank alone).
+// Whether global training samples [0, end) have arrived on every rank. For a stream
+// (RunData::is_stream) collective over comm (null or one rank: this rank alone); other data is
+// all there, and nothing is communicated.
 bool stream_step_ready(RunData& data, Communicator* comm, int64_t end);
 
 // Whether `mine` holds on any rank of comm (null or one rank: mine). Collective. For decisions

@@ -92,7 +92,16 @@ TEST_F(StreamCli, KilledTenTimesEveryRecordIsTrainedOnceLikeTheUninterruptedRun)
 TEST_F(StreamCli, WaitsForPartsThatArriveWhileItTrains) {
     ASSERT_EQ(write_parts(2).code, 0);
     CommandResult late;
-    std::thread writer([&] { late = write_parts(3, 2, 800); });  // a part every 0.32 s
+    std::thread writer([&] {  // once the run has trained a step: a part every 0.32 s
+        auto trained = [&] {
+            std::ifstream f(dir_ / "live" / "metrics.jsonl");
+            std::string line;
+            return static_cast<bool>(std::getline(f, line));  // a step's line
+        };
+        for (int i = 0; i < 6000 && !trained(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        late = write_parts(3, 2, 800);
+    });
     nlohmann::json j = config(2.0);
     j["checkpoint"] = {{"interval_seconds", 0.1}};  // the freshness below needs checkpoints
     const CommandResult r = train_run(j, "live", "", 1);
@@ -149,16 +158,11 @@ TEST_F(StreamCli, ProgressiveValidationScoresEachSampleBeforeTrainingOnIt) {
 // examples/dlrm-stream.json, shortened: the run writes its own drifting stream (a thread, into a
 // temporary directory it removes) and trains the records' whole steps of it.
 TEST_F(StreamCli, GeneratedStreamExampleShortened) {
-    auto stream_dirs = [] {
-        int n = 0;
-        for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
-            n += e.path().filename().string().find("-stream") != std::string::npos;
-        return n;
-    };
-    const int before = stream_dirs();
-    const CommandResult r = zt::testing::run_zerotrain(zt::str_cat(
-        "train ", ZT_SOURCE_DIR, "/examples/dlrm-stream.json --quiet --threads 1 --run-dir ",
-        (dir_ / "ex").string(),
+    const fs::path tmp = dir_ / "tmp";  // the run's temporary directory, to see it cleaned
+    fs::create_directories(tmp);
+    const CommandResult r = zt::testing::run_command(zt::str_cat(
+        "TMPDIR=", tmp.string(), " ", ZT_BINARY, " train ", ZT_SOURCE_DIR,
+        "/examples/dlrm-stream.json --quiet --threads 1 --run-dir ", (dir_ / "ex").string(),
         " --set data.records=6000 --set data.part_records=1000 --set data.rate=0",
         " --set data.idle_timeout_s=0.5 --set checkpoint.interval_seconds=0",
         " --set steps_per_print=1"));
@@ -167,7 +171,7 @@ TEST_F(StreamCli, GeneratedStreamExampleShortened) {
     EXPECT_EQ(lines.size(), 6000u / 512);
     EXPECT_EQ(lines.back()["data"]["stream"]["records_arrived"], 6000);
     EXPECT_EQ(lines.back()["progressive"]["samples"], 6000 / 512 * 512);
-    EXPECT_EQ(stream_dirs(), before);
+    EXPECT_TRUE(fs::is_empty(tmp)) << "the generated stream's directory was left behind";
 }
 
 // Criteo TSV lines: from a file that keeps growing while the run trains (its second half, a line

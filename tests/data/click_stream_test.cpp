@@ -67,6 +67,28 @@ TEST(ClickStream, DriftMovesTheIdsPopularity) {
     EXPECT_LT(common.size(), a.size() / 4) << "ids shared by records 0-99 and 300-399";
 }
 
+// teacher_drift turns the teacher: the records' features are the same draws, their labels come
+// from a teacher that has turned by the record's angle (record 0: none).
+TEST(ClickStream, TeacherDriftChangesTheLabelsNotTheFeatures) {
+    TempDir dir;
+    SynthStreamOptions still = stream_options(3), turning = still;
+    turning.records.teacher_drift = 1.5707963 / 300;  // a quarter turn over the stream
+    write_synth_stream(still, dir.file("a"));
+    write_synth_stream(turning, dir.file("b"));
+    ClickStream a({dir.file("a"), 0.0}), b({dir.file("b"), 0.0});
+    ClickBatchBuffers x, y;
+    a.fill(0, 300, x);
+    b.fill(0, 300, y);
+    EXPECT_EQ(x.dense, y.dense);
+    EXPECT_EQ(x.ids, y.ids);
+    EXPECT_EQ(x.labels[0], y.labels[0]);
+    int first = 0, last = 0;  // labels that differ in the first and last 100 records
+    for (int r = 0; r < 100; ++r) first += x.labels[r] != y.labels[r];
+    for (int r = 200; r < 300; ++r) last += x.labels[r] != y.labels[r];
+    EXPECT_GT(last, first);
+    EXPECT_GT(last, 5);
+}
+
 TEST(ClickStream, WaitsForPartsAndEndsAfterTheIdleTimeout) {
     TempDir dir;
     SynthStreamOptions o = stream_options(1);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -48,16 +49,23 @@ TEST(CriteoTsvStream, AGrowingFileBecomesPartsOfTheSameRecords) {
     o.cancel = &cancel;
     o.poll_s = 0.005;
     TsvStreamResult r;
+    std::filesystem::create_directories(o.dir);  // the stream below lists it at once
     std::thread reader([&] { r = stream_criteo_tsv(o); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    std::ofstream(dir.file("in.tsv"), std::ios::app) << text.substr(cut);
+    // The first half's whole lines are delivered (a full part, then the rest flushed) before
+    // the second half is appended.
+    const auto first_lines =
+        static_cast<int64_t>(std::count(text.begin(), text.begin() + cut, '\n'));
     ClickStream stream({dir.file("parts"), 5.0, 0.005});
-    EXPECT_TRUE(stream.wait_for(250));
+    const bool first_half = stream.wait_for(first_lines);
+    std::ofstream(dir.file("in.tsv"), std::ios::app) << text.substr(cut);
+    const bool all = stream.wait_for(250);
     cancel = true;
-    reader.join();
+    reader.join();  // before any assertion may return
+    ASSERT_TRUE(first_half);
+    ASSERT_TRUE(all);
     EXPECT_EQ(r.records, 250);
-    // 125-odd lines came first and were flushed after 0.05 s without filling 100 + 100: more
-    // parts than 250 / 100 rounded up.
+    // 125-odd lines came first, a part of 100 and the rest flushed after 0.05 s, then the same
+    // for the second half: more parts than 250 / 100 rounded up.
     EXPECT_GT(r.parts, 3);
     EXPECT_EQ(stream.records(), 250);
     ClickBatchBuffers got;

@@ -31,9 +31,9 @@ int ClickStream::scan() {
     int added = 0;
     for (const std::string& name : names) {
         if (!parts_.empty() && name <= parts_.back().name) {
-            const auto it = std::lower_bound(
-                parts_.begin(), parts_.end(), name,
-                [](const Part& q, const std::string& n) { return q.name < n; });
+            const auto it =
+                std::lower_bound(parts_.begin(), parts_.end(), name,
+                                 [](const Part& q, const std::string& n) { return q.name < n; });
             const bool read = it != parts_.end() && it->name == name;  // parts_ is in name order
             ZT_CHECK(read, "data.path: part ", name, " arrived in ", opts_.dir, " after ",
                      parts_.back().name, " was read; parts must arrive in name order");
@@ -51,7 +51,8 @@ int ClickStream::scan() {
         p.n = p.file->records();
         struct stat st {};
         if (::stat(path.c_str(), &st) == 0)
-            p.mtime = static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * static_cast<double>(st.st_mtim.tv_nsec);
+            p.mtime = static_cast<double>(st.st_mtim.tv_sec) +
+                      1e-9 * static_cast<double>(st.st_mtim.tv_nsec);
         parts_.push_back(std::move(p));
         ++added;
     }
@@ -65,9 +66,8 @@ bool ClickStream::wait_for(int64_t end) {
             last_arrival = std::chrono::steady_clock::now();
             continue;
         }
-        const double idle = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                          last_arrival)
-                                .count();
+        const double idle =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - last_arrival).count();
         if (idle >= opts_.idle_timeout_s) return false;
         std::this_thread::sleep_for(std::chrono::duration<double>(opts_.poll_s));
     }
@@ -84,8 +84,8 @@ const ClickStream::Part& ClickStream::part_of(int64_t r) const {
 double ClickStream::arrival(int64_t r) const { return part_of(r).mtime; }
 
 void ClickStream::fill(int64_t first, int64_t count, ClickBatchBuffers& out) const {
-    ZT_ASSERT(count >= 1 && first + count <= records(), "stream fill [", first, ", ",
-              first + count, ") of ", records(), " records");
+    ZT_ASSERT(count >= 1 && first + count <= records(), "stream fill [", first, ", ", first + count,
+              ") of ", records(), " records");
     ClickBatchBuffers piece;
     bool empty = true;
     for (int64_t r = first; r < first + count;) {
@@ -104,7 +104,8 @@ void append_click_batch(ClickBatchBuffers& a, const ClickBatchBuffers& b) {
     a.dense.insert(a.dense.end(), b.dense.begin(), b.dense.end());
     for (size_t k = 0; k < a.ids.size(); ++k) {
         const int64_t base = a.offsets[k].back();
-        for (size_t j = 1; j < b.offsets[k].size(); ++j) a.offsets[k].push_back(base + b.offsets[k][j]);
+        for (size_t j = 1; j < b.offsets[k].size(); ++j)
+            a.offsets[k].push_back(base + b.offsets[k][j]);
         a.ids[k].insert(a.ids[k].end(), b.ids[k].begin(), b.ids[k].end());
         a.weights[k].insert(a.weights[k].end(), b.weights[k].begin(), b.weights[k].end());
     }

@@ -61,17 +61,25 @@ class Teacher {
             perm_c_.push_back(splitmix64(h) % n);
         }
         param_seed_ = splitmix64(ts ^ 0x9a7a11ull);
+        // The second teacher a drifting stream turns towards (Note [Synthetic teacher]).
+        for (int f = 0; f < F_; ++f) {
+            dense_w2_.push_back(unit12(splitmix64(ts ^ splitmix64(0xd8000ull + f))));
+            for (int d = 0; d < kLatent; ++d)
+                cross_a2_.push_back(unit12(splitmix64(ts ^ splitmix64(0xc8000ull + f * 64 + d))));
+        }
+        param_seed2_ = splitmix64(ts ^ 0x9a7a22ull);
         calibrate();
     }
 
     // Record i of `stream`: dense (F), ids (K x hotness, table-major within the record); returns
     // the click probability and draws the label.
-    // Record i's Zipf ranks are shifted by `shift` (drift along a stream).
+    // Record i's Zipf ranks are shifted by `shift` and its teacher turned by `angle` radians
+    // (drift along a stream).
     float record(uint64_t stream, int64_t i, float* dense, int32_t* ids, float* label,
-                 uint64_t shift = 0) const {
+                 uint64_t shift = 0, double angle = 0) const {
         double parts[3];
         Rng rng(splitmix64(seed_ ^ splitmix64(stream ^ splitmix64(static_cast<uint64_t>(i)))));
-        make(rng, dense, ids, parts, shift);
+        make(rng, dense, ids, parts, shift, angle);
         double z = 0;
         for (int j = 0; j < 3; ++j) z += coef_[j] * (parts[j] - mean_[j]);
         const double p = 1 / (1 + std::exp(-(kScale * z + kBias)));
@@ -80,13 +88,20 @@ class Teacher {
     }
 
   private:
-    void make(Rng& rng, float* dense, int32_t* ids, double parts[3], uint64_t shift = 0) const {
+    // angle != 0: every weight is cos(angle) x the first teacher's + sin(angle) x the second's,
+    // both of unit variance and independent, so the parts keep their variance and calibration.
+    void make(Rng& rng, float* dense, int32_t* ids, double parts[3], uint64_t shift = 0,
+              double angle = 0) const {
+        const bool turned = angle != 0;
+        const double c = std::cos(angle), s = std::sin(angle);
+        auto mix = [&](double w1, double w2) { return turned ? c * w1 + s * w2 : w1; };
         double linear = 0, ad[kLatent] = {};
         for (int f = 0; f < F_; ++f) {
             const double e = -dense_mean_[f] * std::log1p(-rng.uniform());
             dense[f] = static_cast<float>(std::log1p(std::floor(e)));
-            linear += dense_w_[f] * dense[f];
-            for (int d = 0; d < kLatent; ++d) ad[d] += cross_a_[f * kLatent + d] * dense[f];
+            linear += mix(dense_w_[f], dense_w2_[f]) * dense[f];
+            for (int d = 0; d < kLatent; ++d)
+                ad[d] += mix(cross_a_[f * kLatent + d], cross_a2_[f * kLatent + d]) * dense[f];
         }
         double cross = 0, pairs_self = 0;
         double sum_v[kLatent] = {};
@@ -100,9 +115,11 @@ class Teacher {
                 // a, r, c < n <= 2^31: a r + c < 2^63, no overflow.
                 const auto id = static_cast<int32_t>((perm_a_[k] * r + perm_c_[k]) % n);
                 ids[k * hot_ + h] = id;
-                const uint64_t bits = splitmix64(
-                    param_seed_ ^ splitmix64(static_cast<uint64_t>(k) << 32 | uint32_t(id)));
-                for (int d = 0; d < kLatent; ++d) v[d] += unit12(bits >> (12 * (d + 1)));
+                const uint64_t key = splitmix64(static_cast<uint64_t>(k) << 32 | uint32_t(id));
+                const uint64_t bits = splitmix64(param_seed_ ^ key);
+                const uint64_t bits2 = turned ? splitmix64(param_seed2_ ^ key) : 0;
+                for (int d = 0; d < kLatent; ++d)
+                    v[d] += mix(unit12(bits >> (12 * (d + 1))), unit12(bits2 >> (12 * (d + 1))));
             }
             for (int d = 0; d < kLatent; ++d) {
                 v[d] *= inv_hot;
@@ -142,11 +159,12 @@ class Teacher {
             coef_[j] = sd[j] > 1e-9 ? std::sqrt(kShares[j] / share_total) / sd[j] : 0.0;
     }
 
-    uint64_t seed_, param_seed_ = 0;
+    uint64_t seed_, param_seed_ = 0, param_seed2_ = 0;
     int F_, K_, hot_;
     std::vector<int64_t> rows_;
     std::vector<double> dense_mean_, dense_w_;
-    std::vector<double> cross_a_;  // (F, kLatent): the dense side of the cross part
+    std::vector<double> cross_a_;              // (F, kLatent): the dense side of the cross part
+    std::vector<double> dense_w2_, cross_a2_;  // the second teacher's (drift)
     std::vector<ZipfSampler> zipf_;
     std::vector<uint64_t> perm_a_, perm_c_;
     double mean_[3] = {}, coef_[3] = {};
@@ -193,7 +211,8 @@ void write_stream(const Teacher& teacher, const SynthCtrOptions& o, uint64_t str
                     const int64_t g = o.first_record + b + r;  // the record in the stream
                     ch.probs[r] = teacher.record(
                         stream, g, ch.dense.data() + r * F, ch.ids.data() + r * K * H,
-                        &ch.labels[r], static_cast<uint64_t>(o.drift * static_cast<double>(g)));
+                        &ch.labels[r], static_cast<uint64_t>(o.drift * static_cast<double>(g)),
+                        o.teacher_drift * static_cast<double>(g));
                 }
             } catch (...) {
                 lock.lock();
@@ -261,9 +280,10 @@ SynthCtrResult write_synth_ctr(const SynthCtrOptions& opts, const std::string& p
              "synth-ctr: hotness must be in [1, 1024], "
              "got ",
              opts.hotness);
-    ZT_CHECK(opts.first_record >= 0 && opts.drift >= 0 && std::isfinite(opts.drift),
-             "synth-ctr: first record and drift must be >= 0, got ", opts.first_record, " and ",
-             opts.drift);
+    ZT_CHECK(opts.first_record >= 0 && opts.drift >= 0 && std::isfinite(opts.drift) &&
+                 opts.teacher_drift >= 0 && std::isfinite(opts.teacher_drift),
+             "synth-ctr: first record, drift and teacher drift must be >= 0, got ",
+             opts.first_record, ", ", opts.drift, " and ", opts.teacher_drift);
     ZT_CHECK(opts.zipf > 0 && std::isfinite(opts.zipf),
              "synth-ctr: zipf exponent must be > 0, "
              "got ",

@@ -2,7 +2,8 @@
 // best reachable AUC of a model trained on them is known. Every value depends only on (seed, file,
 // record index) or (seed, table, id): the files are the same bits for any thread count, and no
 // teacher table is stored. Drift: the ids' popularity may move along a stream (`drift`); the
-// teacher's weights stay. Leaves out: correlated features beyond the teacher.
+// teacher may turn slowly towards a second one (`teacher_drift`). Leaves out: correlated
+// features beyond the teacher.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,10 @@ struct SynthCtrOptions {
     // Zipf rank r draws the id of rank r + floor(drift g), so new ids appear and old ones fade.
     int64_t first_record = 0;
     double drift = 0;
+    // The teacher turns along the stream: record g's weights (dense, cross and every id's latent
+    // vector) are cos(t g) x the seed's first teacher + sin(t g) x a second one, t = teacher_drift
+    // radians per record, so what a click means changes slowly. 0: one teacher.
+    double teacher_drift = 0;
 };
 
 struct SynthCtrResult {

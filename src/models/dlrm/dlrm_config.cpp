@@ -191,7 +191,7 @@ DlrmDataOptions parse_data(Section& s) {
         for (const char* k : {"idle_timeout_s", "progressive_window"})
             ZT_CHECK(d.stream || !s.has(k), s.key(k),
                      ": only a stream (data.stream true) uses it; remove it");
-        for (const char* k : {"rate", "drift"})
+        for (const char* k : {"rate", "drift", "teacher_drift"})
             ZT_CHECK((d.stream && synthetic) || !s.has(k), s.key(k),
                      ": only a generated stream (data.type \"synthetic\", stream true) uses it; "
                      "remove it");
@@ -205,6 +205,7 @@ DlrmDataOptions parse_data(Section& s) {
     d.rate = s.get_number("rate", d.rate, 0.0, 1e12);
     d.part_records = s.get_int("part_records", d.part_records, 1, kMaxRows);
     d.drift = s.get_number("drift", d.drift, 0.0, 1e9);
+    d.teacher_drift = s.get_number("teacher_drift", d.teacher_drift, 0.0, 1e3);
     d.idle_timeout_s = s.get_number("idle_timeout_s", d.idle_timeout_s, 0.0, 1e9);
     d.progressive_window = s.get_int("progressive_window", d.progressive_window, 0);
     d.shuffle = !d.stream && s.get_bool("shuffle", true);

@@ -37,7 +37,7 @@ struct DlrmDataOptions {
     // synthetic stream: `records` in parts of part_records, written by a thread of the run at
     // `rate` records/s (0: as fast as it can), the ids' popularity moving `drift` ranks a record.
     int64_t part_records = 8192;
-    double rate = 0, drift = 0;
+    double rate = 0, drift = 0, teacher_drift = 0;
     // criteo_tsv stream: `path` a file that keeps growing or "-" (standard input), converted into
     // parts of part_records, a part also flush_s after its first line.
     double flush_s = 1.0;

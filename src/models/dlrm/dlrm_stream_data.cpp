@@ -34,10 +34,10 @@ class StreamProducer {
   public:
     StreamProducer(const DlrmOptions& model, const DlrmDataOptions& dc) {
         static std::atomic<int> counter{0};
-        dir_ = (fs::temp_directory_path() /
-                str_cat("zerotrain-", ::getpid(), "-", counter++, "-stream"))
-                   .string();
-        fs::create_directories(parts());
+        dir_.path = (fs::temp_directory_path() /
+                     str_cat("zerotrain-", ::getpid(), "-", counter++, "-stream"))
+                        .string();
+        fs::create_directories(parts());  // removed by dir_ also when this constructor throws
         std::vector<int64_t> rows;
         for (const DlrmTable& t : model.tables) rows.push_back(dlrm_id_range(t));
         std::function<void()> produce;
@@ -51,6 +51,7 @@ class StreamProducer {
             r.hotness = static_cast<int>(dc.hotness);
             r.threads = 1;
             r.drift = dc.drift;
+            r.teacher_drift = dc.teacher_drift;
             o.records_per_file = dc.part_records;
             o.files = (dc.records + dc.part_records - 1) / dc.part_records;
             o.rate = dc.rate;
@@ -59,8 +60,8 @@ class StreamProducer {
                 SynthCtrOptions e = r;
                 e.records = 1;  // write_synth_ctr needs a training file: one record, removed
                 e.eval_records = dc.eval_records;
-                write_synth_ctr(e, dir_ + "/eval.train", dir_ + "/eval.ctr");
-                fs::remove(dir_ + "/eval.train");
+                write_synth_ctr(e, dir_.path + "/eval.train", dir_.path + "/eval.ctr");
+                fs::remove(dir_.path + "/eval.train");
             }
             produce = [o, d = parts()] { write_synth_stream(o, d); };
         } else {
@@ -80,7 +81,7 @@ class StreamProducer {
             o.follow = dc.path != "-";  // a file keeps growing; standard input ends
             o.cancel = &cancel_;
             if (!dc.eval_path.empty())  // a TSV file too: converted once, now
-                convert_criteo_tsv(dc.eval_path, dir_ + "/eval.ctr", rows, o.on_bad);
+                convert_criteo_tsv(dc.eval_path, dir_.path + "/eval.ctr", rows, o.on_bad);
             produce = [o] { stream_criteo_tsv(o); };
         }
         thread_ = std::thread([this, produce] {
@@ -94,19 +95,26 @@ class StreamProducer {
     ~StreamProducer() {
         cancel_ = true;
         thread_.join();
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
     }
     StreamProducer(const StreamProducer&) = delete;
     StreamProducer& operator=(const StreamProducer&) = delete;
-    std::string parts() const { return dir_ + "/parts"; }
-    std::string eval() const { return fs::exists(dir_ + "/eval.ctr") ? dir_ + "/eval.ctr" : ""; }
+    std::string parts() const { return dir_.path + "/parts"; }
+    std::string eval() const {
+        return fs::exists(dir_.path + "/eval.ctr") ? dir_.path + "/eval.ctr" : "";
+    }
     void rethrow() const {
         if (error_) std::rethrow_exception(error_);
     }
 
   private:
-    std::string dir_;
+    struct RemovedDir {  // the temporary directory, removed with the producer
+        std::string path;
+        ~RemovedDir() {
+            std::error_code ec;
+            if (!path.empty()) fs::remove_all(path, ec);
+        }
+    };
+    RemovedDir dir_;
     std::atomic<bool> cancel_{false};
     std::exception_ptr error_;
     std::thread thread_;
@@ -160,6 +168,7 @@ class DlrmStreamData final : public RunData {
         if (freshness_s_ >= 0) s["freshness_s"] = freshness_s_;
         return {{"unique_ids", train_buf_.unique_ids}, {"stream", s}};
     }
+    bool is_stream() const override { return true; }
     bool wait_for_train(int64_t end) override {
         const bool ok = stream_.wait_for(end);
         if (generator_) generator_->rethrow();
