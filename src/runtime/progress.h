@@ -8,14 +8,15 @@
 namespace zt {
 
 class Progress {
-public:
+  public:
+    // total_steps 0: no end known (a stream): the step and elapsed time, no bar and no ETA.
     Progress(int64_t total_steps, int64_t print_every, bool tty);
     // Reports step `step` (1-based) with a short status text ("loss 2.31 | 1200 tok/s").
     void update(int64_t step, const std::string& status);
     void message(const std::string& line);  // a full line that does not break the bar
     void finish();
 
-private:
+  private:
     int64_t total_;
     int64_t print_every_;
     bool tty_;

@@ -434,7 +434,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 measured_ceilings(cfg, ranks),
                 MonitorOptions{opts.run_dir, cfg.steps, cfg.steps_per_print, result.resumed_from});
         const double slow_s = slow_rank_delay_s(rank);  // ZT_FAULT_SLOW_RANK, for tests
-        Progress progress(cfg.steps, cfg.steps_per_print, opts.tty);
+        // A stream ends when it does: `steps` is only its cap, no ETA from it.
+        Progress progress(data->is_stream() ? 0 : cfg.steps, cfg.steps_per_print, opts.tty);
         const bool speak = root && !opts.quiet;
         auto say = [&](const std::string& s) {
             if (speak) progress.message(s);

@@ -160,18 +160,22 @@ TEST_F(StreamCli, ProgressiveValidationScoresEachSampleBeforeTrainingOnIt) {
 TEST_F(StreamCli, GeneratedStreamExampleShortened) {
     const fs::path tmp = dir_ / "tmp";  // the run's temporary directory, to see it cleaned
     fs::create_directories(tmp);
-    const CommandResult r = zt::testing::run_command(zt::str_cat(
-        "TMPDIR=", tmp.string(), " ", ZT_BINARY, " train ", ZT_SOURCE_DIR,
-        "/examples/dlrm-stream.json --quiet --threads 1 --run-dir ", (dir_ / "ex").string(),
-        " --set data.records=6000 --set data.part_records=1000 --set data.rate=0",
-        " --set data.idle_timeout_s=0.5 --set checkpoint.interval_seconds=0",
-        " --set steps_per_print=1"));
+    const CommandResult r = zt::testing::run_command(
+        zt::str_cat("TMPDIR=", tmp.string(), " ", ZT_BINARY, " train ", ZT_SOURCE_DIR,
+                    "/examples/dlrm-stream.json --threads 1 --run-dir ", (dir_ / "ex").string(),
+                    " --set data.records=6000 --set data.part_records=1000 --set data.rate=0",
+                    " --set data.idle_timeout_s=0.5 --set checkpoint.interval_seconds=0",
+                    " --set steps_per_print=1"));
     ASSERT_EQ(r.code, 0) << r.output;
     const std::vector<nlohmann::json> lines = step_lines("ex");
     EXPECT_EQ(lines.size(), 6000u / 512);
     EXPECT_EQ(lines.back()["data"]["stream"]["records_arrived"], 6000);
     EXPECT_EQ(lines.back()["progressive"]["samples"], 6000 / 512 * 512);
     EXPECT_TRUE(fs::is_empty(tmp)) << "the generated stream's directory was left behind";
+    // The progress lines know no end (steps is only a cap): no ETA; the end is said.
+    EXPECT_NE(r.output.find("step 1 | loss"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("ETA"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("the stream ended"), std::string::npos) << r.output;
 }
 
 // Criteo TSV lines: from a file that keeps growing while the run trains (its second half, a line
