@@ -65,18 +65,25 @@ std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
     return rows;
 }
 
+// The teacher and layout options of synth-ctr (records and eval records aside).
+SynthCtrOptions synth_options(const CtrArgs& a) {
+    SynthCtrOptions o;
+    o.seed = a.seed;
+    o.table_rows = table_rows(a, "--tables");
+    o.dense_features = a.dense;
+    o.zipf = a.zipf;
+    o.hotness = a.hotness;
+    o.threads = a.threads;
+    return o;
+}
+
 // synth-ctr --stream: parts arriving in a directory (data/click/synth_ctr_stream.h).
 int run_synth_stream(const CtrArgs& a) {
     ZT_CHECK(a.out.empty() && a.eval_rows == 0,
              "--stream writes parts into a directory: drop "
              "--out and --eval-rows (evaluate on a separate synth-ctr file)");
     SynthStreamOptions o;
-    o.records.seed = a.seed;
-    o.records.table_rows = table_rows(a, "--tables");
-    o.records.dense_features = a.dense;
-    o.records.zipf = a.zipf;
-    o.records.hotness = a.hotness;
-    o.records.threads = a.threads;
+    o.records = synth_options(a);
     o.records.drift = a.drift;
     o.records.teacher_drift = a.teacher_drift;
     o.files = a.files;
@@ -97,15 +104,9 @@ int run_synth(const CtrArgs& a) {
     ZT_CHECK((a.eval_rows > 0) == !a.eval_out.empty(),
              "--eval-rows and --eval-out go together (got --eval-rows ", a.eval_rows,
              a.eval_out.empty() ? " without --eval-out)" : " with --eval-out)");
-    SynthCtrOptions o;
+    SynthCtrOptions o = synth_options(a);
     o.records = a.rows;
     o.eval_records = a.eval_rows;
-    o.seed = a.seed;
-    o.table_rows = table_rows(a, "--tables");
-    o.dense_features = a.dense;
-    o.zipf = a.zipf;
-    o.hotness = a.hotness;
-    o.threads = a.threads;
     const auto t0 = std::chrono::steady_clock::now();
     const SynthCtrResult r = write_synth_ctr(o, a.out, a.eval_out);
     const double secs =

@@ -156,7 +156,8 @@ void Pruner::reload(UpdateState& state, ZeroDataParallel& dp) {
 }
 
 std::vector<float> Pruner::whole_model(std::vector<float> arena) const {
-    return view_ ? view_->gather(arena) : arena;
+    if (view_) return view_->gather(arena);
+    return arena;
 }
 
 std::vector<uint8_t> Pruner::to_arena(const std::vector<uint8_t>& whole) const {

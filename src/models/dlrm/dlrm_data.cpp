@@ -47,7 +47,7 @@ std::shared_ptr<const CtrFile> open_and_unlink(const std::string& path) {
 }
 
 class DlrmRunData final : public RunData {
-public:
+  public:
     DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc, const DataContext& ctx);
 
     Batch train_batch(int64_t k0, int64_t count) override {
@@ -70,7 +70,7 @@ public:
         return j;
     }
 
-private:
+  private:
     void check_layout(const CtrFile& f, const DlrmOptions& model, const std::string& key) const;
 
     std::shared_ptr<const CtrFile> train_file_, eval_file_;
@@ -86,8 +86,7 @@ private:
 void DlrmRunData::check_layout(const CtrFile& f, const DlrmOptions& model,
                                const std::string& key) const {
     ZT_CHECK(f.dense_features() == model.dense_features, key, ": ", f.path(), " has ",
-             f.dense_features(), " dense features; model.dense_features is ",
-             model.dense_features);
+             f.dense_features(), " dense features; model.dense_features is ", model.dense_features);
     ZT_CHECK(f.tables() == static_cast<int>(model.tables.size()), key, ": ", f.path(), " has ",
              f.tables(), " categorical features; the model has ", model.tables.size(), " tables");
     for (int k = 0; k < f.tables(); ++k) {
@@ -104,24 +103,18 @@ DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
     std::vector<int64_t> rows;  // the raw ids' range: a compacted table's id map maps them
     for (const DlrmTable& t : model.tables) rows.push_back(dlrm_id_range(t));
     if (dc.type == "synthetic") {
-        SynthCtrOptions so;
+        SynthCtrOptions so = dlrm_synth_options(model, dc);
         so.records = dc.records;
         so.eval_records = dc.eval_records;
-        so.seed = static_cast<uint64_t>(dc.synth_seed);
-        so.table_rows = rows;
-        so.dense_features = static_cast<int>(model.dense_features);
-        so.zipf = dc.zipf;
-        so.hotness = static_cast<int>(dc.hotness);
-        so.threads = 1;  // the run's threads are the model's; generation is a one-off
         const std::string train_path = temp_path("synth.ctr");
         const std::string eval_path = dc.eval_records > 0 ? temp_path("synth-eval.ctr") : "";
         const SynthCtrResult r = write_synth_ctr(so, train_path, eval_path);
         train_file_ = open_and_unlink(train_path);
         if (!eval_path.empty()) eval_file_ = open_and_unlink(eval_path);
-        notes_.push_back(str_cat("synthetic click log: ", r.records, " records (",
-                                 r.eval_records, " held out), positive rate ", r.positive_rate,
-                                 "; the hidden teacher scores AUC ", r.teacher_auc,
-                                 ", log loss ", r.teacher_log_loss,
+        notes_.push_back(str_cat("synthetic click log: ", r.records, " records (", r.eval_records,
+                                 " held out), positive rate ", r.positive_rate,
+                                 "; the hidden teacher scores AUC ", r.teacher_auc, ", log loss ",
+                                 r.teacher_log_loss,
                                  " on the held-out records (the best reachable)"));
     } else if (dc.type == "criteo_tsv") {
         const BadRecord bad = dc.on_bad_record == "skip" ? BadRecord::kSkip : BadRecord::kFatal;
@@ -135,8 +128,8 @@ DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
             eval_file_ = open_and_unlink(eval_path);
             skipped_ += e.skipped;
         }
-        notes_.push_back(str_cat("Criteo TSV ", dc.path, ": ", r.records, " records, ",
-                                 r.skipped, " bad lines skipped"));
+        notes_.push_back(str_cat("Criteo TSV ", dc.path, ": ", r.records, " records, ", r.skipped,
+                                 " bad lines skipped"));
     } else {
         train_file_ = CtrFile::open(dc.path);
         if (!dc.eval_path.empty()) eval_file_ = CtrFile::open(dc.eval_path);
@@ -148,7 +141,8 @@ DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
     ZT_CHECK(n >= 1, "data.path: ", train_file_->path(), " holds no records");
     int64_t held = 0;
     if (!eval_file_ && dc.eval_fraction > 0) {
-        held = std::max<int64_t>(1, static_cast<int64_t>(dc.eval_fraction * static_cast<double>(n)));
+        held =
+            std::max<int64_t>(1, static_cast<int64_t>(dc.eval_fraction * static_cast<double>(n)));
         ZT_CHECK(held < n, "data.eval_fraction: ", dc.eval_fraction, " holds out all ", n,
                  " records; lower it");
     }
@@ -171,6 +165,17 @@ DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
 }
 
 }  // namespace
+
+SynthCtrOptions dlrm_synth_options(const DlrmOptions& model, const DlrmDataOptions& data) {
+    SynthCtrOptions o;
+    o.seed = static_cast<uint64_t>(data.synth_seed);
+    for (const DlrmTable& t : model.tables) o.table_rows.push_back(dlrm_id_range(t));
+    o.dense_features = static_cast<int>(model.dense_features);
+    o.zipf = data.zipf;
+    o.hotness = static_cast<int>(data.hotness);
+    o.threads = 1;  // the run's threads are the model's; generation is a one-off
+    return o;
+}
 
 std::unique_ptr<RunData> DlrmFamily::open_data(const DataContext& ctx) const {
     if (data_.stream) return open_dlrm_stream(model_, data_, ctx);

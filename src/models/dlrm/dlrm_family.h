@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "data/click/synth_ctr.h"
 #include "models/dlrm/dlrm.h"
 #include "models/family.h"
 #include "util/config_section.h"
@@ -42,6 +43,11 @@ struct DlrmDataOptions {
     // parts of part_records, a part also flush_s after its first line.
     double flush_s = 1.0;
 };
+
+// The synthetic teacher's options for a DLRM run's data (records and eval records aside): the
+// model's tables' id ranges and dense features, one generator thread (the run's threads are the
+// model's).
+SynthCtrOptions dlrm_synth_options(const DlrmOptions& model, const DlrmDataOptions& data);
 
 class DlrmFamily final : public ModelFamily {
   public:

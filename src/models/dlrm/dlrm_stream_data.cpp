@@ -44,12 +44,7 @@ class StreamProducer {
         if (dc.type == "synthetic") {
             SynthStreamOptions o;
             SynthCtrOptions& r = o.records;
-            r.seed = static_cast<uint64_t>(dc.synth_seed);
-            r.table_rows = rows;
-            r.dense_features = static_cast<int>(model.dense_features);
-            r.zipf = dc.zipf;
-            r.hotness = static_cast<int>(dc.hotness);
-            r.threads = 1;
+            r = dlrm_synth_options(model, dc);
             r.drift = dc.drift;
             r.teacher_drift = dc.teacher_drift;
             o.records_per_file = dc.part_records;
@@ -131,11 +126,10 @@ class DlrmStreamData final : public RunData {
   public:
     DlrmStreamData(const DlrmOptions& model, const DlrmDataOptions& dc)
         : model_(model),
-          generator_(start_producer(model, dc)),
-          stream_(
-              ClickStreamOptions{generator_ ? generator_->parts() : dc.path, dc.idle_timeout_s}),
+          producer_(start_producer(model, dc)),
+          stream_(ClickStreamOptions{producer_ ? producer_->parts() : dc.path, dc.idle_timeout_s}),
           progressive_window_(dc.progressive_window) {
-        const std::string eval_path = generator_ ? generator_->eval() : dc.eval_path;
+        const std::string eval_path = producer_ ? producer_->eval() : dc.eval_path;
         if (!eval_path.empty()) {
             std::shared_ptr<const CtrFile> f = CtrFile::open(eval_path);
             check_layout(*f, "data.eval_path");
@@ -171,7 +165,7 @@ class DlrmStreamData final : public RunData {
     bool is_stream() const override { return true; }
     bool wait_for_train(int64_t end) override {
         const bool ok = stream_.wait_for(end);
-        if (generator_) generator_->rethrow();
+        if (producer_) producer_->rethrow();
         check_new_parts();
         if (ok) wanted_ = end;
         return ok;
@@ -179,7 +173,7 @@ class DlrmStreamData final : public RunData {
     // The records of this checkpoint that were not in the last: the first of them has waited
     // longest for a saved model that learned from it.
     void saved(int64_t end) override {
-        if (end <= saved_end_ || saved_end_ >= stream_.records()) return;
+        if (end <= saved_end_) return;
         freshness_s_ = wall_now_s() - stream_.arrival(saved_end_);
         saved_end_ = end;
     }
@@ -204,7 +198,7 @@ class DlrmStreamData final : public RunData {
     }
 
     DlrmOptions model_;
-    std::unique_ptr<StreamProducer> generator_;
+    std::unique_ptr<StreamProducer> producer_;
     ClickStream stream_;
     std::unique_ptr<ClickDataset> eval_;
     ClickBatchBuffers train_buf_, eval_buf_;
