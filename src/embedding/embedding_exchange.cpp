@@ -64,9 +64,27 @@ int64_t total(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+void ShardedTables::fetch_tiered(std::span<const int64_t> requests, std::vector<int64_t>& slots) {
+    slots.assign(requests.size(), -1);
+    if (!options_.tier.on()) return;
+    std::vector<std::vector<int64_t>> rows(shards_.size()), at(shards_.size());
+    for (size_t q = 0; q < requests.size(); ++q) {
+        const auto i =
+            static_cast<size_t>(shard_of_table_[static_cast<size_t>(request_table(requests[q]))]);
+        rows[i].push_back(request_row(requests[q]) - shards_[i]->range.row_begin);
+        at[i].push_back(static_cast<int64_t>(q));
+    }
+    std::vector<int64_t> got;
+    for (size_t i = 0; i < shards_.size(); ++i) {
+        if (rows[i].empty()) continue;
+        got.resize(rows[i].size());
+        shards_[i]->tier->fetch(rows[i], got.data());
+        for (size_t k = 0; k < got.size(); ++k) slots[static_cast<size_t>(at[i][k])] = got[k];
+    }
+}
+
 void ShardedTables::serve_rows(std::span<const int64_t> requests, std::span<const int64_t> counts,
-                               std::vector<int64_t>& serve_counts,
-                               std::vector<float>& reply) const {
+                               std::vector<int64_t>& serve_counts, std::vector<float>& reply) {
     // Offsets first (and every check, outside the parallel copy).
     std::vector<int64_t> at(requests.size() + 1, 0);
     serve_counts.assign(counts.size(), 0);
@@ -84,6 +102,8 @@ void ShardedTables::serve_rows(std::span<const int64_t> requests, std::span<cons
             serve_counts[src] += s.storage.cols;
         }
     reply.resize(static_cast<size_t>(at.back()));
+    fetch_tiered(requests, slots_);  // embedding.tier: the rows into the cache first
+    const std::vector<int64_t>& slot = slots_;
     const auto n = static_cast<int64_t>(requests.size());
 #pragma omp parallel for schedule(static) if (at.back() >= kParallelMinFloats)
     for (int64_t i = 0; i < n; ++i) {
@@ -92,7 +112,10 @@ void ShardedTables::serve_rows(std::span<const int64_t> requests, std::span<cons
         const int64_t r = request_row(requests[static_cast<size_t>(i)]) - s.range.row_begin;
         const int64_t cols = s.storage.cols;
         float* dst = reply.data() + at[static_cast<size_t>(i)];
-        if (!s.storage.split()) {
+        if (s.tier) {
+            std::memcpy(dst, s.tier->slot_weights(slot[static_cast<size_t>(i)]),
+                        static_cast<size_t>(cols) * sizeof(float));
+        } else if (!s.storage.split()) {
             std::memcpy(dst, s.storage.f32 + r * cols, static_cast<size_t>(cols) * sizeof(float));
         } else {  // lookups read the bf16 high half
             const uint16_t* hi = s.storage.hi + r * cols;

@@ -28,6 +28,9 @@ int64_t table_weight_bytes(const EmbeddingTableSpec& t, const EmbeddingPlanOptio
 // the sparse optimizer state: r * state_floats_per_row * 4 bytes for whole rows, scaled by c / dim
 // for a column shard and rounded up, so a rank's bytes are never under-counted (the column shards
 // of a table together may hold up to one byte a shard more than the whole table's state).
+// With a tier (embedding.tier) a shard's bytes live in its store and only its cache is in memory:
+// with cache_ratio the bytes of tier_cache_rows(r, ratio) rows, with cache_bytes min(cache_bytes,
+// the rank's sharded bytes) for the rank; the budget check counts those (rank_resident_bytes).
 int64_t shard_bytes(const EmbeddingTableSpec& t, const TableShard& s,
                     const EmbeddingPlanOptions& o) {
     const int64_t r = s.row_end - s.row_begin, c = s.col_end - s.col_begin;
@@ -204,11 +207,12 @@ std::string budget_fix(const std::vector<EmbeddingTableSpec>& tables,
 
 void check_budget(const EmbeddingPlan& plan, const EmbeddingPlanOptions& o) {
     const int64_t budget = o.budget_bytes_per_rank;
-    if (budget == 0 || plan.rank_bytes.empty()) return;
-    const auto most = std::max_element(plan.rank_bytes.begin(), plan.rank_bytes.end());
+    if (budget == 0 || plan.rank_resident_bytes.empty()) return;
+    const auto most =
+        std::max_element(plan.rank_resident_bytes.begin(), plan.rank_resident_bytes.end());
     if (*most <= budget) return;
     ZT_FAIL("embedding: the tables need ", format_bytes(static_cast<double>(plan.total_bytes)),
-            " in all (rank ", most - plan.rank_bytes.begin(), " would hold ",
+            " in all (rank ", most - plan.rank_resident_bytes.begin(), " would hold ",
             format_bytes(static_cast<double>(*most)), ") but each rank's budget is ",
             format_bytes(static_cast<double>(budget)), " (",
             format_bytes(static_cast<double>(budget) * o.ranks), " over ", o.ranks, " ",
@@ -216,6 +220,11 @@ void check_budget(const EmbeddingPlan& plan, const EmbeddingPlanOptions& o) {
 }
 
 }  // namespace
+
+int64_t tier_cache_rows(int64_t rows, double ratio) {
+    const auto n = static_cast<int64_t>(std::ceil(static_cast<double>(rows) * ratio));
+    return std::clamp<int64_t>(n, std::min<int64_t>(rows, 1), rows);
+}
 
 EmbeddingPlan plan_embeddings(const std::vector<EmbeddingTableSpec>& tables,
                               const EmbeddingPlanOptions& options) {
@@ -244,6 +253,24 @@ EmbeddingPlan plan_embeddings(const std::vector<EmbeddingTableSpec>& tables,
         for (const TableShard& s : plan.placement[t].shards)
             plan.table_bytes[t] += shard_bytes(tables[t], s, options);
     plan.total_bytes = std::accumulate(plan.rank_bytes.begin(), plan.rank_bytes.end(), int64_t{0});
+    plan.rank_resident_bytes = plan.rank_bytes;
+    if (options.tiered()) {  // Note [Shard bytes]: the sharded part is the cache's
+        std::vector<int64_t> sharded(plan.rank_bytes.size(), 0), cache(plan.rank_bytes.size(), 0);
+        for (size_t t = 0; t < tables.size(); ++t)
+            for (const TableShard& s : plan.placement[t].shards) {
+                const auto r = static_cast<size_t>(s.rank);
+                sharded[r] += shard_bytes(tables[t], s, options);
+                TableShard c = s;
+                c.row_end = c.row_begin +
+                            tier_cache_rows(s.row_end - s.row_begin, options.tier_cache_ratio);
+                cache[r] += shard_bytes(tables[t], c, options);
+            }
+        for (size_t r = 0; r < sharded.size(); ++r)
+            plan.rank_resident_bytes[r] +=
+                (options.tier_cache_ratio > 0 ? cache[r]
+                                              : std::min(sharded[r], options.tier_cache_bytes)) -
+                sharded[r];
+    }
     plan.rank_alltoall_bytes = alltoall_bytes(plan, options);
     plan.alltoall_bytes_per_step = std::accumulate(plan.rank_alltoall_bytes.begin(),
                                                    plan.rank_alltoall_bytes.end(), int64_t{0});

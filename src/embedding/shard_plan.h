@@ -12,7 +12,8 @@
 //   share of all sharded bytes, table for the rest.
 // The plan states each rank's bytes (weights, optimizer state; replicated tables on every rank with
 // their dense gradient and optimizer state) and the all-to-all bytes a step sends at most (before
-// the duplicate ids of a batch are merged). Left out: tiers (host, NVMe), dynamic tables.
+// the duplicate ids of a batch are merged); with a tier (embedding.tier), which of its bytes stay
+// in memory. Left out: dynamic tables.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,17 @@ struct EmbeddingPlanOptions {
                                         // (a column shard holds its share of it)
     int64_t dense_bytes_per_elem = 12;  // replicated tables: weight + gradient + optimizer state
     int64_t budget_bytes_per_rank = 0;  // 0: no budget
+    // embedding.tier (row_tier.h): sharded tables live in a store outside the budget behind a
+    // cache of this fraction of each shard's rows, or of these bytes per rank (0 and 0: no tier,
+    // every row in memory).
+    double tier_cache_ratio = 0;
+    int64_t tier_cache_bytes = 0;
+    bool tiered() const { return tier_cache_ratio > 0 || tier_cache_bytes > 0; }
 };
+
+// The cache rows of a tiered shard of `rows` rows at `ratio`: ceil(rows x ratio), at least 1 and at
+// most rows.
+int64_t tier_cache_rows(int64_t rows, double ratio);
 
 // One rank's block of a table: rows [row_begin, row_end) x columns [col_begin, col_end).
 struct TableShard {
@@ -65,9 +76,12 @@ struct TablePlacement {
 
 struct EmbeddingPlan {
     std::vector<EmbeddingTableSpec> tables;
-    std::vector<TablePlacement> placement;     // one per table
-    std::vector<int64_t> table_bytes;          // per table: its bytes summed over the ranks
-    std::vector<int64_t> rank_bytes;           // per rank: every table byte it holds
+    std::vector<TablePlacement> placement;  // one per table
+    std::vector<int64_t> table_bytes;       // per table: its bytes summed over the ranks
+    std::vector<int64_t> rank_bytes;        // per rank: every table byte it holds
+    // per rank: the bytes of rank_bytes in memory (the budget's): all of them, or with a tier
+    // the replicated tables' and the sharded ones' cache (Note [Shard bytes])
+    std::vector<int64_t> rank_resident_bytes;
     std::vector<int64_t> rank_alltoall_bytes;  // per rank and step: bytes it sends at most
     int64_t total_bytes = 0;                   // sum of rank_bytes (and of table_bytes)
     int64_t alltoall_bytes_per_step = 0;       // sum of rank_alltoall_bytes

@@ -90,8 +90,12 @@ std::vector<std::string> EmbeddingPlan::describe() const {
                                 "): ", placement_str(placement[t]), ", ", bytes_str(table_bytes[t]),
                                 " in all"));
     for (size_t r = 0; r < rank_bytes.size(); ++r)
-        lines.push_back(str_cat("rank ", r, ": ", bytes_str(rank_bytes[r]), " of tables, at most ",
-                                bytes_str(rank_alltoall_bytes[r]), " sent by all-to-all a step"));
+        lines.push_back(str_cat(
+            "rank ", r, ": ", bytes_str(rank_bytes[r]), " of tables",
+            r < rank_resident_bytes.size() && rank_resident_bytes[r] != rank_bytes[r]
+                ? str_cat(" (", bytes_str(rank_resident_bytes[r]), " in memory, the rest tiered)")
+                : std::string(),
+            ", at most ", bytes_str(rank_alltoall_bytes[r]), " sent by all-to-all a step"));
     lines.push_back(str_cat("all ranks: ", bytes_str(total_bytes), " of tables, at most ",
                             bytes_str(alltoall_bytes_per_step), " sent by all-to-all a step"));
     return lines;
@@ -115,9 +119,13 @@ nlohmann::json EmbeddingPlan::to_json() const {
                       {"shards", std::move(shards)},
                       {"bytes", table_bytes[t]}});
     }
-    return {{"ranks", rank_bytes.size()}, {"tables", std::move(jt)},
-            {"rank_bytes", rank_bytes},   {"rank_alltoall_bytes", rank_alltoall_bytes},
-            {"total_bytes", total_bytes}, {"alltoall_bytes_per_step", alltoall_bytes_per_step}};
+    return {{"ranks", rank_bytes.size()},
+            {"tables", std::move(jt)},
+            {"rank_bytes", rank_bytes},
+            {"rank_resident_bytes", rank_resident_bytes},
+            {"rank_alltoall_bytes", rank_alltoall_bytes},
+            {"total_bytes", total_bytes},
+            {"alltoall_bytes_per_step", alltoall_bytes_per_step}};
 }
 
 }  // namespace zt

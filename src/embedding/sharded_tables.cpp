@@ -8,9 +8,12 @@
 
 #include "comm/communicator.h"
 #include "embedding/sharded_tables_detail.h"
+#include "offload/host_store.h"
+#include "offload/nvme_store.h"
 #include "util/error.h"
 #include "util/radix_sort.h"
 #include "util/random.h"
+#include "util/units.h"
 
 namespace zt {
 
@@ -22,6 +25,29 @@ void ShardedTables::RowAcc::add(int64_t row, const float* g, int64_t cols) {
 void ShardedTables::RowAcc::clear() {
     rows.clear();
     grads.clear();
+}
+
+// Note [Cache split]: cache_bytes over a rank's shards by water-filling: every shard's lookups a
+// step are alike (one id per sample and table), so small shards, which a few bytes cache whole,
+// are served first: in ascending size, a shard smaller than an equal share of what is left is
+// cached whole, and the shards left share the rest in proportion to their bytes.
+std::vector<double> split_cache_bytes(const std::vector<double>& bytes, double budget) {
+    std::vector<size_t> order(bytes.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return bytes[a] < bytes[b]; });
+    std::vector<double> ratio(bytes.size(), 1.0);
+    size_t k = 0;
+    for (; k < order.size(); ++k) {
+        const double share = budget / static_cast<double>(order.size() - k);
+        if (bytes[order[k]] > share) break;
+        budget -= bytes[order[k]];
+    }
+    double rest = 0;
+    for (size_t j = k; j < order.size(); ++j) rest += bytes[order[j]];
+    for (size_t j = k; j < order.size(); ++j)
+        ratio[order[j]] = rest > 0 ? std::min(1.0, budget / rest) : 1.0;
+    return ratio;
 }
 
 ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<ParamInit> inits,
@@ -37,6 +63,8 @@ ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<P
              "embedding.dtype: tables are stored as fp32 or bf16 (split-SGD halves), got ",
              dtype_name(options_.storage));
     ZT_ASSERT(inits.size() == plan_.tables.size(), "one init per table");
+    ZT_CHECK(!options_.tier.on() || options_.storage == DType::kF32,
+             "embedding.tier: tiered tables keep fp32 rows; use embedding.dtype \"fp32\"");
     if (options_.forward_comm != CodecKind::kF32) {
         fwd_codec_ = make_codec({options_.forward_comm, 256, 0.01});
         fwd_a2a_ = std::make_unique<CompressedAllToAll>(*fwd_codec_);
@@ -60,9 +88,25 @@ ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<P
         s->table = static_cast<int>(k);
         s->range = *ts;
         s->acc.resize(static_cast<size_t>(ranks_));
-        init_shard(*s, inits[k]);
         shard_of_table_[k] = static_cast<int>(shards_.size());
         shards_.push_back(std::move(s));
+    }
+    // The cache of each shard: cache_ratio of its rows, or its part of cache_bytes.
+    std::vector<double> ratio(shards_.size(), options_.tier.cache_ratio);
+    if (options_.tier.on() && options_.tier.cache_bytes > 0) {
+        std::vector<double> bytes;
+        for (const auto& s : shards_) {
+            const int64_t cols = s->range.col_end - s->range.col_begin;
+            bytes.push_back(
+                static_cast<double>(s->range.row_end - s->range.row_begin) *
+                static_cast<double>(RowTier::record_floats(cols, optimizer_.state_per_row(cols))) *
+                4.0);
+        }
+        ratio = split_cache_bytes(bytes, static_cast<double>(options_.tier.cache_bytes));
+    }
+    for (size_t i = 0; i < shards_.size(); ++i) {
+        init_shard(*shards_[i], inits[static_cast<size_t>(shards_[i]->table)], ratio[i]);
+        if (shards_[i]->tier) tier_capacity_ += shards_[i]->tier->capacity();
     }
 }
 
@@ -73,13 +117,65 @@ ShardedTables::~ShardedTables() {
     }
 }
 
-void ShardedTables::init_shard(Shard& s, const ParamInit& init) {
+namespace {
+
+// The store behind a tiered shard: host memory, or a swap file under nvme_path.
+std::unique_ptr<Store> make_tier_store(const EmbeddingTierOptions& o, uint64_t bytes,
+                                       const std::string& name) {
+    if (o.device == "cpu") return std::make_unique<HostStore>(bytes);
+    ZT_CHECK(o.device == "nvme",
+             "embedding.tier.device: expected \"none\", \"cpu\" or \"nvme\", got \"", o.device,
+             "\"");
+    NvmeStoreOptions n;
+    n.dir = o.nvme_path;
+    n.name = name;
+    n.bytes = bytes;
+    n.queue_depth = o.queue_depth;
+    n.chunk_bytes = kStoreAlign * 256;  // pages go out one request each; ranges in 1 MiB pieces
+    return std::make_unique<NvmeStore>(n);
+}
+
+constexpr int64_t kInitChunkRows = 1 << 14;  // a tiered shard is initialized this many rows at once
+
+}  // namespace
+
+void ShardedTables::init_tiered_shard(Shard& s, const ParamInit& init, double ratio) {
+    const EmbeddingTableSpec& t = plan_.tables[static_cast<size_t>(s.table)];
+    const int64_t rows = s.storage.rows, cols = s.storage.cols;
+    const int64_t sc = optimizer_.state_per_row(cols);
+    s.tier = std::make_unique<RowTier>(
+        pool_, t.name, rows, cols, sc, tier_cache_rows(rows, ratio), options_.tier.policy,
+        make_tier_store(
+            options_.tier, RowTier::store_bytes(rows, cols, sc),
+            str_cat("embedding-", t.name, "-", s.range.row_begin, "-", s.range.col_begin)));
+    const uint64_t stream = hash_string(t.name);
+    std::vector<float> w, state;
+    for (int64_t r0 = 0; r0 < rows; r0 += kInitChunkRows) {
+        const int64_t n = std::min(kInitChunkRows, rows - r0);
+        w.resize(static_cast<size_t>(n * cols));
+        state.assign(static_cast<size_t>(n * sc), sparse_state_initial(options_.optimizer));
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n; ++r) {
+            const int64_t g = (s.range.row_begin + r0 + r) * t.dim + s.range.col_begin;
+            for (int64_t c = 0; c < cols; ++c)
+                w[static_cast<size_t>(r * cols + c)] =
+                    param_init_value(init, options_.seed, stream, g + c);
+        }
+        s.tier->write_range(r0, n, w.data(), sc > 0 ? state.data() : nullptr);
+    }
+}
+
+void ShardedTables::init_shard(Shard& s, const ParamInit& init, double ratio) {
     const EmbeddingTableSpec& t = plan_.tables[static_cast<size_t>(s.table)];
     const int64_t rows = s.range.row_end - s.range.row_begin;
     const int64_t cols = s.range.col_end - s.range.col_begin;
-    MemScope scope(pool_, t.name, MemPhase::kOther);
     s.storage.rows = rows;
     s.storage.cols = cols;
+    if (options_.tier.on()) {
+        init_tiered_shard(s, init, ratio);
+        return;
+    }
+    MemScope scope(pool_, t.name, MemPhase::kOther);
     if (options_.storage == DType::kF32) {
         s.w = Tensor::empty(pool_, {rows, cols}, DType::kF32, MemCategory::kEmbedding);
         s.storage.f32 = s.w.data<float>();
@@ -116,6 +212,7 @@ ShardedTables::Shard* ShardedTables::local_shard(int table) {
 namespace {
 
 constexpr int64_t kParallelMinFloats = 1 << 14;  // merges and sums below this: one thread
+constexpr size_t kTierFigures = 8;               // finish_grads' tier counters a rank contributes
 
 }  // namespace
 
@@ -188,7 +285,7 @@ void ShardedTables::finish_grads() {
     // This rank's figures: rows touched per sharded table (a column split counts a row once, on
     // the shard holding column 0), then ids requested, bytes sent and seconds in the exchanges.
     const size_t nt = sharded_.size();
-    std::vector<double> mine(nt + 7, 0.0);
+    std::vector<double> mine(nt + 7 + kTierFigures, 0.0);
     for (auto& sp : shards_) {
         merge_grads(*sp);
         if (sp->range.col_begin != 0) continue;
@@ -203,6 +300,18 @@ void ShardedTables::finish_grads() {
     mine[nt + 4] = static_cast<double>(acc_comm_stats_.wire_bytes);
     mine[nt + 5] = acc_comm_stats_.error_sq;
     mine[nt + 6] = acc_comm_stats_.input_sq;
+    const RowTierStats now = tier_totals();
+    const double tier[kTierFigures] = {
+        static_cast<double>(now.lookups - tier_before_.lookups),
+        static_cast<double>(now.hits - tier_before_.hits),
+        static_cast<double>(now.misses - tier_before_.misses),
+        static_cast<double>(now.evictions - tier_before_.evictions),
+        static_cast<double>(now.writebacks - tier_before_.writebacks),
+        static_cast<double>(now.bytes_read - tier_before_.bytes_read),
+        static_cast<double>(now.bytes_written - tier_before_.bytes_written),
+        now.stall_s - tier_before_.stall_s};
+    tier_before_ = now;
+    std::copy(tier, tier + kTierFigures, mine.begin() + static_cast<std::ptrdiff_t>(nt + 7));
     acc_comm_stats_ = {};
     acc_unique_ids_ = acc_bytes_ = 0;
     acc_s_ = 0;
@@ -235,6 +344,16 @@ void ShardedTables::finish_grads() {
         comm_stats_.wire_bytes += static_cast<int64_t>(f[nt + 4]);
         comm_stats_.error_sq += f[nt + 5];
         comm_stats_.input_sq += f[nt + 6];
+        const double* t = f + nt + 7;
+        if (r == 0) tier_step_ = {};
+        tier_step_.lookups += static_cast<int64_t>(t[0]);
+        tier_step_.hits += static_cast<int64_t>(t[1]);
+        tier_step_.misses += static_cast<int64_t>(t[2]);
+        tier_step_.evictions += static_cast<int64_t>(t[3]);
+        tier_step_.writebacks += static_cast<int64_t>(t[4]);
+        tier_step_.bytes_read += static_cast<uint64_t>(t[5]);
+        tier_step_.bytes_written += static_cast<uint64_t>(t[6]);
+        tier_step_.stall_s = std::max(tier_step_.stall_s, t[7]);  // the slowest rank's
     }
 }
 
@@ -271,6 +390,15 @@ void ShardedTables::step(double lr, double base_lr, int64_t update) {
     const double rate = options_.lr > 0 && base_lr > 0 ? options_.lr * (lr / base_lr) : lr;
     for (auto& s : shards_) {
         if (s->merged_rows.empty()) continue;
+        if (s->tier) {  // every row the step updates was fetched by its lookups, and is pinned
+            slots_.resize(s->merged_rows.size());
+            s->tier->resident_slots(s->merged_rows, slots_.data());
+            SparseRowStorage cache = s->tier->cache_storage();
+            optimizer_.step(cache, s->tier->cache_state(), slots_, s->merged.data(),
+                            static_cast<float>(rate), update);
+            s->tier->mark_dirty(slots_);
+            continue;
+        }
         float* state = s->state.defined() ? s->state.data<float>() : nullptr;
         optimizer_.step(s->storage, state, s->merged_rows, s->merged.data(),
                         static_cast<float>(rate), update);
@@ -280,10 +408,33 @@ void ShardedTables::step(double lr, double base_lr, int64_t update) {
 void ShardedTables::zero_grads() {
     complete_grads();  // a step that skipped finish_grads still clears what was sent
     for (auto& s : shards_) {
+        if (s->tier) s->tier->end_step();
         for (RowAcc& a : s->acc) a.clear();
         s->merged_rows.clear();
         s->merged.clear();
     }
+}
+
+RowTierStats ShardedTables::tier_totals() const {
+    RowTierStats t;
+    for (const auto& s : shards_) {
+        if (!s->tier) continue;
+        const RowTierStats& x = s->tier->stats();
+        t.lookups += x.lookups;
+        t.hits += x.hits;
+        t.misses += x.misses;
+        t.evictions += x.evictions;
+        t.writebacks += x.writebacks;
+        t.bytes_read += x.bytes_read;
+        t.bytes_written += x.bytes_written;
+        t.stall_s += x.stall_s;
+    }
+    return t;
+}
+
+void ShardedTables::on_tier_writeback(std::function<void()> hook) {
+    for (auto& s : shards_)
+        if (s->tier) s->tier->on_writeback(hook);
 }
 
 std::vector<std::string> ShardedTables::names() const {
@@ -308,6 +459,19 @@ int64_t ShardedTables::numel() const {
 
 std::vector<std::string> ShardedTables::describe() const {
     std::vector<std::string> lines = plan_.describe();
+    if (options_.tier.on()) {
+        int64_t rows = 0, bytes = 0;
+        for (const auto& s : shards_) {
+            rows += s->tier->rows();
+            bytes += s->tier->cache_bytes();
+        }
+        lines.push_back(
+            str_cat("embedding.tier: this rank's ", rows, " rows on ", options_.tier.device,
+                    options_.tier.device == "nvme" ? str_cat(" (", options_.tier.nvme_path, ")")
+                                                   : std::string(),
+                    " behind a ", row_cache_policy_name(options_.tier.policy), " cache of ",
+                    tier_capacity_, " rows (", format_bytes(static_cast<double>(bytes)), ")"));
+    }
     lines.push_back(str_cat("embedding: sharded tables stored as ",
                             options_.storage == DType::kF32 ? "fp32" : "bf16 (split-SGD halves)",
                             ", updated by sparse ", sparse_optim_name(options_.optimizer.kind)));
@@ -330,6 +494,24 @@ nlohmann::json ShardedTables::step_counters() const {
                         {"alltoall_bytes", alltoall_bytes_},
                         {"alltoall_s", alltoall_s_},
                         {"rows_touched", tables}};
+    if (options_.tier.on()) {
+        // embedding.tier (docs/embedding-tier.md): the step's fetches over the group.
+        const RowTierStats& t = tier_step_;
+        j["tier"] = {
+            {"device", options_.tier.device},
+            {"policy", row_cache_policy_name(options_.tier.policy)},
+            {"lookups", t.lookups},
+            {"hits", t.hits},
+            {"misses", t.misses},
+            {"hit_rate",
+             t.lookups > 0 ? static_cast<double>(t.hits) / static_cast<double>(t.lookups) : 1.0},
+            {"evictions", t.evictions},
+            {"writebacks", t.writebacks},
+            {"bytes_read", t.bytes_read},
+            {"bytes_written", t.bytes_written},
+            {"stall_s", t.stall_s},
+            {"cache_rows", tier_capacity_}};
+    }
     if (fwd_codec_ || bwd_codec_) {
         // The compressed row and gradient exchanges (docs/compression.md), as the gradients'
         // compression entry reports them: what the plain all-to-alls would have sent, and sent.

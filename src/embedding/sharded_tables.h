@@ -21,12 +21,24 @@
 #include "autograd/module.h"
 #include "autograd/ops.h"
 #include "comm/compressed_all_to_all.h"
+#include "embedding/row_tier.h"
 #include "embedding/shard_plan.h"
 #include "nn/model.h"
 #include "nn/sparse_params.h"
 #include "optim/sparse_rows.h"
 
 namespace zt {
+
+// embedding.tier (docs/embedding-tier.md): where the sharded tables' rows live beyond the cache.
+struct EmbeddingTierOptions {
+    std::string device = "none";  // "none": in memory; "cpu": host memory; "nvme": a swap file
+    std::string nvme_path;        // the directory of the swap files (device "nvme")
+    double cache_ratio = 0;       // the cache: this fraction of each shard's rows,
+    int64_t cache_bytes = 0;      // or these bytes per rank, split over its shards by size
+    RowCachePolicy policy = RowCachePolicy::kLru;
+    int queue_depth = 32;  // page transfers in flight
+    bool on() const { return device != "none"; }
+};
 
 struct ShardedTablesOptions {
     DType storage = DType::kF32;  // kF32, or kBF16 (split-SGD halves; lookups read bf16)
@@ -38,7 +50,12 @@ struct ShardedTablesOptions {
     // and of their gradients sent to the owners (backward); kF32 keeps the plain all-to-all.
     CodecKind forward_comm = CodecKind::kF32;
     CodecKind backward_comm = CodecKind::kF32;
+    EmbeddingTierOptions tier;
 };
+
+// embedding.tier's cache_bytes over shards of these bytes: each one's cache ratio (Note [Cache
+// split] in sharded_tables.cpp).
+std::vector<double> split_cache_bytes(const std::vector<double>& bytes, double budget);
 
 class ShardedTables : public SparseParams {
   public:
@@ -84,6 +101,7 @@ class ShardedTables : public SparseParams {
     void on_backward_exchange(std::function<void()> done) override {
         exchange_done_ = std::move(done);
     }
+    void on_tier_writeback(std::function<void()> hook) override;
 
     // Implementation types (embedding_exchange.cpp and sharded_tables.cpp).
     struct RowAcc;    // gradient rows from one requesting rank
@@ -92,13 +110,23 @@ class ShardedTables : public SparseParams {
 
   private:
     std::function<void()> exchange_done_;  // on_backward_exchange
-    void init_shard(Shard& s, const ParamInit& init);
+    // ratio: the tier's cache fraction of the shard's rows (unused without a tier).
+    void init_shard(Shard& s, const ParamInit& init, double ratio);
+    void init_tiered_shard(Shard& s, const ParamInit& init, double ratio);
     Shard* local_shard(int table);
     // Owner side of the forward and backward exchanges.
     // The rows of `requests` (counts[s] of them from source s, in rank order), and the floats
     // served to each source.
     void serve_rows(std::span<const int64_t> requests, std::span<const int64_t> counts,
-                    std::vector<int64_t>& serve_counts, std::vector<float>& reply) const;
+                    std::vector<int64_t>& serve_counts, std::vector<float>& reply);
+    // Tiered shards (embedding.tier): the cache slot of each request's row, fetched (Note [Row
+    // fetch] in row_tier.cpp); -1 for requests of shards in memory.
+    void fetch_tiered(std::span<const int64_t> requests, std::vector<int64_t>& slots);
+    // Rows [r0, r0 + n) of a shard as f32 weights (and state, may be null), whatever the storage.
+    void read_rows(const Shard& s, int64_t r0, int64_t n, float* w, float* state) const;
+    void write_rows(Shard& s, int64_t r0, int64_t n, const float* w, const float* state);
+    // The tiers' counters this step (summed over the shards), for finish_grads.
+    RowTierStats tier_totals() const;
     void accept_grads(int source, std::span<const int64_t> requests, const float* grads);
     void backward_exchange(Exchange& ex);
     // Note [Gradient rows in flight]: waits for the last backward's plain all-to-all, if one is
@@ -137,6 +165,10 @@ class ShardedTables : public SparseParams {
     // table and in all, ids requested and bytes sent summed over ranks, the slowest rank's
     // seconds in the exchanges.
     std::vector<int64_t> table_rows_touched_;
+    // embedding.tier: the tiers' counters at the last finish_grads, and the step's over the group.
+    RowTierStats tier_before_, tier_step_;
+    int64_t tier_resident_ = 0, tier_capacity_ = 0;
+    std::vector<int64_t> slots_;  // step()'s and serve_rows' cache slots, reused
     int64_t rows_touched_ = 0, unique_ids_ = 0, alltoall_bytes_ = 0;
     double alltoall_s_ = 0;
     int64_t acc_unique_ids_ = 0, acc_bytes_ = 0;

@@ -21,9 +21,10 @@ struct ShardedTables::RowAcc {
 struct ShardedTables::Shard {
     int table = 0;
     TableShard range;
-    Tensor w, hi, lo, state;  // w (f32) or hi + lo (split bf16); state (rows, state_per_row)
-    SparseRowStorage storage;
-    std::vector<RowAcc> acc;           // one per requesting rank
+    Tensor w, hi, lo, state;        // w (f32) or hi + lo (split bf16); state (rows, state_per_row)
+    SparseRowStorage storage;       // rows and cols always; no pointers when tiered
+    std::unique_ptr<RowTier> tier;  // embedding.tier: the rows live here, not in w and state
+    std::vector<RowAcc> acc;        // one per requesting rank
     std::vector<int64_t> merged_rows;  // after finish_grads: ascending local rows
     std::vector<float> merged;         // their gradients, merged_rows.size() x cols
 };

@@ -26,6 +26,31 @@ Window overlap(const TableShard& a, const SparseBlock& b) {
 
 }  // namespace
 
+void ShardedTables::read_rows(const Shard& s, int64_t r0, int64_t n, float* w, float* state) const {
+    if (s.tier) {
+        s.tier->read_range(r0, n, w, state);
+        return;
+    }
+    for (int64_t r = 0; r < n; ++r) s.storage.read_row(r0 + r, w + r * s.storage.cols);
+    if (state && s.state.defined()) {
+        const int64_t sc = s.state.size(1);
+        std::memcpy(state, s.state.data<float>() + r0 * sc, static_cast<size_t>(n * sc) * 4);
+    }
+}
+
+void ShardedTables::write_rows(Shard& s, int64_t r0, int64_t n, const float* w,
+                               const float* state) {
+    if (s.tier) {
+        s.tier->write_range(r0, n, w, state);
+        return;
+    }
+    for (int64_t r = 0; r < n; ++r) s.storage.write_row(r0 + r, w + r * s.storage.cols);
+    if (state && s.state.defined()) {
+        const int64_t sc = s.state.size(1);
+        std::memcpy(s.state.data<float>() + r0 * sc, state, static_cast<size_t>(n * sc) * 4);
+    }
+}
+
 std::vector<float> ShardedTables::gather(size_t i, int root) {
     const int t = sharded_.at(i);
     const EmbeddingTableSpec& spec = plan_.tables[static_cast<size_t>(t)];
@@ -36,8 +61,7 @@ std::vector<float> ShardedTables::gather(size_t i, int root) {
     std::vector<float> local;
     if (mine) {
         local.resize(static_cast<size_t>(mine->storage.rows * mine->storage.cols));
-        for (int64_t r = 0; r < mine->storage.rows; ++r)
-            mine->storage.read_row(r, local.data() + r * mine->storage.cols);
+        read_rows(*mine, 0, mine->storage.rows, local.data(), nullptr);
     }
     for (const TableShard& sh : shards) {
         const int64_t rows = sh.row_end - sh.row_begin, cols = sh.col_end - sh.col_begin;
@@ -64,9 +88,13 @@ void ShardedTables::load(size_t i, const float* whole) {
     const int t = sharded_.at(i);
     Shard* s = local_shard(t);
     if (!s) return;
-    const int64_t dim = plan_.tables[static_cast<size_t>(t)].dim;
+    const int64_t dim = plan_.tables[static_cast<size_t>(t)].dim, cols = s->storage.cols;
+    std::vector<float> w(static_cast<size_t>(s->storage.rows * cols));
     for (int64_t r = 0; r < s->storage.rows; ++r)
-        s->storage.write_row(r, whole + (s->range.row_begin + r) * dim + s->range.col_begin);
+        std::memcpy(w.data() + r * cols,
+                    whole + (s->range.row_begin + r) * dim + s->range.col_begin,
+                    static_cast<size_t>(cols) * sizeof(float));
+    write_rows(*s, 0, s->storage.rows, w.data(), nullptr);  // state untouched
 }
 
 // Block state layout: (rows, state_per_row(block cols)); per-element kinds keep `planes` planes of
@@ -83,11 +111,8 @@ std::vector<SparseBlock> ShardedTables::blocks(size_t i) const {
     b.col_end = s.range.col_end;
     const int64_t rows = s.storage.rows, cols = s.storage.cols;
     b.weights.resize(static_cast<size_t>(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) s.storage.read_row(r, b.weights.data() + r * cols);
-    if (s.state.defined()) {
-        const float* st = s.state.data<float>();
-        b.state.assign(st, st + s.state.numel());
-    }
+    b.state.resize(static_cast<size_t>(rows * optimizer_.state_per_row(cols)));
+    read_rows(s, 0, rows, b.weights.data(), b.state.empty() ? nullptr : b.state.data());
     return {b};
 }
 
@@ -117,15 +142,17 @@ void ShardedTables::load_block(size_t i, const SparseBlock& b) {
         b.row_end - b.row_begin, " rows); resume with the optimizer it was written with");
     const bool per_row = sstate == 1 && cols > 1;  // row-wise Adagrad
     const int64_t planes = per_row || cols == 0 ? 0 : sstate / cols;
-    std::vector<float> row(static_cast<size_t>(cols));
+    // The window's rows as they are, patched with the block's columns, written back.
+    const int64_t n = w.r1 - w.r0, first = w.r0 - s->range.row_begin;
+    std::vector<float> rows(static_cast<size_t>(n * cols)), state(static_cast<size_t>(n * sstate));
+    read_rows(*s, first, n, rows.data(), has_state ? state.data() : nullptr);
     for (int64_t r = w.r0; r < w.r1; ++r) {
-        const int64_t sr = r - s->range.row_begin, br = r - b.row_begin;
-        s->storage.read_row(sr, row.data());
+        const int64_t sr = r - w.r0, br = r - b.row_begin;
         for (int64_t c = w.c0; c < w.c1; ++c)
-            row[c - s->range.col_begin] = b.weights[br * bcols + (c - b.col_begin)];
-        s->storage.write_row(sr, row.data());
+            rows[static_cast<size_t>(sr * cols + c - s->range.col_begin)] =
+                b.weights[static_cast<size_t>(br * bcols + (c - b.col_begin))];
         if (!has_state) continue;
-        float* dst = s->state.data<float>() + sr * sstate;
+        float* dst = state.data() + sr * sstate;
         const float* src = b.state.data() + br * bstate;
         if (per_row || sstate == 1) {
             dst[0] = src[0];
@@ -135,6 +162,7 @@ void ShardedTables::load_block(size_t i, const SparseBlock& b) {
             for (int64_t c = w.c0; c < w.c1; ++c)
                 dst[p * cols + (c - s->range.col_begin)] = src[p * bcols + (c - b.col_begin)];
     }
+    write_rows(*s, first, n, rows.data(), has_state ? state.data() : nullptr);
 }
 
 }  // namespace zt

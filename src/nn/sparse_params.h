@@ -91,6 +91,9 @@ class SparseParams {
     // each backward all-to-all of gradient rows is issued (or has completed), at the same
     // program point on every rank; dense gradient buckets that filled before it wait for it.
     virtual void on_backward_exchange(std::function<void()> done) = 0;
+    // embedding.tier: `hook` runs in the middle of each write-back of evicted rows to the tier's
+    // store (fault injection's "kill_in_writeback"). Tensors without a tier ignore it.
+    virtual void on_tier_writeback(std::function<void()> /*hook*/) {}
 };
 
 }  // namespace zt

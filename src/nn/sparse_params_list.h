@@ -39,6 +39,9 @@ class SparseParamsList final : public SparseParams {
     nlohmann::json plan_json() const override;
     nlohmann::json step_counters() const override;
     void on_backward_exchange(std::function<void()> done) override;
+    void on_tier_writeback(std::function<void()> hook) override {
+        for (SparseParams* p : parts_) p->on_tier_writeback(hook);
+    }
 
   private:
     // Tensor i as (part, index within the part).

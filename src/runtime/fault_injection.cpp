@@ -34,20 +34,28 @@ int64_t parse_int(const std::string& v, const std::string& key, const std::strin
 Fault parse_one(const std::string& text) {
     const std::vector<std::string> parts = split(text, ':');
     Fault f;
-    if (parts[0] == "kill") f.kind = Fault::Kind::kKill;
-    else if (parts[0] == "kill_in_checkpoint") f.kind = Fault::Kind::kKillInCheckpoint;
-    else if (parts[0] == "fail_start") f.kind = Fault::Kind::kFailStart;
+    if (parts[0] == "kill")
+        f.kind = Fault::Kind::kKill;
+    else if (parts[0] == "kill_in_checkpoint")
+        f.kind = Fault::Kind::kKillInCheckpoint;
+    else if (parts[0] == "kill_in_writeback")
+        f.kind = Fault::Kind::kKillInWriteback;
+    else if (parts[0] == "fail_start")
+        f.kind = Fault::Kind::kFailStart;
     else
         ZT_FAIL("ZT_FAULT: unknown fault \"", parts[0], "\" in \"", text,
-                "\"; expected kill, kill_in_checkpoint or fail_start");
+                "\"; expected kill, kill_in_checkpoint, kill_in_writeback or fail_start");
     for (size_t i = 1; i < parts.size(); ++i) {
         const size_t eq = parts[i].find('=');
         ZT_CHECK(eq != std::string::npos, "ZT_FAULT: \"", text, "\": expected key=value, got \"",
                  parts[i], "\"");
         const std::string key = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
-        if (key == "rank") f.rank = static_cast<int>(parse_int(v, key, text));
-        else if (key == "step") f.step = parse_int(v, key, text);
-        else if (key == "world") f.world = static_cast<int>(parse_int(v, key, text));
+        if (key == "rank")
+            f.rank = static_cast<int>(parse_int(v, key, text));
+        else if (key == "step")
+            f.step = parse_int(v, key, text);
+        else if (key == "world")
+            f.world = static_cast<int>(parse_int(v, key, text));
         else if (key == "attempt")
             f.attempt = v == "*" ? -1 : static_cast<int>(parse_int(v, key, text));
         else
@@ -109,6 +117,11 @@ void fault_in_checkpoint_write(int rank, int64_t step, const std::string& shard_
         ::close(fd);
     }
     die(str_cat("rank ", rank, " while writing its shard of the checkpoint of step ", step));
+}
+
+void fault_in_writeback(int rank, int64_t step) {
+    if (armed(Fault::Kind::kKillInWriteback, rank, -1, step))
+        die(str_cat("rank ", rank, " while writing evicted embedding rows back in step ", step));
 }
 
 void fault_at_start(int rank, int world) {

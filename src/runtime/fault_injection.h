@@ -15,16 +15,18 @@ namespace zt {
 //   KIND  "kill": after optimizer step `step`, before its metrics line and checkpoint;
 //         "kill_in_checkpoint": while writing the shard of the checkpoint of step `step`, after
 //         part of the file is written;
+//         "kill_in_writeback": in step `step`, while a tiered embedding table (embedding.tier) has
+//         written part of a batch of evicted rows back to its store;
 //         "fail_start": when the rank starts training, before its first step.
 //   keys  rank (default every rank), step (kill kinds: required), world (only in a job of that
 //         many ranks; default any), attempt (default 0; "*" every attempt).
 struct Fault {
-    enum class Kind { kKill, kKillInCheckpoint, kFailStart };
+    enum class Kind { kKill, kKillInCheckpoint, kKillInWriteback, kFailStart };
     Kind kind = Kind::kKill;
-    int rank = -1;       // -1: every rank
+    int rank = -1;  // -1: every rank
     int64_t step = -1;
-    int world = -1;      // -1: any world size
-    int attempt = 0;     // -1: every attempt
+    int world = -1;   // -1: any world size
+    int attempt = 0;  // -1: every attempt
 };
 
 // The faults of `spec` (ZT_FAULT's syntax); throws an input error naming what is malformed.
@@ -35,5 +37,7 @@ std::vector<Fault> parse_faults(const std::string& spec);
 void fault_after_step(int rank, int world, int64_t step);
 void fault_in_checkpoint_write(int rank, int64_t step, const std::string& shard_path);
 void fault_at_start(int rank, int world);
+// `step`: the step being trained (from 1).
+void fault_in_writeback(int rank, int64_t step);
 
 }  // namespace zt

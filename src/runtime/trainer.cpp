@@ -466,7 +466,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                         ? str_cat(" x ", dp_ranks, dp_ranks < ranks ? " dp ranks" : " ranks")
                         : std::string(),
                     ")"));
+        // The step being trained, for fault injection's kill_in_writeback.
+        auto training_step = std::make_shared<int64_t>(start_step + 1);
         if (SparseParams* sp = engine.sparse_params()) {  // the embedding plan: said and kept
+            sp->on_tier_writeback(
+                [rank, training_step] { fault_in_writeback(rank, *training_step); });
             for (const std::string& line : sp->describe()) say(line);
             if (root)
                 write_file_atomic(opts.run_dir + "/embedding_plan.json",
@@ -507,6 +511,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         Stopwatch since_save;           // checkpoint.interval_seconds
         int64_t saved_at = start_step;  // the step of the last checkpoint (or the resumed one)
         for (int64_t step = start_step; step < cfg.steps; ++step) {
+            *training_step = step + 1;
             if ((stream_ended =
                      !stream_step_ready(*data, comm, (step + 1) * cfg.train_batch_size))) {
                 say(str_cat("the stream ended: no new records for the step after step ", step));

@@ -6,6 +6,7 @@
 #include "models/dlrm/dlrm_id_map.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
+#include "util/units.h"
 
 namespace zt {
 
@@ -148,6 +149,10 @@ EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro
     po.weight_bytes_per_elem = 4;  // f32, or the two bf16 halves
     po.state_floats_per_row = sparse_state_per_row(e.optimizer.kind, o.tables[0].dim);
     po.budget_bytes_per_rank = budget;
+    if (e.tier.on()) {
+        po.tier_cache_ratio = e.tier.cache_ratio;
+        po.tier_cache_bytes = e.tier.cache_bytes;
+    }
     return plan_embeddings(specs, po);
 }
 
@@ -177,6 +182,12 @@ void Dlrm::attach(const ModelContext& ctx) {
                                                    ctx.comm, dopt);
         sparse_ = dynamic_.get();
     }
+    ZT_CHECK(!e.tier.on() || !sharded_index_.empty(),
+             "embedding.tier: no table of this model is sharded (\"auto\" replicates tables "
+             "under ",
+             format_bytes(static_cast<double>(kAutoReplicateBytes)),
+             " as dense parameters), so nothing would be tiered; set embedding.sharding to "
+             "\"row\" or \"table\", or remove embedding.tier");
     if (sharded_index_.empty()) return;
     std::vector<ParamInit> inits;
     for (const DlrmTable& t : options_.tables) inits.push_back(dlrm_table_init(t));
@@ -194,6 +205,7 @@ void Dlrm::attach(const ModelContext& ctx) {
     so.compute_dtype = ctx.compute_dtype;
     so.forward_comm = e.forward_comm;
     so.backward_comm = e.backward_comm;
+    so.tier = e.tier;
     sharded_ =
         std::make_unique<ShardedTables>(*ctx.pool, std::move(plan), std::move(inits), ctx.comm, so);
     sparse_ = sharded_.get();

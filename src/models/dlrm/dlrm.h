@@ -65,6 +65,7 @@ struct DlrmEmbedding {
     // all-to-alls; kF32: the plain exchanges.
     CodecKind forward_comm = CodecKind::kF32;
     CodecKind backward_comm = CodecKind::kF32;
+    EmbeddingTierOptions tier;  // tier: where the sharded tables' rows live beyond a cache
     // Whether table k stays a replicated dense parameter (the plan's rule, shard_plan.h).
     bool replicated(const DlrmTable& t, size_t k) const;
 };

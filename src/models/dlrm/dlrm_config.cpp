@@ -212,6 +212,45 @@ DlrmDataOptions parse_data(Section& s) {
     return d;
 }
 
+// "embedding": {"tier": {"device": "cpu" | "nvme", "nvme_path": DIR, "cache_ratio": R |
+//                         "cache_bytes": B, "policy": "lru" | "lfu", "queue_depth": Q}}
+// (docs/embedding-tier.md): the sharded static tables' rows live in host memory or a swap file
+// behind a cache in the budget.
+void parse_tier(Section& embedding, EmbeddingTierOptions& t,
+                const std::vector<DlrmTable>& model_tables) {
+    if (!embedding.has("tier")) return;
+    Section s = embedding.section("tier");
+    t.device = s.get_choice("device", "nvme", {"none", "cpu", "nvme"});
+    t.nvme_path = s.get_string("nvme_path", "");
+    t.cache_ratio = s.get_number("cache_ratio", 0.0, 0.0, 1.0);
+    t.cache_bytes = s.get_int("cache_bytes", 0, 0);
+    t.policy = s.get_choice("policy", "lru", {"lru", "lfu"}) == "lfu" ? RowCachePolicy::kLfu
+                                                                      : RowCachePolicy::kLru;
+    t.queue_depth = static_cast<int>(s.get_int("queue_depth", 32, 1, 4096));
+    s.guard([&] {
+        ZT_CHECK(t.device != "nvme" || !t.nvme_path.empty(), s.key("nvme_path"),
+                 ": device \"nvme\" keeps the rows in swap files in this directory; give a "
+                 "directory on a fast disk");
+    });
+    s.guard([&] {
+        ZT_CHECK(t.device == "nvme" || !s.has("nvme_path"), s.key("nvme_path"),
+                 ": only device \"nvme\" uses it; remove it");
+    });
+    s.guard([&] {
+        ZT_CHECK(!t.on() || (t.cache_ratio > 0) != (t.cache_bytes > 0), s.key("cache_ratio"),
+                 ": give the cache as exactly one of cache_ratio (a fraction of each shard's "
+                 "rows, in (0, 1]) and cache_bytes (bytes per rank)");
+    });
+    s.guard([&] {
+        bool any_static = false;
+        for (const DlrmTable& tb : model_tables) any_static = any_static || !tb.dynamic;
+        ZT_CHECK(!t.on() || any_static, s.key("device"),
+                 ": the tier holds static sharded tables; dynamic tables stay in memory in this "
+                 "version, and this model has no static table");
+    });
+    s.finish();
+}
+
 // "embedding": {"sharding": KIND or [KIND per table], "dtype": "fp32" | "bf16",
 //                "optimizer": {"type", "lr", "eps", "initial_accumulator", "beta1", "beta2"},
 //                "comm_precision": P or {"forward": P, "backward": P}}
@@ -282,7 +321,12 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
                  ": dynamic (hash-keyed) tables exchange their rows in fp32 only; "
                  "use \"fp32\", or static tables");
     });
+    s.guard([&] {
+        ZT_CHECK(!s.has("tier") || e.storage == DType::kF32, s.key("dtype"),
+                 ": tiered tables (embedding.tier) keep fp32 rows; use dtype \"fp32\"");
+    });
     o.finish();
+    parse_tier(s, e.tier, model_tables);
     return e;
 }
 

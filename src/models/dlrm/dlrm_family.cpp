@@ -124,18 +124,24 @@ int64_t dlrm_dynamic_bytes(const DlrmOptions& m) {
 }
 
 // The shards' bytes only: a replicated table is an arena parameter, counted by param_count().
+// With embedding.tier only the cache is in memory (Note [Shard bytes] in shard_plan.cpp).
 int64_t DlrmFamily::sparse_bytes_per_rank(int ranks) const {
     if (sparse_param_count() == 0) return dlrm_dynamic_bytes(model_);
     const EmbeddingPlan plan = dlrm_embedding_plan(model_, ranks, 1, 1, 0);
+    const EmbeddingTierOptions& tier = model_.embedding.tier;
     int64_t worst = 0;
     for (int r = 0; r < ranks; ++r) {
         int64_t bytes = 0;
         for (size_t k = 0; k < plan.tables.size(); ++k)
             if (const TableShard* s = plan.shard_on(k, r)) {
-                const int64_t cols = s->col_end - s->col_begin;
-                bytes += (s->row_end - s->row_begin) *
-                         (cols + sparse_state_per_row(model_.embedding.optimizer.kind, cols)) * 4;
+                const int64_t cols = s->col_end - s->col_begin, rows = s->row_end - s->row_begin;
+                const int64_t kept = tier.on() && tier.cache_ratio > 0
+                                         ? tier_cache_rows(rows, tier.cache_ratio)
+                                         : rows;
+                bytes +=
+                    kept * (cols + sparse_state_per_row(model_.embedding.optimizer.kind, cols)) * 4;
             }
+        if (tier.on() && tier.cache_bytes > 0) bytes = std::min(bytes, tier.cache_bytes);
         worst = std::max(worst, bytes);
     }
     return worst + dlrm_dynamic_bytes(model_);

@@ -1,0 +1,157 @@
+// RowTier: the rows of one embedding shard, with their sparse optimizer state beside each row, kept
+// in a Store (offload/store.h: host memory outside the budget, or a swap file on NVMe) behind a
+// cache of hot rows in the budget (embedding.tier, docs/embedding-tier.md). Records of (weights,
+// state) are packed into 4 KiB pages; a lookup makes its rows resident (Note [Row fetch]), reading
+// every missing page of a batch at the store's queue depth and writing evicted dirty rows back,
+// and pins them until the step's update has run (end_step). The cache holds exact f32 copies, so a
+// tiered table trains bit for bit like one in memory; only where the bytes live changes.
+// Not thread-safe: one caller thread (the rank's).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "embedding/u64_map.h"
+#include "offload/aio.h"
+#include "offload/store.h"
+#include "optim/sparse_rows.h"
+#include "tensor/tensor.h"
+
+namespace zt {
+
+enum class RowCachePolicy : uint8_t { kLru, kLfu };
+const char* row_cache_policy_name(RowCachePolicy p);  // "lru", "lfu"
+
+// Counters since the tier was made; the trainer reports differences per step.
+struct RowTierStats {
+    int64_t lookups = 0;  // distinct rows asked for by fetch(), summed over calls
+    int64_t hits = 0;
+    int64_t misses = 0;
+    int64_t evictions = 0;   // rows that left the cache
+    int64_t writebacks = 0;  // of those, dirty ones written to the store
+    int64_t pages_read = 0, pages_written = 0;
+    uint64_t bytes_read = 0, bytes_written = 0;  // the store's
+    double stall_s = 0;                          // seconds fetch() waited for the store
+};
+
+class RowTier {
+  public:
+    // A shard of `rows` rows, `cols` weights and `state_cols` state floats each, with `capacity`
+    // rows cached (>= 1, at most rows) in tensors from `pool` (MemCategory::kEmbedding, named
+    // `name`). The store must hold store_bytes(rows, cols, state_cols) bytes; its contents are
+    // undefined until written (fill them with write_range before the first fetch).
+    RowTier(MemoryPool& pool, const std::string& name, int64_t rows, int64_t cols,
+            int64_t state_cols, int64_t capacity, RowCachePolicy policy,
+            std::unique_ptr<Store> store);
+    ~RowTier();
+    RowTier(const RowTier&) = delete;
+    RowTier& operator=(const RowTier&) = delete;
+
+    // Record layout (Note [Row pages]).
+    static int64_t record_floats(int64_t cols, int64_t state_cols) { return cols + state_cols; }
+    static int64_t rows_per_page(int64_t cols, int64_t state_cols);
+    static int64_t page_bytes(int64_t cols, int64_t state_cols);
+    static uint64_t store_bytes(int64_t rows, int64_t cols, int64_t state_cols);
+
+    int64_t rows() const { return rows_; }
+    int64_t cols() const { return cols_; }
+    int64_t state_cols() const { return sc_; }
+    int64_t capacity() const { return capacity_; }
+    int64_t resident() const { return resident_; }
+    RowCachePolicy policy() const { return policy_; }
+    const char* device() const { return store_->tier(); }
+    // Bytes of the cache (weights and state) in the budget, and of the map from rows to slots.
+    int64_t cache_bytes() const;
+
+    // Makes rows[i] resident (each in [0, rows), any order, repeats allowed) and writes its cache
+    // slot to slots[i]. The rows stay pinned until end_step(). Throws zt::Error when the rows
+    // pinned in this step do not fit the cache.
+    void fetch(std::span<const int64_t> rows, int64_t* slots);
+    // The slots of rows that are resident (fetched in this step, so pinned); not counted as
+    // lookups.
+    void resident_slots(std::span<const int64_t> rows, int64_t* slots) const;
+    // The cache as a SparseRowStorage of capacity() rows (slots), and its state (capacity() x
+    // state_cols, null without state): the sparse optimizer updates slots in place.
+    SparseRowStorage cache_storage();
+    float* cache_state() { return state_cols() > 0 ? state_.data<float>() : nullptr; }
+    const float* slot_weights(int64_t slot) const { return w_.data<float>() + slot * cols_; }
+    // Slots whose weights or state changed: written back when they leave (or at flush()).
+    void mark_dirty(std::span<const int64_t> slots);
+    // Unpins every row (after the step's update).
+    void end_step();
+
+    // Rows [r0, r0 + n) as they are now (the cache's copy where a row is resident): weights into
+    // w (n x cols), state into state (n x state_cols; may be null). Leaves the cache as it is.
+    void read_range(int64_t r0, int64_t n, float* w, float* state);
+    // Sets rows [r0, r0 + n) in the store and in the cache where resident; state null: the rows'
+    // state stays as it is.
+    void write_range(int64_t r0, int64_t n, const float* w, const float* state);
+    // Writes every dirty row back (they stay cached, clean).
+    void flush();
+
+    const RowTierStats& stats() const { return stats_; }
+    // Runs between issuing a fetch's write-backs and waiting for them (fault injection's
+    // "kill_in_writeback" point); null: nothing.
+    void on_writeback(std::function<void()> hook) { on_writeback_ = std::move(hook); }
+
+  private:
+    struct Page {
+        int64_t page;  // index in the store
+        size_t buf;    // index of its image in page_buf_
+    };
+    int64_t page_of(int64_t row) const { return row / rpp_; }
+    uint64_t page_offset(int64_t page) const { return static_cast<uint64_t>(page) * page_bytes_; }
+    size_t record_at(int64_t row) const {  // byte offset of row's record in its page
+        return static_cast<size_t>((row % rpp_) * rec_floats_) * sizeof(float);
+    }
+    void touch(int64_t slot);
+    void forget(int64_t slot);  // leaves the replacement order
+    int64_t victim();           // the unpinned slot to leave next, or -1
+    std::byte* page_image(size_t i) { return page_buf_.get() + i * page_bytes_; }
+    void reserve_pages(size_t n);
+    // Reads (and waits for) the pages of `pages` into their images.
+    void read_pages(std::span<const Page> pages);
+    void write_pages(std::span<const Page> pages);
+    void copy_to_record(int64_t slot, std::byte* record) const;
+    void copy_from_record(const std::byte* record, int64_t slot);
+
+    int64_t rows_, cols_, sc_, capacity_;
+    int64_t rec_floats_, rpp_;
+    size_t page_bytes_;
+    RowCachePolicy policy_;
+    std::unique_ptr<Store> store_;
+    Tensor w_, state_;                 // (capacity, cols), (capacity, state_cols)
+    U64Map slot_of_;                   // row -> slot
+    std::vector<int64_t> row_of_;      // slot -> row, -1: free
+    std::vector<uint8_t> dirty_;       // per slot
+    std::vector<uint64_t> pin_epoch_;  // per slot: pinned while equal to epoch_
+    uint64_t epoch_ = 1;
+    std::vector<int64_t> free_;  // free slots
+    int64_t resident_ = 0;
+    // LRU: a doubly linked list of slots, most recent at head_ (Note [Replacement order]).
+    std::vector<int64_t> prev_, next_;
+    int64_t head_ = -1, tail_ = -1;
+    // LFU: (uses, last touch, slot) ordered; uses_ and touched_ per slot.
+    std::set<std::tuple<int64_t, uint64_t, int64_t>> lfu_;
+    std::vector<int64_t> uses_;
+    std::vector<uint64_t> touched_;
+    uint64_t clock_ = 0;
+    AlignedBuffer page_buf_;
+    size_t page_buf_pages_ = 0;
+    static constexpr size_t kBatchPages = 512;  // pages per I/O batch (2 MiB of 4 KiB pages)
+    // fetch()'s scratch: missing slots, dirty victims' rows and records.
+    std::vector<int64_t> misses_;
+    std::vector<int64_t> evicted_rows_;
+    std::vector<float> evicted_records_;
+    RowTierStats stats_;
+    std::function<void()> on_writeback_;
+};
+
+}  // namespace zt

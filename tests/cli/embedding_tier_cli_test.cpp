@@ -1,0 +1,168 @@
+// Tiered embedding tables from the command line (docs/embedding-tier.md): sharded tables whose rows
+// live on host memory or in swap files behind a cache of a few percent of their rows train bit
+// for bit like tables in memory (every step misses, evicts and writes back); a run killed in the
+// middle of a write-back resumes from its checkpoint to the same weights; a cache too small for a
+// step, and a tier with nothing to hold, are refused with the reason.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "cli_fixture.h"
+#include "util/error.h"
+
+namespace zt::testing {
+namespace {
+
+nlohmann::json tier_config() {
+    return {{"train_micro_batch_size_per_gpu", 32},
+            {"gradient_accumulation_steps", 2},
+            {"steps", 6},
+            {"steps_per_print", 1},
+            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+            {"model",
+             {{"type", "dlrm"},
+              {"table_rows", {4001, 2500, 40}},
+              {"embedding_dim", 8},
+              {"bottom_mlp", {16, 8}},
+              {"top_mlp", {16}}}},
+            {"embedding",
+             {{"sharding", {"row", "table", "data_parallel"}},
+              {"optimizer", {{"type", "adam"}, {"lr", 0.02}}}}},
+            {"data", {{"type", "synthetic"}, {"records", 4000}, {"eval_records", 64}}},
+            {"eval_interval", 3},
+            {"eval_iters", 1},
+            {"checkpoint", {{"interval_steps", 2}}},
+            {"threads", 1}};
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// The tier entries of metrics.jsonl's training lines.
+std::vector<nlohmann::json> tier_lines(const fs::path& run) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(run / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+        const nlohmann::json j = nlohmann::json::parse(line);
+        if (j.contains("embedding") && j["embedding"].contains("tier"))
+            out.push_back(j["embedding"]["tier"]);
+    }
+    return out;
+}
+
+TEST_F(Cli, TieredTablesTrainBitForBitLikeTablesInMemory) {
+    nlohmann::json j = tier_config();
+    const CommandResult mem =
+        run_zerotrain(zt::str_cat("train ", write_config(j, "mem.json"),
+                                  " --ranks 2 --quiet --run-dir ", (dir_ / "mem").string()));
+    ASSERT_EQ(mem.code, 0) << mem.output;
+    const std::string want = slurp(dir_ / "mem/model.safetensors");
+    ASSERT_FALSE(want.empty());
+    // 5% of a shard's rows: about 100 rows of the 2000-row shards, for up to 128 ids a step.
+    for (const char* device : {"cpu", "nvme"}) {
+        for (const char* policy : {"lru", "lfu"}) {
+            SCOPED_TRACE(zt::str_cat(device, " ", policy));
+            j["embedding"]["tier"] = {
+                {"device", device}, {"cache_ratio", 0.05}, {"policy", policy}};
+            if (std::string(device) == "nvme") j["embedding"]["tier"]["nvme_path"] = dir_.string();
+            const fs::path run = dir_ / zt::str_cat(device, "-", policy);
+            const CommandResult r = run_zerotrain(zt::str_cat(
+                "train ", write_config(j, "tier.json"), " --ranks 2 --run-dir ", run.string()));
+            ASSERT_EQ(r.code, 0) << r.output;
+            EXPECT_NE(r.output.find("embedding.tier: this rank's"), std::string::npos) << r.output;
+            EXPECT_TRUE(slurp(run / "model.safetensors") == want);
+            const std::vector<nlohmann::json> t = tier_lines(run);
+            ASSERT_EQ(t.size(), 6u);
+            int64_t misses = 0, evictions = 0, writebacks = 0;
+            for (const nlohmann::json& x : t) {
+                EXPECT_EQ(x["hits"].get<int64_t>() + x["misses"].get<int64_t>(),
+                          x["lookups"].get<int64_t>());
+                misses += x["misses"].get<int64_t>();
+                evictions += x["evictions"].get<int64_t>();
+                writebacks += x["writebacks"].get<int64_t>();
+            }
+            EXPECT_GT(misses, 0);
+            EXPECT_GT(evictions, 0);
+            EXPECT_GT(writebacks, 0);
+            if (std::string(device) == "nvme") {
+                EXPECT_GT(t.back()["bytes_written"].get<int64_t>(), 0);
+            }
+        }
+    }
+    // The swap files went with their runs.
+    for (const auto& e : fs::directory_iterator(dir_))
+        EXPECT_EQ(e.path().filename().string().find("zerotrain-swap-"), std::string::npos)
+            << e.path();
+}
+
+TEST_F(Cli, TieredRunKilledInAWriteBackResumesToTheSameWeights) {
+    nlohmann::json j = tier_config();
+    j["embedding"]["tier"] = {
+        {"device", "nvme"}, {"nvme_path", dir_.string()}, {"cache_ratio", 0.05}};
+    const std::string cfg = write_config(j);
+    const CommandResult full = run_zerotrain(
+        zt::str_cat("train ", cfg, " --ranks 2 --quiet --run-dir ", (dir_ / "full").string()));
+    ASSERT_EQ(full.code, 0) << full.output;
+    const fs::path run = dir_ / "killed";
+    const CommandResult killed =
+        run_command(zt::str_cat("ZT_FAULT=kill_in_writeback:step=5:rank=1 ", ZT_BINARY, " train ",
+                                cfg, " --ranks 2 --quiet --run-dir ", run.string(), " 2>&1"));
+    ASSERT_NE(killed.code, 0) << killed.output;
+    EXPECT_NE(killed.output.find("while writing evicted embedding rows back in step 5"),
+              std::string::npos)
+        << killed.output;
+    EXPECT_FALSE(fs::exists(run / "model.safetensors"));
+    const CommandResult resumed =
+        run_zerotrain(zt::str_cat("train ", cfg, " --ranks 2 --resume --run-dir ", run.string()));
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("at step 4"), std::string::npos) << resumed.output;
+    EXPECT_TRUE(slurp(run / "model.safetensors") == slurp(dir_ / "full/model.safetensors"));
+}
+
+TEST_F(Cli, TierRefusalsSayWhy) {
+    nlohmann::json j = tier_config();
+    j["embedding"]["tier"] = {{"device", "cpu"}, {"cache_ratio", 0.005}};  // 10 rows a shard
+    CommandResult r =
+        run_zerotrain(zt::str_cat("train ", write_config(j, "small.json"),
+                                  " --ranks 2 --quiet --run-dir ", (dir_ / "a").string()));
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("raise embedding.tier.cache_ratio"), std::string::npos) << r.output;
+    j["embedding"]["tier"] = {{"device", "nvme"}, {"cache_ratio", 0.1}};
+    r = run_zerotrain(zt::str_cat("train ", write_config(j, "nopath.json"), " --quiet --run-dir ",
+                                  (dir_ / "b").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("embedding.tier.nvme_path"), std::string::npos) << r.output;
+    j["embedding"]["tier"] = {{"device", "cpu"}, {"cache_ratio", 0.1}, {"cache_bytes", 4096}};
+    r = run_zerotrain(zt::str_cat("train ", write_config(j, "both.json"), " --quiet --run-dir ",
+                                  (dir_ / "c").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("exactly one of cache_ratio"), std::string::npos) << r.output;
+    j["embedding"]["tier"] = {{"device", "cpu"}, {"cache_ratio", 0.1}};
+    j["embedding"]["sharding"] = "data_parallel";
+    r = run_zerotrain(zt::str_cat("train ", write_config(j, "none.json"), " --quiet --run-dir ",
+                                  (dir_ / "d").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("nothing would be tiered"), std::string::npos) << r.output;
+    // cache_bytes: the budget counts the cache, not the tables.
+    j["embedding"]["sharding"] = "row";
+    j["model"]["table_rows"] = {400000, 2500, 40};
+    j["memory"] = {{"budget_per_rank", "8MiB"}};
+    j["steps"] = 2;
+    j["embedding"]["tier"] = {{"device", "cpu"}, {"cache_bytes", 1 << 20}};
+    r = run_zerotrain(zt::str_cat("train ", write_config(j, "bytes.json"), " --ranks 2 --run-dir ",
+                                  (dir_ / "e").string()));
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("in memory, the rest tiered"), std::string::npos) << r.output;
+    j["embedding"].erase("tier");
+    r = run_zerotrain(zt::str_cat("train ", write_config(j, "untiered.json"),
+                                  " --ranks 2 --quiet --run-dir ", (dir_ / "f").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+}
+
+}  // namespace
+}  // namespace zt::testing
