@@ -338,24 +338,28 @@ void RowTier::mark_dirty(std::span<const int64_t> slots) {
 
 void RowTier::end_step() { ++epoch_; }
 
+int64_t RowTier::page_batch(int64_t r, int64_t end, std::vector<Page>& batch) {
+    const int64_t p0 = page_of(r);
+    const int64_t p1 = std::min(page_of(end - 1) + 1, p0 + static_cast<int64_t>(kBatchPages));
+    reserve_pages(static_cast<size_t>(p1 - p0));
+    batch.clear();
+    for (int64_t p = p0; p < p1; ++p) batch.push_back({p, static_cast<size_t>(p - p0)});
+    return p0;
+}
+
 void RowTier::read_range(int64_t r0, int64_t n, float* w, float* state) {
     ZT_ASSERT(r0 >= 0 && n >= 0 && r0 + n <= rows_, "RowTier::read_range: outside the rows");
+    std::vector<float> tmp(static_cast<size_t>(rec_floats_));
     std::vector<Page> batch;
     for (int64_t r = r0; r < r0 + n;) {
-        const int64_t p0 = page_of(r);
-        const int64_t p1 =
-            std::min(page_of(r0 + n - 1) + 1, p0 + static_cast<int64_t>(kBatchPages));
-        reserve_pages(static_cast<size_t>(p1 - p0));
-        batch.clear();
-        for (int64_t p = p0; p < p1; ++p) batch.push_back({p, static_cast<size_t>(p - p0)});
+        const int64_t p0 = page_batch(r, r0 + n, batch);
+        const int64_t p1 = p0 + static_cast<int64_t>(batch.size());
         read_pages(batch);
         const int64_t end = std::min(r0 + n, p1 * rpp_);
         for (; r < end; ++r) {
             const int64_t s = slot_of_.find(static_cast<uint64_t>(r));
             const std::byte* rec = page_image(static_cast<size_t>(page_of(r) - p0)) + record_at(r);
-            std::vector<float> tmp;
-            if (s >= 0) {
-                tmp.resize(static_cast<size_t>(rec_floats_));
+            if (s >= 0) {  // the cache's copy is the current one
                 copy_to_record(s, reinterpret_cast<std::byte*>(tmp.data()));
                 rec = reinterpret_cast<const std::byte*>(tmp.data());
             }
@@ -374,12 +378,8 @@ void RowTier::write_range(int64_t r0, int64_t n, const float* w, const float* st
     ZT_ASSERT(r0 >= 0 && n >= 0 && r0 + n <= rows_, "RowTier::write_range: outside the rows");
     std::vector<Page> batch;
     for (int64_t r = r0; r < r0 + n;) {
-        const int64_t p0 = page_of(r);
-        const int64_t p1 =
-            std::min(page_of(r0 + n - 1) + 1, p0 + static_cast<int64_t>(kBatchPages));
-        reserve_pages(static_cast<size_t>(p1 - p0));
-        batch.clear();
-        for (int64_t p = p0; p < p1; ++p) batch.push_back({p, static_cast<size_t>(p - p0)});
+        const int64_t p0 = page_batch(r, r0 + n, batch);
+        const int64_t p1 = p0 + static_cast<int64_t>(batch.size());
         // Pages the range covers whole, with state given, need no read.
         const bool whole = state != nullptr || sc_ == 0;
         std::vector<Page> partial;

@@ -116,6 +116,9 @@ class RowTier {
     int64_t victim();           // the unpinned slot to leave next, or -1
     std::byte* page_image(size_t i) { return page_buf_.get() + i * page_bytes_; }
     void reserve_pages(size_t n);
+    // The next batch of pages holding rows [r, end) (at most kBatchPages, images 0..), with room
+    // for their images; returns the first page.
+    int64_t page_batch(int64_t r, int64_t end, std::vector<Page>& batch);
     // Reads (and waits for) the pages of `pages` into their images.
     void read_pages(std::span<const Page> pages);
     void write_pages(std::span<const Page> pages);
