@@ -31,13 +31,12 @@ namespace zt {
 // has default row; then n ids, n last-seen steps, n counts, p pending ids, p pending counts,
 // p pending last-seen steps, e evicted ids. weights: the n rows in slot order, then the default
 // row (dim) when there is one; state likewise. Slots are restored as saved, so a resumed run
-// continues with the same bits.
+// continues with the same bits. Incremental checkpoints write version 2 instead, what changed
+// since the last mark (Note [Incremental table state], dynamic_table_delta.cpp).
 
 namespace {
 
 constexpr int64_t kMinCapacity = 64;  // rows allocated at first
-constexpr uint64_t kSaveVersion = 1;
-constexpr int64_t kSaveHeader = 8;  // words
 
 }  // namespace
 
@@ -103,6 +102,7 @@ int64_t DynamicTable::admit(uint64_t id, int64_t count) {
     ids_.push_back(id);
     last_seen_.push_back(step_);
     count_.push_back(count);
+    changed_.push_back(1);
     index_.insert(id, slot);
     init_row(id, w_.data<float>() + slot * options_.dim);
     if (state_cols_ > 0)
@@ -117,6 +117,7 @@ int64_t DynamicTable::see(uint64_t id) {
     if (slot >= 0) {
         last_seen_[static_cast<size_t>(slot)] = step_;
         ++count_[static_cast<size_t>(slot)];
+        changed_[static_cast<size_t>(slot)] = 1;  // its values change in this step's update
         return slot;
     }
     if (options_.min_count <= 1) return admit(id, 1);
@@ -154,6 +155,7 @@ void DynamicTable::remove_row(int64_t slot) {
     const auto u = static_cast<size_t>(slot);
     index_.erase(ids_[u]);
     evicted_.push_back(ids_[u]);
+    if (track_) left_.push_back(ids_[u]);
     ++evictions_;
     const int64_t last = rows() - 1;
     if (slot != last) {
@@ -161,6 +163,7 @@ void DynamicTable::remove_row(int64_t slot) {
         ids_[u] = ids_[l];
         last_seen_[u] = last_seen_[l];
         count_[u] = count_[l];
+        changed_[u] = 1;  // moved: a delta writes it at its new slot
         const int64_t d = options_.dim;
         std::memcpy(w_.data<float>() + slot * d, w_.data<float>() + last * d,
                     static_cast<size_t>(d) * 4);
@@ -173,6 +176,7 @@ void DynamicTable::remove_row(int64_t slot) {
     ids_.pop_back();
     last_seen_.pop_back();
     count_.pop_back();
+    changed_.pop_back();
 }
 
 void DynamicTable::end_step() {
@@ -209,6 +213,8 @@ void DynamicTable::end_step() {
 std::vector<uint64_t> DynamicTable::take_evicted() {
     std::vector<uint64_t> out = std::move(evicted_);
     evicted_.clear();
+    log_kept_ = 0;  // the log now starts after the ids that left so far
+    log_from_ = static_cast<int64_t>(left_.size());
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
@@ -251,7 +257,8 @@ DynamicTableStats DynamicTable::stats() const {
     st.bytes = capacity_ * (options_.dim + state_cols_) * 4 + index_.bytes() +
                pending_index_.bytes() + static_cast<int64_t>(ids_.capacity()) * 24 +
                static_cast<int64_t>(pending_ids_.capacity()) * 24 +
-               static_cast<int64_t>(evicted_.capacity()) * 8;
+               static_cast<int64_t>(evicted_.capacity()) * 8 +
+               static_cast<int64_t>(changed_.capacity() + left_.capacity() * 8);
     return st;
 }
 
@@ -282,20 +289,10 @@ DynamicTable::Saved DynamicTable::save() const {
     return s;
 }
 
-struct DynamicTable::View {
-    int64_t n = 0, p = 0, e = 0;
-    bool def = false;
-    const uint64_t* ids;
-    const uint64_t* seen;
-    const uint64_t* count;
-    const uint64_t* pending;
-    const uint64_t* pending_count;
-    const uint64_t* pending_seen;
-    const uint64_t* evicted;
-};
-
 DynamicTable::View DynamicTable::view(const Saved& s) const {
     const std::string& name = options_.name;
+    ZT_CHECK(!is_delta(s.words), "dynamic table ", name,
+             ": an incremental checkpoint block read without its base (apply_delta)");
     ZT_CHECK(s.words.size() >= kSaveHeader && s.words[0] == kSaveVersion, "dynamic table ", name,
              ": a checkpoint block of an unknown format (version ",
              s.words.empty() ? 0 : s.words[0], ", this build reads ", kSaveVersion, ")");
@@ -356,6 +353,7 @@ void DynamicTable::restore(const Saved& s) {
             std::memcpy(default_s_.raw(), s.state.data() + n * state_cols_,
                         static_cast<size_t>(state_cols_) * 4);
     }
+    mark_saved();
 }
 
 void DynamicTable::merge(const Saved& s, const std::function<bool(uint64_t)>& keep, bool counters) {
@@ -375,6 +373,7 @@ void DynamicTable::merge(const Saved& s, const std::function<bool(uint64_t)>& ke
         ids_.push_back(v.ids[i]);
         last_seen_.push_back(static_cast<int64_t>(v.seen[i]));
         count_.push_back(static_cast<int64_t>(v.count[i]));
+        changed_.push_back(0);
         index_.insert(v.ids[i], slot);
         std::memcpy(w_.data<float>() + slot * d, s.weights.data() + i * d,
                     static_cast<size_t>(d) * 4);
@@ -397,6 +396,7 @@ void DynamicTable::merge(const Saved& s, const std::function<bool(uint64_t)>& ke
             std::memcpy(default_s_.raw(), s.state.data() + v.n * state_cols_,
                         static_cast<size_t>(state_cols_) * 4);
     }
+    mark_saved();
 }
 
 }  // namespace zt

@@ -7,7 +7,9 @@
 // pool (MemCategory::kEmbedding), both grown by doubling. A row's initial value depends only on
 // (seed, table name, id), so every layout and every re-admission starts it identically. Evicted
 // ids are logged until an export takes them, so a served model never keeps a row training
-// dropped. Leaves out: bf16 rows, threads (callers deduplicate ids and call from one thread).
+// dropped. For incremental checkpoints the table knows which slots changed since the last
+// mark_saved() and, with track_changes(), which ids left (Note [Incremental table state]).
+// Leaves out: bf16 rows, threads (callers deduplicate ids and call from one thread).
 #pragma once
 
 #include <cstdint>
@@ -96,8 +98,31 @@ class DynamicTable {
     // admission and eviction counts when `counters`.
     void merge(const Saved& s, const std::function<bool(uint64_t)>& keep, bool counters);
 
+    // Incremental checkpoints (Note [Incremental table state], dynamic_table_delta.cpp).
+    // track_changes(true) also logs the ids that leave (8 bytes each until the next mark), which
+    // save_delta() needs; off by default. mark_saved(): the state as of now is in a checkpoint,
+    // changes are counted from here (restore() and merge() mark too).
+    void track_changes(bool on);
+    void mark_saved();
+    // The rows admitted, updated or moved since the mark, the ids that left, and the small state
+    // written whole (pending ids, counters, eviction log's new part, default row).
+    Saved save_delta() const;
+    // base (a save() of the state at the delta's mark) advanced to the state save_delta() saw.
+    void apply_delta(Saved& base, const Saved& delta) const;
+    // Whether a block's words are a save_delta() (else a save()).
+    static bool is_delta(const std::vector<uint64_t>& words);
+
   private:
-    struct View;  // a Saved's fields, checked
+    // The words' formats (Note [Dynamic table state], Note [Incremental table state]).
+    static constexpr uint64_t kSaveVersion = 1, kDeltaVersion = 2;
+    static constexpr int64_t kSaveHeader = 8, kDeltaHeader = 13;  // words
+    struct View {                                                 // a save()'s fields, checked
+        int64_t n = 0, p = 0, e = 0;
+        bool def = false;
+        const uint64_t *ids, *seen, *count;
+        const uint64_t *pending, *pending_count, *pending_seen;
+        const uint64_t* evicted;
+    };
     View view(const Saved& s) const;
     int64_t admit(uint64_t id, int64_t count);
     void remove_row(int64_t slot);
@@ -122,6 +147,15 @@ class DynamicTable {
     std::vector<int64_t> pending_seen_, pending_count_;
     int64_t admissions_ = 0, evictions_ = 0;
     std::vector<uint64_t> evicted_;
+    // Since the last mark_saved(): per slot, whether the row changed (admitted, sighted, moved);
+    // the ids that left (when tracking); evicted_ is the first log_kept_ entries of the log at
+    // the mark, then left_[log_from_, ...) (an export empties the log: log_kept_ 0). And the
+    // rows and step at the mark, which a delta's base must have.
+    std::vector<uint8_t> changed_;
+    bool track_ = false;
+    std::vector<uint64_t> left_;
+    int64_t log_kept_ = 0, log_from_ = 0;
+    int64_t mark_rows_ = 0, mark_step_ = 0;
 };
 
 }  // namespace zt

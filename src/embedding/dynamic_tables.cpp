@@ -288,6 +288,41 @@ std::vector<SparseBlock> DynamicTables::blocks(size_t i) const {
     return {b};
 }
 
+void DynamicTables::track_changes(bool on) {
+    for (auto& t : tables_) t->track_changes(on);
+}
+
+void DynamicTables::saved() {
+    for (auto& t : tables_) t->mark_saved();
+}
+
+// The same writer's identity as blocks(): rows [rank, rank + 1) of col_end ranks.
+std::vector<SparseBlock> DynamicTables::delta_blocks(size_t i) const {
+    DynamicTable::Saved s = tables_.at(i)->save_delta();
+    SparseBlock b;
+    b.row_begin = rank_;
+    b.row_end = rank_ + 1;
+    b.col_begin = 0;
+    b.col_end = ranks_;
+    b.weights = std::move(s.weights);
+    b.state = std::move(s.state);
+    b.aux = std::move(s.words);
+    return {b};
+}
+
+void DynamicTables::apply_delta(size_t i, SparseBlock& base, const SparseBlock& delta) const {
+    const DynamicTable& t = *tables_.at(i);
+    ZT_CHECK(base.row_begin == delta.row_begin && base.col_end == delta.col_end,
+             "checkpoint: ", t.options().name, ": an incremental block of rank ", delta.row_begin,
+             " of ", delta.col_end, " applied to the block of rank ", base.row_begin, " of ",
+             base.col_end);
+    DynamicTable::Saved s{std::move(base.aux), std::move(base.weights), std::move(base.state)};
+    t.apply_delta(s, {delta.aux, delta.weights, delta.state});
+    base.aux = std::move(s.words);
+    base.weights = std::move(s.weights);
+    base.state = std::move(s.state);
+}
+
 // The same rank count: this rank's block only; another: every block (load_block keeps the ids
 // this rank owns).
 bool DynamicTables::overlaps(size_t, const SparseBlock& b) const {

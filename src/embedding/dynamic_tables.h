@@ -8,8 +8,9 @@
 // every id and evicts nothing takes a static table's update bits. The step applies the fused
 // sparse optimizer to the rows used (ascending ids) and then ends the tables' step (evictions;
 // evict.max_rows is per rank: ceil(R / N)). Checkpoints carry one block per table and rank with
-// its ids and counters in the block's aux words; on another rank count each rank keeps the ids it
-// owns from every block. Leaves out: bf16 rows.
+// its ids and counters in the block's aux words, whole or (incremental checkpoints) only what
+// changed since the last one; on another rank count each rank keeps the ids it owns from every
+// block. Leaves out: bf16 rows.
 #pragma once
 
 #include <functional>
@@ -74,6 +75,14 @@ class DynamicTables : public SparseParams {
     std::string optimizer_name() const override {
         return sparse_optim_name(options_.optimizer.kind);
     }
+    bool incremental(size_t) const override { return true; }
+    void track_changes(bool on) override;
+    std::vector<SparseBlock> delta_blocks(size_t i) const override;
+    void apply_delta(size_t i, SparseBlock& base, const SparseBlock& delta) const override;
+    bool is_delta(size_t, const SparseBlock& b) const override {
+        return DynamicTable::is_delta(b.aux);
+    }
+    void saved() override;
 
     std::vector<std::string> describe() const override;
     nlohmann::json plan_json() const override;

@@ -74,6 +74,20 @@ class SparseParams {
     // The sparse optimizer's name ("sgd", ...): a checkpoint's state is only for the same one.
     virtual std::string optimizer_name() const = 0;
 
+    // Incremental checkpoints (Note [Incremental checkpoints], runtime/checkpoint_chain.cpp):
+    // tensors whose blocks can hold only what changed since the last checkpoint. track_changes:
+    // keep what the deltas need from now on (before training or right after a resume).
+    // delta_blocks: this rank's blocks of what changed since the last saved(); apply_delta
+    // advances a whole block (blocks()'s form, any writer) by the next delta of the same writer.
+    // saved(): the state as of now is in a checkpoint (loading one marks it too).
+    virtual bool incremental(size_t /*i*/) const { return false; }
+    virtual void track_changes(bool /*on*/) {}
+    virtual std::vector<SparseBlock> delta_blocks(size_t /*i*/) const { return {}; }
+    virtual void apply_delta(size_t /*i*/, SparseBlock& /*base*/,
+                             const SparseBlock& /*delta*/) const {}
+    virtual bool is_delta(size_t /*i*/, const SparseBlock& /*b*/) const { return false; }
+    virtual void saved() {}
+
     // Tensors whose rows are keyed by raw ids (dynamic tables) rather than indexed: the ids of
     // gather(i)'s rows (ascending), the ids dropped since the last take that are not rows now
     // (taken: the log empties), and the row unadmitted ids read (empty: zeros). Others: empty.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
+#include <set>
 #include <tuple>
 
 #include "checkpoint/durable_file.h"
@@ -12,6 +14,7 @@
 #include "checkpoint/sparse_file.h"
 #include "comm/gather_strings.h"
 #include "compression/masked_optimizer.h"
+#include "runtime/checkpoint_chain.h"
 #include "runtime/checkpoint_read.h"
 #include "runtime/comm_state_checkpoint.h"
 #include "runtime/fault_injection.h"
@@ -173,51 +176,40 @@ void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
                  where, " holds no optimizer state \"", name, "\"");
 }
 
-// Copies of this rank's sparse blocks (nn/sparse_params.h), named by tensor.
-std::vector<NamedSparseBlock> sparse_blocks(Engine& e) {
+// Copies of this rank's sparse blocks (nn/sparse_params.h), named by tensor: of the incremental
+// tensors only what changed since the last checkpoint when `delta` (Note [Incremental
+// checkpoints]). incremental_bytes: what the incremental tensors' blocks hold.
+std::vector<NamedSparseBlock> sparse_blocks(Engine& e, bool delta, int64_t* incremental_bytes) {
     std::vector<NamedSparseBlock> out;
     SparseParams* sp = e.sparse_params();
     if (!sp) return out;
     const std::vector<std::string> names = sp->names();
-    for (size_t i = 0; i < names.size(); ++i)
-        for (SparseBlock& b : sp->blocks(i)) out.push_back({names[i], std::move(b)});
-    return out;
-}
-
-// The blocks of a checkpoint's sparse files that overlap what this rank holds, whatever plan
-// wrote them, each checked against its CRC; (tensor index, block).
-std::vector<std::pair<size_t, SparseBlock>> read_sparse_blocks(Engine& e, const Manifest& m,
-                                                               const std::string& dir) {
-    std::vector<std::pair<size_t, SparseBlock>> out;
-    SparseParams* sp = e.sparse_params();
-    const bool has = m.trainer.contains("sparse");
-    ZT_CHECK(has == (sp != nullptr), dir,
-             sp ? " holds no sharded embedding tables, and this run "
-                  "shards some"
-                : " holds sharded embedding tables, and this run has "
-                  "none (set the same embedding section)");
-    if (!sp) return out;
-    const nlohmann::json& js = m.trainer["sparse"];
-    const std::vector<std::string> names = sp->names();
-    ZT_CHECK(js.value("tensors", std::vector<std::string>{}) == names, dir,
-             " shards other embedding tables than this run: ",
-             js.value("tensors", nlohmann::json()).dump());
-    ZT_CHECK(js.value("optimizer", std::string()) == sp->optimizer_name(), dir,
-             " was written with embedding optimizer ", js.value("optimizer", std::string()),
-             ", this run uses ", sp->optimizer_name());
-    for (const nlohmann::json& f : js.at("files")) {
-        SparseFileReader reader(
-            dir + "/" + f.at("file").get<std::string>(),
-            {f.at("bytes").get<uint64_t>(), f.at("header_crc32c").get<uint32_t>()});
-        for (size_t b = 0; b < reader.index().size(); ++b) {
-            const NamedSparseBlock& nb = reader.index()[b];
-            const auto it = std::find(names.begin(), names.end(), nb.tensor);
-            ZT_CHECK(it != names.end(), dir, ": a sparse block of unknown tensor ", nb.tensor);
-            const auto i = static_cast<size_t>(it - names.begin());
-            if (sp->overlaps(i, nb.block)) out.emplace_back(i, reader.read(b).block);
+    for (size_t i = 0; i < names.size(); ++i) {
+        const bool inc = sp->incremental(i);
+        for (SparseBlock& b : (inc && delta) ? sp->delta_blocks(i) : sp->blocks(i)) {
+            if (inc)
+                *incremental_bytes +=
+                    static_cast<int64_t>((b.weights.size() + b.state.size()) * sizeof(float) +
+                                         b.aux.size() * sizeof(uint64_t));
+            out.push_back({names[i], std::move(b)});
         }
     }
     return out;
+}
+
+bool has_incremental(Engine& e) {
+    SparseParams* sp = e.sparse_params();
+    if (!sp) return false;
+    for (size_t i = 0; i < sp->names().size(); ++i)
+        if (sp->incremental(i)) return true;
+    return false;
+}
+
+// A checkpoint's identity in chains (Note [Incremental checkpoints]): random, not a function of
+// the step, so that a rerun's checkpoint of the same step is told apart.
+int64_t random_uid() {
+    std::random_device rd;
+    return static_cast<int64_t>((static_cast<uint64_t>(rd()) << 32) ^ rd());
 }
 
 const std::regex kStepDir("step_([0-9]{8,})");
@@ -274,12 +266,17 @@ struct Checkpointer::Pending {
     CheckpointFile file;
     std::vector<NamedSparseBlock> sparse;  // copies of this rank's sparse blocks
     SparseFileInfo sparse_file;
-    CommStateCopy comm_state;  // error-feedback residuals (comm_state_checkpoint.h)
-    std::string error;         // this rank's write failed
+    bool delta = false;             // the incremental tensors' blocks are deltas
+    int64_t incremental_bytes = 0;  // this rank's bytes of them
+    ChainLink link;                 // this checkpoint's (rank 0's uid)
+    CommStateCopy comm_state;       // error-feedback residuals (comm_state_checkpoint.h)
+    std::string error;              // this rank's write failed
 };
 
 Checkpointer::Checkpointer(Engine& engine, Communicator* comm, CheckpointOptions options)
     : engine_(engine), comm_(comm), options_(std::move(options)) {
+    incremental_ = options_.full_every > 0 && has_incremental(engine_);
+    if (incremental_) engine_.sparse_params()->track_changes(true);
     // Asynchronous checkpoints copy into staging buffers that live as long as the Checkpointer.
     // Allocated and faulted in here, at the start of the run, they cost the first checkpoint no
     // more than the others: allocated by it, they stalled it 0.9-10 s for a 1.5 GB shard on this
@@ -311,7 +308,8 @@ void Checkpointer::save() {
         } catch (const std::exception& e) {
             prep_error = e.what();
         }
-    const std::vector<int64_t> ok = gather_i64(comm_, {prep_error.empty() ? 1 : 0});
+    // Rank 0's flag and uid (the checkpoint's identity in chains) on every rank.
+    const std::vector<int64_t> ok = gather_i64(comm_, {prep_error.empty() ? 1 : 0, random_uid()});
     if (ok[0] == 0) {
         const std::string msg = str_cat("checkpoint at step ", p->manifest.step, ": cannot create ",
                                         p->partial, prep_error.empty() ? "" : ": " + prep_error);
@@ -323,7 +321,26 @@ void Checkpointer::save() {
     }
     p->range = shard_range(engine_);
     shard_tensors(engine_, &p->names, &p->data, &p->copies);
-    p->sparse = sparse_blocks(engine_);
+    p->delta = incremental_ && !force_full_ && !chain_.empty() &&
+               static_cast<int64_t>(chain_.size()) < options_.full_every;
+    p->sparse = sparse_blocks(engine_, p->delta, &p->incremental_bytes);
+    if (SparseParams* sp = engine_.sparse_params()) {
+        sp->saved();  // changes from here go to the next checkpoint
+        char buf[20];
+        std::snprintf(buf, sizeof buf, "%016llx",
+                      static_cast<unsigned long long>(ok[1]));  // rank 0's
+        p->link = {checkpoint_name(p->manifest.step), buf};
+        nlohmann::json& js = p->manifest.trainer["sparse"];
+        js["uid"] = p->link.uid;
+        if (p->delta) {
+            nlohmann::json chain = nlohmann::json::array(), tensors = nlohmann::json::array();
+            for (const ChainLink& l : chain_) chain.push_back({{"name", l.name}, {"uid", l.uid}});
+            const std::vector<std::string> names = sp->names();
+            for (size_t i = 0; i < names.size(); ++i)
+                if (sp->incremental(i)) tensors.push_back(names[i]);
+            js["delta"] = {{"tensors", tensors}, {"chain", chain}};
+        }
+    }
     p->comm_state = copy_comm_state(engine_);
     const int rank = comm_ ? comm_->rank() : 0;
     auto write = [pp = p.get(), rank, io = options_.io] {
@@ -378,15 +395,20 @@ void Checkpointer::complete(bool wait) {
     const bool root = !comm_ || comm_->rank() == 0;
     const int64_t step = p.manifest.step;
     // Every rank's shard: ok, range, size, CRC.
-    constexpr size_t kInfo = 9;
+    constexpr size_t kInfo = 10;
     const std::vector<int64_t> info = gather_i64(
         comm_, {p.error.empty() ? 1 : 0, p.file.lo, p.file.hi, static_cast<int64_t>(p.file.bytes),
                 static_cast<int64_t>(p.file.crc32c), static_cast<int64_t>(p.sparse_file.bytes),
                 static_cast<int64_t>(p.sparse_file.header_crc32c), engine_.options().tp.rank(),
-                engine_.options().pp ? engine_.options().pp->rank() : 0});
+                engine_.options().pp ? engine_.options().pp->rank() : 0, p.incremental_bytes});
     const size_t ranks = info.size() / kInfo;
     std::vector<int64_t> written(ranks);
     for (size_t r = 0; r < ranks; ++r) written[r] = info[kInfo * r];
+    int64_t incremental_bytes = 0;  // over the ranks
+    for (size_t r = 0; r < ranks; ++r) incremental_bytes += info[kInfo * r + 9];
+    if (incremental_)
+        p.manifest.trainer["sparse"]["incremental_bytes"] = {
+            {"kind", p.delta ? "incremental" : "full"}, {"bytes", incremental_bytes}};
     std::string error;
     if (!p.error.empty())
         error = p.error;
@@ -418,11 +440,15 @@ void Checkpointer::complete(bool wait) {
                 rename_durable(p.partial, p.final);
                 write_file_atomic(options_.dir + "/latest",
                                   seal_latest_text(checkpoint_name(step)));
-                if (options_.keep_last > 0) {  // prune the oldest complete ones
+                if (options_.keep_last > 0) {  // prune the oldest complete ones no kept one needs
                     std::vector<std::string> all = checkpoint_candidates(options_.dir);
                     std::sort(all.begin(), all.end(), std::greater<>());
-                    for (size_t i = static_cast<size_t>(options_.keep_last); i < all.size(); ++i)
-                        fs::remove_all(all[i]);
+                    const auto keep = std::min(all.size(), static_cast<size_t>(options_.keep_last));
+                    const std::set<std::string> bases =
+                        chain_bases(std::vector<std::string>(all.begin(), all.begin() + keep));
+                    for (size_t i = keep; i < all.size(); ++i)
+                        if (!bases.count(fs::path(all[i]).filename().string()))
+                            fs::remove_all(all[i]);
                 }
             } else {
                 std::error_code ec;
@@ -433,17 +459,45 @@ void Checkpointer::complete(bool wait) {
         }
     // Rank 0's outcome, so that every rank stops, or goes on, together.
     const std::vector<int64_t> root_ok = gather_i64(comm_, {error.empty() ? 1 : 0});
+    const bool delta = p.delta;
+    const ChainLink link = p.link;
     pending_.reset();
     if (root_ok[0] != 0 && error.empty()) {
         last_visible_ = step;
+        if (incremental_) {
+            if (!delta) chain_.clear();
+            chain_.push_back(link);
+            force_full_ = false;
+            report_ = {{"step", step},
+                       {"kind", delta ? "incremental" : "full"},
+                       {"dynamic_bytes", incremental_bytes}};
+        }
         return;
     }
+    force_full_ = true;  // its changes were marked as saved: the next checkpoint is whole
     if (error.empty()) error = "rank 0 could not finish it";
     const std::string msg = str_cat("checkpoint at step ", step, " failed: ", error);
     if (options_.stop_on_error)
         throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
                     msg + " (checkpoint.on_error \"stop\"; the previous checkpoint is intact)");
     if (root) log_warn(msg, "; training goes on (checkpoint.on_error \"continue\")");
+}
+
+void Checkpointer::resumed(const Manifest& m) {
+    chain_.clear();
+    if (!incremental_) return;
+    // Another rank count merged the blocks: the next checkpoint starts a chain of its own.
+    const ZeroDataParallel& dp = engine_.data_parallel();
+    const int ranks = comm_ ? comm_->size() : 1;
+    if (m.ranks != ranks || m.dp != dp.ranks() || chain_link(m).uid.empty()) return;
+    chain_ = chain_of(m);
+    chain_.push_back(chain_link(m));
+}
+
+std::optional<nlohmann::json> Checkpointer::take_report() {
+    std::optional<nlohmann::json> r = std::move(report_);
+    report_.reset();
+    return r;
 }
 
 void load_sparse_blocks(Engine& engine, const Manifest& m, const std::string& dir) {

@@ -18,6 +18,7 @@
 
 #include "checkpoint/direct_io.h"
 #include "checkpoint/manifest.h"
+#include "runtime/checkpoint_chain.h"
 #include "runtime/engine.h"
 
 namespace zt {
@@ -27,8 +28,12 @@ struct CheckpointOptions {
     int64_t interval_steps = 0;  // a checkpoint every this many steps; 0: none
     int64_t keep_last = 0;       // keep this many newest checkpoints; 0: all
     bool async = false;          // write on a background thread
-    bool stop_on_error = true;   // a failed write stops training ("on_error": "stop"); else a warning
-    DirectIoOptions io;          // how shards are written and read (checkpoint/direct_io.h)
+    // A failed write stops training ("on_error": "stop"); else a warning.
+    bool stop_on_error = true;
+    DirectIoOptions io;  // how shards are written and read (checkpoint/direct_io.h)
+    // Incremental checkpoints of dynamic tables (Note [Incremental checkpoints]): every K-th is
+    // full, the others hold what changed since the previous one; 0: every one full.
+    int64_t full_every = 0;
 };
 
 // "step_00000012"
@@ -37,7 +42,7 @@ std::string checkpoint_name(int64_t step);
 std::vector<std::string> checkpoint_candidates(const std::string& dir);
 
 class Checkpointer {
-public:
+  public:
     Checkpointer(Engine& engine, Communicator* comm, CheckpointOptions options);
     ~Checkpointer();  // waits for a background write; does not make it visible
     Checkpointer(const Checkpointer&) = delete;
@@ -54,8 +59,14 @@ public:
     void finish();
     int64_t last_visible_step() const { return last_visible_; }
     double last_save_stall_s() const { return stall_s_; }  // seconds save() held the step loop
+    bool incremental() const { return incremental_; }      // some tables write increments
+    // After a resume from m: on the same ranks the next increments continue m's chain.
+    void resumed(const Manifest& m);
+    // Once per visible checkpoint with incremental tables: {"step", "kind" ("full" or
+    // "incremental"), "dynamic_bytes" (the incremental tables' bytes written, all ranks)}.
+    std::optional<nlohmann::json> take_report();
 
-private:
+  private:
     struct Pending;
     void start(Pending& p);
     void complete(bool wait);  // the collective end of a write: manifest, rename, latest, prune
@@ -67,6 +78,10 @@ private:
     std::vector<std::vector<float>> staging_;  // asynchronous: copies of this rank's state
     int64_t last_visible_ = -1;
     double stall_s_ = 0;
+    bool incremental_ = false;      // full_every > 0 and some sparse tensor writes deltas
+    std::vector<ChainLink> chain_;  // the checkpoints the next increment would build on
+    bool force_full_ = false;       // a write failed after its changes were marked as saved
+    std::optional<nlohmann::json> report_;
 };
 
 // Collective. Loads the newest checkpoint under dir that every rank can read and verify (sizes,

@@ -115,6 +115,8 @@ struct CheckpointConfig {
     std::string on_error = "stop";  // a failed write: "stop" training or "continue" without it
     double preempt_grace_s = 0;     // after SIGTERM, exit without a checkpoint past this; 0: wait
     bool direct_io = true;          // shards move by O_DIRECT + io_uring (checkpoint/direct_io.h)
+    int64_t full_every = 0;  // incremental.full_every: dynamic tables write deltas, every K-th
+                             // checkpoint full; 0 (no "incremental"): every checkpoint full
 };
 
 // DeepSpeed's "flops_profiler" section (runtime/profiler/flops_profiler.h).

@@ -386,6 +386,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     co.async = cfg.checkpoint.async;
     co.stop_on_error = cfg.checkpoint.on_error == "stop";
     co.io.direct = cfg.checkpoint.direct_io;
+    co.full_every = cfg.checkpoint.full_every;
     if (opts.resume == TrainOptions::Resume::kNo && opts.overwrite && root) {
         std::error_code ec;
         for (const std::string& c : checkpoint_candidates(co.dir))
@@ -394,6 +395,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     }
     TrainResult result;
     int64_t start_step = 0;
+    std::optional<Manifest> resumed;  // the checkpoint resumed from
     // resume_latest's outcome is the same on every rank; agreeing makes its input errors end
     // every rank alike (exit code 2, no abort).
     if (opts.resume != TrainOptions::Resume::kNo)
@@ -401,6 +403,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             std::vector<std::string> skipped;
             std::optional<Manifest> m = resume_latest(engine, comm, co.dir, &skipped, co.io);
             if (m) {
+                resumed = m;
                 start_step = m->step;
                 result.resumed_from = m->step;
                 result.steps = m->step;
@@ -416,6 +419,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                      ", past this run's steps = ", cfg.steps);
         });
     Checkpointer checkpointer(engine, comm, co);
+    if (resumed) checkpointer.resumed(*resumed);
+    if (co.full_every > 0 && !checkpointer.incremental() && root)
+        log_warn(
+            "checkpoint.incremental: this model has no dynamic embedding tables, the only "
+            "state written incrementally; every checkpoint is full");
     GraceTimer grace(cfg.checkpoint.preempt_grace_s);
     RunProfilers profilers(cfg, engine, comm);
 
@@ -627,6 +635,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (SparseParams* sp = engine.sparse_params())
                     line["embedding"] = sp->step_counters();
                 if (last_checkpoint_s >= 0) line["checkpoint_s"] = last_checkpoint_s;
+                if (auto r = checkpointer.take_report()) line["checkpoint"] = *r;
                 if (pipe) line["pipeline"] = pipe->metrics();
                 if (cfg.grad_compression.enabled)
                     line["compression"] = grad_compression_metrics(

@@ -1,8 +1,6 @@
 // parse_config, apply_override and load_config_file: every accepted key, the DeepSpeed batch
 // arithmetic and "auto" resolution, and that each refusal names its key.
-#include "models/gpt/gpt_family.h"
 #include "runtime/config.h"
-#include "runtime/config_test_util.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "models/gpt/gpt_family.h"
+#include "runtime/config_test_util.h"
 #include "util/error.h"
 
 namespace zt {
@@ -64,6 +64,14 @@ TEST(Config, DefaultsFromEmptyObject) {
     EXPECT_EQ(as_gpt(*c.model).data().type, "builtin");
     EXPECT_EQ(c.zero.stage, 0);
     EXPECT_EQ(c.memory_budget, 0);
+    EXPECT_EQ(c.checkpoint.full_every, 0);  // every checkpoint full
+}
+
+TEST(Config, IncrementalCheckpointsParse) {
+    ParsedConfig p = parse_config(json::parse(R"({"checkpoint": {"interval_steps": 5,
+        "incremental": {"full_every": 4}}})"));
+    EXPECT_TRUE(p.warnings.empty());
+    EXPECT_EQ(p.config.checkpoint.full_every, 4);
 }
 
 TEST(Config, FullValidConfig) {
@@ -381,6 +389,11 @@ TEST(Config, UnsupportedFeaturesAreRefusedByName) {
         {{{"parallel", {{"pipeline", 4}}}}, {"world size 1", "parallel.pipeline (4)"}},
         {{{"checkpoint", {{"on_error", "ignore"}}}}, {"checkpoint.on_error", "\"continue\""}},
         {{{"checkpoint", {{"interval_steps", -1}}}}, {"checkpoint.interval_steps"}},
+        {{{"checkpoint", {{"incremental", {{"full_every", 0}}}}}},
+         {"checkpoint.incremental.full_every: expected an integer >= 1, got 0"}},
+        {{{"checkpoint", {{"incremental", json::object()}}}},
+         {"checkpoint.incremental.full_every: required"}},
+        {{{"checkpoint", {{"incremental", 3}}}}, {"checkpoint.incremental", "an object"}},
         {{{"monitor", {{"straggler_factor", 0.5}}}}, {"monitor.straggler_factor", ">= 1"}},
         {{{"embedding", {{"sharding", "row"}}}}, {"embedding:", "DLRM"}},
         {{{"model", {{"dropout", 0.1}}}}, {"model.dropout: only 0 is supported"}},

@@ -1,0 +1,45 @@
+// Sparse parameters in checkpoints (docs/checkpoints.md, "Incremental checkpoints"): reading a
+// checkpoint's sparse blocks, whatever layout wrote them, through its chain when it is incremental
+// (the last full checkpoint, then each increment in order, Note [Incremental checkpoints]), and
+// which older checkpoints a kept one needs, so that retention never deletes a base. Leaves out:
+// writing (runtime/checkpointer.cpp).
+#pragma once
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/manifest.h"
+#include "nn/sparse_params.h"
+
+namespace zt {
+
+class Engine;
+
+// A checkpoint of a chain: its directory name ("step_00000010") and its identity (a random
+// 64-bit id, hex, in its manifest), so that a rewritten checkpoint of the same step is not taken
+// for the base an increment was written on.
+struct ChainLink {
+    std::string name, uid;
+    bool operator==(const ChainLink&) const = default;
+};
+
+// The checkpoint's own link (uid empty when it has no sparse parameters) and the links its
+// increments need, oldest (a full checkpoint) first; empty for a full checkpoint.
+ChainLink chain_link(const Manifest& m);
+std::vector<ChainLink> chain_of(const Manifest& m);
+
+// The names of the checkpoints (under the same directory) that the given checkpoint directories'
+// increments need. A manifest that cannot be read needs nothing.
+std::set<std::string> chain_bases(const std::vector<std::string>& dirs);
+
+// The blocks of checkpoint `dir`'s sparse files that overlap what this rank holds, whatever layout
+// wrote them, each checked against its CRC, as (tensor index, whole block): an incremental
+// checkpoint's delta blocks are applied, in order, to the blocks of its chain's full checkpoint
+// and increments (read from dir's parent directory). Throws naming a missing, replaced or
+// damaged base.
+std::vector<std::pair<size_t, SparseBlock>> read_sparse_blocks(Engine& e, const Manifest& m,
+                                                               const std::string& dir);
+
+}  // namespace zt
