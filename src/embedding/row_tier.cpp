@@ -24,8 +24,10 @@
 // records are patched into their page images and those pages written back (read-modify-write:
 // the other rows of a page keep their bytes, which are current on the store since every row not
 // resident or not dirty is), and the misses' records are copied from the page images into their
-// slots. Each page is read once per fetch however many of its rows it serves. The writes are
-// waited for before fetch returns, so a later read never overtakes them (the Store's rule).
+// slots. Each page is read once per fetch however many of its rows it serves (none that a
+// prefetch read: Note [Row prefetch]). The writes go out from copies of their pages and are left
+// in flight; a later read of a page with a write in flight waits for the writes first (the
+// Store's rule), and range reads, range writes and flushes wait for all of them.
 // A killed process loses nothing by this: the store is scratch, remade from the checkpoint on
 // resume (tests/cli/embedding_tier_cli_test.cpp kills one in the middle of a write-back).
 //
@@ -94,7 +96,12 @@ RowTier::RowTier(MemoryPool& pool, const std::string& name, int64_t rows, int64_
     for (int64_t s = capacity - 1; s >= 0; --s) free_.push_back(s);  // slot 0 first
 }
 
-RowTier::~RowTier() = default;
+RowTier::~RowTier() {
+    try {
+        settle();    // nothing may still move into or out of buffers about to go
+    } catch (...) {  // a failed transfer was reported where it was waited for, or is moot now
+    }
+}
 
 int64_t RowTier::cache_bytes() const {
     return capacity_ * (cols_ + sc_) * static_cast<int64_t>(sizeof(float));
@@ -178,7 +185,6 @@ void RowTier::write_pages(std::span<const Page> pages) {
     tickets.reserve(pages.size());
     for (const Page& p : pages)
         tickets.push_back(store_->write(page_offset(p.page), page_image(p.buf), page_bytes_));
-    if (on_writeback_ && !pages.empty()) on_writeback_();
     for (Store::Ticket t : tickets) store_->wait(t);
     stats_.pages_written += static_cast<int64_t>(pages.size());
 }
@@ -289,39 +295,141 @@ void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) {
     for (size_t k = 0; k < back.size(); ++k) back[k] = k;
     std::sort(back.begin(), back.end(),
               [&](size_t a, size_t b) { return evicted_rows_[a] < evicted_rows_[b]; });
+    // A page in flight to the store is read only after its write finished (the Store's rule).
+    for (int64_t p : pages)
+        if (write_pending(p)) {
+            drain_writes();
+            break;
+        }
     size_t mi = 0, bi = 0;
-    std::vector<Page> batch, writes;
+    std::vector<Page> batch;
+    std::vector<std::byte*> image(kBatchPages);
     for (size_t p0 = 0; p0 < pages.size(); p0 += kBatchPages) {
         const size_t p1 = std::min(pages.size(), p0 + kBatchPages);
         reserve_pages(p1 - p0);
         batch.clear();
-        writes.clear();
+        size_t written_here = 0;
         for (size_t p = p0; p < p1; ++p) {
-            batch.push_back({pages[p], p - p0});
-            if (written[p]) writes.push_back(batch.back());
+            // A prefetched page (Note [Row prefetch]) is current: no read.
+            std::byte* ahead = prefetched_image(pages[p]);
+            image[p - p0] = ahead ? ahead : page_image(p - p0);
+            if (!ahead) batch.push_back({pages[p], p - p0});
+            written_here += written[p];
         }
         read_pages(batch);
+        PendingWrite w;
+        if (written_here > 0)
+            w.buf = alloc_aligned_buffer(written_here * page_bytes_, "embedding tier write-back");
         for (size_t p = p0; p < p1; ++p) {
-            std::byte* image = page_image(p - p0);
+            std::byte* img = image[p - p0];
+            const bool ahead = img != page_image(p - p0);
             for (; mi < from_store.size() &&
                    page_of(row_of_[static_cast<size_t>(from_store[mi])]) == pages[p];
                  ++mi) {
                 const int64_t s = from_store[mi];
-                copy_from_record(image + record_at(row_of_[static_cast<size_t>(s)]), s);
+                stats_.prefetch_hits += ahead;
+                copy_from_record(img + record_at(row_of_[static_cast<size_t>(s)]), s);
             }
             for (; bi < back.size() && page_of(evicted_rows_[back[bi]]) == pages[p]; ++bi) {
                 const int64_t r = evicted_rows_[back[bi]];
-                std::memcpy(image + record_at(r), evicted_records_.data() + back[bi] * rec_floats_,
+                std::memcpy(img + record_at(r), evicted_records_.data() + back[bi] * rec_floats_,
                             static_cast<size_t>(rec_floats_) * sizeof(float));
             }
+            if (!written[p]) continue;
+            std::byte* out = w.buf.get() + w.pages.size() * page_bytes_;
+            std::memcpy(out, img, page_bytes_);
+            w.pages.push_back(pages[p]);
         }
-        write_pages(writes);
+        issue_writes(std::move(w));
     }
     stats_.writebacks += static_cast<int64_t>(evicted_rows_.size());
     const StoreStats st = store_->stats();
     stats_.bytes_read = st.bytes_read;
     stats_.bytes_written = st.bytes_written;
     stats_.stall_s += timer.elapsed_s();
+}
+
+void RowTier::issue_writes(PendingWrite w) {
+    if (w.pages.empty()) return;
+    for (size_t k = 0; k < w.pages.size(); ++k) {
+        w.tickets.push_back(
+            store_->write(page_offset(w.pages[k]), w.buf.get() + k * page_bytes_, page_bytes_));
+        pending_pages_.insert(w.pages[k]);
+    }
+    stats_.pages_written += static_cast<int64_t>(w.pages.size());
+    if (on_writeback_) on_writeback_();
+    writes_.push_back(std::move(w));
+}
+
+void RowTier::drain_writes() {
+    if (writes_.empty()) return;
+    Stopwatch timer;
+    for (PendingWrite& w : writes_)
+        for (Store::Ticket t : w.tickets) store_->wait(t);
+    writes_.clear();
+    pending_pages_.clear();
+    stats_.stall_s += timer.elapsed_s();
+}
+
+bool RowTier::write_pending(int64_t page) const { return pending_pages_.count(page) > 0; }
+
+std::byte* RowTier::prefetched_image(int64_t page) {
+    const auto it = prefetched_.find(page);
+    if (it == prefetched_.end()) return nullptr;
+    if (it->second.ticket != 0) {
+        store_->wait(it->second.ticket);
+        it->second.ticket = 0;
+    }
+    return it->second.image;
+}
+
+void RowTier::drop_prefetched() {
+    for (auto& [page, e] : prefetched_)
+        if (e.ticket != 0) store_->wait(e.ticket);
+    prefetched_.clear();
+}
+
+void RowTier::settle() {
+    drain_writes();
+    drop_prefetched();
+}
+
+// Note [Row prefetch]
+// prefetch(rows) reads, without waiting, the pages of the rows that are not resident now into
+// images of their own (outside the cache; up to kPrefetchPages). A later fetch() takes a missing
+// row's record from its page's image instead of reading the page, and uses the image as the base
+// of that page's write-back. The images stay current because every write-back of a page patches
+// its image first (the write goes out from a copy of it), and range writes and flushes drop them
+// all. A row resident at prefetch and evicted before its fetch is read then. A new prefetch drops
+// the previous one's images: the model issues it right after the current lookup has fetched
+// (models/dlrm: Dlrm::logits), so the disk reads the next micro-batch's rows while this one
+// computes. Rows, slots and bits are those of fetch() without a prefetch.
+void RowTier::prefetch(std::span<const int64_t> rows) {
+    drop_prefetched();
+    std::vector<int64_t> pages;
+    for (int64_t r : rows) {
+        ZT_ASSERT(r >= 0 && r < rows_, "RowTier::prefetch: row ", r, " outside [0, ", rows_, ")");
+        if (slot_of_.find(static_cast<uint64_t>(r)) < 0) pages.push_back(page_of(r));
+    }
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+    if (pages.size() > kPrefetchPages) pages.resize(kPrefetchPages);
+    if (pages.empty()) return;
+    for (int64_t p : pages)
+        if (write_pending(p)) {
+            drain_writes();
+            break;
+        }
+    if (pages.size() > prefetch_pages_) {
+        prefetch_buf_ = alloc_aligned_buffer(pages.size() * page_bytes_, "embedding tier prefetch");
+        prefetch_pages_ = pages.size();
+    }
+    for (size_t k = 0; k < pages.size(); ++k) {
+        std::byte* img = prefetch_buf_.get() + k * page_bytes_;
+        prefetched_[pages[k]] = {img, store_->read(page_offset(pages[k]), img, page_bytes_)};
+    }
+    stats_.pages_read += static_cast<int64_t>(pages.size());
+    stats_.prefetched += static_cast<int64_t>(pages.size());
 }
 
 void RowTier::resident_slots(std::span<const int64_t> rows, int64_t* slots) const {
@@ -349,6 +457,7 @@ int64_t RowTier::page_batch(int64_t r, int64_t end, std::vector<Page>& batch) {
 
 void RowTier::read_range(int64_t r0, int64_t n, float* w, float* state) {
     ZT_ASSERT(r0 >= 0 && n >= 0 && r0 + n <= rows_, "RowTier::read_range: outside the rows");
+    drain_writes();
     std::vector<float> tmp(static_cast<size_t>(rec_floats_));
     std::vector<Page> batch;
     for (int64_t r = r0; r < r0 + n;) {
@@ -376,6 +485,7 @@ void RowTier::read_range(int64_t r0, int64_t n, float* w, float* state) {
 
 void RowTier::write_range(int64_t r0, int64_t n, const float* w, const float* state) {
     ZT_ASSERT(r0 >= 0 && n >= 0 && r0 + n <= rows_, "RowTier::write_range: outside the rows");
+    settle();
     std::vector<Page> batch;
     for (int64_t r = r0; r < r0 + n;) {
         const int64_t p0 = page_batch(r, r0 + n, batch);
@@ -415,6 +525,7 @@ void RowTier::write_range(int64_t r0, int64_t n, const float* w, const float* st
 }
 
 void RowTier::flush() {
+    settle();
     std::vector<int64_t> dirty;
     for (int64_t s = 0; s < capacity_; ++s)
         if (row_of_[static_cast<size_t>(s)] >= 0 && dirty_[static_cast<size_t>(s)])

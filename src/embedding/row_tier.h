@@ -15,6 +15,8 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -39,6 +41,8 @@ struct RowTierStats {
     int64_t pages_read = 0, pages_written = 0;
     uint64_t bytes_read = 0, bytes_written = 0;  // the store's
     double stall_s = 0;                          // seconds fetch() waited for the store
+    int64_t prefetched = 0;                      // pages read ahead by prefetch()
+    int64_t prefetch_hits = 0;                   // misses served from a prefetched page
 };
 
 class RowTier {
@@ -74,6 +78,11 @@ class RowTier {
     // slot to slots[i]. The rows stay pinned until end_step(). Throws zt::Error when the rows
     // pinned in this step do not fit the cache.
     void fetch(std::span<const int64_t> rows, int64_t* slots);
+    // Starts reading the pages of the rows not resident now, without waiting, for a later fetch
+    // (Note [Row prefetch]); drops what an earlier prefetch read.
+    void prefetch(std::span<const int64_t> rows);
+    // Waits for write-backs in flight and drops prefetched pages.
+    void settle();
     // The slots of rows that are resident (fetched in this step, so pinned); not counted as
     // lookups.
     void resident_slots(std::span<const int64_t> rows, int64_t* slots) const;
@@ -148,7 +157,30 @@ class RowTier {
     uint64_t clock_ = 0;
     AlignedBuffer page_buf_;
     size_t page_buf_pages_ = 0;
-    static constexpr size_t kBatchPages = 512;  // pages per I/O batch (2 MiB of 4 KiB pages)
+    static constexpr size_t kBatchPages = 512;       // pages per I/O batch (2 MiB of 4 KiB pages)
+    static constexpr size_t kPrefetchPages = 16384;  // 64 MiB of 4 KiB pages at most
+    // Write-backs in flight: their pages' copies and tickets.
+    struct PendingWrite {
+        AlignedBuffer buf;
+        std::vector<int64_t> pages;
+        std::vector<Store::Ticket> tickets;
+    };
+    std::vector<PendingWrite> writes_;
+    std::unordered_set<int64_t> pending_pages_;
+    void issue_writes(PendingWrite w);
+    void drain_writes();
+    bool write_pending(int64_t page) const;
+    // Prefetched pages (Note [Row prefetch]): image, and the read's ticket until waited for (0).
+    struct Prefetched {
+        std::byte* image;
+        Store::Ticket ticket;
+    };
+    std::unordered_map<int64_t, Prefetched> prefetched_;
+    AlignedBuffer prefetch_buf_;
+    size_t prefetch_pages_ = 0;
+    // The current image of a prefetched page (waiting for its read), or null.
+    std::byte* prefetched_image(int64_t page);
+    void drop_prefetched();
     // fetch()'s scratch: missing slots, dirty victims' rows and records.
     std::vector<int64_t> misses_;
     std::vector<int64_t> evicted_rows_;

@@ -212,7 +212,7 @@ ShardedTables::Shard* ShardedTables::local_shard(int table) {
 namespace {
 
 constexpr int64_t kParallelMinFloats = 1 << 14;  // merges and sums below this: one thread
-constexpr size_t kTierFigures = 8;               // finish_grads' tier counters a rank contributes
+constexpr size_t kTierFigures = 10;              // finish_grads' tier counters a rank contributes
 
 }  // namespace
 
@@ -309,7 +309,9 @@ void ShardedTables::finish_grads() {
         static_cast<double>(now.writebacks - tier_before_.writebacks),
         static_cast<double>(now.bytes_read - tier_before_.bytes_read),
         static_cast<double>(now.bytes_written - tier_before_.bytes_written),
-        now.stall_s - tier_before_.stall_s};
+        now.stall_s - tier_before_.stall_s,
+        static_cast<double>(now.prefetched - tier_before_.prefetched),
+        static_cast<double>(now.prefetch_hits - tier_before_.prefetch_hits)};
     tier_before_ = now;
     std::copy(tier, tier + kTierFigures, mine.begin() + static_cast<std::ptrdiff_t>(nt + 7));
     acc_comm_stats_ = {};
@@ -354,6 +356,8 @@ void ShardedTables::finish_grads() {
         tier_step_.bytes_read += static_cast<uint64_t>(t[5]);
         tier_step_.bytes_written += static_cast<uint64_t>(t[6]);
         tier_step_.stall_s = std::max(tier_step_.stall_s, t[7]);  // the slowest rank's
+        tier_step_.prefetched += static_cast<int64_t>(t[8]);
+        tier_step_.prefetch_hits += static_cast<int64_t>(t[9]);
     }
 }
 
@@ -415,6 +419,32 @@ void ShardedTables::zero_grads() {
     }
 }
 
+void ShardedTables::prefetch(const ClickBatch& next, std::span<const int> tables) {
+    if (!options_.tier.on()) return;
+    const bool indexed = next.distinct.size() == next.ids.size();
+    std::vector<int32_t> own;
+    std::vector<int64_t> rows;
+    for (int t : tables) {
+        Shard* s = local_shard(t);
+        if (!s || !s->tier) continue;
+        std::span<const int32_t> ids;
+        if (indexed) {
+            ids = next.distinct[static_cast<size_t>(t)];
+        } else {
+            const std::span<const int32_t> all = next.ids[static_cast<size_t>(t)];
+            own.assign(all.begin(), all.end());
+            std::sort(own.begin(), own.end());
+            own.erase(std::unique(own.begin(), own.end()), own.end());
+            ids = own;
+        }
+        rows.clear();
+        for (int32_t id : ids)
+            if (id >= s->range.row_begin && id < s->range.row_end)
+                rows.push_back(id - s->range.row_begin);
+        s->tier->prefetch(rows);
+    }
+}
+
 RowTierStats ShardedTables::tier_totals() const {
     RowTierStats t;
     for (const auto& s : shards_) {
@@ -428,6 +458,8 @@ RowTierStats ShardedTables::tier_totals() const {
         t.bytes_read += x.bytes_read;
         t.bytes_written += x.bytes_written;
         t.stall_s += x.stall_s;
+        t.prefetched += x.prefetched;
+        t.prefetch_hits += x.prefetch_hits;
     }
     return t;
 }
@@ -510,6 +542,8 @@ nlohmann::json ShardedTables::step_counters() const {
             {"bytes_read", t.bytes_read},
             {"bytes_written", t.bytes_written},
             {"stall_s", t.stall_s},
+            {"prefetched_pages", t.prefetched},
+            {"prefetch_hits", t.prefetch_hits},
             {"cache_rows", tier_capacity_}};
     }
     if (fwd_codec_ || bwd_codec_) {

@@ -72,6 +72,10 @@ class ShardedTables : public SparseParams {
     std::vector<Var> lookup(Tape& tape, std::span<const int> tables, const ClickBatch& batch,
                             std::span<const ops::BagPooling> pooling);
 
+    // embedding.tier: starts reading the rows of `next`'s ids of `tables` that this rank's tiered
+    // shards hold (Note [Row prefetch]); no communication, so other ranks' ids are not read ahead.
+    void prefetch(const ClickBatch& next, std::span<const int> tables);
+
     void finish_grads() override;
     double grad_sq_sum() const override;
     void scale_grads(float coef) override;

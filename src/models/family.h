@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,12 @@ class RunData {
     virtual Batch train_batch(int64_t k0, int64_t count) = 0;
     // A hint that train_batch(k0, count) comes next (a reader may decode it in the background).
     virtual void prefetch_train(int64_t /*k0*/, int64_t /*count*/) {}
+    // The batch prefetch_train(k0, count) asked for, decoded (waiting for it), for a model that
+    // reads ahead (Model::lookahead); valid until the next train_batch or prefetch_train. Readers
+    // that cannot: nullopt.
+    virtual std::optional<Batch> peek_train(int64_t /*k0*/, int64_t /*count*/) {
+        return std::nullopt;
+    }
     virtual bool has_eval() const = 0;
     // Evaluation samples k0 .. k0 + count - 1 (wrapping around the held-out set).
     virtual Batch eval_batch(int64_t k0, int64_t count) = 0;

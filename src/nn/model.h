@@ -58,6 +58,11 @@ class Model : public Module {
     // arena (nn/sparse_params.h) places them here. Collective over ctx.comm.
     virtual void attach(const ModelContext& /*ctx*/) {}
     virtual SparseParams* sparse_params() { return nullptr; }
+    // Reading ahead (embedding.tier): whether the model wants the next training micro-batch
+    // before this one trains, and the hint itself (`next` stays valid until this one's loss()
+    // has returned; the model may start reading what `next` needs).
+    virtual bool wants_lookahead() const { return false; }
+    virtual void lookahead(const Batch& /*next*/) {}
 };
 
 }  // namespace zt

@@ -518,6 +518,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         bool stream_ended = false;      // a stream (RunData::wait_for_train) ran out of records
         Stopwatch since_save;           // checkpoint.interval_seconds
         int64_t saved_at = start_step;  // the step of the last checkpoint (or the resumed one)
+        const bool lookahead = !pipe && engine.model().wants_lookahead();
         for (int64_t step = start_step; step < cfg.steps; ++step) {
             *training_step = step + 1;
             if ((stream_ended =
@@ -548,11 +549,17 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     // The next micro-batch (of this step or the next) decodes while this one
                     // computes (readers that can, RunData::prefetch_train).
                     const bool last = m + 1 == cfg.grad_accum;
-                    if (!last || step + 1 < cfg.steps)
-                        data->prefetch_train(
+                    if (!last || step + 1 < cfg.steps) {
+                        const int64_t next =
                             global_sample_index(last ? step + 1 : step, last ? 0 : m + 1, dp_rank,
-                                                cfg.micro_batch, cfg.grad_accum, dp_ranks, 0),
-                            cfg.micro_batch);
+                                                cfg.micro_batch, cfg.grad_accum, dp_ranks, 0);
+                        data->prefetch_train(next, cfg.micro_batch);
+                        // A model that reads ahead (embedding.tier) gets the next one's ids.
+                        if (lookahead)
+                            if (const std::optional<Batch> nb =
+                                    data->peek_train(next, cfg.micro_batch))
+                                engine.model().lookahead(*nb);
+                    }
                     io_s += io.elapsed_s();
                     if (pipe)
                         pipe->add(batch);

@@ -78,17 +78,19 @@ TEST_F(Cli, TieredTablesTrainBitForBitLikeTablesInMemory) {
             EXPECT_TRUE(slurp(run / "model.safetensors") == want);
             const std::vector<nlohmann::json> t = tier_lines(run);
             ASSERT_EQ(t.size(), 6u);
-            int64_t misses = 0, evictions = 0, writebacks = 0;
+            int64_t misses = 0, evictions = 0, writebacks = 0, read_ahead = 0;
             for (const nlohmann::json& x : t) {
                 EXPECT_EQ(x["hits"].get<int64_t>() + x["misses"].get<int64_t>(),
                           x["lookups"].get<int64_t>());
                 misses += x["misses"].get<int64_t>();
                 evictions += x["evictions"].get<int64_t>();
                 writebacks += x["writebacks"].get<int64_t>();
+                read_ahead += x["prefetch_hits"].get<int64_t>();
             }
             EXPECT_GT(misses, 0);
             EXPECT_GT(evictions, 0);
             EXPECT_GT(writebacks, 0);
+            EXPECT_GT(read_ahead, 0);  // the next micro-batch's rows were read ahead
             if (std::string(device) == "nvme") {
                 EXPECT_GT(t.back()["bytes_written"].get<int64_t>(), 0);
             }

@@ -74,11 +74,23 @@ TEST_P(RowTierRandom, FollowsAPlainArray) {
     check_equal(tier, ref, rows);
     // Skewed ids: a hot set and a long tail, repeats within a fetch.
     std::uniform_int_distribution<int64_t> hot(0, 20), any(0, rows - 1), len(1, 30);
+    auto draw = [&] {
+        std::vector<int64_t> a(static_cast<size_t>(len(rng)));
+        for (int64_t& r : a) r = rng() % 3 == 0 ? any(rng) : hot(rng);
+        return a;
+    };
+    std::vector<int64_t> ask = draw();
     for (int step = 0; step < 200; ++step) {
-        std::vector<int64_t> ask(static_cast<size_t>(len(rng)));
-        for (int64_t& r : ask) r = rng() % 3 == 0 ? any(rng) : hot(rng);
         std::vector<int64_t> slots(ask.size());
         tier.fetch(ask, slots.data());
+        // Read ahead (Note [Row prefetch]): mostly the next fetch's rows, sometimes others, and
+        // sometimes nothing; between the prefetch and that fetch this step's rows change and
+        // are evicted and written back.
+        const std::vector<int64_t> next = draw();
+        if (step % 5 == 3)
+            tier.prefetch(draw());
+        else if (step % 5 != 4)
+            tier.prefetch(next);
         SparseRowStorage cache = tier.cache_storage();
         float* cst = tier.cache_state();
         std::vector<int64_t> seen;
@@ -104,6 +116,7 @@ TEST_P(RowTierRandom, FollowsAPlainArray) {
             tier.mark_dirty(std::span<const int64_t>(&slots[i], 1));
         }
         tier.end_step();
+        ask = next;
         if (step % 50 == 49) {
             check_equal(tier, ref, rows);
             tier.flush();
@@ -122,6 +135,7 @@ TEST_P(RowTierRandom, FollowsAPlainArray) {
     EXPECT_GT(s.hits, 0);
     EXPECT_GT(s.misses, 0);
     EXPECT_GT(s.writebacks, 0);
+    EXPECT_GT(s.prefetch_hits, 0);
     EXPECT_LE(tier.resident(), capacity);
 }
 

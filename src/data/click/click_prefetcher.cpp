@@ -53,6 +53,13 @@ void ClickPrefetcher::prefetch(int64_t first, int64_t count) {
     cv_.notify_all();
 }
 
+const ClickBatchBuffers* ClickPrefetcher::peek(int64_t first, int64_t count) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!(requested_ || ready_) || first_ != first || count_ != count) return nullptr;
+    wait_idle(lock);
+    return ready_ && !error_ ? &slot_ : nullptr;
+}
+
 const ClickBatchBuffers& ClickPrefetcher::load(int64_t first, int64_t count) {
     std::unique_lock<std::mutex> lock(mutex_);
     const bool match = (requested_ || ready_) && first_ == first && count_ == count;

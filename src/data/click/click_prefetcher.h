@@ -28,6 +28,10 @@ class ClickPrefetcher {
     // Samples [first, first + count): the prefetched batch if it is this one (an error the thread
     // met filling it is rethrown here), else filled now. Valid until the next load or prefetch.
     const ClickBatchBuffers& load(int64_t first, int64_t count);
+    // The prefetched batch [first, first + count), waiting for its fill; null when another (or
+    // none) is prefetched or its fill failed (load() reports the error). Valid until the next
+    // load or prefetch.
+    const ClickBatchBuffers* peek(int64_t first, int64_t count);
 
   private:
     void run();

@@ -238,6 +238,10 @@ Var Dlrm::logits(Tape& tape, const ClickBatch& b) {
         std::vector<Var> embs(tables.size());
         if (sharded_) {
             std::vector<Var> pooled = sharded_->lookup(tape, sharded_index_, b, sharded_pooling_);
+            if (training_ && ahead_) {  // the next micro-batch's rows load while this one trains
+                sharded_->prefetch(*ahead_, sharded_index_);
+                ahead_ = nullptr;
+            }
             for (size_t i = 0; i < pooled.size(); ++i)
                 embs[static_cast<size_t>(sharded_index_[i])] = pooled[i];
         }
@@ -255,7 +259,15 @@ Var Dlrm::logits(Tape& tape, const ClickBatch& b) {
 
 Var Dlrm::loss(Tape& tape, const Batch& batch) {
     ZT_CHECK(batch.click, "DLRM: a batch without click data");
-    Var lg = logits(tape, *batch.click);
+    training_ = true;
+    Var lg;
+    try {
+        lg = logits(tape, *batch.click);
+    } catch (...) {
+        training_ = false;
+        throw;
+    }
+    training_ = false;
     return ops::bce_with_logits(tape, lg, batch.click->labels);
 }
 

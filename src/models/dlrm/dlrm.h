@@ -130,6 +130,10 @@ class Dlrm : public Model, public RowPrunable {
     // Places the sharded tables (embedding.enabled): plans them over ctx.comm's ranks.
     void attach(const ModelContext& ctx) override;
     SparseParams* sparse_params() override { return sparse_; }
+    // embedding.tier: the tiers read the next micro-batch's rows while this one trains (Note
+    // [Row prefetch] in embedding/row_tier.cpp).
+    bool wants_lookahead() const override { return sharded_ && options_.embedding.tier.on(); }
+    void lookahead(const Batch& next) override { ahead_ = next.click; }
     // The tables held in the arena (compression.pruning "rows"; docs/pruning.md).
     std::vector<PruneRowTable> prune_row_tables() const override;
     ShardedTables* sharded_tables() { return sharded_.get(); }
@@ -153,6 +157,8 @@ class Dlrm : public Model, public RowPrunable {
     std::unique_ptr<DynamicTables> dynamic_;
     std::unique_ptr<SparseParamsList> both_;  // sharded and dynamic together
     SparseParams* sparse_ = nullptr;          // what the engine drives
+    const ClickBatch* ahead_ = nullptr;       // lookahead(): read after this loss's lookup
+    bool training_ = false;                   // inside loss() (evaluation reads no ahead)
 };
 
 }  // namespace zt

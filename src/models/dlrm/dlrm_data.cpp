@@ -56,6 +56,11 @@ class DlrmRunData final : public RunData {
         return click_batch(b, train_click_);
     }
     void prefetch_train(int64_t k0, int64_t count) override { prefetcher_->prefetch(k0, count); }
+    std::optional<Batch> peek_train(int64_t k0, int64_t count) override {
+        const ClickBatchBuffers* b = prefetcher_->peek(k0, count);
+        if (!b) return std::nullopt;
+        return click_batch(*b, peek_click_);
+    }
     bool has_eval() const override { return eval_ != nullptr; }
     Batch eval_batch(int64_t k0, int64_t count) override {
         eval_->fill(k0, count, eval_buffers_);
@@ -77,7 +82,7 @@ class DlrmRunData final : public RunData {
     std::unique_ptr<ClickDataset> train_, eval_;
     std::unique_ptr<ClickPrefetcher> prefetcher_;
     ClickBatchBuffers eval_buffers_;
-    ClickBatch train_click_, eval_click_;
+    ClickBatch train_click_, eval_click_, peek_click_;
     std::vector<std::string> notes_;
     int64_t skipped_ = -1;  // criteo_tsv: lines skipped as bad
     std::vector<int64_t> unique_ids_;
