@@ -148,7 +148,7 @@ def main():
     ap.add_argument("--records", type=int, default=1_228_800)
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--cache-ratio", type=float, default=0.1)
-    ap.add_argument("--depth", type=int, default=32)
+    ap.add_argument("--depth", type=int, default=1024)
     ap.add_argument("--dir", default="/var/tmp/zt-tier-bench")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--bottom", default="512,256,16", help="bottom MLP widths (last = dim 16)")

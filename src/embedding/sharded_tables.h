@@ -36,7 +36,7 @@ struct EmbeddingTierOptions {
     double cache_ratio = 0;       // the cache: this fraction of each shard's rows,
     int64_t cache_bytes = 0;      // or these bytes per rank, split over its shards by size
     RowCachePolicy policy = RowCachePolicy::kLru;
-    int queue_depth = 32;  // page transfers in flight
+    int queue_depth = 1024;  // page transfers in flight (a micro-batch's read-ahead at once)
     bool on() const { return device != "none"; }
 };
 

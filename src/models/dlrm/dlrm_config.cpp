@@ -226,7 +226,7 @@ void parse_tier(Section& embedding, EmbeddingTierOptions& t,
     t.cache_bytes = s.get_int("cache_bytes", 0, 0);
     t.policy = s.get_choice("policy", "lru", {"lru", "lfu"}) == "lfu" ? RowCachePolicy::kLfu
                                                                       : RowCachePolicy::kLru;
-    t.queue_depth = static_cast<int>(s.get_int("queue_depth", 32, 1, 4096));
+    t.queue_depth = static_cast<int>(s.get_int("queue_depth", 1024, 1, 4096));
     s.guard([&] {
         ZT_CHECK(t.device != "nvme" || !t.nvme_path.empty(), s.key("nvme_path"),
                  ": device \"nvme\" keeps the rows in swap files in this directory; give a "
