@@ -13,6 +13,7 @@
 #include "util/error.h"
 #include "util/radix_sort.h"
 #include "util/random.h"
+#include "util/timer.h"
 #include "util/units.h"
 
 namespace zt {
@@ -419,14 +420,18 @@ void ShardedTables::zero_grads() {
     }
 }
 
+// Collective over the group (every rank calls it at the same point: right after the same
+// lookup): each rank sends the owners its next micro-batch's distinct ids of `tables` (one small
+// all-to-all of counts and one of (table, row) requests, as a lookup's first two), and every
+// owner reads ahead the rows any rank will ask it for (Note [Row prefetch]).
 void ShardedTables::prefetch(const ClickBatch& next, std::span<const int> tables) {
     if (!options_.tier.on()) return;
+    Stopwatch timer;
     const bool indexed = next.distinct.size() == next.ids.size();
+    if (next.ids.empty()) tables = {};  // no batch on this rank: it only answers
     std::vector<int32_t> own;
-    std::vector<int64_t> rows;
+    std::vector<std::vector<int64_t>> send(static_cast<size_t>(ranks_));
     for (int t : tables) {
-        Shard* s = local_shard(t);
-        if (!s || !s->tier) continue;
         std::span<const int32_t> ids;
         if (indexed) {
             ids = next.distinct[static_cast<size_t>(t)];
@@ -437,12 +442,42 @@ void ShardedTables::prefetch(const ClickBatch& next, std::span<const int> tables
             own.erase(std::unique(own.begin(), own.end()), own.end());
             ids = own;
         }
-        rows.clear();
-        for (int32_t id : ids)
-            if (id >= s->range.row_begin && id < s->range.row_end)
-                rows.push_back(id - s->range.row_begin);
-        s->tier->prefetch(rows);
+        for (int32_t id : ids)  // an id outside the table is the lookup's to report
+            for (const TableShard& sh : plan_.placement[static_cast<size_t>(t)].shards)
+                if (id >= sh.row_begin && id < sh.row_end)
+                    send[static_cast<size_t>(sh.rank)].push_back(pack_request(t, id));
     }
+    std::vector<int64_t> flat, send_counts(static_cast<size_t>(ranks_)),
+        recv_counts(static_cast<size_t>(ranks_));
+    for (int r = 0; r < ranks_; ++r) {
+        const auto ru = static_cast<size_t>(r);
+        send_counts[ru] = static_cast<int64_t>(send[ru].size());
+        flat.insert(flat.end(), send[ru].begin(), send[ru].end());
+        if (r != rank_) acc_bytes_ += 8 + send_counts[ru] * 8;
+    }
+    std::vector<int64_t> requests;
+    if (comm_) {
+        const std::vector<int64_t> ones(static_cast<size_t>(ranks_), 1);
+        comm_->all_to_all(send_counts.data(), ones, recv_counts.data(), ones, CommType::kI64)
+            ->wait();
+        int64_t n = 0;
+        for (int64_t c : recv_counts) n += c;
+        requests.resize(static_cast<size_t>(n));
+        comm_->all_to_all(flat.data(), send_counts, requests.data(), recv_counts, CommType::kI64)
+            ->wait();
+    } else {
+        requests = std::move(flat);
+    }
+    std::vector<std::vector<int64_t>> rows(shards_.size());
+    for (int64_t q : requests) {
+        const int i = shard_of_table_[static_cast<size_t>(request_table(q))];
+        ZT_ASSERT(i >= 0, "a read-ahead request for a table this rank holds no shard of");
+        rows[static_cast<size_t>(i)].push_back(request_row(q) -
+                                               shards_[static_cast<size_t>(i)]->range.row_begin);
+    }
+    for (size_t i = 0; i < shards_.size(); ++i)
+        if (shards_[i]->tier) shards_[i]->tier->prefetch(rows[i]);  // none: drops the last ones
+    acc_s_ += timer.elapsed_s();
 }
 
 RowTierStats ShardedTables::tier_totals() const {

@@ -72,8 +72,9 @@ class ShardedTables : public SparseParams {
     std::vector<Var> lookup(Tape& tape, std::span<const int> tables, const ClickBatch& batch,
                             std::span<const ops::BagPooling> pooling);
 
-    // embedding.tier: starts reading the rows of `next`'s ids of `tables` that this rank's tiered
-    // shards hold (Note [Row prefetch]); no communication, so other ranks' ids are not read ahead.
+    // embedding.tier, collective over the group: every rank's next micro-batch's ids of `tables`
+    // go to their owners, whose tiers start reading those rows (Note [Row prefetch]). A rank
+    // without a next batch passes an empty ClickBatch (it still takes part).
     void prefetch(const ClickBatch& next, std::span<const int> tables);
 
     void finish_grads() override;

@@ -60,7 +60,8 @@ class Model : public Module {
     virtual SparseParams* sparse_params() { return nullptr; }
     // Reading ahead (embedding.tier): whether the model wants the next training micro-batch
     // before this one trains, and the hint itself (`next` stays valid until this one's loss()
-    // has returned; the model may start reading what `next` needs).
+    // has returned; the model may start reading what `next` needs). Every rank calls it at the
+    // same point, with an empty Batch where its reader cannot give the next one.
     virtual bool wants_lookahead() const { return false; }
     virtual void lookahead(const Batch& /*next*/) {}
 };

@@ -554,11 +554,12 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                             global_sample_index(last ? step + 1 : step, last ? 0 : m + 1, dp_rank,
                                                 cfg.micro_batch, cfg.grad_accum, dp_ranks, 0);
                         data->prefetch_train(next, cfg.micro_batch);
-                        // A model that reads ahead (embedding.tier) gets the next one's ids.
-                        if (lookahead)
-                            if (const std::optional<Batch> nb =
-                                    data->peek_train(next, cfg.micro_batch))
-                                engine.model().lookahead(*nb);
+                        // A model that reads ahead (embedding.tier) gets the next one's ids
+                        // (an empty batch where the reader cannot say: every rank takes part).
+                        if (lookahead) {
+                            const std::optional<Batch> nb = data->peek_train(next, cfg.micro_batch);
+                            engine.model().lookahead(nb ? *nb : Batch{});
+                        }
                     }
                     io_s += io.elapsed_s();
                     if (pipe)

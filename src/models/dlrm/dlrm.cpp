@@ -238,9 +238,10 @@ Var Dlrm::logits(Tape& tape, const ClickBatch& b) {
         std::vector<Var> embs(tables.size());
         if (sharded_) {
             std::vector<Var> pooled = sharded_->lookup(tape, sharded_index_, b, sharded_pooling_);
-            if (training_ && ahead_) {  // the next micro-batch's rows load while this one trains
-                sharded_->prefetch(*ahead_, sharded_index_);
+            if (training_ && read_ahead_) {  // the next micro-batch's rows load while this trains
+                sharded_->prefetch(ahead_ ? *ahead_ : ClickBatch{}, sharded_index_);
                 ahead_ = nullptr;
+                read_ahead_ = false;
             }
             for (size_t i = 0; i < pooled.size(); ++i)
                 embs[static_cast<size_t>(sharded_index_[i])] = pooled[i];

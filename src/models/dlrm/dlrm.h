@@ -133,7 +133,10 @@ class Dlrm : public Model, public RowPrunable {
     // embedding.tier: the tiers read the next micro-batch's rows while this one trains (Note
     // [Row prefetch] in embedding/row_tier.cpp).
     bool wants_lookahead() const override { return sharded_ && options_.embedding.tier.on(); }
-    void lookahead(const Batch& next) override { ahead_ = next.click; }
+    void lookahead(const Batch& next) override {
+        ahead_ = next.click;
+        read_ahead_ = true;
+    }
     // The tables held in the arena (compression.pruning "rows"; docs/pruning.md).
     std::vector<PruneRowTable> prune_row_tables() const override;
     ShardedTables* sharded_tables() { return sharded_.get(); }
@@ -158,6 +161,7 @@ class Dlrm : public Model, public RowPrunable {
     std::unique_ptr<SparseParamsList> both_;  // sharded and dynamic together
     SparseParams* sparse_ = nullptr;          // what the engine drives
     const ClickBatch* ahead_ = nullptr;       // lookahead(): read after this loss's lookup
+    bool read_ahead_ = false;                 // lookahead() was called (ahead_ may be null)
     bool training_ = false;                   // inside loss() (evaluation reads no ahead)
 };
 
