@@ -139,6 +139,11 @@ TEST_F(Cli, TierRefusalsSayWhy) {
                                   (dir_ / "b").string()));
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("embedding.tier.nvme_path"), std::string::npos) << r.output;
+    j["embedding"]["tier"] = {{"device", "cpu"}, {"cache_ratio", 0.1}, {"queue_depth", 8}};
+    r = run_zerotrain(zt::str_cat("train ", write_config(j, "depth.json"), " --quiet --run-dir ",
+                                  (dir_ / "b2").string()));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("embedding.tier.queue_depth"), std::string::npos) << r.output;
     j["embedding"]["tier"] = {{"device", "cpu"}, {"cache_ratio", 0.1}, {"cache_bytes", 4096}};
     r = run_zerotrain(zt::str_cat("train ", write_config(j, "both.json"), " --quiet --run-dir ",
                                   (dir_ / "c").string()));

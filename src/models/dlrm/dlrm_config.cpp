@@ -232,10 +232,16 @@ void parse_tier(Section& embedding, EmbeddingTierOptions& t,
                  ": device \"nvme\" keeps the rows in swap files in this directory; give a "
                  "directory on a fast disk");
     });
-    s.guard([&] {
-        ZT_CHECK(t.device == "nvme" || !s.has("nvme_path"), s.key("nvme_path"),
-                 ": only device \"nvme\" uses it; remove it");
-    });
+    for (const char* k : {"nvme_path", "queue_depth"})
+        s.guard([&] {
+            ZT_CHECK(t.device == "nvme" || !s.has(k), s.key(k),
+                     ": only device \"nvme\" uses it; remove it");
+        });
+    for (const char* k : {"cache_ratio", "cache_bytes", "policy"})
+        s.guard([&] {
+            ZT_CHECK(t.on() || !s.has(k), s.key(k),
+                     ": device \"none\" keeps every row in memory, with no cache; remove it");
+        });
     s.guard([&] {
         ZT_CHECK(!t.on() || (t.cache_ratio > 0) != (t.cache_bytes > 0), s.key("cache_ratio"),
                  ": give the cache as exactly one of cache_ratio (a fraction of each shard's "
