@@ -52,15 +52,17 @@ int inspect_checkpoint(const std::string& dir, bool json) {
             std::printf("  fp16 loss scale %g\n", m.trainer["loss_scaler"].value("scale", 0.0));
         const std::vector<ChainLink> chain = chain_of(m);
         if (!chain.empty()) {  // Note [Incremental checkpoints]
-            std::printf("  incremental: dynamic tables hold what changed since");
+            std::printf("  incremental: embedding tables hold what changed since");
             for (const ChainLink& l : chain) std::printf(" %s", l.name.c_str());
             std::printf(" (each needed to resume it)\n");
         }
         if (const auto it = m.trainer.find("sparse");
             it != m.trainer.end() && it->contains("incremental_bytes"))
-            std::printf("  dynamic tables: %s written (%s)\n",
+            std::printf("  embedding tables: %s written (%s; dynamic %s, static %s)\n",
                         format_bytes((*it)["incremental_bytes"].value("bytes", 0.0)).c_str(),
-                        (*it)["incremental_bytes"].value("kind", std::string()).c_str());
+                        (*it)["incremental_bytes"].value("kind", std::string()).c_str(),
+                        format_bytes((*it)["incremental_bytes"].value("dynamic", 0.0)).c_str(),
+                        format_bytes((*it)["incremental_bytes"].value("static", 0.0)).c_str());
     }
     int bad = 0;
     uint64_t verified = 0;

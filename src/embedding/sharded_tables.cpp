@@ -395,6 +395,7 @@ void ShardedTables::step(double lr, double base_lr, int64_t update) {
     const double rate = options_.lr > 0 && base_lr > 0 ? options_.lr * (lr / base_lr) : lr;
     for (auto& s : shards_) {
         if (s->merged_rows.empty()) continue;
+        mark_changed(*s);
         if (s->tier) {  // every row the step updates was fetched by its lookups, and is pinned
             slots_.resize(s->merged_rows.size());
             s->tier->resident_slots(s->merged_rows, slots_.data());

@@ -95,6 +95,14 @@ class ShardedTables : public SparseParams {
     std::string optimizer_name() const override {
         return sparse_optim_name(options_.optimizer.kind);
     }
+    // Incremental checkpoints (Note [Sharded table increments], sharded_tables_delta.cpp): the
+    // rows step() updated since the last saved(), with their state and shard-local indices.
+    bool incremental(size_t) const override { return true; }
+    void track_changes(bool on) override;
+    std::vector<SparseBlock> delta_blocks(size_t i) const override;
+    void apply_delta(size_t i, SparseBlock& base, const SparseBlock& delta) const override;
+    bool is_delta(size_t i, const SparseBlock& b) const override;
+    void saved() override;
 
     // The last step's bytes and error of the compressed row and gradient exchanges, summed over
     // the group (zero when comm_precision is fp32).
@@ -144,6 +152,9 @@ class ShardedTables : public SparseParams {
     std::unique_ptr<PendingGrads> pending_;
     // The step's gradient of each used row of s, into merged_rows / merged (Note [Merge order]).
     void merge_grads(Shard& s);
+    // Incremental checkpoints: marks s's merged_rows as changed when tracking.
+    void mark_changed(Shard& s);
+    bool track_ = false;  // track_changes(true): step() marks the rows it updates
 
     MemoryPool& pool_;
     EmbeddingPlan plan_;

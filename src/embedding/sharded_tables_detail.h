@@ -27,6 +27,9 @@ struct ShardedTables::Shard {
     std::vector<RowAcc> acc;        // one per requesting rank
     std::vector<int64_t> merged_rows;  // after finish_grads: ascending local rows
     std::vector<float> merged;         // their gradients, merged_rows.size() x cols
+    // Incremental checkpoints: bit r set when local row r changed since the last saved() (empty
+    // unless tracking; Note [Sharded table increments]).
+    std::vector<uint64_t> changed;
 };
 
 // Request packing: table index in the high 24 bits, row in the low 40.

@@ -96,6 +96,34 @@ bool SparseParamsList::overlaps(size_t i, const SparseBlock& b) const {
 
 std::string SparseParamsList::optimizer_name() const { return parts_[0]->optimizer_name(); }
 
+bool SparseParamsList::incremental(size_t i) const {
+    auto [p, j] = at(i);
+    return p->incremental(j);
+}
+
+void SparseParamsList::track_changes(bool on) {
+    for (SparseParams* p : parts_) p->track_changes(on);
+}
+
+std::vector<SparseBlock> SparseParamsList::delta_blocks(size_t i) const {
+    auto [p, j] = at(i);
+    return p->delta_blocks(j);
+}
+
+void SparseParamsList::apply_delta(size_t i, SparseBlock& base, const SparseBlock& delta) const {
+    auto [p, j] = at(i);
+    p->apply_delta(j, base, delta);
+}
+
+bool SparseParamsList::is_delta(size_t i, const SparseBlock& b) const {
+    auto [p, j] = at(i);
+    return p->is_delta(j, b);
+}
+
+void SparseParamsList::saved() {
+    for (SparseParams* p : parts_) p->saved();
+}
+
 bool SparseParamsList::keyed(size_t i) const {
     auto [p, j] = at(i);
     return p->keyed(j);

@@ -30,6 +30,12 @@ class SparseParamsList final : public SparseParams {
     void load_block(size_t i, const SparseBlock& b) override;
     bool overlaps(size_t i, const SparseBlock& b) const override;
     std::string optimizer_name() const override;
+    bool incremental(size_t i) const override;
+    void track_changes(bool on) override;
+    std::vector<SparseBlock> delta_blocks(size_t i) const override;
+    void apply_delta(size_t i, SparseBlock& base, const SparseBlock& delta) const override;
+    bool is_delta(size_t i, const SparseBlock& b) const override;
+    void saved() override;
     bool keyed(size_t i) const override;
     std::vector<uint64_t> row_ids(size_t i) const override;
     std::vector<uint64_t> take_deleted(size_t i) override;

@@ -8,25 +8,28 @@
 
 #include "checkpoint/sparse_file.h"
 #include "runtime/engine.h"
+#include "util/crc32c.h"
 
 // Note [Incremental checkpoints]
-// With checkpoint.incremental.full_every K, the sparse tensors that can (dynamic tables,
-// SparseParams::incremental) write at a checkpoint only what changed since the previous one
+// With checkpoint.incremental.full_every K, the sparse tensors that can (dynamic tables and
+// sharded static ones, SparseParams::incremental; Note [Incremental table state] and Note
+// [Sharded table increments]) write at a checkpoint only what changed since the previous one
 // (delta_blocks), and every K-th checkpoint is full: the chain is a full checkpoint and up to K - 1
-// increments. Everything else (the dense arena's shards, static tables) is whole in every
-// checkpoint, so only the sparse files differ. The manifest's trainer.sparse holds `uid` (a random
-// id of this checkpoint) and, for an increment, `delta`: `tensors` (those written as deltas) and
-// `chain` (the links it needs: the full checkpoint, then each increment up to the one before it,
-// by name and uid). A reader reads the full checkpoint's blocks of those tensors, applies each
-// increment's delta blocks of the same writer in order (SparseParams::apply_delta), then this
-// checkpoint's, and hands the whole blocks to load_block as for a full checkpoint: the same
-// rank count restores each rank's block as it was, another reshards it. Each link's manifest is
-// read and sealed-checked, its uid must match (a rerun may have rewritten a step's checkpoint),
-// its own chain must be the prefix before it, and it must have been written by the same ranks.
-// The writer starts a new chain (a full checkpoint) after K, after a failed write (the changes
-// were marked as saved when the failed one was staged), and after a resume on another rank
-// count; it continues the resumed chain on the same one. Retention (keep_last) keeps every link
-// a kept checkpoint needs.
+// increments. Everything else (the dense arena's shards, tables replicated in it) is whole in
+// every checkpoint, so only the sparse files differ. A delta block has its writer's identity (the
+// whole block's rows and columns), so it pairs with the whole block of the same writer. The
+// manifest's trainer.sparse holds `uid` (a random id of this checkpoint) and, for an increment,
+// `delta`: `tensors` (those written as deltas) and `chain` (the links it needs: the full
+// checkpoint, then each increment up to the one before it, by name and uid). A reader reads the
+// full checkpoint's blocks of those tensors, applies each increment's delta blocks of the same
+// writer in order (SparseParams::apply_delta), then this checkpoint's, and hands the whole blocks
+// to load_block as for a full checkpoint: the same rank count restores each rank's block as it was,
+// another reshards it. Each link's manifest is read and sealed-checked, its uid must match (a rerun
+// may have rewritten a step's checkpoint), its own chain must be the prefix before it, and it must
+// have been written by the same ranks. The writer starts a new chain (a full checkpoint) after K,
+// after a failed write (the changes were marked as saved when the failed one was staged), and after
+// a resume on another rank count or placement (trainer.sparse.layout); it continues the resumed
+// chain on the same one. Retention (keep_last) keeps every link a kept checkpoint needs.
 
 namespace zt {
 
@@ -138,6 +141,13 @@ std::vector<ChainLink> chain_of(const Manifest& m) {
     }
     ZT_CHECK(!out.empty(), "checkpoint of step ", m.step, ": an increment with an empty chain");
     return out;
+}
+
+std::string sparse_layout(const SparseParams& sp) {
+    const std::string text = sp.plan_json().dump();
+    char buf[12];
+    std::snprintf(buf, sizeof buf, "%08x", crc32c(text.data(), text.size()));
+    return buf;
 }
 
 std::set<std::string> chain_bases(const std::vector<std::string>& dirs) {

@@ -30,6 +30,11 @@ struct ChainLink {
 ChainLink chain_link(const Manifest& m);
 std::vector<ChainLink> chain_of(const Manifest& m);
 
+// The sparse tensors' placement as a short id (a CRC of SparseParams::plan_json), recorded in each
+// manifest: a resumed chain continues only on the same placement, since an increment's blocks
+// pair with the whole blocks of the same writers (rows and columns of a rank's shard).
+std::string sparse_layout(const SparseParams& sp);
+
 // The names of the checkpoints (under the same directory) that the given checkpoint directories'
 // increments need. A manifest that cannot be read needs nothing.
 std::set<std::string> chain_bases(const std::vector<std::string>& dirs);

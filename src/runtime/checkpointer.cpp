@@ -150,6 +150,7 @@ Manifest manifest_of(Engine& e) {
     if (SparseParams* sp = e.sparse_params())  // files are added once written (complete())
         m.trainer["sparse"] = {{"tensors", sp->names()},
                                {"optimizer", sp->optimizer_name()},
+                               {"layout", sparse_layout(*sp)},
                                {"files", nlohmann::json::array()}};
     // compression.pruning "rows": the lookups per row so far, summed over ranks (the same on
     // every rank and layout, so they reshard as they are).
@@ -178,8 +179,9 @@ void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
 
 // Copies of this rank's sparse blocks (nn/sparse_params.h), named by tensor: of the incremental
 // tensors only what changed since the last checkpoint when `delta` (Note [Incremental
-// checkpoints]). incremental_bytes: what the incremental tensors' blocks hold.
-std::vector<NamedSparseBlock> sparse_blocks(Engine& e, bool delta, int64_t* incremental_bytes) {
+// checkpoints]). bytes: what the incremental tensors' blocks hold, [0] dynamic (keyed) tables,
+// [1] static (sharded) ones.
+std::vector<NamedSparseBlock> sparse_blocks(Engine& e, bool delta, int64_t bytes[2]) {
     std::vector<NamedSparseBlock> out;
     SparseParams* sp = e.sparse_params();
     if (!sp) return out;
@@ -188,7 +190,7 @@ std::vector<NamedSparseBlock> sparse_blocks(Engine& e, bool delta, int64_t* incr
         const bool inc = sp->incremental(i);
         for (SparseBlock& b : (inc && delta) ? sp->delta_blocks(i) : sp->blocks(i)) {
             if (inc)
-                *incremental_bytes +=
+                bytes[sp->keyed(i) ? 0 : 1] +=
                     static_cast<int64_t>((b.weights.size() + b.state.size()) * sizeof(float) +
                                          b.aux.size() * sizeof(uint64_t));
             out.push_back({names[i], std::move(b)});
@@ -266,11 +268,11 @@ struct Checkpointer::Pending {
     CheckpointFile file;
     std::vector<NamedSparseBlock> sparse;  // copies of this rank's sparse blocks
     SparseFileInfo sparse_file;
-    bool delta = false;             // the incremental tensors' blocks are deltas
-    int64_t incremental_bytes = 0;  // this rank's bytes of them
-    ChainLink link;                 // this checkpoint's (rank 0's uid)
-    CommStateCopy comm_state;       // error-feedback residuals (comm_state_checkpoint.h)
-    std::string error;              // this rank's write failed
+    bool delta = false;                     // the incremental tensors' blocks are deltas
+    int64_t incremental_bytes[2] = {0, 0};  // this rank's bytes of them: dynamic, static
+    ChainLink link;                         // this checkpoint's (rank 0's uid)
+    CommStateCopy comm_state;               // error-feedback residuals (comm_state_checkpoint.h)
+    std::string error;                      // this rank's write failed
 };
 
 Checkpointer::Checkpointer(Engine& engine, Communicator* comm, CheckpointOptions options)
@@ -323,7 +325,7 @@ void Checkpointer::save() {
     shard_tensors(engine_, &p->names, &p->data, &p->copies);
     p->delta = incremental_ && !force_full_ && !chain_.empty() &&
                static_cast<int64_t>(chain_.size()) < options_.full_every;
-    p->sparse = sparse_blocks(engine_, p->delta, &p->incremental_bytes);
+    p->sparse = sparse_blocks(engine_, p->delta, p->incremental_bytes);
     if (SparseParams* sp = engine_.sparse_params()) {
         sp->saved();  // changes from here go to the next checkpoint
         char buf[20];
@@ -395,20 +397,27 @@ void Checkpointer::complete(bool wait) {
     const bool root = !comm_ || comm_->rank() == 0;
     const int64_t step = p.manifest.step;
     // Every rank's shard: ok, range, size, CRC.
-    constexpr size_t kInfo = 10;
+    constexpr size_t kInfo = 11;
     const std::vector<int64_t> info = gather_i64(
         comm_, {p.error.empty() ? 1 : 0, p.file.lo, p.file.hi, static_cast<int64_t>(p.file.bytes),
                 static_cast<int64_t>(p.file.crc32c), static_cast<int64_t>(p.sparse_file.bytes),
                 static_cast<int64_t>(p.sparse_file.header_crc32c), engine_.options().tp.rank(),
-                engine_.options().pp ? engine_.options().pp->rank() : 0, p.incremental_bytes});
+                engine_.options().pp ? engine_.options().pp->rank() : 0, p.incremental_bytes[0],
+                p.incremental_bytes[1]});
     const size_t ranks = info.size() / kInfo;
     std::vector<int64_t> written(ranks);
     for (size_t r = 0; r < ranks; ++r) written[r] = info[kInfo * r];
-    int64_t incremental_bytes = 0;  // over the ranks
-    for (size_t r = 0; r < ranks; ++r) incremental_bytes += info[kInfo * r + 9];
+    int64_t dynamic_bytes = 0, static_bytes = 0;  // over the ranks
+    for (size_t r = 0; r < ranks; ++r) {
+        dynamic_bytes += info[kInfo * r + 9];
+        static_bytes += info[kInfo * r + 10];
+    }
     if (incremental_)
         p.manifest.trainer["sparse"]["incremental_bytes"] = {
-            {"kind", p.delta ? "incremental" : "full"}, {"bytes", incremental_bytes}};
+            {"kind", p.delta ? "incremental" : "full"},
+            {"bytes", dynamic_bytes + static_bytes},
+            {"dynamic", dynamic_bytes},
+            {"static", static_bytes}};
     std::string error;
     if (!p.error.empty())
         error = p.error;
@@ -470,7 +479,8 @@ void Checkpointer::complete(bool wait) {
             force_full_ = false;
             report_ = {{"step", step},
                        {"kind", delta ? "incremental" : "full"},
-                       {"dynamic_bytes", incremental_bytes}};
+                       {"dynamic_bytes", dynamic_bytes},
+                       {"static_bytes", static_bytes}};
         }
         return;
     }
@@ -486,10 +496,14 @@ void Checkpointer::complete(bool wait) {
 void Checkpointer::resumed(const Manifest& m) {
     chain_.clear();
     if (!incremental_) return;
-    // Another rank count merged the blocks: the next checkpoint starts a chain of its own.
+    // Another rank count or placement merged the blocks: the next checkpoint starts a chain of
+    // its own (an increment's blocks pair with whole blocks of the same writers).
     const ZeroDataParallel& dp = engine_.data_parallel();
     const int ranks = comm_ ? comm_->size() : 1;
     if (m.ranks != ranks || m.dp != dp.ranks() || chain_link(m).uid.empty()) return;
+    if (m.trainer.at("sparse").value("layout", std::string()) !=
+        sparse_layout(*engine_.sparse_params()))
+        return;
     chain_ = chain_of(m);
     chain_.push_back(chain_link(m));
 }

@@ -31,8 +31,8 @@ struct CheckpointOptions {
     // A failed write stops training ("on_error": "stop"); else a warning.
     bool stop_on_error = true;
     DirectIoOptions io;  // how shards are written and read (checkpoint/direct_io.h)
-    // Incremental checkpoints of dynamic tables (Note [Incremental checkpoints]): every K-th is
-    // full, the others hold what changed since the previous one; 0: every one full.
+    // Incremental checkpoints of dynamic and sharded tables (Note [Incremental checkpoints]):
+    // every K-th is full, the others hold what changed since the previous one; 0: every one full.
     int64_t full_every = 0;
 };
 
@@ -63,7 +63,8 @@ class Checkpointer {
     // After a resume from m: on the same ranks the next increments continue m's chain.
     void resumed(const Manifest& m);
     // Once per visible checkpoint with incremental tables: {"step", "kind" ("full" or
-    // "incremental"), "dynamic_bytes" (the incremental tables' bytes written, all ranks)}.
+    // "incremental"), "dynamic_bytes" and "static_bytes" (the bytes written of the dynamic and
+    // of the sharded static tables, all ranks)}.
     std::optional<nlohmann::json> take_report();
 
   private:

@@ -533,7 +533,7 @@ void parse_checkpoint(Section& root, CheckpointConfig& c) {
     c.on_error = s.get_choice("on_error", "stop", {"stop", "continue"});
     c.preempt_grace_s = s.get_number("preempt_grace_s", 0.0, 0.0);
     c.direct_io = s.get_bool("direct_io", true);
-    if (s.has("incremental")) {  // dynamic tables write deltas, a full checkpoint every K
+    if (s.has("incremental")) {  // sparse tables write deltas, a full checkpoint every K
         Section inc = s.section("incremental");
         c.full_every = inc.get_int("full_every", 0, 1);
         if (c.full_every == 0 && !inc.has("full_every"))

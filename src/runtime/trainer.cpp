@@ -422,8 +422,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     if (resumed) checkpointer.resumed(*resumed);
     if (co.full_every > 0 && !checkpointer.incremental() && root)
         log_warn(
-            "checkpoint.incremental: this model has no dynamic embedding tables, the only "
-            "state written incrementally; every checkpoint is full");
+            "checkpoint.incremental: this model has no sharded or dynamic embedding tables, the "
+            "only state written incrementally; every checkpoint is full");
     GraceTimer grace(cfg.checkpoint.preempt_grace_s);
     RunProfilers profilers(cfg, engine, comm);
 

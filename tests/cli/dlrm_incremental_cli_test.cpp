@@ -280,12 +280,12 @@ TEST_F(Cli, IncrementalConfigErrorsExit2) {
     r = train_run(j, "bad", "");
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("checkpoint.incremental.full_every"), std::string::npos) << r.output;
-    // A model without dynamic tables: said, and every checkpoint is full.
+    // A model without sharded or dynamic tables: said, and every checkpoint is full.
     nlohmann::json g = tiny();
     g["checkpoint"] = {{"interval_steps", 1}, {"incremental", {{"full_every", 2}}}};
     r = train_run(g, "gpt", "");
     EXPECT_EQ(r.code, 0) << r.output;
-    EXPECT_NE(r.output.find("no dynamic embedding tables"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("no sharded or dynamic embedding tables"), std::string::npos) << r.output;
 }
 
 }  // namespace
