@@ -11,6 +11,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "cli_fixture.h"
+#include "dlrm_cli_util.h"
 #include "util/error.h"
 
 namespace zt::testing {
@@ -34,25 +35,6 @@ nlohmann::json dynamic_config() {
         {"embedding", {{"sharding", "row"}, {"optimizer", {{"type", "adagrad"}, {"lr", 0.05}}}}},
         {"data", {{"type", "synthetic"}, {"records", 2000}, {"eval_records", 0}, {"hotness", 2}}},
         {"threads", 1}};
-}
-
-// The tensors of a safetensors file by name, as f32 (ids as their u64 values).
-std::map<std::string, std::vector<double>> read_tensors(const fs::path& p) {
-    std::map<std::string, std::vector<double>> out;
-    const SafetensorsFile f(p.string());
-    for (const auto& t : f.tensors()) {
-        std::vector<double>& v = out[t.name];
-        if (t.dtype == "U64") {
-            std::vector<uint64_t> ids(static_cast<size_t>(t.numel));
-            std::memcpy(ids.data(), f.data(t.name).data(), ids.size() * 8);
-            v.assign(ids.begin(), ids.end());
-        } else {
-            std::vector<float> w(static_cast<size_t>(t.numel));
-            f.read_f32(t.name, w.data(), t.numel);
-            v.assign(w.begin(), w.end());
-        }
-    }
-    return out;
 }
 
 TEST_F(Cli, DynamicTableWithEveryIdAdmittedTrainsLikeAStaticTable) {

@@ -13,6 +13,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "cli_fixture.h"
+#include "dlrm_cli_util.h"
 #include "runtime/checkpoint_chain.h"
 
 namespace zt::testing {
@@ -43,44 +44,12 @@ nlohmann::json incremental_config() {
         {"threads", 1}};
 }
 
-// The tensors of a safetensors file by name, as doubles (ids as their u64 values).
-std::map<std::string, std::vector<double>> read_tensors(const fs::path& p) {
-    std::map<std::string, std::vector<double>> out;
-    const SafetensorsFile f(p.string());
-    for (const auto& t : f.tensors()) {
-        std::vector<double>& v = out[t.name];
-        if (t.dtype == "U64") {
-            std::vector<uint64_t> ids(static_cast<size_t>(t.numel));
-            std::memcpy(ids.data(), f.data(t.name).data(), ids.size() * 8);
-            v.assign(ids.begin(), ids.end());
-        } else {
-            std::vector<float> w(static_cast<size_t>(t.numel));
-            f.read_f32(t.name, w.data(), t.numel);
-            v.assign(w.begin(), w.end());
-        }
-    }
-    return out;
-}
-
-std::vector<std::string> chain_names(const fs::path& ck) {
-    std::vector<std::string> out;
-    for (const ChainLink& l : chain_of(read_manifest(ck.string()))) out.push_back(l.name);
-    return out;
-}
-
 std::vector<std::string> checkpoint_dirs(const fs::path& dir) {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir))
         if (e.is_directory()) out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
-}
-
-void copy_checkpoints(const fs::path& from, const fs::path& to,
-                      const std::vector<std::string>& names) {
-    fs::create_directories(to / "checkpoints");
-    for (const std::string& n : names)
-        fs::copy(from / "checkpoints" / n, to / "checkpoints" / n, fs::copy_options::recursive);
 }
 
 TEST_F(Cli, IncrementalChainResumesBitForBit) {
@@ -285,7 +254,8 @@ TEST_F(Cli, IncrementalConfigErrorsExit2) {
     g["checkpoint"] = {{"interval_steps", 1}, {"incremental", {{"full_every", 2}}}};
     r = train_run(g, "gpt", "");
     EXPECT_EQ(r.code, 0) << r.output;
-    EXPECT_NE(r.output.find("no sharded or dynamic embedding tables"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("no sharded or dynamic embedding tables"), std::string::npos)
+        << r.output;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "cli_fixture.h"
+#include "dlrm_cli_util.h"
 #include "util/error.h"
 
 namespace zt::testing {
@@ -37,19 +38,12 @@ nlohmann::json sharded_config() {
             {"threads", 1}};
 }
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 TEST_F(Cli, ShardedTablesOverMpiMatchThreadsByteForByte) {
     nlohmann::json j = sharded_config();
     // Row-wise Adagrad keeps one accumulator per whole row: a column-split table is refused.
-    const CommandResult bad = run_zerotrain(
-        zt::str_cat("train ", write_config(j, "bad.json"), " --ranks 2 --quiet --run-dir ",
-                (dir_ / "bad").string()));
+    const CommandResult bad =
+        run_zerotrain(zt::str_cat("train ", write_config(j, "bad.json"),
+                                  " --ranks 2 --quiet --run-dir ", (dir_ / "bad").string()));
     EXPECT_EQ(bad.code, 2) << bad.output;
     EXPECT_NE(bad.output.find("row-wise Adagrad"), std::string::npos) << bad.output;
 
@@ -60,9 +54,9 @@ TEST_F(Cli, ShardedTablesOverMpiMatchThreadsByteForByte) {
     ASSERT_EQ(threads.code, 0) << threads.output;
     EXPECT_NE(threads.output.find("emb_l.0.weight (3001 x 8): row"), std::string::npos)
         << threads.output;
-    const CommandResult mpi = run_command(zt::str_cat(
-        kMpiEnv, "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ", ZT_BINARY,
-        " train ", cfg, " --quiet --run-dir ", (dir_ / "mpi").string()));
+    const CommandResult mpi = run_command(
+        zt::str_cat(kMpiEnv, "timeout 120 mpirun --oversubscribe --mca btl self,vader -np 2 ",
+                    ZT_BINARY, " train ", cfg, " --quiet --run-dir ", (dir_ / "mpi").string()));
     ASSERT_EQ(mpi.code, 0) << mpi.output;
     const std::string a = slurp(dir_ / "threads/model.safetensors");
     ASSERT_FALSE(a.empty());
@@ -70,12 +64,14 @@ TEST_F(Cli, ShardedTablesOverMpiMatchThreadsByteForByte) {
 
     // Exported from the last checkpoint (step 4), on one process: the same tables.
     fs::remove(dir_ / "mpi/model.safetensors");
-    const CommandResult e = run_zerotrain(zt::str_cat("export ", cfg, " --from ", (dir_ / "mpi").string(),
-                                                  " --out ", (dir_ / "x.safetensors").string()));
+    const CommandResult e =
+        run_zerotrain(zt::str_cat("export ", cfg, " --from ", (dir_ / "mpi").string(), " --out ",
+                                  (dir_ / "x.safetensors").string()));
     ASSERT_EQ(e.code, 0) << e.output;
     const SafetensorsFile x((dir_ / "x.safetensors").string());
     const SafetensorsFile t((dir_ / "threads/model.safetensors").string());
-    for (const char* name : {"emb_l.0.weight", "emb_l.1.weight", "emb_l.2.weight", "emb_l.3.weight"}) {
+    for (const char* name :
+         {"emb_l.0.weight", "emb_l.1.weight", "emb_l.2.weight", "emb_l.3.weight"}) {
         ASSERT_NE(x.find(name), nullptr) << name;
         const auto dx = x.data(name), dt = t.data(name);
         ASSERT_EQ(dx.size(), dt.size()) << name;
@@ -88,8 +84,8 @@ TEST_F(Cli, ShardedTablesPastEveryBudgetExit2) {
     j["model"]["table_rows"] = {4000000, 3000000, 40, 1500};
     j["embedding"]["sharding"] = "table";
     j["memory"] = {{"budget_per_rank", "64MiB"}};
-    const CommandResult r = run_zerotrain(zt::str_cat("train ", write_config(j), " --ranks 2 --quiet --run-dir ",
-                                                  (dir_ / "run").string()));
+    const CommandResult r = run_zerotrain(zt::str_cat(
+        "train ", write_config(j), " --ranks 2 --quiet --run-dir ", (dir_ / "run").string()));
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("embedding"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("ranks"), std::string::npos) << r.output;

@@ -9,38 +9,19 @@
 #include <sstream>
 
 #include "cli_fixture.h"
+#include "dlrm_cli_util.h"
 #include "util/error.h"
 
 namespace zt::testing {
 namespace {
 
 nlohmann::json tier_config() {
-    return {{"train_micro_batch_size_per_gpu", 32},
-            {"gradient_accumulation_steps", 2},
-            {"steps", 6},
-            {"steps_per_print", 1},
-            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
-            {"model",
-             {{"type", "dlrm"},
-              {"table_rows", {4001, 2500, 40}},
-              {"embedding_dim", 8},
-              {"bottom_mlp", {16, 8}},
-              {"top_mlp", {16}}}},
-            {"embedding",
-             {{"sharding", {"row", "table", "data_parallel"}},
-              {"optimizer", {{"type", "adam"}, {"lr", 0.02}}}}},
-            {"data", {{"type", "synthetic"}, {"records", 4000}, {"eval_records", 64}}},
-            {"eval_interval", 3},
-            {"eval_iters", 1},
-            {"checkpoint", {{"interval_steps", 2}}},
-            {"threads", 1}};
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    nlohmann::json j = small_sharded_dlrm(6);
+    j["data"]["eval_records"] = 64;
+    j["eval_interval"] = 3;
+    j["eval_iters"] = 1;
+    j["checkpoint"] = {{"interval_steps", 2}};
+    return j;
 }
 
 // The tier entries of metrics.jsonl's training lines.

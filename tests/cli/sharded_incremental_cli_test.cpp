@@ -14,49 +14,16 @@
 
 #include "checkpoint/manifest.h"
 #include "cli_fixture.h"
+#include "dlrm_cli_util.h"
 #include "runtime/checkpoint_chain.h"
 
 namespace zt::testing {
 namespace {
 
 nlohmann::json sharded_config() {
-    return {{"train_micro_batch_size_per_gpu", 32},
-            {"gradient_accumulation_steps", 2},
-            {"steps", 8},
-            {"steps_per_print", 1},
-            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
-            {"model",
-             {{"type", "dlrm"},
-              {"table_rows", {4001, 2500, 40}},
-              {"embedding_dim", 8},
-              {"bottom_mlp", {16, 8}},
-              {"top_mlp", {16}}}},
-            {"embedding",
-             {{"sharding", {"row", "table", "data_parallel"}},
-              {"optimizer", {{"type", "adam"}, {"lr", 0.02}}}}},
-            {"data", {{"type", "synthetic"}, {"records", 4000}, {"eval_records", 0}}},
-            {"checkpoint", {{"interval_steps", 2}, {"incremental", {{"full_every", 3}}}}},
-            {"threads", 1}};
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::vector<std::string> chain_names(const fs::path& ck) {
-    std::vector<std::string> out;
-    for (const ChainLink& l : chain_of(read_manifest(ck.string()))) out.push_back(l.name);
-    return out;
-}
-
-void copy_checkpoints(const fs::path& from, const fs::path& to,
-                      const std::vector<std::string>& names) {
-    fs::create_directories(to / "checkpoints");
-    for (const std::string& n : names)
-        fs::copy(from / "checkpoints" / n, to / "checkpoints" / n, fs::copy_options::recursive);
+    nlohmann::json j = small_sharded_dlrm(8);
+    j["checkpoint"] = {{"interval_steps", 2}, {"incremental", {{"full_every", 3}}}};
+    return j;
 }
 
 TEST_F(Cli, ShardedIncrementalChainResumesBitForBit) {
