@@ -275,8 +275,10 @@ void DynamicTables::load(size_t i, const float*) {
 // One block per rank: rows [rank, rank + 1) of a layout of `col_end` ranks name the writer (the
 // block's data is the table's state on that rank, Note [Dynamic table state]).
 std::vector<SparseBlock> DynamicTables::blocks(size_t i) const {
-    const DynamicTable& t = *tables_.at(i);
-    DynamicTable::Saved s = t.save();
+    return {writer_block(tables_.at(i)->save())};
+}
+
+SparseBlock DynamicTables::writer_block(DynamicTable::Saved s) const {
     SparseBlock b;
     b.row_begin = rank_;
     b.row_end = rank_ + 1;
@@ -285,7 +287,7 @@ std::vector<SparseBlock> DynamicTables::blocks(size_t i) const {
     b.weights = std::move(s.weights);
     b.state = std::move(s.state);
     b.aux = std::move(s.words);
-    return {b};
+    return b;
 }
 
 void DynamicTables::track_changes(bool on) {
@@ -298,16 +300,7 @@ void DynamicTables::saved() {
 
 // The same writer's identity as blocks(): rows [rank, rank + 1) of col_end ranks.
 std::vector<SparseBlock> DynamicTables::delta_blocks(size_t i) const {
-    DynamicTable::Saved s = tables_.at(i)->save_delta();
-    SparseBlock b;
-    b.row_begin = rank_;
-    b.row_end = rank_ + 1;
-    b.col_begin = 0;
-    b.col_end = ranks_;
-    b.weights = std::move(s.weights);
-    b.state = std::move(s.state);
-    b.aux = std::move(s.words);
-    return {b};
+    return {writer_block(tables_.at(i)->save_delta())};
 }
 
 void DynamicTables::apply_delta(size_t i, SparseBlock& base, const SparseBlock& delta) const {

@@ -96,6 +96,9 @@ class DynamicTables : public SparseParams {
     struct Lookup;  // one lookup's routing
 
   private:
+    // A block named by its writer (rows [rank, rank + 1) of a layout of ranks_ columns) holding
+    // `s` (a whole save or a delta).
+    SparseBlock writer_block(DynamicTable::Saved s) const;
     std::function<void()> exchange_done_;  // on_backward_exchange
     int owner(uint64_t id) const;
     void backward(Lookup& lk);
