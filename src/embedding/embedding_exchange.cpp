@@ -303,7 +303,11 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
 
 void ShardedTables::backward_exchange(Exchange& ex) {
     Stopwatch timer;
-    std::vector<float>& grads = send_buf_;
+    auto p = std::make_unique<PendingGrads>();
+    // embedding.staleness 1 (Note [Stale embedding updates]): the exchange keeps buffers of its
+    // own, in flight until the next step's finish_grads.
+    const bool stale = options_.staleness > 0;
+    std::vector<float>& grads = stale ? p->send : send_buf_;
     grads.resize(static_cast<size_t>(total(ex.reply_counts)));
     const auto nreq = static_cast<int64_t>(ex.reqs.size());
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(grads.size()) >= \
@@ -316,9 +320,9 @@ void ShardedTables::backward_exchange(Exchange& ex) {
                     static_cast<size_t>(q.c1 - q.c0) * sizeof(float));
     }
     ex.compact.clear();  // the fetched rows and their gradients are no longer needed
-    std::vector<float>& received = comm_ || bwd_a2a_ ? recv_buf_ : send_buf_;
+    std::vector<float>& received = stale ? (comm_ || bwd_a2a_ ? p->recv : p->send)
+                                         : (comm_ || bwd_a2a_ ? recv_buf_ : send_buf_);
     received.resize(static_cast<size_t>(total(ex.serve_counts)));
-    auto p = std::make_unique<PendingGrads>();
     if (bwd_a2a_)  // embedding.comm_precision's backward codec
         bwd_a2a_->run(comm_, grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
                       acc_comm_stats_);
@@ -328,8 +332,12 @@ void ShardedTables::backward_exchange(Exchange& ex) {
     p->recv_requests = std::move(ex.recv_requests);
     p->recv_counts = std::move(ex.recv_counts);
     p->serve_counts = std::move(ex.serve_counts);
-    pending_ = std::move(p);
-    if (!pending_->handle) complete_grads();
+    if (stale) {
+        stale_.push_back(std::move(p));
+    } else {
+        pending_ = std::move(p);
+        if (!pending_->handle) complete_grads();
+    }
     for (int r = 0; r < ranks_; ++r)
         if (r != rank_)
             acc_bytes_ += bwd_codec_
@@ -341,19 +349,27 @@ void ShardedTables::backward_exchange(Exchange& ex) {
 
 void ShardedTables::complete_grads() {
     if (!pending_) return;
-    Stopwatch timer;
     const std::unique_ptr<PendingGrads> p = std::move(pending_);
-    if (p->handle) p->handle->wait();
-    const std::vector<float>& received = comm_ || bwd_a2a_ ? recv_buf_ : send_buf_;
+    accept_pending(*p, comm_ || bwd_a2a_ ? recv_buf_ : send_buf_);
+}
+
+void ShardedTables::complete_stale(std::vector<std::unique_ptr<PendingGrads>>& list) {
+    for (const auto& p : list) accept_pending(*p, comm_ || bwd_a2a_ ? p->recv : p->send);
+    list.clear();
+}
+
+void ShardedTables::accept_pending(PendingGrads& p, const std::vector<float>& received) {
+    Stopwatch timer;
+    if (p.handle) p.handle->wait();
     const float* g = received.data();
     int64_t at = 0;
     for (int s = 0; s < ranks_; ++s) {
-        const int64_t n = p->recv_counts[static_cast<size_t>(s)];
+        const int64_t n = p.recv_counts[static_cast<size_t>(s)];
         accept_grads(s,
-                     std::span<const int64_t>(p->recv_requests)
+                     std::span<const int64_t>(p.recv_requests)
                          .subspan(static_cast<size_t>(at), static_cast<size_t>(n)),
                      g);
-        g += p->serve_counts[static_cast<size_t>(s)];
+        g += p.serve_counts[static_cast<size_t>(s)];
         at += n;
     }
     acc_s_ += timer.elapsed_s();

@@ -113,6 +113,9 @@ ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<P
 
 ShardedTables::~ShardedTables() {
     try {
+        for (auto* list : {&stale_, &stale_prev_})  // their buffers are about to go
+            for (auto& p : *list)
+                if (p->handle) p->handle->wait();
         complete_grads();  // the buffers it writes into are about to go
     } catch (...) {        // a failed exchange is reported where it happened
     }
@@ -281,8 +284,26 @@ void ShardedTables::merge_grads(Shard& s) {
     for (RowAcc& a : s.acc) a.clear();
 }
 
+// Note [Stale embedding updates]
+// embedding.staleness 1 (Persia's hybrid training, one step deep): the dense part stays
+// synchronous, and the tables' update from step k's gradient is applied at the end of step k + 1,
+// so step k + 1's lookups read rows without it (one step old). What that buys: the gradient
+// rows' all-to-all of step k (one per micro-batch, each with buffers of its own) stays in flight
+// through step k + 1's forward and backward, and is completed only at its finish_grads (the
+// synchronous engine completes it at the next lookup). Step k + 1 then merges step k's rows in
+// the same order as ever, and its step() applies them with step k + 1's rate and update count;
+// grad_sq_sum and clipping see them with step k + 1's dense gradients. A checkpoint (and the end
+// of training) applies the held update first (apply_held), so a checkpoint holds every update, a
+// resumed run starts with nothing held, and an uninterrupted run, which applies at the same
+// checkpoint steps, follows the same trajectory bit for bit. Staleness 0 is the synchronous
+// engine, unchanged. A step skipped for a non-finite loss drops the update it would have applied.
 void ShardedTables::finish_grads() {
     complete_grads();
+    if (options_.staleness > 0) {  // the previous step's rows; this step's stay in flight
+        complete_stale(stale_prev_);
+        stale_prev_ = std::move(stale_);
+        stale_.clear();
+    }
     // This rank's figures: rows touched per sharded table (a column split counts a row once, on
     // the shard holding column 0), then ids requested, bytes sent and seconds in the exchanges.
     const size_t nt = sharded_.size();
@@ -408,6 +429,17 @@ void ShardedTables::step(double lr, double base_lr, int64_t update) {
         float* state = s->state.defined() ? s->state.data<float>() : nullptr;
         optimizer_.step(s->storage, state, s->merged_rows, s->merged.data(),
                         static_cast<float>(rate), update);
+    }
+}
+
+void ShardedTables::apply_held(double lr, double base_lr, int64_t update) {
+    if (options_.staleness == 0) return;
+    complete_stale(stale_prev_);  // the last step's exchanges: the update not yet applied
+    for (auto& s : shards_) merge_grads(*s);
+    step(lr, base_lr, update);
+    for (auto& s : shards_) {
+        s->merged_rows.clear();
+        s->merged.clear();
     }
 }
 

@@ -51,6 +51,9 @@ struct ShardedTablesOptions {
     CodecKind forward_comm = CodecKind::kF32;
     CodecKind backward_comm = CodecKind::kF32;
     EmbeddingTierOptions tier;
+    // embedding.staleness: 0, every step updates the rows it used (synchronous); 1, a step's
+    // update is applied at the end of the next step (Note [Stale embedding updates]).
+    int staleness = 0;
 };
 
 // embedding.tier's cache_bytes over shards of these bytes: each one's cache ratio (Note [Cache
@@ -82,6 +85,7 @@ class ShardedTables : public SparseParams {
     void scale_grads(float coef) override;
     void step(double lr, double base_lr, int64_t update) override;
     void zero_grads() override;
+    void apply_held(double lr, double base_lr, int64_t update) override;
 
     std::vector<std::string> names() const override;
     Shape shape(size_t i) const override;
@@ -148,8 +152,15 @@ class ShardedTables : public SparseParams {
     struct PendingGrads {
         CommHandle handle;  // null: completed already (a codec's exchange)
         std::vector<int64_t> recv_requests, recv_counts, serve_counts;  // the Exchange's
+        std::vector<float> send, recv;  // staleness 1: the exchange's own buffers
     };
     std::unique_ptr<PendingGrads> pending_;
+    // Waits for p's exchange and accepts its rows (from `received`) in source order.
+    void accept_pending(PendingGrads& p, const std::vector<float>& received);
+    // embedding.staleness 1: this step's exchanges, and the previous step's (completed and applied
+    // at this step's finish_grads and step; Note [Stale embedding updates]).
+    std::vector<std::unique_ptr<PendingGrads>> stale_, stale_prev_;
+    void complete_stale(std::vector<std::unique_ptr<PendingGrads>>& list);
     // The step's gradient of each used row of s, into merged_rows / merged (Note [Merge order]).
     void merge_grads(Shard& s);
     // Incremental checkpoints: marks s's merged_rows as changed when tracking.

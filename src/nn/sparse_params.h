@@ -55,6 +55,10 @@ class SparseParams {
     // schedule by the ratio); update: the global update count from 1.
     virtual void step(double lr, double base_lr, int64_t update) = 0;
     virtual void zero_grads() = 0;
+    // Tables that apply a step's update a step late (embedding.staleness): applies the one held
+    // now (before a checkpoint or the final weights); lr, base_lr, update as for step(). Others:
+    // nothing to do.
+    virtual void apply_held(double /*lr*/, double /*base_lr*/, int64_t /*update*/) {}
 
     // The tensors: names, shapes (rows, cols), optimizer state columns per row.
     virtual std::vector<std::string> names() const = 0;

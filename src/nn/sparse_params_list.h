@@ -45,6 +45,9 @@ class SparseParamsList final : public SparseParams {
     nlohmann::json plan_json() const override;
     nlohmann::json step_counters() const override;
     void on_backward_exchange(std::function<void()> done) override;
+    void apply_held(double lr, double base_lr, int64_t update) override {
+        for (SparseParams* p : parts_) p->apply_held(lr, base_lr, update);
+    }
     void on_tier_writeback(std::function<void()> hook) override {
         for (SparseParams* p : parts_) p->on_tier_writeback(hook);
     }

@@ -282,6 +282,7 @@ StepStats Engine::step() {
         }
         if (onebit_local) onebit_momentum(grads, n);
         const int64_t update = ++updates_done_;
+        last_lr_ = st.lr;
         if (sparse_) sparse_->step(static_cast<float>(st.lr), options_.lr, update);
         state_->step(grads, segments_, static_cast<float>(st.lr), update);
     }

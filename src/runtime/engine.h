@@ -131,6 +131,11 @@ class Engine {
     ZeroDataParallel& data_parallel() { return *dp_; }
     // Parameters outside the arena (sharded embedding tables); null when the model has none.
     SparseParams* sparse_params() { return sparse_; }
+    // Tables that update a step late (embedding.staleness) apply the update they hold, with the
+    // last step's rate: before a checkpoint and the final weights (Note [Stale embedding updates]).
+    void apply_held_sparse() {
+        if (sparse_) sparse_->apply_held(last_lr_, options_.lr, updates_done_);
+    }
     // Whole-arena f32 master weights (every rank calls it: a collective when they are
     // partitioned), and loading them from such a copy (init_from; a collective too).
     std::vector<float> gather_master();
@@ -173,7 +178,8 @@ class Engine {
   private:
     // Throws the nan_policy "stop" error for step steps_done_ + 1.
     [[noreturn]] void stop_on_nonfinite(double loss);
-    void finish_step();  // zeroes gradients and the micro-batch counters
+    void finish_step();   // zeroes gradients and the micro-batch counters
+    double last_lr_ = 0;  // the rate of the last update (apply_held_sparse)
     // The squared gradient norm over every rank (dp and tp) of the update range's f32 gradients
     // g; fp16: unscaled by inv first (in place).
     double grad_sq_norm(float* g, float inv);
@@ -204,8 +210,8 @@ class Engine {
     // over the tp group before the step (Note [Sequence parallelism]).
     std::vector<Range> tp_whole_;
     Tensor grad_f32_;  // f32 copy of bf16 gradients of the update range (bf16 accumulation only)
-    std::unique_ptr<LossScaler> scaler_;          // f16 compute only
-    SparseParams* sparse_ = nullptr;              // the model's, when it has some
+    std::unique_ptr<LossScaler> scaler_;         // f16 compute only
+    SparseParams* sparse_ = nullptr;             // the model's, when it has some
     std::vector<float>* fwd_outputs_ = nullptr;  // set_forward_outputs
     std::vector<float>* fwd_labels_ = nullptr;
     std::unique_ptr<Pruner> pruner_;              // compression.pruning

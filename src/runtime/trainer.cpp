@@ -697,6 +697,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             if (interval || stop) {
                 since_save = Stopwatch();
                 saved_at = step + 1;
+                engine.apply_held_sparse();  // a checkpoint holds every update
                 checkpointer.save();
                 last_checkpoint_s = checkpointer.last_save_stall_s();
                 data->saved((step + 1) * cfg.train_batch_size);
@@ -712,6 +713,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         }
         if (stream_ended && (co.interval_steps > 0 || cfg.checkpoint.interval_seconds > 0) &&
             result.steps > saved_at) {
+            engine.apply_held_sparse();
             checkpointer.save();  // what the stream gave since the last checkpoint
             data->saved(result.steps * cfg.train_batch_size);
         }
@@ -726,6 +728,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         if (result.steps - start_step > 1)
             result.tokens_per_s = units_per_step * (result.steps - start_step - 1) / timed_s;
         if (result.preempted) return result;  // not finished: no final weights (Note [Failed runs])
+        engine.apply_held_sparse();
         save_weights(engine, family, opts.run_dir + "/model.safetensors", root);
         say(str_cat("done: ", result.steps, " steps, final loss ", result.final_loss,
                     result.tokens_per_s > 0

@@ -206,6 +206,7 @@ void Dlrm::attach(const ModelContext& ctx) {
     so.forward_comm = e.forward_comm;
     so.backward_comm = e.backward_comm;
     so.tier = e.tier;
+    so.staleness = e.staleness;
     sharded_ =
         std::make_unique<ShardedTables>(*ctx.pool, std::move(plan), std::move(inits), ctx.comm, so);
     sparse_ = sharded_.get();

@@ -66,6 +66,7 @@ struct DlrmEmbedding {
     CodecKind forward_comm = CodecKind::kF32;
     CodecKind backward_comm = CodecKind::kF32;
     EmbeddingTierOptions tier;  // tier: where the sharded tables' rows live beyond a cache
+    int staleness = 0;          // 1: a step's table update applied a step late
     // Whether table k stays a replicated dense parameter (the plan's rule, shard_plan.h).
     bool replicated(const DlrmTable& t, size_t k) const;
 };

@@ -333,6 +333,25 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
     });
     o.finish();
     parse_tier(s, e.tier, model_tables);
+    // Note [Stale embedding updates] (embedding/sharded_tables.cpp).
+    e.staleness = static_cast<int>(s.get_int("staleness", 0, 0, 1000000));
+    s.guard([&] {
+        ZT_CHECK(e.staleness <= 1, s.key("staleness"), ": ", e.staleness,
+                 " steps; this version applies a step's table update at most one step late: "
+                 "use 0 (synchronous) or 1");
+    });
+    s.guard([&] {
+        ZT_CHECK(e.staleness == 0 || !e.tier.on(), s.key("staleness"),
+                 ": a tiered table (embedding.tier) updates the rows its step pinned; use "
+                 "staleness 0 with a tier");
+    });
+    s.guard([&] {
+        ZT_CHECK(
+            e.staleness == 0 || std::find(dynamic.begin(), dynamic.end(), true) == dynamic.end(),
+            s.key("staleness"),
+            ": dynamic tables admit and evict rows at each step, synchronously; use "
+            "staleness 0 with dynamic tables");
+    });
     return e;
 }
 
