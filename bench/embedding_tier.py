@@ -179,7 +179,9 @@ def main():
     for name, tier in runs:
         cfg = json.loads(json.dumps(base))
         if tier:
-            tier.update({"cache_ratio": args.cache_ratio, "queue_depth": args.depth})
+            tier["cache_ratio"] = args.cache_ratio
+            if tier["device"] == "nvme":
+                tier["queue_depth"] = args.depth
             cfg["embedding"]["tier"] = tier
         results[name] = run_train(cfg, os.path.join(args.dir, name.replace(" ", "-")))
         print(f"{name}: {results[name][0]:.0f} samples/s ({results[name][2]:.0f} s in all)",

@@ -83,6 +83,22 @@ void ShardedTables::fetch_tiered(std::span<const int64_t> requests, std::vector<
     }
 }
 
+void ShardedTables::exchange_requests(const std::vector<int64_t>& send_counts,
+                                      std::vector<int64_t>& flat, std::vector<int64_t>& recv_counts,
+                                      std::vector<int64_t>& recv_requests) {
+    if (!comm_) {
+        recv_counts = send_counts;
+        recv_requests = std::move(flat);
+        return;
+    }
+    recv_counts.assign(static_cast<size_t>(ranks_), 0);
+    const std::vector<int64_t> ones(static_cast<size_t>(ranks_), 1);
+    comm_->all_to_all(send_counts.data(), ones, recv_counts.data(), ones, CommType::kI64)->wait();
+    recv_requests.resize(static_cast<size_t>(total(recv_counts)));
+    comm_->all_to_all(flat.data(), send_counts, recv_requests.data(), recv_counts, CommType::kI64)
+        ->wait();
+}
+
 void ShardedTables::serve_rows(std::span<const int64_t> requests, std::span<const int64_t> counts,
                                std::vector<int64_t>& serve_counts, std::vector<float>& reply) {
     // Offsets first (and every check, outside the parallel copy).
@@ -220,21 +236,7 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
             ex->reply_counts[ru] = at - before;
         }
     }
-    // Requests: counts, then the packed (table, row) pairs.
-    ex->recv_counts.assign(static_cast<size_t>(ranks_), 0);
-    if (comm_) {
-        std::vector<int64_t> ones(static_cast<size_t>(ranks_), 1);
-        comm_->all_to_all(send_counts.data(), ones, ex->recv_counts.data(), ones, CommType::kI64)
-            ->wait();
-        ex->recv_requests.resize(static_cast<size_t>(total(ex->recv_counts)));
-        comm_
-            ->all_to_all(flat.data(), send_counts, ex->recv_requests.data(), ex->recv_counts,
-                         CommType::kI64)
-            ->wait();
-    } else {
-        ex->recv_counts = send_counts;
-        ex->recv_requests = std::move(flat);
-    }
+    exchange_requests(send_counts, flat, ex->recv_counts, ex->recv_requests);
     // Owners: the rows, per source in rank order.
     // send_buf_ and recv_buf_ live as long as the tables: fresh vectors took fresh pages from
     // the system every step.

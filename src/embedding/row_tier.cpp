@@ -25,9 +25,11 @@
 // the other rows of a page keep their bytes, which are current on the store since every row not
 // resident or not dirty is), and the misses' records are copied from the page images into their
 // slots. Each page is read once per fetch however many of its rows it serves (none that a
-// prefetch read: Note [Row prefetch]). The writes go out from copies of their pages and are left
-// in flight; a later read of a page with a write in flight waits for the writes first (the
-// Store's rule), and range reads, range writes and flushes wait for all of them.
+// prefetch read: Note [Row prefetch]). The writes go out from copies of their pages (one buffer,
+// reused) and are left in flight while the step computes: the next fetch that reads or writes
+// drains them before it reads a page or reuses the buffer, a prefetch that reads one of their
+// pages drains them first (the Store's rule: no read overtakes a write), and range reads and
+// writes wait for all of them.
 // A killed process loses nothing by this: the store is scratch, remade from the checkpoint on
 // resume (tests/cli/embedding_tier_cli_test.cpp kills one in the middle of a write-back).
 //
@@ -43,6 +45,58 @@ namespace zt {
 
 const char* row_cache_policy_name(RowCachePolicy p) {
     return p == RowCachePolicy::kLru ? "lru" : "lfu";
+}
+
+std::array<double, RowTierStats::kFields> RowTierStats::to_array() const {
+    return {static_cast<double>(hits),
+            static_cast<double>(misses),
+            static_cast<double>(evictions),
+            static_cast<double>(writebacks),
+            static_cast<double>(pages_read),
+            static_cast<double>(pages_written),
+            static_cast<double>(prefetched),
+            static_cast<double>(prefetch_hits),
+            static_cast<double>(bytes_read),
+            static_cast<double>(bytes_written),
+            stall_s};
+}
+
+RowTierStats RowTierStats::from_array(const double* f) {
+    RowTierStats s;
+    s.hits = static_cast<int64_t>(f[0]);
+    s.misses = static_cast<int64_t>(f[1]);
+    s.evictions = static_cast<int64_t>(f[2]);
+    s.writebacks = static_cast<int64_t>(f[3]);
+    s.pages_read = static_cast<int64_t>(f[4]);
+    s.pages_written = static_cast<int64_t>(f[5]);
+    s.prefetched = static_cast<int64_t>(f[6]);
+    s.prefetch_hits = static_cast<int64_t>(f[7]);
+    s.bytes_read = static_cast<uint64_t>(f[8]);
+    s.bytes_written = static_cast<uint64_t>(f[9]);
+    s.stall_s = f[10];
+    return s;
+}
+
+RowTierStats& RowTierStats::operator+=(const RowTierStats& o) {
+    const std::array<double, kFields> a = to_array(), b = o.to_array();
+    std::array<double, kFields> sum{};
+    for (size_t i = 0; i < kFields; ++i) sum[i] = a[i] + b[i];
+    return *this = from_array(sum.data());
+}
+
+RowTierStats RowTierStats::operator-(const RowTierStats& o) const {
+    const std::array<double, kFields> a = to_array(), b = o.to_array();
+    std::array<double, kFields> diff{};
+    for (size_t i = 0; i < kFields; ++i) diff[i] = a[i] - b[i];
+    return from_array(diff.data());
+}
+
+RowTierStats RowTier::stats() const {
+    RowTierStats s = stats_;
+    const StoreStats st = store_->stats();
+    s.bytes_read = st.bytes_read;
+    s.bytes_written = st.bytes_written;
+    return s;
 }
 
 int64_t RowTier::rows_per_page(int64_t cols, int64_t state_cols) {
@@ -247,7 +301,6 @@ void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) {
             ++stats_.misses;
             misses_.push_back(s);
         }
-        ++stats_.lookups;
         pin_epoch_[static_cast<size_t>(s)] = epoch_;
         touch(s);
         slots[i] = s;
@@ -295,31 +348,32 @@ void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) {
     for (size_t k = 0; k < back.size(); ++k) back[k] = k;
     std::sort(back.begin(), back.end(),
               [&](size_t a, size_t b) { return evicted_rows_[a] < evicted_rows_[b]; });
-    // A page in flight to the store is read only after its write finished (the Store's rule).
-    for (int64_t p : pages)
-        if (write_pending(p)) {
-            drain_writes();
-            break;
-        }
-    size_t mi = 0, bi = 0;
+    // The last fetch's write-backs have had a step's compute to finish; their buffer is reused,
+    // and no page below is read before its write finished (the Store's rule).
+    drain_writes();
+    size_t to_write = 0;
+    for (uint8_t w : written) to_write += w;
+    if (to_write > write_buf_pages_) {
+        write_buf_ = alloc_aligned_buffer(to_write * page_bytes_, "embedding tier write-back");
+        write_buf_pages_ = to_write;
+    }
+    size_t mi = 0, bi = 0, wi = 0;
     std::vector<Page> batch;
+    std::vector<int64_t> out_pages;
     std::vector<std::byte*> image(kBatchPages);
     for (size_t p0 = 0; p0 < pages.size(); p0 += kBatchPages) {
         const size_t p1 = std::min(pages.size(), p0 + kBatchPages);
         reserve_pages(p1 - p0);
         batch.clear();
-        size_t written_here = 0;
         for (size_t p = p0; p < p1; ++p) {
             // A prefetched page (Note [Row prefetch]) is current: no read.
             std::byte* ahead = prefetched_image(pages[p]);
             image[p - p0] = ahead ? ahead : page_image(p - p0);
             if (!ahead) batch.push_back({pages[p], p - p0});
-            written_here += written[p];
         }
         read_pages(batch);
-        PendingWrite w;
-        if (written_here > 0)
-            w.buf = alloc_aligned_buffer(written_here * page_bytes_, "embedding tier write-back");
+        const size_t w0 = wi;
+        out_pages.clear();
         for (size_t p = p0; p < p1; ++p) {
             std::byte* img = image[p - p0];
             const bool ahead = img != page_image(p - p0);
@@ -336,37 +390,31 @@ void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) {
                             static_cast<size_t>(rec_floats_) * sizeof(float));
             }
             if (!written[p]) continue;
-            std::byte* out = w.buf.get() + w.pages.size() * page_bytes_;
-            std::memcpy(out, img, page_bytes_);
-            w.pages.push_back(pages[p]);
+            std::memcpy(write_buf_.get() + wi++ * page_bytes_, img, page_bytes_);
+            out_pages.push_back(pages[p]);
         }
-        issue_writes(std::move(w));
+        issue_writes(out_pages, write_buf_.get() + w0 * page_bytes_);
     }
     stats_.writebacks += static_cast<int64_t>(evicted_rows_.size());
-    const StoreStats st = store_->stats();
-    stats_.bytes_read = st.bytes_read;
-    stats_.bytes_written = st.bytes_written;
     stats_.stall_s += timer.elapsed_s();
 }
 
-void RowTier::issue_writes(PendingWrite w) {
-    if (w.pages.empty()) return;
-    for (size_t k = 0; k < w.pages.size(); ++k) {
-        w.tickets.push_back(
-            store_->write(page_offset(w.pages[k]), w.buf.get() + k * page_bytes_, page_bytes_));
-        pending_pages_.insert(w.pages[k]);
+void RowTier::issue_writes(std::span<const int64_t> pages, const std::byte* images) {
+    if (pages.empty()) return;
+    for (size_t k = 0; k < pages.size(); ++k) {
+        write_tickets_.push_back(
+            store_->write(page_offset(pages[k]), images + k * page_bytes_, page_bytes_));
+        pending_pages_.insert(pages[k]);
     }
-    stats_.pages_written += static_cast<int64_t>(w.pages.size());
+    stats_.pages_written += static_cast<int64_t>(pages.size());
     if (on_writeback_) on_writeback_();
-    writes_.push_back(std::move(w));
 }
 
 void RowTier::drain_writes() {
-    if (writes_.empty()) return;
+    if (write_tickets_.empty()) return;
     Stopwatch timer;
-    for (PendingWrite& w : writes_)
-        for (Store::Ticket t : w.tickets) store_->wait(t);
-    writes_.clear();
+    for (Store::Ticket t : write_tickets_) store_->wait(t);
+    write_tickets_.clear();
     pending_pages_.clear();
     stats_.stall_s += timer.elapsed_s();
 }
@@ -399,11 +447,11 @@ void RowTier::settle() {
 // images of their own (outside the cache; up to kPrefetchPages). A later fetch() takes a missing
 // row's record from its page's image instead of reading the page, and uses the image as the base
 // of that page's write-back. The images stay current because every write-back of a page patches
-// its image first (the write goes out from a copy of it), and range writes and flushes drop them
-// all. A row resident at prefetch and evicted before its fetch is read then. A new prefetch drops
-// the previous one's images: the model issues it right after the current lookup has fetched
-// (models/dlrm: Dlrm::logits), so the disk reads the next micro-batch's rows while this one
-// computes. Rows, slots and bits are those of fetch() without a prefetch.
+// its image first (the write goes out from a copy of it), and range writes drop them all. A row
+// resident at prefetch and evicted before its fetch is read then. A new prefetch drops the previous
+// one's images: the model issues it right after the current lookup has fetched (models/dlrm:
+// Dlrm::logits), so the disk reads the next micro-batch's rows while this one computes. Rows, slots
+// and bits are those of fetch() without a prefetch.
 void RowTier::prefetch(std::span<const int64_t> rows) {
     drop_prefetched();
     std::vector<int64_t> pages;
@@ -479,8 +527,6 @@ void RowTier::read_range(int64_t r0, int64_t n, float* w, float* state) {
                             static_cast<size_t>(sc_) * sizeof(float));
         }
     }
-    const StoreStats st = store_->stats();
-    stats_.bytes_read = st.bytes_read;
 }
 
 void RowTier::write_range(int64_t r0, int64_t n, const float* w, const float* state) {
@@ -519,44 +565,6 @@ void RowTier::write_range(int64_t r0, int64_t n, const float* w, const float* st
         }
         write_pages(batch);
     }
-    const StoreStats st = store_->stats();
-    stats_.bytes_read = st.bytes_read;
-    stats_.bytes_written = st.bytes_written;
-}
-
-void RowTier::flush() {
-    settle();
-    std::vector<int64_t> dirty;
-    for (int64_t s = 0; s < capacity_; ++s)
-        if (row_of_[static_cast<size_t>(s)] >= 0 && dirty_[static_cast<size_t>(s)])
-            dirty.push_back(s);
-    std::sort(dirty.begin(), dirty.end(), [&](int64_t a, int64_t b) {
-        return row_of_[static_cast<size_t>(a)] < row_of_[static_cast<size_t>(b)];
-    });
-    std::vector<Page> batch;
-    size_t k = 0;
-    while (k < dirty.size()) {
-        batch.clear();
-        std::vector<std::pair<int64_t, size_t>> at;  // (slot, image)
-        for (; k < dirty.size(); ++k) {
-            const int64_t p = page_of(row_of_[static_cast<size_t>(dirty[k])]);
-            if (batch.empty() || batch.back().page != p) {
-                if (batch.size() == kBatchPages) break;
-                batch.push_back({p, batch.size()});
-            }
-            at.emplace_back(dirty[k], batch.back().buf);
-        }
-        reserve_pages(batch.size());
-        read_pages(batch);
-        for (const auto& [s, img] : at) {
-            copy_to_record(s, page_image(img) + record_at(row_of_[static_cast<size_t>(s)]));
-            dirty_[static_cast<size_t>(s)] = 0;
-        }
-        write_pages(batch);
-    }
-    const StoreStats st = store_->stats();
-    stats_.bytes_read = st.bytes_read;
-    stats_.bytes_written = st.bytes_written;
 }
 
 }  // namespace zt

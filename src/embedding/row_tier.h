@@ -8,6 +8,7 @@
 // Not thread-safe: one caller thread (the rank's).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,16 +34,23 @@ const char* row_cache_policy_name(RowCachePolicy p);  // "lru", "lfu"
 
 // Counters since the tier was made; the trainer reports differences per step.
 struct RowTierStats {
-    int64_t lookups = 0;  // distinct rows asked for by fetch(), summed over calls
-    int64_t hits = 0;
-    int64_t misses = 0;
+    int64_t hits = 0;        // rows asked for by fetch() that were resident
+    int64_t misses = 0;      // and that were not
     int64_t evictions = 0;   // rows that left the cache
     int64_t writebacks = 0;  // of those, dirty ones written to the store
     int64_t pages_read = 0, pages_written = 0;
-    uint64_t bytes_read = 0, bytes_written = 0;  // the store's
-    double stall_s = 0;                          // seconds fetch() waited for the store
     int64_t prefetched = 0;                      // pages read ahead by prefetch()
     int64_t prefetch_hits = 0;                   // misses served from a prefetched page
+    uint64_t bytes_read = 0, bytes_written = 0;  // the store's
+    double stall_s = 0;                          // seconds fetch() waited for the store
+    int64_t lookups() const { return hits + misses; }
+
+    // As doubles, in declaration order (an all-gather's payload), and back.
+    static constexpr size_t kFields = 11;
+    std::array<double, kFields> to_array() const;
+    static RowTierStats from_array(const double* f);
+    RowTierStats& operator+=(const RowTierStats& o);  // every field summed, stall_s too
+    RowTierStats operator-(const RowTierStats& o) const;
 };
 
 class RowTier {
@@ -91,7 +99,7 @@ class RowTier {
     SparseRowStorage cache_storage();
     float* cache_state() { return state_cols() > 0 ? state_.data<float>() : nullptr; }
     const float* slot_weights(int64_t slot) const { return w_.data<float>() + slot * cols_; }
-    // Slots whose weights or state changed: written back when they leave (or at flush()).
+    // Slots whose weights or state changed: written back when they leave.
     void mark_dirty(std::span<const int64_t> slots);
     // Unpins every row (after the step's update).
     void end_step();
@@ -102,10 +110,8 @@ class RowTier {
     // Sets rows [r0, r0 + n) in the store and in the cache where resident; state null: the rows'
     // state stays as it is.
     void write_range(int64_t r0, int64_t n, const float* w, const float* state);
-    // Writes every dirty row back (they stay cached, clean).
-    void flush();
 
-    const RowTierStats& stats() const { return stats_; }
+    RowTierStats stats() const;
     // Runs between issuing a fetch's write-backs and waiting for them (fault injection's
     // "kill_in_writeback" point); null: nothing.
     void on_writeback(std::function<void()> hook) { on_writeback_ = std::move(hook); }
@@ -159,15 +165,14 @@ class RowTier {
     size_t page_buf_pages_ = 0;
     static constexpr size_t kBatchPages = 512;       // pages per I/O batch (2 MiB of 4 KiB pages)
     static constexpr size_t kPrefetchPages = 16384;  // 64 MiB of 4 KiB pages at most
-    // Write-backs in flight: their pages' copies and tickets.
-    struct PendingWrite {
-        AlignedBuffer buf;
-        std::vector<int64_t> pages;
-        std::vector<Store::Ticket> tickets;
-    };
-    std::vector<PendingWrite> writes_;
+    // The last fetch's write-backs, in flight: copies of their pages (write_buf_, reused by the
+    // next fetch, which drains them first), tickets and pages.
+    AlignedBuffer write_buf_;
+    size_t write_buf_pages_ = 0;
+    std::vector<Store::Ticket> write_tickets_;
     std::unordered_set<int64_t> pending_pages_;
-    void issue_writes(PendingWrite w);
+    // Writes the n page images at `images` to `pages` without waiting.
+    void issue_writes(std::span<const int64_t> pages, const std::byte* images);
     void drain_writes();
     bool write_pending(int64_t page) const;
     // Prefetched pages (Note [Row prefetch]): image, and the read's ticket until waited for (0).

@@ -215,8 +215,8 @@ ShardedTables::Shard* ShardedTables::local_shard(int table) {
 
 namespace {
 
-constexpr int64_t kParallelMinFloats = 1 << 14;  // merges and sums below this: one thread
-constexpr size_t kTierFigures = 10;              // finish_grads' tier counters a rank contributes
+constexpr int64_t kParallelMinFloats = 1 << 14;         // merges and sums below this: one thread
+constexpr size_t kTierFigures = RowTierStats::kFields;  // finish_grads' tier counters of a rank
 
 }  // namespace
 
@@ -323,19 +323,9 @@ void ShardedTables::finish_grads() {
     mine[nt + 5] = acc_comm_stats_.error_sq;
     mine[nt + 6] = acc_comm_stats_.input_sq;
     const RowTierStats now = tier_totals();
-    const double tier[kTierFigures] = {
-        static_cast<double>(now.lookups - tier_before_.lookups),
-        static_cast<double>(now.hits - tier_before_.hits),
-        static_cast<double>(now.misses - tier_before_.misses),
-        static_cast<double>(now.evictions - tier_before_.evictions),
-        static_cast<double>(now.writebacks - tier_before_.writebacks),
-        static_cast<double>(now.bytes_read - tier_before_.bytes_read),
-        static_cast<double>(now.bytes_written - tier_before_.bytes_written),
-        now.stall_s - tier_before_.stall_s,
-        static_cast<double>(now.prefetched - tier_before_.prefetched),
-        static_cast<double>(now.prefetch_hits - tier_before_.prefetch_hits)};
+    const std::array<double, kTierFigures> tier = (now - tier_before_).to_array();
     tier_before_ = now;
-    std::copy(tier, tier + kTierFigures, mine.begin() + static_cast<std::ptrdiff_t>(nt + 7));
+    std::copy(tier.begin(), tier.end(), mine.begin() + static_cast<std::ptrdiff_t>(nt + 7));
     acc_comm_stats_ = {};
     acc_unique_ids_ = acc_bytes_ = 0;
     acc_s_ = 0;
@@ -370,16 +360,10 @@ void ShardedTables::finish_grads() {
         comm_stats_.input_sq += f[nt + 6];
         const double* t = f + nt + 7;
         if (r == 0) tier_step_ = {};
-        tier_step_.lookups += static_cast<int64_t>(t[0]);
-        tier_step_.hits += static_cast<int64_t>(t[1]);
-        tier_step_.misses += static_cast<int64_t>(t[2]);
-        tier_step_.evictions += static_cast<int64_t>(t[3]);
-        tier_step_.writebacks += static_cast<int64_t>(t[4]);
-        tier_step_.bytes_read += static_cast<uint64_t>(t[5]);
-        tier_step_.bytes_written += static_cast<uint64_t>(t[6]);
-        tier_step_.stall_s = std::max(tier_step_.stall_s, t[7]);  // the slowest rank's
-        tier_step_.prefetched += static_cast<int64_t>(t[8]);
-        tier_step_.prefetch_hits += static_cast<int64_t>(t[9]);
+        const RowTierStats one = RowTierStats::from_array(t);
+        const double slowest = std::max(tier_step_.stall_s, one.stall_s);
+        tier_step_ += one;
+        tier_step_.stall_s = slowest;  // the slowest rank's seconds, not the sum
     }
 }
 
@@ -462,45 +446,26 @@ void ShardedTables::prefetch(const ClickBatch& next, std::span<const int> tables
     Stopwatch timer;
     const bool indexed = next.distinct.size() == next.ids.size();
     if (next.ids.empty()) tables = {};  // no batch on this rank: it only answers
-    std::vector<int32_t> own;
+    std::vector<int32_t> own, own_index;
+    std::vector<uint64_t> keys, tmp;
     std::vector<std::vector<int64_t>> send(static_cast<size_t>(ranks_));
     for (int t : tables) {
-        std::span<const int32_t> ids;
-        if (indexed) {
-            ids = next.distinct[static_cast<size_t>(t)];
-        } else {
-            const std::span<const int32_t> all = next.ids[static_cast<size_t>(t)];
-            own.assign(all.begin(), all.end());
-            std::sort(own.begin(), own.end());
-            own.erase(std::unique(own.begin(), own.end()), own.end());
-            ids = own;
-        }
+        if (!indexed) index_distinct(next.ids[static_cast<size_t>(t)], own, own_index, keys, tmp);
+        const std::span<const int32_t> ids =
+            indexed ? next.distinct[static_cast<size_t>(t)] : std::span<const int32_t>(own);
         for (int32_t id : ids)  // an id outside the table is the lookup's to report
             for (const TableShard& sh : plan_.placement[static_cast<size_t>(t)].shards)
                 if (id >= sh.row_begin && id < sh.row_end)
                     send[static_cast<size_t>(sh.rank)].push_back(pack_request(t, id));
     }
-    std::vector<int64_t> flat, send_counts(static_cast<size_t>(ranks_)),
-        recv_counts(static_cast<size_t>(ranks_));
+    std::vector<int64_t> flat, send_counts(static_cast<size_t>(ranks_)), recv_counts, requests;
     for (int r = 0; r < ranks_; ++r) {
         const auto ru = static_cast<size_t>(r);
         send_counts[ru] = static_cast<int64_t>(send[ru].size());
         flat.insert(flat.end(), send[ru].begin(), send[ru].end());
         if (r != rank_) acc_bytes_ += 8 + send_counts[ru] * 8;
     }
-    std::vector<int64_t> requests;
-    if (comm_) {
-        const std::vector<int64_t> ones(static_cast<size_t>(ranks_), 1);
-        comm_->all_to_all(send_counts.data(), ones, recv_counts.data(), ones, CommType::kI64)
-            ->wait();
-        int64_t n = 0;
-        for (int64_t c : recv_counts) n += c;
-        requests.resize(static_cast<size_t>(n));
-        comm_->all_to_all(flat.data(), send_counts, requests.data(), recv_counts, CommType::kI64)
-            ->wait();
-    } else {
-        requests = std::move(flat);
-    }
+    exchange_requests(send_counts, flat, recv_counts, requests);
     std::vector<std::vector<int64_t>> rows(shards_.size());
     for (int64_t q : requests) {
         const int i = shard_of_table_[static_cast<size_t>(request_table(q))];
@@ -515,20 +480,8 @@ void ShardedTables::prefetch(const ClickBatch& next, std::span<const int> tables
 
 RowTierStats ShardedTables::tier_totals() const {
     RowTierStats t;
-    for (const auto& s : shards_) {
-        if (!s->tier) continue;
-        const RowTierStats& x = s->tier->stats();
-        t.lookups += x.lookups;
-        t.hits += x.hits;
-        t.misses += x.misses;
-        t.evictions += x.evictions;
-        t.writebacks += x.writebacks;
-        t.bytes_read += x.bytes_read;
-        t.bytes_written += x.bytes_written;
-        t.stall_s += x.stall_s;
-        t.prefetched += x.prefetched;
-        t.prefetch_hits += x.prefetch_hits;
-    }
+    for (const auto& s : shards_)
+        if (s->tier) t += s->tier->stats();
     return t;
 }
 
@@ -597,22 +550,22 @@ nlohmann::json ShardedTables::step_counters() const {
     if (options_.tier.on()) {
         // embedding.tier (docs/embedding-tier.md): the step's fetches over the group.
         const RowTierStats& t = tier_step_;
-        j["tier"] = {
-            {"device", options_.tier.device},
-            {"policy", row_cache_policy_name(options_.tier.policy)},
-            {"lookups", t.lookups},
-            {"hits", t.hits},
-            {"misses", t.misses},
-            {"hit_rate",
-             t.lookups > 0 ? static_cast<double>(t.hits) / static_cast<double>(t.lookups) : 1.0},
-            {"evictions", t.evictions},
-            {"writebacks", t.writebacks},
-            {"bytes_read", t.bytes_read},
-            {"bytes_written", t.bytes_written},
-            {"stall_s", t.stall_s},
-            {"prefetched_pages", t.prefetched},
-            {"prefetch_hits", t.prefetch_hits},
-            {"cache_rows", tier_capacity_}};
+        j["tier"] = {{"device", options_.tier.device},
+                     {"policy", row_cache_policy_name(options_.tier.policy)},
+                     {"lookups", t.lookups()},
+                     {"hits", t.hits},
+                     {"misses", t.misses},
+                     {"hit_rate", t.lookups() > 0 ? static_cast<double>(t.hits) /
+                                                        static_cast<double>(t.lookups())
+                                                  : 1.0},
+                     {"evictions", t.evictions},
+                     {"writebacks", t.writebacks},
+                     {"bytes_read", t.bytes_read},
+                     {"bytes_written", t.bytes_written},
+                     {"stall_s", t.stall_s},
+                     {"prefetched_pages", t.prefetched},
+                     {"prefetch_hits", t.prefetch_hits},
+                     {"cache_rows", tier_capacity_}};
     }
     if (fwd_codec_ || bwd_codec_) {
         // The compressed row and gradient exchanges (docs/compression.md), as the gradients'

@@ -138,6 +138,10 @@ class ShardedTables : public SparseParams {
                     std::vector<int64_t>& serve_counts, std::vector<float>& reply);
     // Tiered shards (embedding.tier): the cache slot of each request's row, fetched (Note [Row
     // fetch] in row_tier.cpp); -1 for requests of shards in memory.
+    // Collective: the packed (table, row) requests `flat` (send_counts[r] to rank r, in rank
+    // order) to their owners: one all-to-all of the counts, one of the requests; flat is consumed.
+    void exchange_requests(const std::vector<int64_t>& send_counts, std::vector<int64_t>& flat,
+                           std::vector<int64_t>& recv_counts, std::vector<int64_t>& recv_requests);
     void fetch_tiered(std::span<const int64_t> requests, std::vector<int64_t>& slots);
     // Rows [r0, r0 + n) of a shard as f32 weights (and state, may be null), whatever the storage.
     void read_rows(const Shard& s, int64_t r0, int64_t n, float* w, float* state) const;
@@ -194,7 +198,7 @@ class ShardedTables : public SparseParams {
     std::vector<int64_t> table_rows_touched_;
     // embedding.tier: the tiers' counters at the last finish_grads, and the step's over the group.
     RowTierStats tier_before_, tier_step_;
-    int64_t tier_resident_ = 0, tier_capacity_ = 0;
+    int64_t tier_capacity_ = 0;
     std::vector<int64_t> slots_;  // step()'s and serve_rows' cache slots, reused
     int64_t rows_touched_ = 0, unique_ids_ = 0, alltoall_bytes_ = 0;
     double alltoall_s_ = 0;

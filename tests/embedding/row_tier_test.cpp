@@ -1,5 +1,5 @@
 // RowTier against a plain array of rows: random fetches, updates through the cache, range reads
-// and writes and flushes, on host memory and on a swap file, LRU and LFU, with caches far smaller
+// and writes, on host memory and on a swap file, LRU and LFU, with caches far smaller
 // than the rows (every fetch evicts and writes back).
 #include "embedding/row_tier.h"
 
@@ -80,9 +80,11 @@ TEST_P(RowTierRandom, FollowsAPlainArray) {
         return a;
     };
     std::vector<int64_t> ask = draw();
+    int64_t asked = 0;  // rows asked for, repeats included: each is a hit or a miss
     for (int step = 0; step < 200; ++step) {
         std::vector<int64_t> slots(ask.size());
         tier.fetch(ask, slots.data());
+        asked += static_cast<int64_t>(ask.size());
         // Read ahead (Note [Row prefetch]): mostly the next fetch's rows, sometimes others, and
         // sometimes nothing; between the prefetch and that fetch this step's rows change and
         // are evicted and written back.
@@ -119,8 +121,6 @@ TEST_P(RowTierRandom, FollowsAPlainArray) {
         ask = next;
         if (step % 50 == 49) {
             check_equal(tier, ref, rows);
-            tier.flush();
-            check_equal(tier, ref, rows);
         }
         if (step == 120) {  // weights only over a range: state untouched, cached rows replaced
             std::vector<float> nw(static_cast<size_t>(100 * c.cols));
@@ -130,8 +130,8 @@ TEST_P(RowTierRandom, FollowsAPlainArray) {
         }
     }
     check_equal(tier, ref, rows);
-    const RowTierStats& s = tier.stats();
-    EXPECT_EQ(s.hits + s.misses, s.lookups);
+    const RowTierStats s = tier.stats();
+    EXPECT_EQ(s.lookups(), asked);
     EXPECT_GT(s.hits, 0);
     EXPECT_GT(s.misses, 0);
     EXPECT_GT(s.writebacks, 0);
