@@ -23,6 +23,11 @@ embedding.comm_precision (the row and gradient all-to-alls) instead of compressi
   python3 bench/comm_compression.py --rates 1,none --steps 4 --peers "" \\
       --variants dlrm-none,dlrm-fp16-bf16,dlrm-int8,dlrm-fp8
 
+and the dlrm-stale* variants set embedding.staleness (bounded-staleness table updates):
+
+  python3 bench/comm_compression.py --rates 1,none --steps 12 --peers "" \\
+      --variants dlrm-none,dlrm-stale1,dlrm-stale2,dlrm-stale4
+
 Python 3 standard library only (the PyTorch peer is ddp_hook_peer.py, run by the python3 on PATH
 with tcmalloc preloaded as the other peers: peer_env.py).
 """
@@ -65,6 +70,11 @@ VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
     "dlrm-fp16-bf16": ("dlrm", {"forward": "fp16", "backward": "bf16"}),
     "dlrm-int8": ("dlrm", "int8"),
     "dlrm-fp8": ("dlrm", "fp8"),
+    # embedding.staleness s (Note [Stale embedding updates]): the gradient rows' all-to-alls stay
+    # in flight through the next s steps instead of completing at the next lookup.
+    "dlrm-stale1": ("dlrm", None, {"embedding": {"staleness": 1}}),
+    "dlrm-stale2": ("dlrm", None, {"embedding": {"staleness": 2}}),
+    "dlrm-stale4": ("dlrm", None, {"embedding": {"staleness": 4}}),
 }
 HOOKS = {"torch-none": ("none", 0), "torch-fp16": ("fp16", 0), "torch-powersgd4": ("powersgd", 4)}
 
@@ -109,7 +119,11 @@ def run_zerotrain(args, variant, workdir):
         cfg.pop("gradient_clipping", None)
     elif grads:
         cfg["compression"] = {"gradients": grads}
-    cfg.update(extra)
+    for key, value in extra.items():  # sections are merged, not replaced
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = dict(cfg[key], **value)
+        else:
+            cfg[key] = value
     run_dir = tempfile.mkdtemp(prefix=variant + "-", dir=workdir)
     path = os.path.join(run_dir, "config.json")
     with open(path, "w") as f:

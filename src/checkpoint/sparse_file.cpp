@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/durable_file.h"
@@ -56,7 +55,8 @@ SparseFileInfo write_sparse_file(const std::string& path,
         nlohmann::json e = {{"tensor", nb.tensor},
                             {"rows", {b.row_begin, b.row_end}},
                             {"cols", {b.col_begin, b.col_end}}};
-        e["weights"] = {{"offset", offset}, {"count", b.weights.size()}, {"crc32c", crc_of(b.weights)}};
+        e["weights"] = {
+            {"offset", offset}, {"count", b.weights.size()}, {"crc32c", crc_of(b.weights)}};
         offset += b.weights.size() * sizeof(float);
         e["state"] = {{"offset", offset}, {"count", b.state.size()}, {"crc32c", crc_of(b.state)}};
         offset += b.state.size() * sizeof(float);
@@ -78,8 +78,70 @@ SparseFileInfo write_sparse_file(const std::string& path,
         write_all(fd.fd, nb.block.state.data(), nb.block.state.size() * sizeof(float), path);
         write_all(fd.fd, nb.block.aux.data(), nb.block.aux.size() * sizeof(uint64_t), path);
     }
-    ZT_IO_CHECK(::fsync(fd.fd) == 0, "checkpoint: fsync of ", path, " failed: ",
-                std::strerror(errno));
+    ZT_IO_CHECK(::fsync(fd.fd) == 0, "checkpoint: fsync of ", path,
+                " failed: ", std::strerror(errno));
+    return {kMagicBytes + sizeof len + len + offset, crc32c(text.data(), text.size())};
+}
+
+// Note [Streamed sparse blocks]
+// A file's header (offsets, counts and CRCs of every block) comes before the data, but a block
+// read on demand is known only once read. The streamed writer writes a header of the same blocks
+// whose numbers are all placeholders of the widest value (UINT64_MAX, UINT32_MAX for CRCs), then
+// each block's data as it comes, then the real header over the placeholder: no wider than it, and
+// padded with spaces (JSON whitespace) to the same length, so the data offsets hold. Every block
+// carries an "aux" entry (count 0 when it has none). Readers see an ordinary file.
+SparseFileInfo write_sparse_file(const std::string& path,
+                                 const std::vector<NamedSparseBlock>& index,
+                                 const std::function<SparseBlock(size_t)>& read) {
+    auto entry = [](const NamedSparseBlock& nb) {
+        return nlohmann::json{{"tensor", nb.tensor},
+                              {"rows", {nb.block.row_begin, nb.block.row_end}},
+                              {"cols", {nb.block.col_begin, nb.block.col_end}}};
+    };
+    constexpr uint64_t kWide = UINT64_MAX;
+    constexpr uint32_t kWideCrc = UINT32_MAX;
+    nlohmann::json header = {{"blocks", nlohmann::json::array()}};
+    for (const NamedSparseBlock& nb : index) {
+        nlohmann::json e = entry(nb);
+        for (const char* part : {"weights", "state", "aux"})
+            e[part] = {{"offset", kWide}, {"count", kWide}, {"crc32c", kWideCrc}};
+        header["blocks"].push_back(e);
+    }
+    const std::string placeholder = header.dump();
+    const uint64_t len = placeholder.size();
+    SysFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    ZT_IO_CHECK(fd.fd >= 0, "checkpoint: cannot create ", path, ": ", std::strerror(errno));
+    write_all(fd.fd, kMagic, kMagicBytes, path);
+    write_all(fd.fd, &len, sizeof len, path);
+    write_all(fd.fd, placeholder.data(), placeholder.size(), path);
+    header = {{"blocks", nlohmann::json::array()}};
+    uint64_t offset = 0;
+    auto put = [&](nlohmann::json& e, const char* part, const void* data, uint64_t count,
+                   size_t elem) {
+        e[part] = {{"offset", offset}, {"count", count}, {"crc32c", crc32c(data, count * elem)}};
+        write_all(fd.fd, data, count * elem, path);
+        offset += count * elem;
+    };
+    for (size_t k = 0; k < index.size(); ++k) {
+        const SparseBlock b = read(k);
+        const SparseBlock& want = index[k].block;
+        ZT_ASSERT(b.row_begin == want.row_begin && b.row_end == want.row_end &&
+                      b.col_begin == want.col_begin && b.col_end == want.col_end,
+                  "streamed sparse block ", k, " of ", index[k].tensor, " has other ranges");
+        nlohmann::json e = entry(index[k]);
+        put(e, "weights", b.weights.data(), b.weights.size(), sizeof(float));
+        put(e, "state", b.state.data(), b.state.size(), sizeof(float));
+        put(e, "aux", b.aux.data(), b.aux.size(), sizeof(uint64_t));
+        header["blocks"].push_back(std::move(e));
+    }
+    std::string text = header.dump();
+    ZT_ASSERT(text.size() <= len, "sparse file header grew past its placeholder");
+    text.resize(len, ' ');
+    ZT_IO_CHECK(::lseek(fd.fd, static_cast<off_t>(kMagicBytes + sizeof len), SEEK_SET) >= 0,
+                "checkpoint: cannot seek in ", path, ": ", std::strerror(errno));
+    write_all(fd.fd, text.data(), text.size(), path);
+    ZT_IO_CHECK(::fsync(fd.fd) == 0, "checkpoint: fsync of ", path,
+                " failed: ", std::strerror(errno));
     return {kMagicBytes + sizeof len + len + offset, crc32c(text.data(), text.size())};
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,17 +33,23 @@ std::string sparse_file_name(int rank);
 // Writes and fsyncs path (inside a checkpoint's .partial directory).
 SparseFileInfo write_sparse_file(const std::string& path,
                                  const std::vector<NamedSparseBlock>& blocks);
+// The same file from blocks produced one at a time, so that no more than one is held (tables
+// larger than memory, Note [Streamed sparse blocks]): index[k] gives block k's tensor and ranges
+// (its data empty), read(k) its data, called once per block in order.
+SparseFileInfo write_sparse_file(const std::string& path,
+                                 const std::vector<NamedSparseBlock>& index,
+                                 const std::function<SparseBlock(size_t)>& read);
 
 // Opens path, checks its size and header CRC against the manifest's, and reads the header.
 class SparseFileReader {
-public:
+  public:
     SparseFileReader(const std::string& path, const SparseFileInfo& expected);
     // The blocks' tensors and ranges (weights and state empty).
     const std::vector<NamedSparseBlock>& index() const { return index_; }
     // Block i with its data, each part checked against its CRC.
     NamedSparseBlock read(size_t i) const;
 
-private:
+  private:
     struct Part {
         uint64_t offset = 0, count = 0;
         uint32_t crc = 0;

@@ -306,8 +306,8 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
 void ShardedTables::backward_exchange(Exchange& ex) {
     Stopwatch timer;
     auto p = std::make_unique<PendingGrads>();
-    // embedding.staleness 1 (Note [Stale embedding updates]): the exchange keeps buffers of its
-    // own, in flight until the next step's finish_grads.
+    // embedding.staleness s > 0 (Note [Stale embedding updates]): the exchange keeps buffers of
+    // its own, in flight until the finish_grads s steps later.
     const bool stale = options_.staleness > 0;
     std::vector<float>& grads = stale ? p->send : send_buf_;
     grads.resize(static_cast<size_t>(total(ex.reply_counts)));
@@ -355,7 +355,7 @@ void ShardedTables::complete_grads() {
     accept_pending(*p, comm_ || bwd_a2a_ ? recv_buf_ : send_buf_);
 }
 
-void ShardedTables::complete_stale(std::vector<std::unique_ptr<PendingGrads>>& list) {
+void ShardedTables::complete_stale(StepGrads& list) {
     for (const auto& p : list) accept_pending(*p, comm_ || bwd_a2a_ ? p->recv : p->send);
     list.clear();
 }

@@ -113,9 +113,12 @@ ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<P
 
 ShardedTables::~ShardedTables() {
     try {
-        for (auto* list : {&stale_, &stale_prev_})  // their buffers are about to go
-            for (auto& p : *list)
+        auto wait_all = [](StepGrads& list) {  // their buffers are about to go
+            for (auto& p : list)
                 if (p->handle) p->handle->wait();
+        };
+        wait_all(stale_);
+        for (StepGrads& list : held_) wait_all(list);
         complete_grads();  // the buffers it writes into are about to go
     } catch (...) {        // a failed exchange is reported where it happened
     }
@@ -285,24 +288,31 @@ void ShardedTables::merge_grads(Shard& s) {
 }
 
 // Note [Stale embedding updates]
-// embedding.staleness 1 (Persia's hybrid training, one step deep): the dense part stays
-// synchronous, and the tables' update from step k's gradient is applied at the end of step k + 1,
-// so step k + 1's lookups read rows without it (one step old). What that buys: the gradient
-// rows' all-to-all of step k (one per micro-batch, each with buffers of its own) stays in flight
-// through step k + 1's forward and backward, and is completed only at its finish_grads (the
-// synchronous engine completes it at the next lookup). Step k + 1 then merges step k's rows in
-// the same order as ever, and its step() applies them with step k + 1's rate and update count;
-// grad_sq_sum and clipping see them with step k + 1's dense gradients. A checkpoint (and the end
-// of training) applies the held update first (apply_held), so a checkpoint holds every update, a
-// resumed run starts with nothing held, and an uninterrupted run, which applies at the same
-// checkpoint steps, follows the same trajectory bit for bit. Staleness 0 is the synchronous
-// engine, unchanged. A step skipped for a non-finite loss drops the update it would have applied.
+// embedding.staleness s (Persia's hybrid training, bounded staleness): the dense part stays
+// synchronous, and the tables' update from step k's gradient is applied at the end of step k + s,
+// so lookups read rows that lack at most the last s steps' updates. What that buys: the gradient
+// rows' all-to-alls of step k (one per micro-batch, each with buffers of its own) stay in flight
+// through the next s steps' forward and backward, and are completed only at step k + s's
+// finish_grads (the synchronous engine completes them at the next lookup). held_ is a queue of
+// the steps in flight, oldest first: at each finish_grads this step's exchanges join it, and when
+// it holds more than s steps the oldest lands. Step k + s then merges step k's rows in the same
+// order as ever, and its step() applies them with step k + s's rate and update count; grad_sq_sum
+// and clipping see them with step k + s's dense gradients. A checkpoint (and the end of training)
+// applies every held step first, oldest first, each as its own update with the last step's rate
+// and update count (apply_held), so a checkpoint holds every update, a resumed run starts with
+// nothing held, and an uninterrupted run, which applies at the same checkpoint steps, follows the
+// same trajectory bit for bit. Staleness 0 is the synchronous engine, unchanged. A step skipped
+// for a non-finite loss drops the update it would have applied (the oldest held step's). Memory:
+// s steps' gradient rows, sent and received, outside the budget.
 void ShardedTables::finish_grads() {
     complete_grads();
-    if (options_.staleness > 0) {  // the previous step's rows; this step's stay in flight
-        complete_stale(stale_prev_);
-        stale_prev_ = std::move(stale_);
+    if (options_.staleness > 0) {  // this step's rows stay in flight; the oldest held land
+        held_.push_back(std::move(stale_));
         stale_.clear();
+        if (std::ssize(held_) > options_.staleness) {
+            complete_stale(held_.front());
+            held_.pop_front();
+        }
     }
     // This rank's figures: rows touched per sharded table (a column split counts a row once, on
     // the shard holding column 0), then ids requested, bytes sent and seconds in the exchanges.
@@ -417,8 +427,12 @@ void ShardedTables::step(double lr, double base_lr, int64_t update) {
 }
 
 void ShardedTables::apply_held(double lr, double base_lr, int64_t update) {
-    if (options_.staleness == 0) return;
-    complete_stale(stale_prev_);  // the last step's exchanges: the update not yet applied
+    while (!held_.empty()) apply_oldest(lr, base_lr, update);
+}
+
+void ShardedTables::apply_oldest(double lr, double base_lr, int64_t update) {
+    complete_stale(held_.front());
+    held_.pop_front();
     for (auto& s : shards_) merge_grads(*s);
     step(lr, base_lr, update);
     for (auto& s : shards_) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -37,6 +38,9 @@ struct EmbeddingTierOptions {
     int64_t cache_bytes = 0;      // or these bytes per rank, split over its shards by size
     RowCachePolicy policy = RowCachePolicy::kLru;
     int queue_depth = 1024;  // page transfers in flight (a micro-batch's read-ahead at once)
+    // Checkpoints and exports take a shard in pieces of at most this many bytes of rows and
+    // state (Note [Tiered shards in pieces]).
+    int64_t piece_bytes = int64_t{64} << 20;
     bool on() const { return device != "none"; }
 };
 
@@ -51,8 +55,8 @@ struct ShardedTablesOptions {
     CodecKind forward_comm = CodecKind::kF32;
     CodecKind backward_comm = CodecKind::kF32;
     EmbeddingTierOptions tier;
-    // embedding.staleness: 0, every step updates the rows it used (synchronous); 1, a step's
-    // update is applied at the end of the next step (Note [Stale embedding updates]).
+    // embedding.staleness: 0, every step updates the rows it used (synchronous); s > 0, a step's
+    // update is applied at the end of the s-th step after it (Note [Stale embedding updates]).
     int staleness = 0;
 };
 
@@ -96,6 +100,11 @@ class ShardedTables : public SparseParams {
     std::vector<SparseBlock> blocks(size_t i) const override;
     void load_block(size_t i, const SparseBlock& b) override;
     bool overlaps(size_t i, const SparseBlock& b) const override;
+    // Tiered shards (Note [Tiered shards in pieces], sharded_tables_io.cpp).
+    bool streamed(size_t) const override { return options_.tier.on(); }
+    std::vector<SparseBlock> pieces(size_t i) const override;
+    SparseBlock read_piece(size_t i, const SparseBlock& piece) const override;
+    void gather_rows(size_t i, int64_t r0, int64_t n, int root, float* out) override;
     std::string optimizer_name() const override {
         return sparse_optim_name(options_.optimizer.kind);
     }
@@ -131,6 +140,8 @@ class ShardedTables : public SparseParams {
     void init_shard(Shard& s, const ParamInit& init, double ratio);
     void init_tiered_shard(Shard& s, const ParamInit& init, double ratio);
     Shard* local_shard(int table);
+    // Rows per checkpoint piece of s (Note [Tiered shards in pieces]): all of them without a tier.
+    int64_t piece_rows(const Shard& s) const;
     // Owner side of the forward and backward exchanges.
     // The rows of `requests` (counts[s] of them from source s, in rank order), and the floats
     // served to each source.
@@ -156,15 +167,19 @@ class ShardedTables : public SparseParams {
     struct PendingGrads {
         CommHandle handle;  // null: completed already (a codec's exchange)
         std::vector<int64_t> recv_requests, recv_counts, serve_counts;  // the Exchange's
-        std::vector<float> send, recv;  // staleness 1: the exchange's own buffers
+        std::vector<float> send, recv;  // staleness > 0: the exchange's own buffers
     };
     std::unique_ptr<PendingGrads> pending_;
     // Waits for p's exchange and accepts its rows (from `received`) in source order.
     void accept_pending(PendingGrads& p, const std::vector<float>& received);
-    // embedding.staleness 1: this step's exchanges, and the previous step's (completed and applied
-    // at this step's finish_grads and step; Note [Stale embedding updates]).
-    std::vector<std::unique_ptr<PendingGrads>> stale_, stale_prev_;
-    void complete_stale(std::vector<std::unique_ptr<PendingGrads>>& list);
+    // embedding.staleness s > 0 (Note [Stale embedding updates]): this step's exchanges, and the
+    // last s steps' (oldest first; the oldest is completed and applied when a step joins).
+    using StepGrads = std::vector<std::unique_ptr<PendingGrads>>;
+    StepGrads stale_;
+    std::deque<StepGrads> held_;
+    void complete_stale(StepGrads& list);
+    // Applies the oldest held step's rows as one update (merge and step).
+    void apply_oldest(double lr, double base_lr, int64_t update);
     // The step's gradient of each used row of s, into merged_rows / merged (Note [Merge order]).
     void merge_grads(Shard& s);
     // Incremental checkpoints: marks s's merged_rows as changed when tracking.

@@ -57,32 +57,45 @@ bool ShardedTables::is_delta(size_t, const SparseBlock& b) const {
     return !b.aux.empty() && b.aux[0] == kDeltaTag;
 }
 
+// One delta block per piece of the shard (Note [Tiered shards in pieces]: one piece, the whole
+// shard, without a tier), its rows' indices local to the piece.
 std::vector<SparseBlock> ShardedTables::delta_blocks(size_t i) const {
     const int idx = shard_of_table_[static_cast<size_t>(sharded_.at(i))];
     if (idx < 0) return {};
     const Shard& s = *shards_[static_cast<size_t>(idx)];
     ZT_ASSERT(track_, "ShardedTables::delta_blocks without track_changes(true)");
-    SparseBlock b;
-    b.row_begin = s.range.row_begin;
-    b.row_end = s.range.row_end;
-    b.col_begin = s.range.col_begin;
-    b.col_end = s.range.col_end;
-    b.aux.push_back(kDeltaTag);
+    std::vector<uint64_t> marked;  // shard-local, ascending
     for (size_t w = 0; w < s.changed.size(); ++w)
         for (uint64_t bits = s.changed[w]; bits != 0; bits &= bits - 1)
-            b.aux.push_back(w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits)));
-    const auto n = static_cast<int64_t>(b.aux.size()) - 1;
+            marked.push_back(w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits)));
     const int64_t cols = s.storage.cols, sc = optimizer_.state_per_row(cols);
-    b.weights.resize(static_cast<size_t>(n * cols));
-    b.state.resize(static_cast<size_t>(n * sc));
-    for (int64_t k = 0; k < n;) {  // one read per run of adjacent rows
-        int64_t e = k + 1;
-        while (e < n && b.aux[static_cast<size_t>(e + 1)] == b.aux[static_cast<size_t>(e)] + 1) ++e;
-        read_rows(s, static_cast<int64_t>(b.aux[static_cast<size_t>(k + 1)]), e - k,
-                  b.weights.data() + k * cols, sc > 0 ? b.state.data() + k * sc : nullptr);
-        k = e;
+    const int64_t per = piece_rows(s);
+    std::vector<SparseBlock> out;
+    size_t at = 0;
+    for (int64_t p0 = 0; p0 < std::max<int64_t>(s.storage.rows, 1); p0 += per) {
+        const int64_t p1 = std::min(p0 + per, s.storage.rows);
+        SparseBlock b;
+        b.row_begin = s.range.row_begin + p0;
+        b.row_end = s.range.row_begin + std::max(p1, p0);
+        b.col_begin = s.range.col_begin;
+        b.col_end = s.range.col_end;
+        b.aux.push_back(kDeltaTag);
+        for (; at < marked.size() && static_cast<int64_t>(marked[at]) < p1; ++at)
+            b.aux.push_back(marked[at] - static_cast<uint64_t>(p0));
+        const auto n = static_cast<int64_t>(b.aux.size()) - 1;
+        b.weights.resize(static_cast<size_t>(n * cols));
+        b.state.resize(static_cast<size_t>(n * sc));
+        for (int64_t k = 0; k < n;) {  // one read per run of adjacent rows
+            int64_t e = k + 1;
+            while (e < n && b.aux[static_cast<size_t>(e + 1)] == b.aux[static_cast<size_t>(e)] + 1)
+                ++e;
+            read_rows(s, p0 + static_cast<int64_t>(b.aux[static_cast<size_t>(k + 1)]), e - k,
+                      b.weights.data() + k * cols, sc > 0 ? b.state.data() + k * sc : nullptr);
+            k = e;
+        }
+        out.push_back(std::move(b));
     }
-    return {b};
+    return out;
 }
 
 void ShardedTables::apply_delta(size_t i, SparseBlock& base, const SparseBlock& delta) const {

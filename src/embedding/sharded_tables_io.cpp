@@ -52,36 +52,87 @@ void ShardedTables::write_rows(Shard& s, int64_t r0, int64_t n, const float* w,
 }
 
 std::vector<float> ShardedTables::gather(size_t i, int root) {
-    const int t = sharded_.at(i);
-    const EmbeddingTableSpec& spec = plan_.tables[static_cast<size_t>(t)];
-    const std::vector<TableShard>& shards = plan_.placement[static_cast<size_t>(t)].shards;
+    const EmbeddingTableSpec& spec = plan_.tables[static_cast<size_t>(sharded_.at(i))];
     std::vector<float> whole;
     if (rank_ == root) whole.assign(static_cast<size_t>(spec.rows * spec.dim), 0.0f);
+    gather_rows(i, 0, spec.rows, root, whole.data());
+    return whole;
+}
+
+// Each shard's rows of [r0, r0 + n) go from their owner to root, in the plan's shard order.
+void ShardedTables::gather_rows(size_t i, int64_t r0, int64_t n, int root, float* out) {
+    const int t = sharded_.at(i);
+    const int64_t dim = plan_.tables[static_cast<size_t>(t)].dim;
     const Shard* mine = local_shard(t);
-    std::vector<float> local;
-    if (mine) {
-        local.resize(static_cast<size_t>(mine->storage.rows * mine->storage.cols));
-        read_rows(*mine, 0, mine->storage.rows, local.data(), nullptr);
-    }
-    for (const TableShard& sh : shards) {
-        const int64_t rows = sh.row_end - sh.row_begin, cols = sh.col_end - sh.col_begin;
-        std::vector<float> block;
-        if (sh.rank == rank_ && rank_ == root) {
-            block = local;
-        } else if (sh.rank == rank_) {
-            comm_->send(local.data(), rows * cols, CommType::kF32, root, kGatherTag + t)->wait();
-            continue;
-        } else if (rank_ == root) {
-            block.resize(static_cast<size_t>(rows * cols));
-            comm_->recv(block.data(), rows * cols, CommType::kF32, sh.rank, kGatherTag + t)->wait();
+    std::vector<float> block;
+    for (const TableShard& sh : plan_.placement[static_cast<size_t>(t)].shards) {
+        const int64_t a = std::max(r0, sh.row_begin), b = std::min(r0 + n, sh.row_end);
+        if (a >= b || (sh.rank != rank_ && rank_ != root)) continue;
+        const int64_t rows = b - a, cols = sh.col_end - sh.col_begin;
+        block.resize(static_cast<size_t>(rows * cols));
+        if (sh.rank == rank_) {
+            ZT_ASSERT(mine && mine->range.row_begin == sh.row_begin, "gather_rows: shard of ",
+                      plan_.tables[static_cast<size_t>(t)].name, " not held here");
+            read_rows(*mine, a - sh.row_begin, rows, block.data(), nullptr);
+            if (rank_ != root) {
+                comm_->send(block.data(), rows * cols, CommType::kF32, root, kGatherTag + t)
+                    ->wait();
+                continue;
+            }
         } else {
-            continue;
+            comm_->recv(block.data(), rows * cols, CommType::kF32, sh.rank, kGatherTag + t)->wait();
         }
         for (int64_t r = 0; r < rows; ++r)
-            std::memcpy(whole.data() + (sh.row_begin + r) * spec.dim + sh.col_begin,
-                        block.data() + r * cols, static_cast<size_t>(cols) * sizeof(float));
+            std::memcpy(out + (a - r0 + r) * dim + sh.col_begin, block.data() + r * cols,
+                        static_cast<size_t>(cols) * sizeof(float));
     }
-    return whole;
+}
+
+// Note [Tiered shards in pieces]
+// A tiered shard may be larger than the machine's memory (its rows live in a swap file), so its
+// whole block is never copied at once: checkpoints write it as pieces of consecutive rows of at
+// most tier.piece_bytes of weights and state (pieces, read_piece: read from the tier as it is,
+// cache included), its increments are split by the same pieces (sharded_tables_delta.cpp, so that
+// each pairs with its piece in a chain), and exports gather it in runs of rows (gather_rows). A
+// resume loads whatever blocks were written, piece by piece (load_block copies each overlap).
+int64_t ShardedTables::piece_rows(const Shard& s) const {
+    if (!s.tier) return std::max<int64_t>(s.storage.rows, 1);
+    const int64_t cols = s.storage.cols;
+    const int64_t record = (cols + optimizer_.state_per_row(cols)) * 4;
+    return std::max<int64_t>(options_.tier.piece_bytes / record, 1);
+}
+
+std::vector<SparseBlock> ShardedTables::pieces(size_t i) const {
+    const int idx = shard_of_table_[static_cast<size_t>(sharded_.at(i))];
+    if (idx < 0) return {};
+    const Shard& s = *shards_[static_cast<size_t>(idx)];
+    std::vector<SparseBlock> out;
+    const int64_t per = piece_rows(s);
+    for (int64_t r = s.range.row_begin; r < s.range.row_end; r += per) {
+        SparseBlock b;
+        b.row_begin = r;
+        b.row_end = std::min(r + per, s.range.row_end);
+        b.col_begin = s.range.col_begin;
+        b.col_end = s.range.col_end;
+        out.push_back(std::move(b));
+    }
+    return out;
+}
+
+SparseBlock ShardedTables::read_piece(size_t i, const SparseBlock& piece) const {
+    const int idx = shard_of_table_[static_cast<size_t>(sharded_.at(i))];
+    ZT_ASSERT(idx >= 0, "read_piece: no shard of tensor ", i, " here");
+    const Shard& s = *shards_[static_cast<size_t>(idx)];
+    ZT_ASSERT(piece.row_begin >= s.range.row_begin && piece.row_end <= s.range.row_end &&
+                  piece.col_begin == s.range.col_begin && piece.col_end == s.range.col_end,
+              "read_piece: a piece outside the shard");
+    SparseBlock b = piece;
+    const int64_t rows = piece.row_end - piece.row_begin, cols = s.storage.cols;
+    b.weights.resize(static_cast<size_t>(rows * cols));
+    b.state.resize(static_cast<size_t>(rows * optimizer_.state_per_row(cols)));
+    read_rows(s, piece.row_begin - s.range.row_begin, rows, b.weights.data(),
+              b.state.empty() ? nullptr : b.state.data());
+    return b;
 }
 
 void ShardedTables::load(size_t i, const float* whole) {

@@ -75,6 +75,16 @@ class SparseParams {
     virtual void load_block(size_t i, const SparseBlock& b) = 0;
     // Whether this rank holds any of b's range of tensor i (b's data is not read).
     virtual bool overlaps(size_t i, const SparseBlock& b) const = 0;
+    // Tensors too large to copy whole at once (tables on a tier, embedding.tier; the same answer
+    // on every rank): checkpoints take this rank's whole blocks as pieces, read one at a time
+    // (pieces(): their ranges, data empty; read_piece(): one with its data; delta_blocks() pair
+    // with the pieces), in place of blocks(); exports take the tensor in runs of rows
+    // (gather_rows: collective, rows [r0, r0 + n) whole into out on root, n x cols floats).
+    virtual bool streamed(size_t /*i*/) const { return false; }
+    virtual std::vector<SparseBlock> pieces(size_t /*i*/) const { return {}; }
+    virtual SparseBlock read_piece(size_t /*i*/, const SparseBlock& piece) const { return piece; }
+    virtual void gather_rows(size_t /*i*/, int64_t /*r0*/, int64_t /*n*/, int /*root*/,
+                             float* /*out*/) {}
     // The sparse optimizer's name ("sgd", ...): a checkpoint's state is only for the same one.
     virtual std::string optimizer_name() const = 0;
 

@@ -94,6 +94,26 @@ bool SparseParamsList::overlaps(size_t i, const SparseBlock& b) const {
     return p->overlaps(j, b);
 }
 
+bool SparseParamsList::streamed(size_t i) const {
+    auto [p, j] = at(i);
+    return p->streamed(j);
+}
+
+std::vector<SparseBlock> SparseParamsList::pieces(size_t i) const {
+    auto [p, j] = at(i);
+    return p->pieces(j);
+}
+
+SparseBlock SparseParamsList::read_piece(size_t i, const SparseBlock& piece) const {
+    auto [p, j] = at(i);
+    return p->read_piece(j, piece);
+}
+
+void SparseParamsList::gather_rows(size_t i, int64_t r0, int64_t n, int root, float* out) {
+    auto [p, j] = at(i);
+    p->gather_rows(j, r0, n, root, out);
+}
+
 std::string SparseParamsList::optimizer_name() const { return parts_[0]->optimizer_name(); }
 
 bool SparseParamsList::incremental(size_t i) const {

@@ -29,6 +29,10 @@ class SparseParamsList final : public SparseParams {
     std::vector<SparseBlock> blocks(size_t i) const override;
     void load_block(size_t i, const SparseBlock& b) override;
     bool overlaps(size_t i, const SparseBlock& b) const override;
+    bool streamed(size_t i) const override;
+    std::vector<SparseBlock> pieces(size_t i) const override;
+    SparseBlock read_piece(size_t i, const SparseBlock& piece) const override;
+    void gather_rows(size_t i, int64_t r0, int64_t n, int root, float* out) override;
     std::string optimizer_name() const override;
     bool incremental(size_t i) const override;
     void track_changes(bool on) override;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <regex>
 #include <tuple>
 
@@ -44,12 +45,21 @@ const nlohmann::json* sparse_json(const Manifest& m) {
     return it == m.trainer.end() || !it->is_object() ? nullptr : &*it;
 }
 
+// A block of a checkpoint's sparse file, read on demand.
+struct BlockRef {
+    std::shared_ptr<const SparseFileReader> file;
+    size_t block = 0;   // in the file's index
+    size_t tensor = 0;  // SparseParams' index
+    const SparseBlock& ranges() const { return file->index()[block].block; }
+    SparseBlock read() const { return file->read(block).block; }
+};
+
 // The blocks of one checkpoint's sparse files that overlap this rank, optionally only those of
-// `only` tensors (empty: all), after the checks that the tables are this run's.
-std::vector<std::pair<size_t, SparseBlock>> read_files(Engine& e, const Manifest& m,
-                                                       const std::string& dir,
-                                                       const std::vector<bool>* only) {
-    std::vector<std::pair<size_t, SparseBlock>> out;
+// `only` tensors (empty: all), after the checks that the tables are this run's. Reads headers
+// only.
+std::vector<BlockRef> index_files(Engine& e, const Manifest& m, const std::string& dir,
+                                  const std::vector<bool>* only) {
+    std::vector<BlockRef> out;
     SparseParams* sp = e.sparse_params();
     const bool has = m.trainer.contains("sparse");
     ZT_CHECK(has == (sp != nullptr), dir,
@@ -67,16 +77,16 @@ std::vector<std::pair<size_t, SparseBlock>> read_files(Engine& e, const Manifest
              " was written with embedding optimizer ", js.value("optimizer", std::string()),
              ", this run uses ", sp->optimizer_name());
     for (const nlohmann::json& f : js.at("files")) {
-        SparseFileReader reader(
+        auto reader = std::make_shared<const SparseFileReader>(
             dir + "/" + f.at("file").get<std::string>(),
-            {f.at("bytes").get<uint64_t>(), f.at("header_crc32c").get<uint32_t>()});
-        for (size_t b = 0; b < reader.index().size(); ++b) {
-            const NamedSparseBlock& nb = reader.index()[b];
+            SparseFileInfo{f.at("bytes").get<uint64_t>(), f.at("header_crc32c").get<uint32_t>()});
+        for (size_t b = 0; b < reader->index().size(); ++b) {
+            const NamedSparseBlock& nb = reader->index()[b];
             const auto it = std::find(names.begin(), names.end(), nb.tensor);
             ZT_CHECK(it != names.end(), dir, ": a sparse block of unknown tensor ", nb.tensor);
             const auto i = static_cast<size_t>(it - names.begin());
             if (only && !(*only)[i]) continue;
-            if (sp->overlaps(i, nb.block)) out.emplace_back(i, reader.read(b).block);
+            if (sp->overlaps(i, nb.block)) out.push_back({reader, b, i});
         }
     }
     return out;
@@ -87,6 +97,8 @@ using WriterKey = std::tuple<size_t, int64_t, int64_t, int64_t>;  // tensor, row
 WriterKey writer_of(size_t i, const SparseBlock& b) {
     return {i, b.row_begin, b.row_end, b.col_end};
 }
+
+WriterKey writer_of(const BlockRef& r) { return writer_of(r.tensor, r.ranges()); }
 
 // One link of dir's chain: its manifest, checked to be the checkpoint the chain was written on.
 Manifest read_link(const std::string& dir, const Manifest& head,
@@ -159,15 +171,19 @@ std::set<std::string> chain_bases(const std::vector<std::string>& dirs) {
     return out;
 }
 
-std::vector<std::pair<size_t, SparseBlock>> read_sparse_blocks(Engine& e, const Manifest& m,
-                                                               const std::string& dir) {
+// Blocks are read one at a time (with the increments of the same writer), so that tables larger
+// than memory resume piece by piece (Note [Tiered shards in pieces]).
+void for_each_sparse_block(Engine& e, const Manifest& m, const std::string& dir,
+                           const std::function<void(size_t, SparseBlock&)>& fn) {
     const nlohmann::json* js = sparse_json(m);
     if (!js || !js->contains("delta") || !e.sparse_params()) {
-        std::vector<std::pair<size_t, SparseBlock>> out = read_files(e, m, dir, nullptr);
-        for (const auto& [i, b] : out)
-            ZT_CHECK(!e.sparse_params()->is_delta(i, b), dir,
+        for (const BlockRef& r : index_files(e, m, dir, nullptr)) {
+            SparseBlock b = r.read();
+            ZT_CHECK(!e.sparse_params()->is_delta(r.tensor, b), dir,
                      ": a delta block in a checkpoint that names no chain");
-        return out;
+            fn(r.tensor, b);
+        }
+        return;
     }
     SparseParams& sp = *e.sparse_params();
     const std::vector<std::string> names = sp.names();
@@ -177,35 +193,57 @@ std::vector<std::pair<size_t, SparseBlock>> read_sparse_blocks(Engine& e, const 
         ZT_CHECK(it != names.end(), dir, ": a delta of unknown tensor ", t);
         delta[static_cast<size_t>(it - names.begin())] = true;
     }
+    // Per writer: its whole block in the chain's full checkpoint, then its deltas in order.
+    struct Writer {
+        BlockRef base;
+        std::string base_dir;
+        std::vector<std::pair<BlockRef, std::string>> deltas;
+    };
+    std::map<WriterKey, Writer> writers;
     const std::vector<ChainLink> chain = chain_of(m);
-    std::map<WriterKey, SparseBlock> whole;  // per writer: its block as of the link read last
-    auto apply = [&](std::vector<std::pair<size_t, SparseBlock>> blocks, bool first,
-                     const std::string& where) {
-        for (auto& [i, b] : blocks) {
-            ZT_CHECK(sp.is_delta(i, b) != first, where, ": a ", first ? "delta" : "whole",
-                     " block of ", names[i], " where the chain needs a ", first ? "whole" : "delta",
-                     " one");
-            if (first) {
-                whole[writer_of(i, b)] = std::move(b);
-                continue;
-            }
-            const auto it = whole.find(writer_of(i, b));
-            ZT_CHECK(it != whole.end(), where, ": a delta block of ", names[i], " (rank ",
-                     b.row_begin, " of ", b.col_end, ") whose base block is missing");
-            sp.apply_delta(i, it->second, b);
+    auto add_deltas = [&](const std::vector<BlockRef>& refs, const std::string& where) {
+        for (const BlockRef& r : refs) {
+            const auto it = writers.find(writer_of(r));
+            ZT_CHECK(it != writers.end(), where, ": a delta block of ", names[r.tensor], " (rank ",
+                     r.ranges().row_begin, " of ", r.ranges().col_end,
+                     ") whose base block is missing");
+            it->second.deltas.emplace_back(r, where);
         }
     };
     for (size_t k = 0; k < chain.size(); ++k) {
         const Manifest link = read_link(dir, m, chain, k);
         const std::string path = (fs::path(dir).parent_path() / chain[k].name).string();
-        apply(read_files(e, link, path, &delta), k == 0, path);
+        const std::vector<BlockRef> refs = index_files(e, link, path, &delta);
+        if (k == 0)
+            for (const BlockRef& r : refs) writers[writer_of(r)] = {r, path, {}};
+        else
+            add_deltas(refs, path);
     }
-    std::vector<std::pair<size_t, SparseBlock>> out, head = read_files(e, m, dir, nullptr);
-    std::vector<std::pair<size_t, SparseBlock>> deltas;
-    for (auto& [i, b] : head) (delta[i] ? deltas : out).emplace_back(i, std::move(b));
-    apply(std::move(deltas), false, dir);
-    for (auto& [key, b] : whole) out.emplace_back(std::get<0>(key), std::move(b));
-    return out;
+    std::vector<BlockRef> head = index_files(e, m, dir, nullptr), head_deltas;
+    for (const BlockRef& r : head) {
+        if (delta[r.tensor]) {
+            head_deltas.push_back(r);
+            continue;
+        }
+        SparseBlock b = r.read();
+        ZT_CHECK(!sp.is_delta(r.tensor, b), dir, ": a delta block of ", names[r.tensor],
+                 " where the chain needs a whole one");
+        fn(r.tensor, b);
+    }
+    add_deltas(head_deltas, dir);
+    for (auto& [key, w] : writers) {
+        const size_t i = std::get<0>(key);
+        SparseBlock b = w.base.read();
+        ZT_CHECK(!sp.is_delta(i, b), w.base_dir, ": a delta block of ", names[i],
+                 " where the chain needs a whole one");
+        for (const auto& [r, where] : w.deltas) {
+            const SparseBlock d = r.read();
+            ZT_CHECK(sp.is_delta(i, d), where, ": a whole block of ", names[i],
+                     " where the chain needs a delta one");
+            sp.apply_delta(i, b, d);
+        }
+        fn(i, b);
+    }
 }
 
 }  // namespace zt

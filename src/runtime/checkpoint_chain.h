@@ -5,6 +5,7 @@
 // writing (runtime/checkpointer.cpp).
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -39,12 +40,12 @@ std::string sparse_layout(const SparseParams& sp);
 // increments need. A manifest that cannot be read needs nothing.
 std::set<std::string> chain_bases(const std::vector<std::string>& dirs);
 
-// The blocks of checkpoint `dir`'s sparse files that overlap what this rank holds, whatever layout
-// wrote them, each checked against its CRC, as (tensor index, whole block): an incremental
-// checkpoint's delta blocks are applied, in order, to the blocks of its chain's full checkpoint
-// and increments (read from dir's parent directory). Throws naming a missing, replaced or
-// damaged base.
-std::vector<std::pair<size_t, SparseBlock>> read_sparse_blocks(Engine& e, const Manifest& m,
-                                                               const std::string& dir);
+// Each block of checkpoint `dir`'s sparse files that overlaps what this rank holds, whatever
+// layout wrote it, checked against its CRC, handed to fn as (tensor index, whole block), one at a
+// time: an incremental checkpoint's delta blocks are applied, in order, to the blocks of its
+// chain's full checkpoint and increments (read from dir's parent directory). Throws naming a
+// missing, replaced or damaged base, or a damaged block (after fn has seen the blocks before it).
+void for_each_sparse_block(Engine& e, const Manifest& m, const std::string& dir,
+                           const std::function<void(size_t, SparseBlock&)>& fn);
 
 }  // namespace zt

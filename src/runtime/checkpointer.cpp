@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <regex>
 #include <set>
@@ -177,26 +178,56 @@ void check_same_model(const Manifest& m, Engine& e, const std::string& where) {
                  where, " holds no optimizer state \"", name, "\"");
 }
 
-// Copies of this rank's sparse blocks (nn/sparse_params.h), named by tensor: of the incremental
-// tensors only what changed since the last checkpoint when `delta` (Note [Incremental
-// checkpoints]). bytes: what the incremental tensors' blocks hold, [0] dynamic (keyed) tables,
-// [1] static (sharded) ones.
-std::vector<NamedSparseBlock> sparse_blocks(Engine& e, bool delta, int64_t bytes[2]) {
+// This rank's sparse blocks (nn/sparse_params.h), named by tensor: of the incremental tensors
+// only what changed since the last checkpoint when `delta` (Note [Incremental checkpoints]).
+// Copies, except the whole blocks of streamed tensors (tables on a tier, maybe larger than
+// memory), which are listed as pieces (ranges, data empty) with their tensor in `streamed` (-1 for
+// a copy) and read one at a time when the file is written (Note [Streamed sparse blocks]).
+// bytes: what the incremental tensors' blocks hold, [0] dynamic (keyed) tables, [1] static
+// (sharded) ones.
+std::vector<NamedSparseBlock> sparse_blocks(Engine& e, bool delta, int64_t bytes[2],
+                                            std::vector<int64_t>& streamed) {
     std::vector<NamedSparseBlock> out;
     SparseParams* sp = e.sparse_params();
     if (!sp) return out;
     const std::vector<std::string> names = sp->names();
     for (size_t i = 0; i < names.size(); ++i) {
         const bool inc = sp->incremental(i);
+        if (sp->streamed(i) && !(inc && delta)) {
+            for (SparseBlock& b : sp->pieces(i)) {
+                if (inc) {  // the piece's weights and state (one value a row, or planes)
+                    const int64_t cols = b.col_end - b.col_begin, sc = sp->state_cols(i);
+                    const int64_t state =
+                        sc == 1 ? 1 : sc * cols / std::max<int64_t>(sp->shape(i)[1], 1);
+                    bytes[sp->keyed(i) ? 0 : 1] += (b.row_end - b.row_begin) * (cols + state) * 4;
+                }
+                out.push_back({names[i], std::move(b)});
+                streamed.push_back(static_cast<int64_t>(i));
+            }
+            continue;
+        }
         for (SparseBlock& b : (inc && delta) ? sp->delta_blocks(i) : sp->blocks(i)) {
             if (inc)
                 bytes[sp->keyed(i) ? 0 : 1] +=
                     static_cast<int64_t>((b.weights.size() + b.state.size()) * sizeof(float) +
                                          b.aux.size() * sizeof(uint64_t));
             out.push_back({names[i], std::move(b)});
+            streamed.push_back(-1);
         }
     }
     return out;
+}
+
+// Writes the sparse blocks of p-like fields to path, reading streamed pieces from sp.
+SparseFileInfo write_sparse_blocks(const std::string& path, SparseParams* sp,
+                                   std::vector<NamedSparseBlock>& blocks,
+                                   const std::vector<int64_t>& streamed) {
+    if (std::all_of(streamed.begin(), streamed.end(), [](int64_t t) { return t < 0; }))
+        return write_sparse_file(path, blocks);
+    return write_sparse_file(path, blocks, [&](size_t k) {
+        if (streamed[k] < 0) return std::move(blocks[k].block);
+        return sp->read_piece(static_cast<size_t>(streamed[k]), blocks[k].block);
+    });
 }
 
 bool has_incremental(Engine& e) {
@@ -266,13 +297,16 @@ struct Checkpointer::Pending {
     std::thread thread;
     std::atomic<bool> done{false};
     CheckpointFile file;
-    std::vector<NamedSparseBlock> sparse;  // copies of this rank's sparse blocks
+    std::vector<NamedSparseBlock> sparse;  // copies of this rank's sparse blocks, or pieces
+    std::vector<int64_t> streamed;         // per block: a piece's tensor, -1 for a copy
+    bool sparse_written = false;           // pieces are written by save() itself
     SparseFileInfo sparse_file;
-    bool delta = false;                     // the incremental tensors' blocks are deltas
-    int64_t incremental_bytes[2] = {0, 0};  // this rank's bytes of them: dynamic, static
-    ChainLink link;                         // this checkpoint's (rank 0's uid)
-    CommStateCopy comm_state;               // error-feedback residuals (comm_state_checkpoint.h)
-    std::string error;                      // this rank's write failed
+    std::map<std::string, std::string> state_files;  // rank 0's (checkpoint_state_files.h)
+    bool delta = false;                              // the incremental tensors' blocks are deltas
+    int64_t incremental_bytes[2] = {0, 0};           // this rank's bytes of them: dynamic, static
+    ChainLink link;                                  // this checkpoint's (rank 0's uid)
+    CommStateCopy comm_state;  // error-feedback residuals (comm_state_checkpoint.h)
+    std::string error;         // this rank's write failed
 };
 
 Checkpointer::Checkpointer(Engine& engine, Communicator* comm, CheckpointOptions options)
@@ -325,7 +359,7 @@ void Checkpointer::save() {
     shard_tensors(engine_, &p->names, &p->data, &p->copies);
     p->delta = incremental_ && !force_full_ && !chain_.empty() &&
                static_cast<int64_t>(chain_.size()) < options_.full_every;
-    p->sparse = sparse_blocks(engine_, p->delta, p->incremental_bytes);
+    p->sparse = sparse_blocks(engine_, p->delta, p->incremental_bytes, p->streamed);
     if (SparseParams* sp = engine_.sparse_params()) {
         sp->saved();  // changes from here go to the next checkpoint
         char buf[20];
@@ -344,19 +378,37 @@ void Checkpointer::save() {
         }
     }
     p->comm_state = copy_comm_state(engine_);
+    if (root) p->state_files = stage_state_files(state_sources_, p->manifest);
     const int rank = comm_ ? comm_->rank() : 0;
+    // Pieces are read from the tables as they are now, so they are written here, before training
+    // goes on, whether the checkpoint is asynchronous or not (Note [Streamed sparse blocks]).
+    if (std::any_of(p->streamed.begin(), p->streamed.end(), [](int64_t t) { return t >= 0; })) {
+        try {
+            p->sparse_file = write_sparse_blocks(p->partial + "/" + sparse_file_name(rank),
+                                                 engine_.sparse_params(), p->sparse, p->streamed);
+        } catch (const std::exception& e) {
+            p->error = e.what();
+        }
+        std::vector<NamedSparseBlock>().swap(p->sparse);
+        p->sparse_written = true;
+    }
     auto write = [pp = p.get(), rank, io = options_.io] {
+        if (!pp->error.empty()) {
+            pp->done = true;
+            return;
+        }
         try {
             fault_in_checkpoint_write(rank, pp->manifest.step,
                                       pp->partial + "/" + shard_file_name(rank));  // ZT_FAULT
             pp->file =
                 write_shard(pp->partial, rank, pp->range.lo, pp->range.hi, pp->names, pp->data, io);
-            if (!pp->sparse.empty())
+            if (!pp->sparse.empty() && !pp->sparse_written)
                 pp->sparse_file =
                     write_sparse_file(pp->partial + "/" + sparse_file_name(rank), pp->sparse);
             std::vector<NamedSparseBlock>().swap(pp->sparse);
             write_comm_state(pp->partial, rank, pp->comm_state);
             pp->comm_state = {};
+            write_state_files(pp->partial, pp->state_files);
         } catch (const std::exception& e) {
             pp->error = e.what();
         }
@@ -515,8 +567,9 @@ std::optional<nlohmann::json> Checkpointer::take_report() {
 }
 
 void load_sparse_blocks(Engine& engine, const Manifest& m, const std::string& dir) {
-    for (const auto& [tensor, block] : read_sparse_blocks(engine, m, dir))
+    for_each_sparse_block(engine, m, dir, [&](size_t tensor, SparseBlock& block) {
         engine.sparse_params()->load_block(tensor, block);
+    });
 }
 
 std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const std::string& dir,
@@ -539,7 +592,6 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
     for (const std::string& cand : candidates) {
         std::optional<Manifest> m;
         std::vector<std::vector<float>> state;  // per names()
-        std::vector<std::pair<size_t, SparseBlock>> sparse;
         std::string error;
         try {
             m = read_manifest(cand);
@@ -557,7 +609,10 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
             // One pass over each shard for all tensors, from whatever layout wrote them.
             read_checkpoint_range(cand, *m, engine.arena().params(), upd.lo, upd.hi, held, outs, io,
                                   engine.options().pp != nullptr);
-            sparse = read_sparse_blocks(engine, *m, cand);
+            // Every sparse block read and checked, and dropped: they are read again to be
+            // loaded below, one at a time, once every rank can read the checkpoint (Note
+            // [Tiered shards in pieces]: tables may be larger than memory).
+            for_each_sparse_block(engine, *m, cand, [](size_t, SparseBlock&) {});
         } catch (const std::exception& e) {
             error = e.what();
         }
@@ -575,8 +630,15 @@ std::optional<Manifest> resume_latest(Engine& engine, Communicator* comm, const 
         }
         for (size_t i = 0; i < names.size(); ++i)
             st.write(static_cast<int>(i), 0, upd.size(), state[i].data());
-        for (const auto& [tensor, block] : sparse)
-            engine.sparse_params()->load_block(tensor, block);
+        if (engine.sparse_params()) try {
+                load_sparse_blocks(engine, *m, cand);
+            } catch (const Error& e) {  // it read fine a moment ago: the tables are half loaded
+                throw Error(ErrorKind::kInternal, __FILE__, __LINE__,
+                            str_cat("resume: ", cand,
+                                    " failed while its embedding tables were "
+                                    "loaded, after it had been checked: ",
+                                    e.message(), " (the tables are partly loaded; resume again)"));
+            }
         EngineCounters c = engine.counters();
         c.steps_done = m->step;
         c.updates_done = m->updates;

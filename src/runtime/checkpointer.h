@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "checkpoint/direct_io.h"
 #include "checkpoint/manifest.h"
 #include "runtime/checkpoint_chain.h"
+#include "runtime/checkpoint_state_files.h"
 #include "runtime/engine.h"
 
 namespace zt {
@@ -62,6 +64,11 @@ class Checkpointer {
     bool incremental() const { return incremental_; }      // some tables write increments
     // After a resume from m: on the same ranks the next increments continue m's chain.
     void resumed(const Manifest& m);
+    // A file of the trainer's own state written into every checkpoint from now on (rank 0's
+    // `source` is called when a checkpoint is staged; runtime/checkpoint_state_files.h).
+    void add_state_file(std::string name, std::function<std::string()> source) {
+        state_sources_[std::move(name)] = std::move(source);
+    }
     // Once per visible checkpoint with incremental tables: {"step", "kind" ("full" or
     // "incremental"), "dynamic_bytes" and "static_bytes" (the bytes written of the dynamic and
     // of the sharded static tables, all ranks)}.
@@ -83,6 +90,7 @@ class Checkpointer {
     std::vector<ChainLink> chain_;  // the checkpoints the next increment would build on
     bool force_full_ = false;       // a write failed after its changes were marked as saved
     std::optional<nlohmann::json> report_;
+    StateFileSources state_sources_;
 };
 
 // Collective. Loads the newest checkpoint under dir that every rank can read and verify (sizes,

@@ -1,6 +1,10 @@
 #include "runtime/progressive_validation.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "data/click/click_metrics.h"
+#include "util/error.h"
 
 namespace zt {
 
@@ -37,6 +41,45 @@ nlohmann::json ProgressiveValidation::metrics() const {
     j["auc"] = roc_auc(p, y);
     j["log_loss"] = log_loss(p, y);
     return j;
+}
+
+// "ZTPV1" then the sample count n (u64), the n probabilities and the n labels (f32).
+namespace {
+constexpr char kWindowMagic[] = "ZTPV1";
+constexpr size_t kWindowMagicBytes = sizeof(kWindowMagic) - 1;
+}  // namespace
+
+std::string ProgressiveValidation::save() const {
+    const uint64_t n = probs_.size();
+    std::string out(kWindowMagic, kWindowMagicBytes);
+    out.append(reinterpret_cast<const char*>(&n), sizeof n);
+    for (const std::deque<float>* q : {&probs_, &truth_})
+        for (const float v : *q) out.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return out;
+}
+
+void ProgressiveValidation::restore(const std::string& bytes) {
+    uint64_t n = 0;
+    ZT_CHECK(bytes.size() >= kWindowMagicBytes + sizeof n &&
+                 bytes.compare(0, kWindowMagicBytes, kWindowMagic) == 0,
+             "progressive validation: not a saved window");
+    std::memcpy(&n, bytes.data() + kWindowMagicBytes, sizeof n);
+    ZT_CHECK(n <= (bytes.size() - kWindowMagicBytes - sizeof n) / 8 &&
+                 bytes.size() == kWindowMagicBytes + sizeof n + n * 8,
+             "progressive validation: a saved window of ", n, " samples holds ", bytes.size(),
+             " bytes");
+    const char* at = bytes.data() + kWindowMagicBytes + sizeof n;
+    const uint64_t keep = std::min<uint64_t>(n, static_cast<uint64_t>(window_));
+    probs_.clear();
+    truth_.clear();
+    for (std::deque<float>* q : {&probs_, &truth_}) {
+        for (uint64_t k = n - keep; k < n; ++k) {
+            float v;
+            std::memcpy(&v, at + k * sizeof v, sizeof v);
+            q->push_back(v);
+        }
+        at += n * sizeof(float);
+    }
 }
 
 }  // namespace zt

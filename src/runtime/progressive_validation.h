@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -23,6 +24,11 @@ class ProgressiveValidation {
     void end_step();
     // {"auc", "log_loss", "samples"} over the window.
     nlohmann::json metrics() const;
+    // The window as bytes (checkpoints: a resumed run's metrics continue the uninterrupted
+    // run's), and back: the newest `window` samples of a saved one. Throws zt::Error on bytes
+    // that are not a saved window.
+    std::string save() const;
+    void restore(const std::string& bytes);
 
   private:
     int64_t window_;

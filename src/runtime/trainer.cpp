@@ -54,6 +54,8 @@ std::unique_ptr<Model> build_model(const TrainConfig& cfg) {
 
 namespace {
 
+constexpr char kProgressiveFile[] = "progressive_window.bin";  // in each checkpoint of a stream
+
 // Threads per rank when the config leaves it open: the cores shared by the ranks on this machine.
 int default_threads(Communicator* comm) {
     if (!comm || comm->size() == 1) return 0;  // all cores
@@ -420,6 +422,16 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         });
     Checkpointer checkpointer(engine, comm, co);
     if (resumed) checkpointer.resumed(*resumed);
+    if (progressive) {  // the window goes on across a resume (checkpoint_state_files.h)
+        checkpointer.add_state_file(kProgressiveFile, [&] { return progressive->save(); });
+        if (resumed) try {
+                const std::string dir = co.dir + "/" + checkpoint_name(resumed->step);
+                if (auto bytes = read_state_file(dir, *resumed, kProgressiveFile))
+                    progressive->restore(*bytes);
+            } catch (const Error& e) {  // metrics only: the window fills again
+                if (root) log_warn("resume: progressive validation starts empty: ", e.message());
+            }
+    }
     if (co.full_every > 0 && !checkpointer.incremental() && root)
         log_warn(
             "checkpoint.incremental: this model has no sharded or dynamic embedding tables, the "

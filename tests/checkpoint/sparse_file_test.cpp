@@ -1,7 +1,8 @@
 // Sparse-parameter files of checkpoints (checkpoint/sparse_file.h): blocks with and without aux
 // words (dynamic tables' ids and counters) come back as written; a block without aux words has no
 // "aux" entry in the header (files written before aux words read the same); a flipped byte of
-// the aux words fails their CRC, naming the tensor.
+// the aux words fails their CRC, naming the tensor. A file written from blocks read one at a time
+// (Note [Streamed sparse blocks]) reads the same, each block asked for once, in order.
 #include "checkpoint/sparse_file.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +63,49 @@ TEST(SparseFile, BlocksWithAndWithoutAuxWordsRoundTrip) {
                   std::string::npos)
             << e.what();
     }
+    fs::remove_all(dir);
+}
+
+TEST(SparseFile, StreamedBlocksReadLikeCopies) {
+    const fs::path dir =
+        fs::temp_directory_path() / ("zt_sparse_stream_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string path = (dir / sparse_file_name(0)).string();
+    std::vector<NamedSparseBlock> want, index;
+    for (int64_t k = 0; k < 5; ++k) {
+        SparseBlock b{k * 10, k * 10 + 10, 0, 3, {}, {}, {}};
+        for (int64_t e = 0; e < 30; ++e) b.weights.push_back(static_cast<float>(k * 100 + e));
+        if (k % 2 == 0) b.state.assign(10, 0.5f * static_cast<float>(k));
+        if (k == 3) b.aux = {7, 8, uint64_t{1} << 60};
+        want.push_back({"emb_l." + std::to_string(k % 2) + ".weight", b});
+        index.push_back({want.back().tensor, {b.row_begin, b.row_end, 0, 3, {}, {}, {}}});
+    }
+    std::vector<size_t> asked;
+    const SparseFileInfo info = write_sparse_file(path, index, [&](size_t k) {
+        asked.push_back(k);
+        return want[k].block;
+    });
+    EXPECT_EQ(asked, (std::vector<size_t>{0, 1, 2, 3, 4}));
+    EXPECT_EQ(fs::file_size(path), info.bytes);
+    const SparseFileReader r(path, info);
+    ASSERT_EQ(r.index().size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+        const NamedSparseBlock got = r.read(k);
+        EXPECT_EQ(got.tensor, want[k].tensor);
+        EXPECT_EQ(got.block.row_begin, want[k].block.row_begin);
+        EXPECT_EQ(got.block.row_end, want[k].block.row_end);
+        EXPECT_EQ(got.block.weights, want[k].block.weights);
+        EXPECT_EQ(got.block.state, want[k].block.state);
+        EXPECT_EQ(got.block.aux, want[k].block.aux);
+    }
+    // A block whose ranges are not its index entry's is a bug of the caller.
+    EXPECT_THROW(write_sparse_file(path, index,
+                                   [&](size_t k) {
+                                       SparseBlock b = want[k].block;
+                                       b.row_end += k == 2 ? 1 : 0;
+                                       return b;
+                                   }),
+                 Error);
     fs::remove_all(dir);
 }
 

@@ -1,8 +1,10 @@
 // Tiered embedding tables from the command line (docs/embedding-tier.md): sharded tables whose rows
 // live on host memory or in swap files behind a cache of a few percent of their rows train bit
 // for bit like tables in memory (every step misses, evicts and writes back); a run killed in the
-// middle of a write-back resumes from its checkpoint to the same weights; a cache too small for a
-// step, and a tier with nothing to hold, are refused with the reason.
+// middle of a write-back resumes from its checkpoint to the same weights; checkpoints (full and
+// incremental) and exports take a tiered shard in pieces (Note [Tiered shards in pieces]) and
+// resume and export on another rank count; a cache too small for a step, and a tier with nothing
+// to hold, are refused with the reason.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -108,6 +110,52 @@ TEST_F(Cli, TieredRunKilledInAWriteBackResumesToTheSameWeights) {
     ASSERT_EQ(resumed.code, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("at step 4"), std::string::npos) << resumed.output;
     EXPECT_TRUE(slurp(run / "model.safetensors") == slurp(dir_ / "full/model.safetensors"));
+}
+
+// The number of blocks a checkpoint's sparse file holds (entries of its header).
+size_t sparse_file_blocks(const fs::path& file) {
+    const std::string bytes = slurp(file);
+    size_t n = 0;
+    for (size_t at = bytes.find("\"tensor\""); at != std::string::npos;
+         at = bytes.find("\"tensor\"", at + 1))
+        ++n;
+    return n;
+}
+
+TEST_F(Cli, TieredTablesCheckpointResumeAndExportInPieces) {
+    nlohmann::json j = tier_config();  // 6 steps, a checkpoint every 2
+    // 1 KiB pieces: 10 rows of 8 weights and Adam's 16 state values; every checkpoint of a
+    // 2,000-row shard writes about 200 of them.
+    j["embedding"]["tier"] = {
+        {"device", "cpu"}, {"cache_ratio", 0.05}, {"checkpoint_piece_bytes", 1000}};
+    j["checkpoint"]["incremental"] = {{"full_every", 3}};  // 2 full, 4 on 2, 6 on 2 and 4
+    ASSERT_EQ(train_run(j, "full", "", 2).code, 0);
+    const std::string want = slurp(dir_ / "full/model.safetensors");
+    EXPECT_GT(sparse_file_blocks(dir_ / "full/checkpoints/step_00000002/sparse_rank_00000.bin"),
+              200u);
+    EXPECT_EQ(chain_names(dir_ / "full/checkpoints/step_00000004"),
+              (std::vector<std::string>{"step_00000002"}));
+    EXPECT_GT(sparse_file_blocks(dir_ / "full/checkpoints/step_00000004/sparse_rank_00000.bin"),
+              200u);  // a delta per piece
+    // Resumed from the increment at step 4: the same bytes.
+    nlohmann::json part = j;
+    part["steps"] = 5;
+    ASSERT_EQ(train_run(part, "part", "", 2).code, 0);
+    fs::remove_all(dir_ / "part/checkpoints/step_00000005");
+    const CommandResult r = train_run(j, "part", "--resume", 2);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("at step 4"), std::string::npos) << r.output;
+    EXPECT_TRUE(slurp(dir_ / "part/model.safetensors") == want);
+    EXPECT_EQ(chain_names(dir_ / "part/checkpoints/step_00000006"),
+              (std::vector<std::string>{"step_00000002", "step_00000004"}));
+    // One process reads the two ranks' pieces (two increments on a full checkpoint) and exports
+    // them through its own tier, in pieces too: the run's own weights.
+    const std::string cfg = write_config(j, "tier.json");
+    const CommandResult e =
+        run_zerotrain(zt::str_cat("export ", cfg, " --from ", (dir_ / "part").string(), " --out ",
+                                  (dir_ / "x.safetensors").string()));
+    ASSERT_EQ(e.code, 0) << e.output;
+    EXPECT_EQ(read_tensors(dir_ / "x.safetensors"), read_tensors(dir_ / "full/model.safetensors"));
 }
 
 TEST_F(Cli, TierRefusalsSayWhy) {

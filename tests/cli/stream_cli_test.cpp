@@ -3,7 +3,8 @@
 // that arrive while it trains and stops when none arrives for idle_timeout_s; a run killed with
 // SIGKILL at random steps ten times and resumed each time ends with the uninterrupted run's
 // losses and weights, bit for bit, after exactly the steps the records make (every record
-// trained once); what a stream cannot be is refused before any work.
+// trained once), and progressive validation's window continues across the resumes; what a stream
+// cannot be is refused before any work.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -83,6 +84,11 @@ TEST_F(StreamCli, KilledTenTimesEveryRecordIsTrainedOnceLikeTheUninterruptedRun)
     const RunLog got = read_run("killed");
     EXPECT_EQ(got.loss, ref.loss);
     EXPECT_EQ(got.weights, ref.weights);
+    // The progressive validation window is in the checkpoints: the last line's figures are the
+    // uninterrupted run's, over the whole window.
+    const nlohmann::json want = step_lines("full").back()["progressive"];
+    EXPECT_EQ(want["samples"], steps * kBatch);
+    EXPECT_EQ(step_lines("killed").back()["progressive"], want);
 }
 
 // Parts that arrive while the run trains are waited for; the run trains them all, in order, as

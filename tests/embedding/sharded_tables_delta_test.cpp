@@ -122,6 +122,81 @@ void check_rank(const ClickDataset& ds, const EmbeddingTierOptions& tier, Commun
         }
 }
 
+// Note [Tiered shards in pieces]: pieces of a few rows cover the shard's whole block in order
+// and read its rows; the delta blocks are one per piece and advance each piece as the whole delta
+// advances the whole block; gather_rows gives gather()'s rows.
+void check_pieces(const ClickDataset& ds, const EmbeddingTierOptions& tier, Communicator& comm) {
+    set_num_threads(1);
+    MemoryPool pool;
+    EngineOptions eo;
+    eo.grad_accum = 1;
+    eo.lr = 0.3;
+    eo.seed = 5;
+    eo.optimizer = std::make_unique<Sgd>(SgdOptions{});
+    eo.comm = &comm;
+    eo.micro_batch = kMicro;
+    Engine engine(pool, std::make_unique<Dlrm>(model_options(tier)), std::move(eo));
+    SparseParams& sp = *engine.sparse_params();
+    ClickBatchBuffers buf;
+    int64_t step = 0;
+    for (; step < 2; ++step) click_step(engine, ds, buf, step, 1, kMicro, comm.rank(), kRanks);
+    sp.track_changes(true);
+    std::vector<std::vector<SparseBlock>> base(kRows.size());
+    for (size_t i = 0; i < kRows.size(); ++i) {
+        ASSERT_TRUE(sp.streamed(i));
+        for (const SparseBlock& p : sp.pieces(i)) base[i].push_back(sp.read_piece(i, p));
+    }
+    sp.saved();
+    for (; step < 5; ++step) click_step(engine, ds, buf, step, 1, kMicro, comm.rank(), kRanks);
+    for (size_t i = 0; i < kRows.size(); ++i) {
+        SCOPED_TRACE(str_cat("rank ", comm.rank(), " ", sp.names()[i]));
+        const std::vector<SparseBlock> whole = sp.blocks(i), pieces = sp.pieces(i);
+        const std::vector<SparseBlock> delta = sp.delta_blocks(i);
+        if (whole.empty()) {
+            EXPECT_TRUE(pieces.empty());
+            continue;
+        }
+        const SparseBlock& w = whole[0];
+        const int64_t cols = w.col_end - w.col_begin;
+        const int64_t sc = static_cast<int64_t>(w.state.size()) / (w.row_end - w.row_begin);
+        const int64_t per = tier.piece_bytes / ((cols + sc) * 4);  // 3 rows, 6 of half a row
+        ASSERT_GE(per, 3);
+        ASSERT_GT(pieces.size(), 100u);
+        ASSERT_EQ(delta.size(), pieces.size());
+        int64_t next = w.row_begin, changed = 0;
+        for (size_t k = 0; k < pieces.size(); ++k) {
+            const SparseBlock got = sp.read_piece(i, pieces[k]);
+            ASSERT_EQ(got.row_begin, next);
+            ASSERT_TRUE(got.row_end - got.row_begin == per ||
+                        (k + 1 == pieces.size() && got.row_end - got.row_begin < per));
+            next = got.row_end;
+            const int64_t at = got.row_begin - w.row_begin, n = got.row_end - got.row_begin;
+            ASSERT_TRUE(
+                std::equal(got.weights.begin(), got.weights.end(), w.weights.begin() + at * cols) &&
+                static_cast<int64_t>(got.weights.size()) == n * cols);
+            ASSERT_TRUE(std::equal(got.state.begin(), got.state.end(), w.state.begin() + at * sc));
+            ASSERT_EQ(delta[k].row_begin, got.row_begin);
+            ASSERT_EQ(delta[k].row_end, got.row_end);
+            SparseBlock advanced = base[i][k];
+            sp.apply_delta(i, advanced, delta[k]);
+            EXPECT_TRUE(advanced.weights == got.weights && advanced.state == got.state) << k;
+            changed += static_cast<int64_t>(delta[k].aux.size()) - 1;
+        }
+        EXPECT_EQ(next, w.row_end);
+        EXPECT_GT(changed, 0);
+    }
+    // gather_rows: a run of rows across shards equals gather()'s.
+    for (size_t i = 0; i < kRows.size(); ++i) {
+        const std::vector<float> all = sp.gather(i, 0);
+        const int64_t r0 = 7, n = kRows[i] - 20;
+        std::vector<float> part(static_cast<size_t>(n * kDim), -1.0f);
+        sp.gather_rows(i, r0, n, 0, comm.rank() == 0 ? part.data() : nullptr);
+        if (comm.rank() == 0) {
+            EXPECT_TRUE(std::equal(part.begin(), part.end(), all.begin() + r0 * kDim));
+        }
+    }
+}
+
 class ShardedTablesDelta : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
@@ -156,6 +231,14 @@ TEST_F(ShardedTablesDelta, TieredShardsGiveTheSameDeltas) {
     tier.device = "cpu";
     tier.cache_ratio = 0.05;  // 5% of a shard: every step evicts and writes back
     run_local_ranks(kRanks, [&](Communicator& c) { check_rank(*ds_, tier, c); });
+}
+
+TEST_F(ShardedTablesDelta, TieredShardsInPiecesReadAndAdvanceLikeTheWholeBlock) {
+    EmbeddingTierOptions tier;
+    tier.device = "cpu";
+    tier.cache_ratio = 0.05;
+    tier.piece_bytes = (kDim + 2 * kDim) * 4 * 3;  // Adam: 3 rows of weights, m and v
+    run_local_ranks(kRanks, [&](Communicator& c) { check_pieces(*ds_, tier, c); });
 }
 
 }  // namespace

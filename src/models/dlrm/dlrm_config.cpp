@@ -227,6 +227,7 @@ void parse_tier(Section& embedding, EmbeddingTierOptions& t,
     t.policy = s.get_choice("policy", "lru", {"lru", "lfu"}) == "lfu" ? RowCachePolicy::kLfu
                                                                       : RowCachePolicy::kLru;
     t.queue_depth = static_cast<int>(s.get_int("queue_depth", 1024, 1, 4096));
+    t.piece_bytes = s.get_int("checkpoint_piece_bytes", t.piece_bytes, 1);
     s.guard([&] {
         ZT_CHECK(t.device != "nvme" || !t.nvme_path.empty(), s.key("nvme_path"),
                  ": device \"nvme\" keeps the rows in swap files in this directory; give a "
@@ -237,7 +238,7 @@ void parse_tier(Section& embedding, EmbeddingTierOptions& t,
             ZT_CHECK(t.device == "nvme" || !s.has(k), s.key(k),
                      ": only device \"nvme\" uses it; remove it");
         });
-    for (const char* k : {"cache_ratio", "cache_bytes", "policy"})
+    for (const char* k : {"cache_ratio", "cache_bytes", "policy", "checkpoint_piece_bytes"})
         s.guard([&] {
             ZT_CHECK(t.on() || !s.has(k), s.key(k),
                      ": device \"none\" keeps every row in memory, with no cache; remove it");
@@ -334,11 +335,12 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
     o.finish();
     parse_tier(s, e.tier, model_tables);
     // Note [Stale embedding updates] (embedding/sharded_tables.cpp).
+    constexpr int kMaxStaleness = 64;
     e.staleness = static_cast<int>(s.get_int("staleness", 0, 0, 1000000));
     s.guard([&] {
-        ZT_CHECK(e.staleness <= 1, s.key("staleness"), ": ", e.staleness,
-                 " steps; this version applies a step's table update at most one step late: "
-                 "use 0 (synchronous) or 1");
+        ZT_CHECK(e.staleness <= kMaxStaleness, s.key("staleness"), ": ", e.staleness,
+                 " steps; at most ", kMaxStaleness,
+                 " (each held step keeps its gradient rows in flight, in memory)");
     });
     s.guard([&] {
         ZT_CHECK(e.staleness == 0 || !e.tier.on(), s.key("staleness"),
