@@ -50,9 +50,10 @@ SparseBlock without_row(const SparseBlock& b, size_t k, int64_t cols, int64_t sc
     return out;
 }
 
-void check_rank(const ClickDataset& ds, const EmbeddingTierOptions& tier, Communicator& comm) {
+// SGD for the dense part, the tables' Adam (model_options), one thread, on comm's ranks.
+std::unique_ptr<Engine> make_engine(MemoryPool& pool, const EmbeddingTierOptions& tier,
+                                    Communicator& comm) {
     set_num_threads(1);
-    MemoryPool pool;
     EngineOptions eo;
     eo.grad_accum = 1;
     eo.lr = 0.3;
@@ -60,7 +61,14 @@ void check_rank(const ClickDataset& ds, const EmbeddingTierOptions& tier, Commun
     eo.optimizer = std::make_unique<Sgd>(SgdOptions{});
     eo.comm = &comm;
     eo.micro_batch = kMicro;
-    Engine engine(pool, std::make_unique<Dlrm>(model_options(tier)), std::move(eo));
+    return std::make_unique<Engine>(pool, std::make_unique<Dlrm>(model_options(tier)),
+                                    std::move(eo));
+}
+
+void check_rank(const ClickDataset& ds, const EmbeddingTierOptions& tier, Communicator& comm) {
+    MemoryPool pool;
+    const std::unique_ptr<Engine> e = make_engine(pool, tier, comm);
+    Engine& engine = *e;
     SparseParams& sp = *engine.sparse_params();
     ASSERT_EQ(sp.names().size(), kRows.size());
     ClickBatchBuffers buf;
@@ -126,16 +134,9 @@ void check_rank(const ClickDataset& ds, const EmbeddingTierOptions& tier, Commun
 // and read its rows; the delta blocks are one per piece and advance each piece as the whole delta
 // advances the whole block; gather_rows gives gather()'s rows.
 void check_pieces(const ClickDataset& ds, const EmbeddingTierOptions& tier, Communicator& comm) {
-    set_num_threads(1);
     MemoryPool pool;
-    EngineOptions eo;
-    eo.grad_accum = 1;
-    eo.lr = 0.3;
-    eo.seed = 5;
-    eo.optimizer = std::make_unique<Sgd>(SgdOptions{});
-    eo.comm = &comm;
-    eo.micro_batch = kMicro;
-    Engine engine(pool, std::make_unique<Dlrm>(model_options(tier)), std::move(eo));
+    const std::unique_ptr<Engine> e = make_engine(pool, tier, comm);
+    Engine& engine = *e;
     SparseParams& sp = *engine.sparse_params();
     ClickBatchBuffers buf;
     int64_t step = 0;
