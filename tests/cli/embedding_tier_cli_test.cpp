@@ -146,6 +146,14 @@ TEST_F(Cli, TieredTablesCheckpointResumeAndExportInPieces) {
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("at step 4"), std::string::npos) << r.output;
     EXPECT_TRUE(slurp(dir_ / "part/model.safetensors") == want);
+    // Asynchronous checkpoints write the pieces before the step loop goes on: the same resume.
+    nlohmann::json async = part;
+    async["checkpoint"]["async"] = true;
+    ASSERT_EQ(train_run(async, "async", "", 2).code, 0);
+    fs::remove_all(dir_ / "async/checkpoints/step_00000005");
+    async["steps"] = 6;
+    ASSERT_EQ(train_run(async, "async", "--resume", 2).code, 0);
+    EXPECT_TRUE(slurp(dir_ / "async/model.safetensors") == want);
     EXPECT_EQ(chain_names(dir_ / "part/checkpoints/step_00000006"),
               (std::vector<std::string>{"step_00000002", "step_00000004"}));
     // One process reads the two ranks' pieces (two increments on a full checkpoint) and exports
