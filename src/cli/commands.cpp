@@ -17,6 +17,7 @@
 #include "runtime/config.h"
 #include "runtime/keyed_rows_export.h"
 #include "runtime/start_agreement.h"
+#include "runtime/streamed_gather.h"
 #include "runtime/supervisor_watch.h"
 #include "runtime/trainer.h"
 #include "tensor/threads.h"
@@ -249,15 +250,20 @@ void Commands::add_export(CLI::App& app) {
         for (Parameter* p : engine.arena().params())
             named.push_back({p->name, p->shape, p->master.data<float>()});
         // Sharded embedding tables (one rank here holds them whole), after the arena's.
+        // Tables on a tier (maybe larger than memory) go through a mapped scratch file.
         std::vector<std::vector<float>> sparse;
+        std::vector<std::unique_ptr<MappedScratch>> scratch;
         auto add_sparse = [&] {
             SparseParams* sp = engine.sparse_params();
             if (!sp) return;
             const std::vector<std::string> names = sp->names();
             sparse.reserve(names.size());
             for (size_t i = 0; i < names.size(); ++i) {
-                sparse.push_back(sp->gather(i, 0));
-                named.push_back({names[i], sp->shape(i), sparse.back().data()});
+                const bool streamed = sp->streamed(i);
+                sparse.push_back(streamed ? std::vector<float>{} : sp->gather(i, 0));
+                scratch.push_back(streamed ? gather_streamed(*sp, i, out_path_, true) : nullptr);
+                named.push_back({names[i], sp->shape(i),
+                                 scratch.back() ? scratch.back()->data() : sparse.back().data()});
             }
         };
         // Dynamic tables' rows (with their ids) come from checkpoints only: model.safetensors

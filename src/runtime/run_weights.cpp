@@ -1,20 +1,14 @@
 #include "runtime/run_weights.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <memory>
 #include <numeric>
 #include <sstream>
 
-#include "checkpoint/durable_file.h"
 #include "comm/gather_strings.h"
 #include "parallel/tensor_parallel_weights.h"
 #include "runtime/keyed_rows_export.h"
+#include "runtime/streamed_gather.h"
 
 namespace zt {
 
@@ -95,53 +89,6 @@ void import_into_stage(const ModelFamily& family, const std::string& path,
                   " is not the whole model's");
         std::copy(it->data, it->data + shape_numel(t.shape), t.data);
     }
-}
-
-// A whole sparse tensor in a scratch file mapped into memory (unlinked at once, so it goes when
-// the mapping does): the page cache holds what fits and the rest stays on disk, so a tiered table
-// larger than the machine's memory can still be written out (Note [Tiered shards in pieces]).
-class MappedScratch {
-  public:
-    MappedScratch(const std::string& near, size_t bytes) : bytes_(bytes) {
-        const std::string path = near + ".scratch";
-        const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        ZT_IO_CHECK(fd >= 0, "export: cannot create the scratch file ", path, ": ",
-                    std::strerror(errno));
-        ::unlink(path.c_str());
-        const bool sized = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0;
-        const int err = errno;
-        if (sized && bytes > 0)
-            data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        ::close(fd);
-        ZT_IO_CHECK(sized, "export: cannot size the scratch file ", path, " to ", bytes,
-                    " bytes: ", std::strerror(err));
-        ZT_IO_CHECK(data_ != MAP_FAILED, "export: cannot map the scratch file ", path, ": ",
-                    std::strerror(errno));
-    }
-    ~MappedScratch() {
-        if (data_ && data_ != MAP_FAILED) ::munmap(data_, bytes_);
-    }
-    MappedScratch(const MappedScratch&) = delete;
-    MappedScratch& operator=(const MappedScratch&) = delete;
-    float* data() { return bytes_ > 0 ? static_cast<float*>(data_) : nullptr; }
-
-  private:
-    size_t bytes_;
-    void* data_ = nullptr;
-};
-
-// Collective: a streamed sparse tensor (SparseParams::streamed) whole on root, in runs of rows of
-// about 64 MiB, into a scratch file near `path`; null elsewhere.
-std::unique_ptr<MappedScratch> gather_streamed(SparseParams& sp, size_t i, const std::string& path,
-                                               bool root) {
-    const Shape shape = sp.shape(i);
-    const int64_t rows = shape[0], cols = std::max<int64_t>(shape[1], 1);
-    std::unique_ptr<MappedScratch> out;
-    if (root) out = std::make_unique<MappedScratch>(path, static_cast<size_t>(rows * cols) * 4);
-    const int64_t run = std::max<int64_t>((int64_t{64} << 20) / (cols * 4), 1);
-    for (int64_t r = 0; r < rows; r += run)
-        sp.gather_rows(i, r, std::min(run, rows - r), 0, root ? out->data() + r * cols : nullptr);
-    return out;
 }
 
 }  // namespace

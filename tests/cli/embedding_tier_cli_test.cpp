@@ -164,6 +164,8 @@ TEST_F(Cli, TieredTablesCheckpointResumeAndExportInPieces) {
                                   (dir_ / "x.safetensors").string()));
     ASSERT_EQ(e.code, 0) << e.output;
     EXPECT_EQ(read_tensors(dir_ / "x.safetensors"), read_tensors(dir_ / "full/model.safetensors"));
+    EXPECT_FALSE(fs::exists(dir_ / "x.safetensors.scratch"));  // unlinked once mapped
+    EXPECT_FALSE(fs::exists(dir_ / "full/model.safetensors.scratch"));
 }
 
 TEST_F(Cli, TierRefusalsSayWhy) {
