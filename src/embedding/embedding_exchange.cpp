@@ -328,9 +328,10 @@ void ShardedTables::backward_exchange(Exchange& ex) {
     if (bwd_a2a_)  // embedding.comm_precision's backward codec
         bwd_a2a_->run(comm_, grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
                       acc_comm_stats_);
-    else if (comm_)  // in flight (Note [Gradient rows in flight])
-        p->handle = comm_->all_to_all(grads.data(), ex.reply_counts, received.data(),
-                                      ex.serve_counts, CommType::kF32);
+    else if (comm_)  // in flight (Note [Gradient rows in flight]); stale: on their own channel
+        p->handle = (stale_comm_ ? stale_comm_.get() : comm_)
+                        ->all_to_all(grads.data(), ex.reply_counts, received.data(),
+                                     ex.serve_counts, CommType::kF32);
     p->recv_requests = std::move(ex.recv_requests);
     p->recv_counts = std::move(ex.recv_counts);
     p->serve_counts = std::move(ex.serve_counts);

@@ -74,6 +74,8 @@ ShardedTables::ShardedTables(MemoryPool& pool, EmbeddingPlan plan, std::vector<P
         bwd_codec_ = make_codec({options_.backward_comm, 256, 0.01});
         bwd_a2a_ = std::make_unique<CompressedAllToAll>(*bwd_codec_);
     }
+    if (options_.staleness > 0 && comm_ && ranks_ > 1)  // collective: every rank builds them
+        stale_comm_ = comm_->split(0, rank_);
     shard_of_table_.assign(plan_.tables.size(), -1);
     for (size_t k = 0; k < plan_.tables.size(); ++k) {
         if (!plan_.sharded(k)) continue;
@@ -293,7 +295,10 @@ void ShardedTables::merge_grads(Shard& s) {
 // so lookups read rows that lack at most the last s steps' updates. What that buys: the gradient
 // rows' all-to-alls of step k (one per micro-batch, each with buffers of its own) stay in flight
 // through the next s steps' forward and backward, and are completed only at step k + s's
-// finish_grads (the synchronous engine completes them at the next lookup). held_ is a queue of
+// finish_grads (the synchronous engine completes them at the next lookup), on a channel of their
+// own (stale_comm_: a communicator runs its transfers in issue order, so on comm_ the next step's
+// row fetch would wait behind them, measured 7-30% slower than synchronous on a 1 Gbit/s link,
+// docs/benchmarks-compression.md). held_ is a queue of
 // the steps in flight, oldest first: at each finish_grads this step's exchanges join it, and when
 // it holds more than s steps the oldest lands. Step k + s then merges step k's rows in the same
 // order as ever, and its step() applies them with step k + s's rate and update count; grad_sq_sum

@@ -189,6 +189,9 @@ class ShardedTables : public SparseParams {
     MemoryPool& pool_;
     EmbeddingPlan plan_;
     Communicator* comm_;
+    // embedding.staleness > 0: the held gradient exchanges' own channel (a duplicate of comm_
+    // with its own worker), so the next steps' row fetches do not queue behind them.
+    std::unique_ptr<Communicator> stale_comm_;
     ShardedTablesOptions options_;
     SparseRowOptimizer optimizer_;
     int rank_ = 0, ranks_ = 1;
