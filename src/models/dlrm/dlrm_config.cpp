@@ -214,8 +214,8 @@ DlrmDataOptions parse_data(Section& s) {
 
 // "embedding": {"tier": {"device": "cpu" | "nvme", "nvme_path": DIR, "cache_ratio": R |
 //                         "cache_bytes": B, "policy": "lru" | "lfu", "queue_depth": Q}}
-// (docs/embedding-tier.md): the sharded static tables' rows live in host memory or a swap file
-// behind a cache in the budget.
+// (docs/embedding-tier.md): the sharded static tables' and the dynamic tables' rows live in host
+// memory or swap files behind a cache in the budget.
 void parse_tier(Section& embedding, EmbeddingTierOptions& t,
                 const std::vector<DlrmTable>& model_tables) {
     if (!embedding.has("tier")) return;
@@ -248,11 +248,15 @@ void parse_tier(Section& embedding, EmbeddingTierOptions& t,
                  "rows, in (0, 1]) and cache_bytes (bytes per rank)");
     });
     s.guard([&] {
-        bool any_static = false;
-        for (const DlrmTable& tb : model_tables) any_static = any_static || !tb.dynamic;
-        ZT_CHECK(!t.on() || any_static, s.key("device"),
-                 ": the tier holds static sharded tables; dynamic tables stay in memory in this "
-                 "version, and this model has no static table");
+        bool any_static = false, any_dynamic = false;
+        for (const DlrmTable& tb : model_tables) {
+            any_static = any_static || !tb.dynamic;
+            any_dynamic = any_dynamic || tb.dynamic;
+        }
+        ZT_CHECK(!t.on() || t.cache_bytes == 0 || !(any_static && any_dynamic),
+                 s.key("cache_bytes"),
+                 ": this model tiers both static and dynamic tables, and cache_bytes would be "
+                 "counted once for each kind; give cache_ratio instead");
     });
     s.finish();
 }
