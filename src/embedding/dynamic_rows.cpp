@@ -81,6 +81,8 @@ SparseRowStorage MemoryRows::storage() {
 
 namespace {
 
+constexpr uint64_t kFirstSegmentBytes = uint64_t{1} << 20;  // 1 MiB
+
 // One segment of a dynamic table's store: host memory, or a swap file under nvme_path.
 std::unique_ptr<Store> make_segment(const DynamicTierOptions& o, uint64_t bytes, int index) {
     if (o.device == "cpu") return std::make_unique<HostStore>(bytes);
@@ -102,9 +104,14 @@ TieredRows::TieredRows(MemoryPool& pool, std::string name, int64_t dim, int64_t 
                        int64_t slots, const DynamicTierOptions& options)
     : dim_(dim), sc_(state_cols), options_(options) {
     ZT_ASSERT(options_.cache_ratio > 0 || options_.cache_rows > 0, "a tier without a cache");
+    // The first segment 1 MiB at least, then each as large as all before (Note [Growing tier]):
+    // a table of a million rows takes a few files, not one per doubling of 64 slots.
+    const auto page = static_cast<uint64_t>(RowTier::page_bytes(dim, state_cols));
+    const uint64_t first = std::max(RowTier::store_bytes(slots, dim, state_cols),
+                                    (kFirstSegmentBytes + page - 1) / page * page);
     auto store = std::make_unique<SegmentedStore>(
         [o = options_](uint64_t bytes, int index) { return make_segment(o, bytes, index); },
-        RowTier::store_bytes(slots, dim, state_cols));
+        first);
     store_ = store.get();
     tier_ = std::make_unique<RowTier>(pool, name, slots, dim, state_cols, cache_for(slots),
                                       options_.policy, std::move(store));
@@ -123,7 +130,8 @@ int64_t TieredRows::cache_for(int64_t slots) const {
 
 void TieredRows::grow(int64_t slots, int64_t) {
     if (slots <= tier_->rows()) return;
-    store_->grow(RowTier::store_bytes(slots, dim_, sc_));
+    const uint64_t need = RowTier::store_bytes(slots, dim_, sc_);
+    if (need > store_->capacity()) store_->grow(std::max(need, 2 * store_->capacity()));
     tier_->grow_rows(slots);
     tier_->grow_cache(cache_for(slots));
 }
