@@ -306,8 +306,7 @@ void DynamicTables::prefetch(const ClickBatch& next) {
     }
     if (comm_) {
         const std::vector<int64_t> ones(R, 1);
-        comm_->all_to_all(send_pairs.data(), ones, recv_pairs.data(), ones, CommType::kI64)
-            ->wait();
+        comm_->all_to_all(send_pairs.data(), ones, recv_pairs.data(), ones, CommType::kI64)->wait();
         recv.resize(static_cast<size_t>(total(recv_pairs)));
         comm_->all_to_all(flat.data(), send_pairs, recv.data(), recv_pairs, CommType::kI64)->wait();
     } else {

@@ -68,7 +68,8 @@ void MemoryRows::update(const SparseRowOptimizer& opt, std::span<const int64_t> 
 
 void MemoryRows::compact(std::span<const int64_t>,
                          std::span<const std::pair<int64_t, int64_t>> moves) {
-    for (const auto& [from, to] : moves) write_range(to, 1, row(from), state() ? state() + from * sc_ : nullptr);
+    for (const auto& [from, to] : moves)
+        write_range(to, 1, row(from), state() ? state() + from * sc_ : nullptr);
 }
 
 SparseRowStorage MemoryRows::storage() {
@@ -110,8 +111,7 @@ TieredRows::TieredRows(MemoryPool& pool, std::string name, int64_t dim, int64_t 
     const uint64_t first = std::max(RowTier::store_bytes(slots, dim, state_cols),
                                     (kFirstSegmentBytes + page - 1) / page * page);
     auto store = std::make_unique<SegmentedStore>(
-        [o = options_](uint64_t bytes, int index) { return make_segment(o, bytes, index); },
-        first);
+        [o = options_](uint64_t bytes, int index) { return make_segment(o, bytes, index); }, first);
     store_ = store.get();
     tier_ = std::make_unique<RowTier>(pool, name, slots, dim, state_cols, cache_for(slots),
                                       options_.policy, std::move(store));

@@ -105,8 +105,8 @@ class MemoryRows final : public DynamicRows {
 // never read from the store).
 class TieredRows final : public DynamicRows {
   public:
-    TieredRows(MemoryPool& pool, std::string name, int64_t dim, int64_t state_cols,
-               int64_t slots, const DynamicTierOptions& options);
+    TieredRows(MemoryPool& pool, std::string name, int64_t dim, int64_t state_cols, int64_t slots,
+               const DynamicTierOptions& options);
     ~TieredRows() override;
     void grow(int64_t slots, int64_t live) override;
     int64_t bytes() const override;
@@ -132,7 +132,7 @@ class TieredRows final : public DynamicRows {
 
     int64_t dim_, sc_;
     DynamicTierOptions options_;
-    SegmentedStore* store_ = nullptr;        // owned by tier_
+    SegmentedStore* store_ = nullptr;  // owned by tier_
     std::unique_ptr<RowTier> tier_;
     // New rows [fresh_first_, fresh_first_ + n): their records (weights, state), in slot order.
     int64_t fresh_first_ = 0;

@@ -271,8 +271,8 @@ DynamicTableStats DynamicTable::stats() const {
     st.evictions = evictions_;
     st.load_factor = index_.load_factor();
     st.map_slots = index_.capacity();
-    st.bytes = rows_->bytes() + index_.bytes() +
-               pending_index_.bytes() + static_cast<int64_t>(ids_.capacity()) * 24 +
+    st.bytes = rows_->bytes() + index_.bytes() + pending_index_.bytes() +
+               static_cast<int64_t>(ids_.capacity()) * 24 +
                static_cast<int64_t>(pending_ids_.capacity()) * 24 +
                static_cast<int64_t>(evicted_.capacity()) * 8 +
                static_cast<int64_t>(changed_.capacity() + left_.capacity() * 8);

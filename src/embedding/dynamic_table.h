@@ -87,9 +87,7 @@ class DynamicTable {
     void read_rows(std::span<const int64_t> slots, float* w) const {
         rows_->read(slots, w, nullptr);
     }
-    void read_range(int64_t s0, int64_t n, float* w) const {
-        rows_->read_range(s0, n, w, nullptr);
-    }
+    void read_range(int64_t s0, int64_t n, float* w) const { rows_->read_range(s0, n, w, nullptr); }
     void update(const SparseRowOptimizer& opt, std::span<const int64_t> slots, const float* grads,
                 float lr, int64_t update) {
         rows_->update(opt, slots, grads, lr, update);

@@ -204,7 +204,8 @@ void DynamicTables::gather_stats() {
             const double slowest = std::max(tier_step_.stall_s, one.stall_s);
             tier_step_ += one;
             tier_step_.stall_s = slowest;  // the slowest rank's seconds, not the sum
-            tier_cache_rows_ += static_cast<int64_t>(all[r * per + tier_at + RowTierStats::kFields]);
+            tier_cache_rows_ +=
+                static_cast<int64_t>(all[r * per + tier_at + RowTierStats::kFields]);
         }
     }
     for (size_t i = 0; i < tables_.size(); ++i) {
@@ -401,14 +402,14 @@ std::vector<std::string> DynamicTables::describe() const {
         const DynamicTierOptions& o = options_.tier;
         int64_t cache = 0;
         for (const auto& t : tables_) cache += t->tier()->capacity();
-        lines.push_back(str_cat(
-            "embedding.tier: this rank's dynamic rows on ", o.device,
-            o.device == "nvme" ? str_cat(" (", o.nvme_path, ")") : std::string(), " behind a ",
-            row_cache_policy_name(o.policy), " cache of ",
-            options_.tier_cache_bytes > 0
-                ? str_cat(cache, " rows")
-                : str_cat(o.cache_ratio, " of each table's slots (", cache, " rows now)"),
-            ", grown to hold the rows of a step"));
+        lines.push_back(
+            str_cat("embedding.tier: this rank's dynamic rows on ", o.device,
+                    o.device == "nvme" ? str_cat(" (", o.nvme_path, ")") : std::string(),
+                    " behind a ", row_cache_policy_name(o.policy), " cache of ",
+                    options_.tier_cache_bytes > 0
+                        ? str_cat(cache, " rows")
+                        : str_cat(o.cache_ratio, " of each table's slots (", cache, " rows now)"),
+                    ", grown to hold the rows of a step"));
     }
     return lines;
 }

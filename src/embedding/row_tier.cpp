@@ -270,8 +270,7 @@ void RowTier::copy_from_record(const std::byte* record, int64_t slot) {
 
 void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) { fetch(rows, slots, {}); }
 
-void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots,
-                    std::span<const uint8_t> fresh) {
+void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots, std::span<const uint8_t> fresh) {
     ZT_ASSERT(fresh.empty() || fresh.size() == rows.size(), "RowTier::fetch: one flag per row");
     // Phase 1 (Note [Row fetch]): hits pinned; misses claim slots, victims' dirty records saved.
     misses_.clear();

@@ -177,9 +177,12 @@ nlohmann::json SparseParamsList::step_counters() const {
         if (j.contains("tier") && c.contains("tier")) {
             nlohmann::json& t = j["tier"];
             for (const auto& [k, v] : c["tier"].items()) {
-                if (!v.is_number() || !t.contains(k)) t[k] = v;
-                else if (v.is_number_integer()) t[k] = t[k].get<int64_t>() + v.get<int64_t>();
-                else t[k] = t[k].get<double>() + v.get<double>();
+                if (!v.is_number() || !t.contains(k))
+                    t[k] = v;
+                else if (v.is_number_integer())
+                    t[k] = t[k].get<int64_t>() + v.get<int64_t>();
+                else
+                    t[k] = t[k].get<double>() + v.get<double>();
             }
             const auto lookups = t.value("lookups", int64_t{0});
             t["hit_rate"] =

@@ -49,8 +49,8 @@ Store::Ticket SegmentedStore::split(uint64_t offset, size_t bytes, Issue issue) 
     while (done < bytes) {
         const size_t seg = segment_at(offset + done);
         const uint64_t at = offset + done - begin_[seg];
-        const auto n = static_cast<size_t>(
-            std::min<uint64_t>(bytes - done, segments_[seg]->capacity() - at));
+        const auto n =
+            static_cast<size_t>(std::min<uint64_t>(bytes - done, segments_[seg]->capacity() - at));
         parts.emplace_back(seg, issue(*segments_[seg], at, done, n));
         done += n;
     }

@@ -17,36 +17,36 @@ namespace zt::testing {
 namespace {
 
 nlohmann::json dyn_tier_config() {
-    return {{"train_micro_batch_size_per_gpu", 32},
-            {"gradient_accumulation_steps", 2},
-            {"steps", 8},
-            {"steps_per_print", 1},
-            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
-            {"model",
-             {{"type", "dlrm"},
-              {"tables",
-               {{{"rows", 3001}, {"dim", 8}},
-                {{"dynamic", true},
-                 {"dim", 8},
-                 {"evict", {{"unseen_steps", 3}, {"max_rows", 600}}},
-                 {"unadmitted", "default_row"}},
-                {{"dynamic", true},
-                 {"dim", 8},
-                 {"id_range", 5000},
-                 {"min_count", 2},
-                 {"evict", {{"max_rows", 500}, {"policy", "lfu"}}}},
-                {{"rows", 40}, {"dim", 8}, {"pooling", "mean"}}}},
-              {"bottom_mlp", {16, 8}},
-              {"top_mlp", {16}}}},
-            {"embedding",
-             {{"sharding", {"data_parallel", "auto", "auto", "data_parallel"}},
-              {"optimizer", {{"type", "adagrad"}, {"lr", 0.05}}}}},
-            {"data",
-             {{"type", "synthetic"}, {"records", 4000}, {"eval_records", 64}, {"hotness", 2}}},
-            {"eval_interval", 4},
-            {"eval_iters", 1},
-            {"checkpoint", {{"interval_steps", 4}}},
-            {"threads", 1}};
+    return {
+        {"train_micro_batch_size_per_gpu", 32},
+        {"gradient_accumulation_steps", 2},
+        {"steps", 8},
+        {"steps_per_print", 1},
+        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+        {"model",
+         {{"type", "dlrm"},
+          {"tables",
+           {{{"rows", 3001}, {"dim", 8}},
+            {{"dynamic", true},
+             {"dim", 8},
+             {"evict", {{"unseen_steps", 3}, {"max_rows", 600}}},
+             {"unadmitted", "default_row"}},
+            {{"dynamic", true},
+             {"dim", 8},
+             {"id_range", 5000},
+             {"min_count", 2},
+             {"evict", {{"max_rows", 500}, {"policy", "lfu"}}}},
+            {{"rows", 40}, {"dim", 8}, {"pooling", "mean"}}}},
+          {"bottom_mlp", {16, 8}},
+          {"top_mlp", {16}}}},
+        {"embedding",
+         {{"sharding", {"data_parallel", "auto", "auto", "data_parallel"}},
+          {"optimizer", {{"type", "adagrad"}, {"lr", 0.05}}}}},
+        {"data", {{"type", "synthetic"}, {"records", 4000}, {"eval_records", 64}, {"hotness", 2}}},
+        {"eval_interval", 4},
+        {"eval_iters", 1},
+        {"checkpoint", {{"interval_steps", 4}}},
+        {"threads", 1}};
 }
 
 nlohmann::json with_tier(nlohmann::json j, const std::string& device, const std::string& policy,
@@ -95,8 +95,9 @@ TEST_F(Cli, DynamicTablesOnATierTrainBitForBitLikeTablesInMemory) {
                 const nlohmann::json& e = line["embedding"];
                 const nlohmann::json& t = e["tier"];
                 // Every distinct id an owner was asked for that is a row is one fetched row.
-                EXPECT_EQ(t["lookups"].get<int64_t>(), e["dynamic_ids"].get<int64_t>() -
-                                                           e["dynamic_ids_unadmitted"].get<int64_t>());
+                EXPECT_EQ(
+                    t["lookups"].get<int64_t>(),
+                    e["dynamic_ids"].get<int64_t>() - e["dynamic_ids_unadmitted"].get<int64_t>());
                 misses += t["misses"].get<int64_t>();
                 evictions += t["evictions"].get<int64_t>();
                 writebacks += t["writebacks"].get<int64_t>();
@@ -148,8 +149,8 @@ TEST_F(Cli, TieredDynamicTablesResumeAndSurviveAKillInAWriteBack) {
     const std::string cfg = write_config(t, "killed.json");
     const fs::path run = dir_ / "killed";
     const CommandResult killed =
-        run_command(str_cat("ZT_FAULT=kill_in_writeback:step=6:rank=1 ", ZT_BINARY, " train ",
-                            cfg, " --ranks 2 --quiet --run-dir ", run.string(), " 2>&1"));
+        run_command(str_cat("ZT_FAULT=kill_in_writeback:step=6:rank=1 ", ZT_BINARY, " train ", cfg,
+                            " --ranks 2 --quiet --run-dir ", run.string(), " 2>&1"));
     ASSERT_NE(killed.code, 0) << killed.output;
     EXPECT_NE(killed.output.find("while writing evicted embedding rows back in step 6"),
               std::string::npos)

@@ -29,8 +29,8 @@ struct Case {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
     const Case& c = i.param;
-    return str_cat(c.device, "_", row_cache_policy_name(c.policy), "_", c.min_count, "_",
-                   c.unseen, "_", c.max_rows, "_", sparse_optim_name(c.optim));
+    return str_cat(c.device, "_", row_cache_policy_name(c.policy), "_", c.min_count, "_", c.unseen,
+                   "_", c.max_rows, "_", sparse_optim_name(c.optim));
 }
 
 void expect_same_save(const DynamicTable::Saved& a, const DynamicTable::Saved& b,
@@ -138,7 +138,8 @@ TEST_P(DynamicTier, TrainsBitForBitLikeTheTableInMemory) {
             mem->mark_saved();
             tier->mark_saved();
         }
-        ASSERT_NO_FATAL_FAILURE(expect_same_save(tier->save(), mem->save(), str_cat("step ", step)));
+        ASSERT_NO_FATAL_FAILURE(
+            expect_same_save(tier->save(), mem->save(), str_cat("step ", step)));
         if (step == 20) {  // a resume: the tiered table restored from the in-memory one's save
             const DynamicTable::Saved s = mem->save();
             tier.reset();  // its swap files go before the next one's come
@@ -153,8 +154,10 @@ TEST_P(DynamicTier, TrainsBitForBitLikeTheTableInMemory) {
             a.tier.file_name += "-a";
             b.tier.file_name += "-b";
             DynamicTable even(pool, a), odd(pool, b);
-            even.merge(s, [](uint64_t id) { return id % 2 == 0; }, true);
-            odd.merge(s, [](uint64_t id) { return id % 2 == 1; }, false);
+            even.merge(
+                s, [](uint64_t id) { return id % 2 == 0; }, true);
+            odd.merge(
+                s, [](uint64_t id) { return id % 2 == 1; }, false);
             EXPECT_EQ(even.rows() + odd.rows(), tier->rows());
             // Merged in one process's order (odd then even) into both tables.
             auto all = [](uint64_t) { return true; };

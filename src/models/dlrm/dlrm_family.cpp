@@ -123,8 +123,7 @@ int64_t dlrm_dynamic_bytes(const DlrmOptions& m) {
             const int64_t rows = tier.on() && tier.cache_ratio > 0
                                      ? tier_cache_rows(t.dyn.max_rows, tier.cache_ratio)
                                      : t.dyn.max_rows;
-            bytes +=
-                rows * (t.dim + sparse_state_per_row(m.embedding.optimizer.kind, t.dim)) * 4;
+            bytes += rows * (t.dim + sparse_state_per_row(m.embedding.optimizer.kind, t.dim)) * 4;
         }
     if (tier.on() && tier.cache_bytes > 0) bytes = std::min(bytes, tier.cache_bytes);
     return bytes;
