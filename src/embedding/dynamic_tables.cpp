@@ -407,7 +407,7 @@ std::vector<std::string> DynamicTables::describe() const {
                     o.device == "nvme" ? str_cat(" (", o.nvme_path, ")") : std::string(),
                     " behind a ", row_cache_policy_name(o.policy), " cache of ",
                     options_.tier_cache_bytes > 0
-                        ? str_cat(cache, " rows")
+                        ? str_cat(tables_.front()->options().tier.cache_rows, " rows a table")
                         : str_cat(o.cache_ratio, " of each table's slots (", cache, " rows now)"),
                     ", grown to hold the rows of a step"));
     }

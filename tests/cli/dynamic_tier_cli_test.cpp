@@ -165,3 +165,37 @@ TEST_F(Cli, TieredDynamicTablesResumeAndSurviveAKillInAWriteBack) {
 
 }  // namespace
 }  // namespace zt::testing
+
+namespace zt::testing {
+namespace {
+
+TEST_F(Cli, DynamicTierCacheBytesAndRefusals) {
+    // cache_bytes: the same cache rows for both tables (4 KiB / 2 x 64 bytes = 32 rows, grown to
+    // hold a step's), bit for bit.
+    nlohmann::json j = dyn_tier_config();
+    j["steps"] = 4;
+    ASSERT_EQ(train_run(j, "mem", "", 2).code, 0);
+    nlohmann::json t = j;
+    t["embedding"]["tier"] = {{"device", "cpu"}, {"cache_bytes", 4096}};
+    CommandResult r = run_zerotrain(str_cat("train ", write_config(t, "bytes.json"),
+                                            " --ranks 2 --run-dir ", (dir_ / "bytes").string()));
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("lru cache of 32 rows a table"), std::string::npos) << r.output;
+    EXPECT_EQ(slurp(dir_ / "bytes/model.dynamic.safetensors"),
+              slurp(dir_ / "mem/model.dynamic.safetensors"));
+    // Static tables tiered too: cache_bytes would be counted twice.
+    t["embedding"]["sharding"] = {"row", "auto", "auto", "data_parallel"};
+    r = train_run(t, "mixed", "", 2);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("embedding.tier.cache_bytes: this model tiers both"), std::string::npos)
+        << r.output;
+    // Staleness stays refused with a tier and with dynamic tables.
+    t = with_tier(j, "cpu", "lru", dir_);
+    t["embedding"]["staleness"] = 1;
+    r = train_run(t, "stale", "", 2);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("embedding.staleness"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace zt::testing
