@@ -4,8 +4,9 @@
 // state) are packed into 4 KiB pages; a lookup makes its rows resident (Note [Row fetch]), reading
 // every missing page of a batch at the store's queue depth and writing evicted dirty rows back,
 // and pins them until the step's update has run (end_step). The cache holds exact f32 copies, so a
-// tiered table trains bit for bit like one in memory; only where the bytes live changes.
-// Not thread-safe: one caller thread (the rank's).
+// tiered table trains bit for bit like one in memory; only where the bytes live changes. A
+// dynamic table's tier also grows, admits new rows without a read, and drops and renames rows
+// (row_tier_grow.cpp, Note [Growing tier]). Not thread-safe: one caller thread (the rank's).
 #pragma once
 
 #include <array>
