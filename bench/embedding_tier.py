@@ -14,6 +14,9 @@ Usage: python3 bench/embedding_tier.py [--rows 20000000] [--records 1228800] [--
                                        [--dir /var/tmp/zt-tier-bench] [--cache-ratio 0.1]
                                        [--bottom 512,256,16] [--top 512,256]
 Needs fio (apt-get install fio) for the disk ceiling; without it that row is skipped.
+--dynamic makes the large table a dynamic one (docs/embedding-dynamic.md, id_range = --rows, rows
+made as ids arrive): the same runs with the tier holding a table that grows; the offline
+simulations are left out (the cache follows the table's slots and grows to hold a step's rows).
 """
 import argparse
 import heapq
@@ -153,6 +156,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--bottom", default="512,256,16", help="bottom MLP widths (last = dim 16)")
     ap.add_argument("--top", default="512,256", help="top MLP widths")
+    ap.add_argument("--dynamic", action="store_true", help="the large table is dynamic")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     tables = [args.rows, args.rows // 10, 100_000]
@@ -171,6 +175,12 @@ def main():
         "data": {"type": "ctr", "path": data, "shuffle": False},
         "threads": args.threads,
     }
+    if args.dynamic:
+        base["model"].pop("table_rows")
+        base["model"].pop("embedding_dim")
+        base["model"]["tables"] = [{"dynamic": True, "dim": 16, "id_range": tables[0]}] + [
+            {"rows": r, "dim": 16} for r in tables[1:]]
+        base["embedding"]["sharding"] = ["auto", "table", "table"]
     results = {}
     runs = [("memory", None),
             ("nvme lru", {"device": "nvme", "nvme_path": args.dir, "policy": "lru"}),
@@ -187,7 +197,7 @@ def main():
         print(f"{name}: {results[name][0]:.0f} samples/s ({results[name][2]:.0f} s in all)",
               flush=True)
     # Offline simulations per table, summed into one hit rate over all lookups.
-    ids = read_ctr_ids(data)
+    ids = [] if args.dynamic else read_ctr_ids(data)
     lru_hits = bel_hits = total = 0
     for rows, col in ids:
         cap = max(1, min(rows, math.ceil(rows * args.cache_ratio)))
@@ -214,8 +224,9 @@ def main():
         print(f"| {name} | {sps:.0f} | {sps / mem:.2f} | {hits / look:.4f} | "
               f"{sum(t['misses'] for t in tier) / len(tier):.0f} | {mbps:.0f} | "
               f"{stall / len(tier):.4f} |")
-    print(f"\noffline over the same {total} lookups: LRU {lru_hits / total:.4f}, "
-          f"Belady {bel_hits / total:.4f}")
+    if total:
+        print(f"\noffline over the same {total} lookups: LRU {lru_hits / total:.4f}, "
+              f"Belady {bel_hits / total:.4f}")
     fio = fio_mix(args.dir, max(1, min(99, round(100 * read_share))), args.depth)
     if fio:
         print(f"fio 4 KiB random {round(100 * read_share)}% reads at depth {args.depth}: "

@@ -108,12 +108,12 @@ std::vector<Var> DynamicTables::lookup(Tape& tape, const ClickBatch& batch,
         lk->recv_counts = lk->send_counts;
         recv = std::move(flat);
     }
-    // Owner: sight or find each request, sources in rank order; reply with the rows.
+    // Owner: sight or find each request, sources in rank order.
     const size_t nrecv = recv.size() / 2;
     lk->recv_table.resize(nrecv);
     lk->recv_slot.resize(nrecv);
     lk->serve_counts.assign(R, 0);
-    std::vector<float> reply;
+    std::vector<std::vector<int64_t>> want(nt);  // per table: the slots asked for, in order
     size_t q = 0;
     for (size_t s = 0; s < R; ++s)
         for (int64_t k = 0; k < lk->recv_counts[s]; ++k, ++q) {
@@ -124,14 +124,41 @@ std::vector<Var> DynamicTables::lookup(Tape& tape, const ClickBatch& batch,
             const int64_t slot = train ? t.see(id) : t.find(id);
             lk->recv_table[q] = static_cast<int32_t>(i);
             lk->recv_slot[q] = slot;
-            const float* src = slot >= 0 ? t.row(slot) : t.default_row();
-            if (src)
-                reply.insert(reply.end(), src, src + t.dim());
-            else
-                reply.insert(reply.end(), static_cast<size_t>(t.dim()), 0.0f);
             lk->serve_counts[s] += t.dim();
+            if (slot >= 0) want[i].push_back(slot);
             if (train && slot < 0) ++ids_unadmitted_;
         }
+    // The rows: fetched (training: on a tier they stay in its cache until the step's update) or
+    // copied (evaluation, which leaves a tier's cache as it is). Then the reply.
+    std::vector<std::vector<int64_t>> handles(nt);
+    std::vector<std::vector<float>> copies(nt);
+    for (size_t i = 0; i < nt; ++i) {
+        if (want[i].empty()) continue;
+        DynamicTable& t = *tables_[i];
+        if (train) {
+            handles[i].resize(want[i].size());
+            t.fetch(want[i], handles[i].data());
+        } else {
+            copies[i].resize(want[i].size() * static_cast<size_t>(t.dim()));
+            t.read_rows(want[i], copies[i].data());
+        }
+    }
+    std::vector<float> reply;
+    std::vector<size_t> next(nt, 0);
+    for (q = 0; q < nrecv; ++q) {
+        const auto i = static_cast<size_t>(lk->recv_table[q]);
+        const DynamicTable& t = *tables_[i];
+        const float* src = t.default_row();
+        if (lk->recv_slot[q] >= 0) {
+            const size_t k = next[i]++;
+            src = train ? t.fetched_row(handles[i][k])
+                        : copies[i].data() + k * static_cast<size_t>(t.dim());
+        }
+        if (src)
+            reply.insert(reply.end(), src, src + t.dim());
+        else
+            reply.insert(reply.end(), static_cast<size_t>(t.dim()), 0.0f);
+    }
     std::vector<float> rows;
     if (comm_) {
         rows.resize(static_cast<size_t>(total(lk->reply_counts)));
@@ -241,6 +268,58 @@ void DynamicTables::backward(Lookup& lk) {
         }
     }
     if (exchange_done_) exchange_done_();
+}
+
+}  // namespace zt
+
+namespace zt {
+
+// Collective (every rank, right after the same lookup): each rank sends the owners its next
+// micro-batch's distinct ids (one all-to-all of counts and one of (table, id) pairs, as a lookup's
+// first two), and every owner's tiers start reading the pages of those that are rows and not in
+// the cache (Note [Row prefetch] in row_tier.cpp). Finds only: nothing is sighted or admitted. A
+// rank without a next batch sends nothing and still answers.
+void DynamicTables::prefetch(const ClickBatch& next) {
+    if (!tiered_) return;
+    const size_t nt = tables_.size();
+    const auto R = static_cast<size_t>(ranks_);
+    std::vector<std::vector<int64_t>> send(R);
+    std::vector<int32_t> own, own_index;
+    std::vector<uint64_t> keys, tmp;
+    const bool indexed = next.distinct.size() == next.ids.size();
+    for (size_t i = 0; i < nt && !next.ids.empty(); ++i) {
+        const auto f = static_cast<size_t>(features_[i]);
+        if (!indexed) index_distinct(next.ids[f], own, own_index, keys, tmp);
+        const std::span<const int32_t> ids =
+            indexed ? std::span<const int32_t>(next.distinct[f]) : std::span<const int32_t>(own);
+        for (int32_t v : ids) {
+            const uint64_t id = raw_id(v);
+            auto& to = send[static_cast<size_t>(owner(id))];
+            to.push_back(static_cast<int64_t>(i));
+            to.push_back(static_cast<int64_t>(id));
+        }
+    }
+    std::vector<int64_t> flat, send_pairs(R), recv_pairs(R), recv;
+    for (size_t o = 0; o < R; ++o) {
+        flat.insert(flat.end(), send[o].begin(), send[o].end());
+        send_pairs[o] = static_cast<int64_t>(send[o].size());
+    }
+    if (comm_) {
+        const std::vector<int64_t> ones(R, 1);
+        comm_->all_to_all(send_pairs.data(), ones, recv_pairs.data(), ones, CommType::kI64)->wait();
+        recv.resize(static_cast<size_t>(total(recv_pairs)));
+        comm_->all_to_all(flat.data(), send_pairs, recv.data(), recv_pairs, CommType::kI64)->wait();
+    } else {
+        recv = std::move(flat);
+    }
+    std::vector<std::vector<int64_t>> slots(nt);
+    for (size_t q = 0; q + 1 < recv.size(); q += 2) {
+        const auto i = static_cast<size_t>(recv[q]);
+        ZT_ASSERT(i < nt, "a read-ahead request for an unknown dynamic table");
+        const int64_t slot = tables_[i]->find(static_cast<uint64_t>(recv[q + 1]));
+        if (slot >= 0) slots[i].push_back(slot);
+    }
+    for (size_t i = 0; i < nt; ++i) tables_[i]->prefetch(slots[i]);  // none: drops the last ones
 }
 
 }  // namespace zt

@@ -24,7 +24,10 @@ namespace zt {
 // then, past max_rows R, the rows that sort first leave until R remain: LRU by (last step seen,
 // id), LFU by (sightings, last step seen, id). The id breaks every tie, so the rows that leave do
 // not depend on slots, threads or the layout. Within a step the table may hold R plus the step's
-// admissions. The last row moves into an evicted row's slot, so rows stay dense.
+// admissions. The last row moves into an evicted row's slot, so rows stay dense: the rows that
+// move are the newest (on a tier, usually still in its cache, so a move is a rename there: Note
+// [Growing tier] in row_tier_grow.cpp), and the slots, the checkpoints and their increments are
+// the same whether the rows are in memory or on a tier.
 //
 // Note [Dynamic table state]
 // save() writes words (u64): version 1, rows n, pending p, evicted e, step, admissions, evictions,
@@ -50,7 +53,9 @@ DynamicTable::DynamicTable(MemoryPool& pool, DynamicTableOptions options)
              ": min_count must be at least 1, got ", options_.min_count);
     ZT_CHECK(options_.evict_unseen_steps >= 0 && options_.max_rows >= 0, "dynamic table ",
              options_.name, ": evict.unseen_steps and evict.max_rows must be >= 0");
-    grow(kMinCapacity);
+    rows_ = make_dynamic_rows(pool_, options_.name, options_.dim, state_cols_, kMinCapacity,
+                              options_.tier);
+    capacity_ = kMinCapacity;
     if (options_.unadmitted == UnadmittedRow::kDefaultRow) {
         MemScope scope(pool_, options_.name, MemPhase::kOther);
         default_w_ = Tensor::empty(pool_, {1, options_.dim}, DType::kF32, MemCategory::kEmbedding);
@@ -72,18 +77,13 @@ void DynamicTable::grow(int64_t rows) {
     if (rows <= capacity_) return;
     int64_t cap = std::max(kMinCapacity, capacity_);
     while (cap < rows) cap *= 2;
-    MemScope scope(pool_, options_.name, MemPhase::kOther);
-    Tensor w = Tensor::empty(pool_, {cap, options_.dim}, DType::kF32, MemCategory::kEmbedding);
-    if (w_.defined())
-        std::memcpy(w.raw(), w_.raw(), static_cast<size_t>(this->rows() * options_.dim) * 4);
-    w_ = std::move(w);
-    if (state_cols_ > 0) {
-        Tensor s = Tensor::empty(pool_, {cap, state_cols_}, DType::kF32, MemCategory::kEmbedding);
-        if (s_.defined())
-            std::memcpy(s.raw(), s_.raw(), static_cast<size_t>(this->rows() * state_cols_) * 4);
-        s_ = std::move(s);
-    }
+    rows_->grow(cap, this->rows());
     capacity_ = cap;
+}
+
+const float* DynamicTable::row(int64_t slot) const {
+    ZT_ASSERT(!tier(), "DynamicTable::row: the rows are on a tier; fetch or read them");
+    return rows_->row(slot);
 }
 
 // Element c of id's row is element id * dim + c of a (2^64 / dim, dim) table: a static table over
@@ -104,10 +104,9 @@ int64_t DynamicTable::admit(uint64_t id, int64_t count) {
     count_.push_back(count);
     changed_.push_back(1);
     index_.insert(id, slot);
-    init_row(id, w_.data<float>() + slot * options_.dim);
-    if (state_cols_ > 0)
-        std::fill_n(s_.data<float>() + slot * state_cols_, state_cols_,
-                    sparse_state_initial(options_.optimizer));
+    std::vector<float> w(static_cast<size_t>(options_.dim));
+    init_row(id, w.data());
+    rows_->init(slot, w.data(), sparse_state_initial(options_.optimizer));
     ++admissions_;
     return slot;
 }
@@ -151,12 +150,18 @@ void DynamicTable::remove_pending(int64_t i) {
     pending_seen_.pop_back();
 }
 
-void DynamicTable::remove_row(int64_t slot) {
+void DynamicTable::remove_row(int64_t slot, std::unordered_map<int64_t, int64_t>& origin,
+                              std::vector<int64_t>& dropped) {
     const auto u = static_cast<size_t>(slot);
     index_.erase(ids_[u]);
     evicted_.push_back(ids_[u]);
     if (track_) left_.push_back(ids_[u]);
     ++evictions_;
+    auto from = [&](int64_t s) {
+        const auto it = origin.find(s);
+        return it == origin.end() ? s : it->second;
+    };
+    dropped.push_back(from(slot));
     const int64_t last = rows() - 1;
     if (slot != last) {
         const auto l = static_cast<size_t>(last);
@@ -164,15 +169,10 @@ void DynamicTable::remove_row(int64_t slot) {
         last_seen_[u] = last_seen_[l];
         count_[u] = count_[l];
         changed_[u] = 1;  // moved: a delta writes it at its new slot
-        const int64_t d = options_.dim;
-        std::memcpy(w_.data<float>() + slot * d, w_.data<float>() + last * d,
-                    static_cast<size_t>(d) * 4);
-        if (state_cols_ > 0)
-            std::memcpy(s_.data<float>() + slot * state_cols_,
-                        s_.data<float>() + last * state_cols_,
-                        static_cast<size_t>(state_cols_) * 4);
+        origin[slot] = from(last);
         index_.set(ids_[u], slot);
     }
+    origin.erase(last);
     ids_.pop_back();
     last_seen_.pop_back();
     count_.pop_back();
@@ -180,6 +180,7 @@ void DynamicTable::remove_row(int64_t slot) {
 }
 
 void DynamicTable::end_step() {
+    rows_->end_step();  // the step's update has run
     const int64_t t = step_;
     const int64_t S = options_.evict_unseen_steps;
     std::vector<uint64_t> leave;
@@ -206,7 +207,19 @@ void DynamicTable::end_step() {
         for (size_t i = 0; i < n; ++i) leave.push_back(ids_[static_cast<size_t>(order[i])]);
     }
     std::sort(leave.begin(), leave.end());  // a fixed order of removal: slots as one process has
-    for (uint64_t id : leave) remove_row(index_.find(id));
+    std::unordered_map<int64_t, int64_t> origin;
+    std::vector<int64_t> dropped;
+    for (uint64_t id : leave) remove_row(index_.find(id), origin, dropped);
+    // Rows only move from the tail into holes below rows(), so sources and targets are apart.
+    std::vector<std::pair<int64_t, int64_t>> moves;
+    for (const auto& [to, from] : origin) {
+        ZT_ASSERT(to < rows() && from >= rows(), "dynamic table: a move ", from, " -> ", to,
+                  " inside the rows");
+        moves.emplace_back(from, to);
+    }
+    std::sort(moves.begin(), moves.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (!dropped.empty()) rows_->compact(dropped, moves);
     ++step_;
 }
 
@@ -221,14 +234,18 @@ std::vector<uint64_t> DynamicTable::take_evicted() {
 }
 
 SparseRowStorage DynamicTable::storage() {
-    SparseRowStorage s;
+    auto* m = dynamic_cast<MemoryRows*>(rows_.get());
+    ZT_ASSERT(m, "DynamicTable::storage: the rows are on a tier");
+    SparseRowStorage s = m->storage();
     s.rows = rows();
-    s.cols = options_.dim;
-    s.f32 = w_.data<float>();
     return s;
 }
 
-float* DynamicTable::state() { return state_cols_ > 0 ? s_.data<float>() : nullptr; }
+float* DynamicTable::state() {
+    auto* m = dynamic_cast<MemoryRows*>(rows_.get());
+    ZT_ASSERT(m, "DynamicTable::state: the rows are on a tier");
+    return m->state();
+}
 
 const float* DynamicTable::default_row() const {
     return default_w_.defined() ? default_w_.data<float>() : nullptr;
@@ -254,8 +271,8 @@ DynamicTableStats DynamicTable::stats() const {
     st.evictions = evictions_;
     st.load_factor = index_.load_factor();
     st.map_slots = index_.capacity();
-    st.bytes = capacity_ * (options_.dim + state_cols_) * 4 + index_.bytes() +
-               pending_index_.bytes() + static_cast<int64_t>(ids_.capacity()) * 24 +
+    st.bytes = rows_->bytes() + index_.bytes() + pending_index_.bytes() +
+               static_cast<int64_t>(ids_.capacity()) * 24 +
                static_cast<int64_t>(pending_ids_.capacity()) * 24 +
                static_cast<int64_t>(evicted_.capacity()) * 8 +
                static_cast<int64_t>(changed_.capacity() + left_.capacity() * 8);
@@ -278,10 +295,11 @@ DynamicTable::Saved DynamicTable::save() const {
     for (int64_t v : pending_seen_) s.words.push_back(u(v));
     s.words.insert(s.words.end(), evicted_.begin(), evicted_.end());
     const int64_t d = options_.dim;
-    s.weights.assign(w_.data<float>(), w_.data<float>() + n * d);
+    s.weights.resize(static_cast<size_t>(n * d));
+    s.state.resize(static_cast<size_t>(n * state_cols_));
+    if (n > 0) rows_->read_range(0, n, s.weights.data(), s.state.data());
     if (def) s.weights.insert(s.weights.end(), default_row(), default_row() + d);
     if (state_cols_ > 0) {
-        s.state.assign(s_.data<float>(), s_.data<float>() + n * state_cols_);
         if (def)
             s.state.insert(s.state.end(), default_s_.data<float>(),
                            default_s_.data<float>() + state_cols_);
@@ -330,6 +348,7 @@ void DynamicTable::restore(const Saved& s) {
     admissions_ = static_cast<int64_t>(s.words[5]);
     evictions_ = static_cast<int64_t>(s.words[6]);
     ids_.clear();  // rows() is 0 while the storage grows: nothing of the old rows is copied
+    rows_->clear();
     grow(n);
     ids_.assign(v.ids, v.ids + n);
     last_seen_.assign(v.seen, v.seen + n);
@@ -344,9 +363,7 @@ void DynamicTable::restore(const Saved& s) {
     pending_index_.clear();
     pending_index_.reserve(p);
     for (int64_t i = 0; i < p; ++i) pending_index_.insert(pending_ids_[static_cast<size_t>(i)], i);
-    std::memcpy(w_.raw(), s.weights.data(), static_cast<size_t>(n * d) * 4);
-    if (state_cols_ > 0)
-        std::memcpy(s_.raw(), s.state.data(), static_cast<size_t>(n * state_cols_) * 4);
+    if (n > 0) rows_->write_range(0, n, s.weights.data(), s.state.data());
     if (v.def) {
         std::memcpy(default_w_.raw(), s.weights.data() + n * d, static_cast<size_t>(d) * 4);
         if (state_cols_ > 0)
@@ -364,6 +381,8 @@ void DynamicTable::merge(const Saved& s, const std::function<bool(uint64_t)>& ke
         admissions_ += static_cast<int64_t>(s.words[5]);
         evictions_ += static_cast<int64_t>(s.words[6]);
     }
+    const int64_t n0 = rows();
+    std::vector<float> w, st;  // the rows kept, written at [n0, rows()) below
     for (int64_t i = 0; i < v.n; ++i) {
         if (!keep(v.ids[i])) continue;
         ZT_CHECK(index_.find(v.ids[i]) < 0, "dynamic table ", options_.name, ": id ", v.ids[i],
@@ -375,12 +394,11 @@ void DynamicTable::merge(const Saved& s, const std::function<bool(uint64_t)>& ke
         count_.push_back(static_cast<int64_t>(v.count[i]));
         changed_.push_back(0);
         index_.insert(v.ids[i], slot);
-        std::memcpy(w_.data<float>() + slot * d, s.weights.data() + i * d,
-                    static_cast<size_t>(d) * 4);
-        if (state_cols_ > 0)
-            std::memcpy(s_.data<float>() + slot * state_cols_, s.state.data() + i * state_cols_,
-                        static_cast<size_t>(state_cols_) * 4);
+        w.insert(w.end(), s.weights.data() + i * d, s.weights.data() + (i + 1) * d);
+        st.insert(st.end(), s.state.data() + i * state_cols_,
+                  s.state.data() + (i + 1) * state_cols_);
     }
+    if (rows() > n0) rows_->write_range(n0, rows() - n0, w.data(), st.data());
     for (int64_t i = 0; i < v.p; ++i) {
         if (!keep(v.pending[i])) continue;
         pending_index_.insert(v.pending[i], static_cast<int64_t>(pending_ids_.size()));

@@ -3,8 +3,9 @@
 // sighting (Note [Admission]), and rows leave when unseen for `evict_unseen_steps` steps or, past
 // `max_rows`, least recently or least frequently used first (Note [Eviction]). An id -> slot
 // U64Map (u64_map.h) finds rows; the rows are dense in slots [0, rows) (an eviction moves the last
-// row into the hole), with the sparse optimizer's state beside them in a second tensor from the
-// pool (MemCategory::kEmbedding), both grown by doubling. A row's initial value depends only on
+// row into the hole), their values with the sparse optimizer's state beside them in DynamicRows
+// (dynamic_rows.h): two tensors from the pool (MemCategory::kEmbedding) grown by doubling, or a
+// tier with a cache of hot rows (embedding.tier). A row's initial value depends only on
 // (seed, table name, id), so every layout and every re-admission starts it identically. Evicted
 // ids are logged until an export takes them, so a served model never keeps a row training
 // dropped. For incremental checkpoints the table knows which slots changed since the last
@@ -14,11 +15,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/module.h"
+#include "embedding/dynamic_rows.h"
 #include "embedding/u64_map.h"
 #include "optim/sparse_rows.h"
 #include "tensor/tensor.h"
@@ -39,6 +43,7 @@ struct DynamicTableOptions {
     ParamInit init = ParamInit::zeros();  // of element (id * dim + c) in stream hash(name)
     uint64_t seed = 42;
     SparseOptimOptions optimizer;  // for the state per row and its initial value
+    DynamicTierOptions tier;       // where the rows live (device "none": in memory)
 };
 
 // The table's figures for metrics.
@@ -69,10 +74,28 @@ class DynamicTable {
     // The row's slot, or -1; changes nothing (evaluation).
     int64_t find(uint64_t id) const { return index_.find(id); }
     uint64_t id_of(int64_t slot) const { return ids_[static_cast<size_t>(slot)]; }
-    const float* row(int64_t slot) const { return w_.data<float>() + slot * options_.dim; }
-    // The rows as the sparse optimizer sees them, and their state (rows x state_per_row()).
+    // Rows in memory only (no tier): the row of a slot, the rows as the sparse optimizer sees
+    // them, and their state (rows x state_per_row()).
+    const float* row(int64_t slot) const;
     SparseRowStorage storage();
     float* state();
+    // Any storage (DynamicRows): a training lookup's rows, readable through fetched_row(handle)
+    // until the step ends; copies of rows (evaluation, exports); the step's sparse update of the
+    // rows used (distinct slots, fetched in this step); read-ahead of rows for a later fetch.
+    void fetch(std::span<const int64_t> slots, int64_t* handles) { rows_->fetch(slots, handles); }
+    const float* fetched_row(int64_t handle) const { return rows_->row(handle); }
+    void read_rows(std::span<const int64_t> slots, float* w) const {
+        rows_->read(slots, w, nullptr);
+    }
+    void read_range(int64_t s0, int64_t n, float* w) const { rows_->read_range(s0, n, w, nullptr); }
+    void update(const SparseRowOptimizer& opt, std::span<const int64_t> slots, const float* grads,
+                float lr, int64_t update) {
+        rows_->update(opt, slots, grads, lr, update);
+    }
+    void prefetch(std::span<const int64_t> slots) { rows_->prefetch(slots); }
+    // The tier (embedding.tier), or null.
+    RowTier* tier() { return rows_->tier(); }
+    const RowTier* tier() const { return rows_->tier(); }
     // The shared row unadmitted ids read with UnadmittedRow::kDefaultRow (else null).
     const float* default_row() const;
     SparseRowStorage default_storage();
@@ -125,7 +148,10 @@ class DynamicTable {
     };
     View view(const Saved& s) const;
     int64_t admit(uint64_t id, int64_t count);
-    void remove_row(int64_t slot);
+    // Removes the row at slot, the last row moving into its place; origin: the slot each row
+    // moved in this step came from (for DynamicRows::compact), dropped: the slots it held.
+    void remove_row(int64_t slot, std::unordered_map<int64_t, int64_t>& origin,
+                    std::vector<int64_t>& dropped);
     void remove_pending(int64_t i);
     void grow(int64_t rows);
     void init_row(uint64_t id, float* dst) const;
@@ -138,8 +164,8 @@ class DynamicTable {
     U64Map index_;
     std::vector<uint64_t> ids_;
     std::vector<int64_t> last_seen_, count_;
-    Tensor w_, s_;  // (capacity, dim), (capacity, state_cols_)
-    int64_t capacity_ = 0;
+    std::unique_ptr<DynamicRows> rows_;  // values and state by slot
+    int64_t capacity_ = 0;               // slots
     Tensor default_w_, default_s_;
     // Pending ids: counted, not admitted (dense, like the rows).
     U64Map pending_index_;

@@ -77,12 +77,11 @@ DynamicTable::Saved DynamicTable::save_delta() const {
     for (int64_t v : pending_seen_) s.words.push_back(u(v));
     s.words.insert(s.words.end(), left_.begin(), left_.end());
     const int64_t d = options_.dim;
-    for (int64_t k : slots) s.weights.insert(s.weights.end(), row(k), row(k) + d);
+    s.weights.resize(slots.size() * static_cast<size_t>(d));
+    s.state.resize(slots.size() * static_cast<size_t>(state_cols_));
+    rows_->read(slots, s.weights.data(), s.state.data());  // the tier's cache or store
     if (def) s.weights.insert(s.weights.end(), default_row(), default_row() + d);
     if (state_cols_ > 0) {
-        const float* st = s_.data<float>();
-        for (int64_t k : slots)
-            s.state.insert(s.state.end(), st + k * state_cols_, st + (k + 1) * state_cols_);
         if (def)
             s.state.insert(s.state.end(), default_s_.data<float>(),
                            default_s_.data<float>() + state_cols_);

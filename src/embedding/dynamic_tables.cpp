@@ -1,6 +1,7 @@
 #include "embedding/dynamic_tables.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 
@@ -21,8 +22,19 @@ DynamicTables::DynamicTables(MemoryPool& pool, std::vector<DynamicTableOptions> 
       options_(options),
       optimizer_(options.optimizer) {
     ZT_ASSERT(tables.size() == features_.size(), "one feature per dynamic table");
+    tiered_ = options_.tier.on();
+    // cache_bytes: every table the same cache rows (each sample looks up one id in each).
+    int64_t record_bytes = 0;
+    for (const DynamicTableOptions& t : tables)
+        record_bytes += (t.dim + sparse_state_per_row(options_.optimizer.kind, t.dim)) * 4;
     for (DynamicTableOptions& t : tables) {
         t.optimizer = options_.optimizer;
+        if (tiered_) {
+            t.tier = options_.tier;
+            t.tier.file_name = str_cat("dynamic-", t.name, "-", rank_);
+            if (options_.tier_cache_bytes > 0)
+                t.tier.cache_rows = std::max<int64_t>(1, options_.tier_cache_bytes / record_bytes);
+        }
         if (t.max_rows > 0) t.max_rows = (t.max_rows + ranks_ - 1) / ranks_;  // per rank
         tables_.push_back(std::make_unique<DynamicTable>(pool_, std::move(t)));
         acc_.push_back(std::make_unique<Acc>());
@@ -133,11 +145,8 @@ void DynamicTables::step(double lr, double base_lr, int64_t update) {
     for (size_t i = 0; i < tables_.size(); ++i) {
         DynamicTable& t = *tables_[i];
         Acc& a = *acc_[i];
-        if (!a.merged_slots.empty()) {
-            SparseRowStorage w = t.storage();
-            optimizer_.step(w, t.state(), a.merged_slots, a.merged.data(), static_cast<float>(rate),
-                            update);
-        }
+        if (!a.merged_slots.empty())
+            t.update(optimizer_, a.merged_slots, a.merged.data(), static_cast<float>(rate), update);
         if (a.merged_default) {
             SparseRowStorage w = t.default_storage();
             const int64_t zero = 0;
@@ -162,11 +171,43 @@ void DynamicTables::gather_stats() {
     mine.push_back(static_cast<uint64_t>(ids_seen_));
     mine.push_back(static_cast<uint64_t>(ids_unadmitted_));
     ids_seen_ = ids_unadmitted_ = 0;
+    // embedding.tier: this rank's step (a double's bits per word) and its cache rows.
+    RowTierStats now;
+    int64_t cache_rows = 0;
+    for (const auto& t : tables_)
+        if (const RowTier* tier = t->tier()) {
+            now += tier->stats();
+            cache_rows += tier->capacity();
+        }
+    const size_t tier_at = mine.size();
+    if (tiered_) {
+        for (double f : (now - tier_before_).to_array()) {
+            uint64_t w = 0;
+            std::memcpy(&w, &f, sizeof w);
+            mine.push_back(w);
+        }
+        mine.push_back(static_cast<uint64_t>(cache_rows));
+        tier_before_ = now;
+    }
     const std::vector<uint64_t> all = all_words(mine);
     const size_t per = mine.size();
     std::vector<uint64_t> sum(per, 0);
     for (size_t r = 0; r * per < all.size(); ++r)
-        for (size_t k = 0; k < per; ++k) sum[k] += all[r * per + k];
+        for (size_t k = 0; k < tier_at; ++k) sum[k] += all[r * per + k];
+    if (tiered_) {
+        tier_step_ = {};
+        tier_cache_rows_ = 0;
+        for (size_t r = 0; r * per < all.size(); ++r) {
+            std::array<double, RowTierStats::kFields> f{};
+            std::memcpy(f.data(), all.data() + r * per + tier_at, sizeof f);
+            const RowTierStats one = RowTierStats::from_array(f.data());
+            const double slowest = std::max(tier_step_.stall_s, one.stall_s);
+            tier_step_ += one;
+            tier_step_.stall_s = slowest;  // the slowest rank's seconds, not the sum
+            tier_cache_rows_ +=
+                static_cast<int64_t>(all[r * per + tier_at + RowTierStats::kFields]);
+        }
+    }
     for (size_t i = 0; i < tables_.size(); ++i) {
         const uint64_t* f = sum.data() + i * 6;
         DynamicTableStats& g = group_stats_[i];
@@ -178,8 +219,8 @@ void DynamicTables::gather_stats() {
         g.load_factor = f[5] ? static_cast<double>(f[0]) / static_cast<double>(f[5]) : 0.0;
         global_rows_[i] = g.rows;
     }
-    last_ids_seen_ = static_cast<int64_t>(sum[per - 2]);
-    last_ids_unadmitted_ = static_cast<int64_t>(sum[per - 1]);
+    last_ids_seen_ = static_cast<int64_t>(sum[tier_at - 2]);
+    last_ids_unadmitted_ = static_cast<int64_t>(sum[tier_at - 1]);
 }
 
 void DynamicTables::zero_grads() {
@@ -224,10 +265,12 @@ std::vector<float> DynamicTables::gather(size_t i, int) {
     const int64_t dim = t.dim();
     std::vector<uint64_t> mine;  // per row: id, then the row's bits (two floats per word)
     const auto words = static_cast<size_t>((dim + 1) / 2);
+    std::vector<float> rows(static_cast<size_t>(t.rows() * dim));
+    if (t.rows() > 0) t.read_range(0, t.rows(), rows.data());  // a tier's cache or store
     for (int64_t s = 0; s < t.rows(); ++s) {
         mine.push_back(t.id_of(s));
         std::vector<uint64_t> w(words, 0);
-        std::memcpy(w.data(), t.row(s), static_cast<size_t>(dim) * sizeof(float));
+        std::memcpy(w.data(), rows.data() + s * dim, static_cast<size_t>(dim) * sizeof(float));
         mine.insert(mine.end(), w.begin(), w.end());
     }
     const std::vector<uint64_t> all = all_words(mine);
@@ -337,6 +380,11 @@ void DynamicTables::load_block(size_t i, const SparseBlock& b) {
     acc_[i]->pos.assign(static_cast<size_t>(t.rows()), -1);
 }
 
+void DynamicTables::on_tier_writeback(std::function<void()> hook) {
+    for (auto& t : tables_)
+        if (RowTier* tier = t->tier()) tier->on_writeback(hook);
+}
+
 std::vector<std::string> DynamicTables::describe() const {
     std::vector<std::string> lines;
     for (const auto& t : tables_) {
@@ -349,6 +397,19 @@ std::vector<std::string> DynamicTables::describe() const {
             o.policy == EvictPolicy::kLru ? "LRU" : "LFU", ", unadmitted ids read ",
             o.unadmitted == UnadmittedRow::kZeros ? "zeros" : "a default row",
             "), updated by sparse ", sparse_optim_name(options_.optimizer.kind)));
+    }
+    if (tiered_) {
+        const DynamicTierOptions& o = options_.tier;
+        int64_t cache = 0;
+        for (const auto& t : tables_) cache += t->tier()->capacity();
+        lines.push_back(
+            str_cat("embedding.tier: this rank's dynamic rows on ", o.device,
+                    o.device == "nvme" ? str_cat(" (", o.nvme_path, ")") : std::string(),
+                    " behind a ", row_cache_policy_name(o.policy), " cache of ",
+                    options_.tier_cache_bytes > 0
+                        ? str_cat(tables_.front()->options().tier.cache_rows, " rows a table")
+                        : str_cat(o.cache_ratio, " of each table's slots (", cache, " rows now)"),
+                    ", grown to hold the rows of a step"));
     }
     return lines;
 }
@@ -380,9 +441,33 @@ nlohmann::json DynamicTables::step_counters() const {
                                               {"load_factor", s.load_factor},
                                               {"bytes", s.bytes}};
     }
-    return {{"dynamic_tables", tables},
-            {"dynamic_ids", last_ids_seen_},
-            {"dynamic_ids_unadmitted", last_ids_unadmitted_}};
+    nlohmann::json j = {{"dynamic_tables", tables},
+                        {"dynamic_ids", last_ids_seen_},
+                        {"dynamic_ids_unadmitted", last_ids_unadmitted_}};
+    if (tiered_) {
+        // embedding.tier (docs/embedding-tier.md): the step's fetches over the group.
+        const RowTierStats& t = tier_step_;
+        j["tier"] = {{"device", options_.tier.device},
+                     {"policy", row_cache_policy_name(options_.tier.policy)},
+                     {"lookups", t.lookups()},
+                     {"hits", t.hits},
+                     {"misses", t.misses},
+                     {"hit_rate", t.lookups() > 0 ? static_cast<double>(t.hits) /
+                                                        static_cast<double>(t.lookups())
+                                                  : 1.0},
+                     {"evictions", t.evictions},
+                     {"writebacks", t.writebacks},
+                     {"bytes_read", t.bytes_read},
+                     {"bytes_written", t.bytes_written},
+                     {"stall_s", t.stall_s},
+                     {"prefetched_pages", t.prefetched},
+                     {"prefetch_hits", t.prefetch_hits},
+                     {"new_rows", t.fresh},
+                     {"moved_rows", t.moved},
+                     {"moved_reads", t.moved_reads},
+                     {"cache_rows", tier_cache_rows_}};
+    }
+    return j;
 }
 
 }  // namespace zt

@@ -10,7 +10,9 @@
 // evict.max_rows is per rank: ceil(R / N)). Checkpoints carry one block per table and rank with
 // its ids and counters in the block's aux words, whole or (incremental checkpoints) only what
 // changed since the last one; on another rank count each rank keeps the ids it owns from every
-// block. Leaves out: bf16 rows.
+// block. With embedding.tier each table's rows live on a tier behind a cache of hot rows
+// (dynamic_rows.h), bit for bit like rows in memory; the step's figures go to metrics as
+// embedding.tier. Leaves out: bf16 rows.
 #pragma once
 
 #include <functional>
@@ -29,6 +31,10 @@ struct DynamicTablesOptions {
     SparseOptimOptions optimizer;
     double lr = 0;                      // the tables' own rate; 0: the dense optimizer's
     DType compute_dtype = DType::kF32;  // dtype of the rows handed to pooling
+    // embedding.tier: where the rows live (device, path, policy, queue depth; cache_ratio of each
+    // table's slots), or cache_bytes per rank: the same number of cache rows for every table.
+    DynamicTierOptions tier;
+    int64_t tier_cache_bytes = 0;
 };
 
 class DynamicTables : public SparseParams {
@@ -49,6 +55,10 @@ class DynamicTables : public SparseParams {
     // otherwise they are only looked up.
     std::vector<Var> lookup(Tape& tape, const ClickBatch& batch,
                             std::span<const ops::BagPooling> pooling);
+    // embedding.tier, collective: every rank's next micro-batch's ids go to their owners, whose
+    // tiers start reading those rows (Note [Row prefetch]). Without a tier: nothing.
+    void prefetch(const ClickBatch& next);
+    bool tiered() const { return tiered_; }
 
     void finish_grads() override;
     double grad_sq_sum() const override;
@@ -90,6 +100,7 @@ class DynamicTables : public SparseParams {
     void on_backward_exchange(std::function<void()> done) override {
         exchange_done_ = std::move(done);
     }
+    void on_tier_writeback(std::function<void()> hook) override;
 
     // Implementation types (dynamic_tables_detail.h).
     struct Acc;     // one table's gradients of a step
@@ -120,6 +131,11 @@ class DynamicTables : public SparseParams {
     std::vector<DynamicTableStats> group_stats_;
     int64_t last_ids_seen_ = 0, last_ids_unadmitted_ = 0;
     std::vector<int64_t> global_rows_;
+    // embedding.tier: the tiers' counters at the last step, the step's over the group, and the
+    // cache rows over the group.
+    bool tiered_ = false;
+    RowTierStats tier_before_, tier_step_;
+    int64_t tier_cache_rows_ = 0;
     std::vector<std::vector<uint64_t>> gathered_ids_;
 };
 

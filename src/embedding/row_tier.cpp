@@ -58,7 +58,10 @@ std::array<double, RowTierStats::kFields> RowTierStats::to_array() const {
             static_cast<double>(prefetch_hits),
             static_cast<double>(bytes_read),
             static_cast<double>(bytes_written),
-            stall_s};
+            stall_s,
+            static_cast<double>(fresh),
+            static_cast<double>(moved),
+            static_cast<double>(moved_reads)};
 }
 
 RowTierStats RowTierStats::from_array(const double* f) {
@@ -74,6 +77,9 @@ RowTierStats RowTierStats::from_array(const double* f) {
     s.bytes_read = static_cast<uint64_t>(f[8]);
     s.bytes_written = static_cast<uint64_t>(f[9]);
     s.stall_s = f[10];
+    s.fresh = static_cast<int64_t>(f[11]);
+    s.moved = static_cast<int64_t>(f[12]);
+    s.moved_reads = static_cast<int64_t>(f[13]);
     return s;
 }
 
@@ -119,7 +125,9 @@ uint64_t RowTier::store_bytes(int64_t rows, int64_t cols, int64_t state_cols) {
 RowTier::RowTier(MemoryPool& pool, const std::string& name, int64_t rows, int64_t cols,
                  int64_t state_cols, int64_t capacity, RowCachePolicy policy,
                  std::unique_ptr<Store> store)
-    : rows_(rows),
+    : pool_(pool),
+      name_(name),
+      rows_(rows),
       cols_(cols),
       sc_(state_cols),
       capacity_(capacity),
@@ -260,7 +268,10 @@ void RowTier::copy_from_record(const std::byte* record, int64_t slot) {
                     static_cast<size_t>(sc_) * sizeof(float));
 }
 
-void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) {
+void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) { fetch(rows, slots, {}); }
+
+void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots, std::span<const uint8_t> fresh) {
+    ZT_ASSERT(fresh.empty() || fresh.size() == rows.size(), "RowTier::fetch: one flag per row");
     // Phase 1 (Note [Row fetch]): hits pinned; misses claim slots, victims' dirty records saved.
     misses_.clear();
     evicted_rows_.clear();
@@ -270,13 +281,21 @@ void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) {
         ZT_ASSERT(r >= 0 && r < rows_, "RowTier::fetch: row ", r, " outside [0, ", rows_, ")");
         int64_t s = slot_of_.find(static_cast<uint64_t>(r));
         if (s >= 0) {
-            ++stats_.hits;
+            if (counting_) ++stats_.hits;
+            if (!fresh.empty() && fresh[i]) dirty_[static_cast<size_t>(s)] = 1;
         } else {
             if (!free_.empty()) {
                 s = free_.back();
                 free_.pop_back();
             } else {
                 s = victim();
+                if (s < 0 && grow_when_full_ && capacity_ < rows_) {
+                    grow_cache(std::min(rows_, capacity_ + std::max<int64_t>(capacity_ / 2, 1)));
+                    s = free_.back();
+                    free_.pop_back();
+                }
+            }
+            if (s < 0 || row_of_[static_cast<size_t>(s)] >= 0) {  // a victim leaves
                 ZT_CHECK(s >= 0, "embedding.tier: the cache holds ", capacity_,
                          " rows of a shard of ", rows_,
                          ", and one step touches more of them; raise embedding.tier.cache_ratio "
@@ -298,8 +317,13 @@ void RowTier::fetch(std::span<const int64_t> rows, int64_t* slots) {
             slot_of_.insert(static_cast<uint64_t>(r), s);
             dirty_[su] = 0;
             ++resident_;
-            ++stats_.misses;
-            misses_.push_back(s);
+            if (counting_) ++stats_.misses;
+            if (!fresh.empty() && fresh[i]) {  // new: nothing to read, the caller writes it
+                dirty_[su] = 1;
+                ++stats_.fresh;
+            } else {
+                misses_.push_back(s);
+            }
         }
         pin_epoch_[static_cast<size_t>(s)] = epoch_;
         touch(s);

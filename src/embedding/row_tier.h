@@ -4,8 +4,9 @@
 // state) are packed into 4 KiB pages; a lookup makes its rows resident (Note [Row fetch]), reading
 // every missing page of a batch at the store's queue depth and writing evicted dirty rows back,
 // and pins them until the step's update has run (end_step). The cache holds exact f32 copies, so a
-// tiered table trains bit for bit like one in memory; only where the bytes live changes.
-// Not thread-safe: one caller thread (the rank's).
+// tiered table trains bit for bit like one in memory; only where the bytes live changes. A
+// dynamic table's tier also grows, admits new rows without a read, and drops and renames rows
+// (row_tier_grow.cpp, Note [Growing tier]). Not thread-safe: one caller thread (the rank's).
 #pragma once
 
 #include <array>
@@ -43,10 +44,13 @@ struct RowTierStats {
     int64_t prefetch_hits = 0;                   // misses served from a prefetched page
     uint64_t bytes_read = 0, bytes_written = 0;  // the store's
     double stall_s = 0;                          // seconds fetch() waited for the store
+    // Dynamic tables (embedding/dynamic_rows.h): misses of new rows, made in the cache without a
+    // read, and rows moved to another row number by relocate() (and of those, read to move).
+    int64_t fresh = 0, moved = 0, moved_reads = 0;
     int64_t lookups() const { return hits + misses; }
 
     // As doubles, in declaration order (an all-gather's payload), and back.
-    static constexpr size_t kFields = 11;
+    static constexpr size_t kFields = 14;
     std::array<double, kFields> to_array() const;
     static RowTierStats from_array(const double* f);
     RowTierStats& operator+=(const RowTierStats& o);  // every field summed, stall_s too
@@ -111,6 +115,28 @@ class RowTier {
     // state stays as it is.
     void write_range(int64_t r0, int64_t n, const float* w, const float* state);
 
+    // Growing (dynamic tables, embedding/dynamic_rows.h; Note [Growing tier]).
+    // fetch() where rows flagged in `fresh` (one flag per row, or empty) are new: a missing one
+    // is not read from the store; its slot's contents are the caller's to write, and it is dirty.
+    void fetch(std::span<const int64_t> rows, int64_t* slots, std::span<const uint8_t> fresh);
+    // The rows become [0, rows) (more than now); the store must already hold their pages.
+    void grow_rows(int64_t rows);
+    // The cache becomes `capacity` slots (more than now, at most rows()); slots keep their rows.
+    void grow_cache(int64_t capacity);
+    // When a fetch finds every slot pinned: grow the cache (by half, up to rows()) instead of
+    // stopping the run.
+    void grow_cache_when_full(bool on) { grow_when_full_ = on; }
+    // Rows whose records no longer matter leave the cache, unwritten. Between steps.
+    void drop(std::span<const int64_t> rows);
+    // Each (from, to): row from's record becomes row to's (to was dropped, or never held); from's
+    // record no longer matters. Rows not resident are fetched first (at the queue depth); the
+    // moved rows stay resident and dirty. Between steps (it unpins every row).
+    void relocate(std::span<const std::pair<int64_t, int64_t>> moves);
+    // Rows (any, repeats allowed) as they are now, like read_range; the cache is left as it is.
+    void read_rows(std::span<const int64_t> rows, float* w, float* state);
+    // Forgets every row (the store's contents no longer matter): an empty cache.
+    void clear();
+
     RowTierStats stats() const;
     // Runs between issuing a fetch's write-backs and waiting for them (fault injection's
     // "kill_in_writeback" point); null: nothing.
@@ -140,6 +166,10 @@ class RowTier {
     void copy_to_record(int64_t slot, std::byte* record) const;
     void copy_from_record(const std::byte* record, int64_t slot);
 
+    MemoryPool& pool_;
+    std::string name_;
+    bool grow_when_full_ = false;
+    bool counting_ = true;  // fetch() counts hits and misses (not relocate()'s)
     int64_t rows_, cols_, sc_, capacity_;
     int64_t rec_floats_, rpp_;
     size_t page_bytes_;

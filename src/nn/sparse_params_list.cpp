@@ -188,9 +188,29 @@ void SparseParamsList::on_backward_exchange(std::function<void()> done) {
         });
 }
 
+// Objects merge key by key; a "tier" (embedding.tier: static and dynamic tables both tiered) that
+// two parts report is one: counters added, hit_rate recomputed from them.
 nlohmann::json SparseParamsList::step_counters() const {
     nlohmann::json j = nlohmann::json::object();
-    for (const SparseParams* p : parts_) j.update(p->step_counters());
+    for (const SparseParams* p : parts_) {
+        nlohmann::json c = p->step_counters();
+        if (j.contains("tier") && c.contains("tier")) {
+            nlohmann::json& t = j["tier"];
+            for (const auto& [k, v] : c["tier"].items()) {
+                if (!v.is_number() || !t.contains(k))
+                    t[k] = v;
+                else if (v.is_number_integer())
+                    t[k] = t[k].get<int64_t>() + v.get<int64_t>();
+                else
+                    t[k] = t[k].get<double>() + v.get<double>();
+            }
+            const auto lookups = t.value("lookups", int64_t{0});
+            t["hit_rate"] =
+                lookups > 0 ? static_cast<double>(t.value("hits", int64_t{0})) / lookups : 1.0;
+            c.erase("tier");
+        }
+        j.update(c);
+    }
     return j;
 }
 

@@ -178,12 +178,21 @@ void Dlrm::attach(const ModelContext& ctx) {
         dopt.optimizer = e.optimizer;
         dopt.lr = e.lr;
         dopt.compute_dtype = ctx.compute_dtype;
+        if (e.tier.on()) {  // embedding.tier holds the dynamic tables too
+            dopt.tier.device = e.tier.device;
+            dopt.tier.nvme_path = e.tier.nvme_path;
+            dopt.tier.cache_ratio = e.tier.cache_ratio;
+            dopt.tier.policy = e.tier.policy;
+            dopt.tier.queue_depth = e.tier.queue_depth;
+            dopt.tier_cache_bytes = e.tier.cache_bytes;
+        }
         dynamic_ = std::make_unique<DynamicTables>(*ctx.pool, std::move(dyn), dynamic_index_,
                                                    ctx.comm, dopt);
         sparse_ = dynamic_.get();
     }
-    ZT_CHECK(!e.tier.on() || !sharded_index_.empty(),
-             "embedding.tier: no table of this model is sharded (\"auto\" replicates tables "
+    ZT_CHECK(!e.tier.on() || !sharded_index_.empty() || dynamic_,
+             "embedding.tier: no table of this model is sharded or dynamic (\"auto\" replicates "
+             "tables "
              "under ",
              format_bytes(static_cast<double>(kAutoReplicateBytes)),
              " as dense parameters), so nothing would be tiered; set embedding.sharding to "
@@ -239,18 +248,20 @@ Var Dlrm::logits(Tape& tape, const ClickBatch& b) {
         std::vector<Var> embs(tables.size());
         if (sharded_) {
             std::vector<Var> pooled = sharded_->lookup(tape, sharded_index_, b, sharded_pooling_);
-            if (training_ && read_ahead_) {  // the next micro-batch's rows load while this trains
+            if (training_ && read_ahead_)  // the next micro-batch's rows load while this trains
                 sharded_->prefetch(ahead_ ? *ahead_ : ClickBatch{}, sharded_index_);
-                ahead_ = nullptr;
-                read_ahead_ = false;
-            }
             for (size_t i = 0; i < pooled.size(); ++i)
                 embs[static_cast<size_t>(sharded_index_[i])] = pooled[i];
         }
         if (dynamic_) {
             std::vector<Var> pooled = dynamic_->lookup(tape, b, dynamic_pooling_);
+            if (training_ && read_ahead_) dynamic_->prefetch(ahead_ ? *ahead_ : ClickBatch{});
             for (size_t i = 0; i < pooled.size(); ++i)
                 embs[static_cast<size_t>(dynamic_index_[i])] = pooled[i];
+        }
+        if (training_ && read_ahead_) {
+            ahead_ = nullptr;
+            read_ahead_ = false;
         }
         for (size_t k = 0; k < tables.size(); ++k)
             if (tables[k]) embs[k] = tables[k]->forward(tape, b.ids[k], b.offsets[k], b.weights[k]);

@@ -133,7 +133,9 @@ class Dlrm : public Model, public RowPrunable {
     SparseParams* sparse_params() override { return sparse_; }
     // embedding.tier: the tiers read the next micro-batch's rows while this one trains (Note
     // [Row prefetch] in embedding/row_tier.cpp).
-    bool wants_lookahead() const override { return sharded_ && options_.embedding.tier.on(); }
+    bool wants_lookahead() const override {
+        return (sharded_ || dynamic_) && options_.embedding.tier.on();
+    }
     void lookahead(const Batch& next) override {
         ahead_ = next.click;
         read_ahead_ = true;

@@ -214,10 +214,9 @@ DlrmDataOptions parse_data(Section& s) {
 
 // "embedding": {"tier": {"device": "cpu" | "nvme", "nvme_path": DIR, "cache_ratio": R |
 //                         "cache_bytes": B, "policy": "lru" | "lfu", "queue_depth": Q}}
-// (docs/embedding-tier.md): the sharded static tables' rows live in host memory or a swap file
-// behind a cache in the budget.
-void parse_tier(Section& embedding, EmbeddingTierOptions& t,
-                const std::vector<DlrmTable>& model_tables) {
+// (docs/embedding-tier.md): the sharded static tables' and the dynamic tables' rows live in host
+// memory or swap files behind a cache in the budget.
+void parse_tier(Section& embedding, EmbeddingTierOptions& t) {
     if (!embedding.has("tier")) return;
     Section s = embedding.section("tier");
     t.device = s.get_choice("device", "nvme", {"none", "cpu", "nvme"});
@@ -247,13 +246,6 @@ void parse_tier(Section& embedding, EmbeddingTierOptions& t,
         ZT_CHECK(!t.on() || (t.cache_ratio > 0) != (t.cache_bytes > 0), s.key("cache_ratio"),
                  ": give the cache as exactly one of cache_ratio (a fraction of each shard's "
                  "rows, in (0, 1]) and cache_bytes (bytes per rank)");
-    });
-    s.guard([&] {
-        bool any_static = false;
-        for (const DlrmTable& tb : model_tables) any_static = any_static || !tb.dynamic;
-        ZT_CHECK(!t.on() || any_static, s.key("device"),
-                 ": the tier holds static sharded tables; dynamic tables stay in memory in this "
-                 "version, and this model has no static table");
     });
     s.finish();
 }
@@ -333,7 +325,19 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
                  ": tiered tables (embedding.tier) keep fp32 rows; use dtype \"fp32\"");
     });
     o.finish();
-    parse_tier(s, e.tier, model_tables);
+    parse_tier(s, e.tier);
+    s.guard([&] {
+        bool tiered_static = false, any_dynamic = false;
+        for (size_t k = 0; k < tables; ++k) {
+            any_dynamic = any_dynamic || model_tables[k].dynamic;
+            tiered_static =
+                tiered_static || (!model_tables[k].dynamic && !e.replicated(model_tables[k], k));
+        }
+        ZT_CHECK(!e.tier.on() || e.tier.cache_bytes == 0 || !(tiered_static && any_dynamic),
+                 s.key("tier"),
+                 ".cache_bytes: this model tiers both static and dynamic tables, and cache_bytes "
+                 "would be counted once for each kind; give cache_ratio instead");
+    });
     // Note [Stale embedding updates] (embedding/sharded_tables.cpp).
     constexpr int kMaxStaleness = 64;
     e.staleness = static_cast<int>(s.get_int("staleness", 0, 0, 1000000));

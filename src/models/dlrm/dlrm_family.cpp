@@ -113,13 +113,19 @@ int64_t DlrmFamily::sparse_param_count() const {
 }
 
 // A dynamic table's rows at its cap (evict.max_rows) with their state; 0 without a cap (its size
-// follows the data, not the config).
+// follows the data, not the config). With embedding.tier: the cache's share of the cap, or
+// cache_bytes (a cache also grows to hold one step's rows, which this does not know).
 int64_t dlrm_dynamic_bytes(const DlrmOptions& m) {
+    const EmbeddingTierOptions& tier = m.embedding.tier;
     int64_t bytes = 0;
     for (const DlrmTable& t : m.tables)
-        if (t.dynamic)
-            bytes += t.dyn.max_rows *
-                     (t.dim + sparse_state_per_row(m.embedding.optimizer.kind, t.dim)) * 4;
+        if (t.dynamic) {
+            const int64_t rows = tier.on() && tier.cache_ratio > 0
+                                     ? tier_cache_rows(t.dyn.max_rows, tier.cache_ratio)
+                                     : t.dyn.max_rows;
+            bytes += rows * (t.dim + sparse_state_per_row(m.embedding.optimizer.kind, t.dim)) * 4;
+        }
+    if (tier.on() && tier.cache_bytes > 0) bytes = std::min(bytes, tier.cache_bytes);
     return bytes;
 }
 
