@@ -128,6 +128,10 @@ class ShardedTables : public SparseParams {
         exchange_done_ = std::move(done);
     }
     void on_tier_writeback(std::function<void()> hook) override;
+    std::vector<const Communicator*> channels() const override {
+        if (!stale_comm_) return {};
+        return {stale_comm_.get()};
+    }
 
     // Implementation types (embedding_exchange.cpp and sharded_tables.cpp).
     struct RowAcc;    // gradient rows from one requesting rank

@@ -119,6 +119,9 @@ class SparseParams {
     // each backward all-to-all of gradient rows is issued (or has completed), at the same
     // program point on every rank; dense gradient buckets that filled before it wait for it.
     virtual void on_backward_exchange(std::function<void()> done) = 0;
+    // Communicators of their own (a second channel of the group, so that some transfers do not
+    // queue behind the others): their traffic counts in the run's metrics. Others: none.
+    virtual std::vector<const Communicator*> channels() const { return {}; }
     // embedding.tier: `hook` runs in the middle of each write-back of evicted rows to the tier's
     // store (fault injection's "kill_in_writeback"). Tensors without a tier ignore it.
     virtual void on_tier_writeback(std::function<void()> /*hook*/) {}

@@ -52,6 +52,12 @@ class SparseParamsList final : public SparseParams {
     void apply_held(double lr, double base_lr, int64_t update) override {
         for (SparseParams* p : parts_) p->apply_held(lr, base_lr, update);
     }
+    std::vector<const Communicator*> channels() const override {
+        std::vector<const Communicator*> out;
+        for (const SparseParams* p : parts_)
+            for (const Communicator* c : p->channels()) out.push_back(c);
+        return out;
+    }
     void on_tier_writeback(std::function<void()> hook) override {
         for (SparseParams* p : parts_) p->on_tier_writeback(hook);
     }

@@ -19,8 +19,9 @@ void add(CommStats& into, const CommStats& s) {
 
 }  // namespace
 
-CommStats RunMesh::stats() const {
+CommStats RunMesh::stats(const std::vector<const Communicator*>& extra) const {
     CommStats s;
+    for (const Communicator* c : extra) add(s, c->stats());
     if (world) add(s, world->stats());
     if (dp && dp != world) add(s, dp->stats());
     if (dp_flat && dp_flat != world) add(s, dp_flat->stats());

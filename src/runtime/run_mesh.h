@@ -37,8 +37,9 @@ struct RunMesh {
     Communicator* dp_flat = nullptr;
     // zero_hpz_partition_size: this rank's group of that many consecutive dp ranks; null: off.
     Communicator* hpz = nullptr;
-    // The communication of every group this rank is in, summed (for metrics).
-    CommStats stats() const;
+    // The communication of every group this rank is in, summed (for metrics), with `extra`
+    // channels of the model's own (SparseParams::channels).
+    CommStats stats(const std::vector<const Communicator*>& extra = {}) const;
     // The dp group's group across hosts (null: not hierarchical), and the bytes this rank sent
     // over it so far (0: not hierarchical).
     const Communicator* cross_host() const;

@@ -531,6 +531,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         Stopwatch since_save;           // checkpoint.interval_seconds
         int64_t saved_at = start_step;  // the step of the last checkpoint (or the resumed one)
         const bool lookahead = !pipe && engine.model().wants_lookahead();
+        const std::vector<const Communicator*> model_channels =  // the tables' own, if any
+            engine.sparse_params() ? engine.sparse_params()->channels()
+                                   : std::vector<const Communicator*>{};
         for (int64_t step = start_step; step < cfg.steps; ++step) {
             *training_step = step + 1;
             if ((stream_ended =
@@ -540,7 +543,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             }
             pool.reset_peaks();
             dp.reset_exposed_comm_s();
-            const CommStats comm_before = mesh.stats();
+            const CommStats comm_before = mesh.stats(model_channels);
             const int64_t cross_before = mesh.cross_host_bytes();
             const CompressionStats compression_before = dp.grad_compression_stats();
             const bool onebit_compressed = engine.onebit_compressing();
@@ -589,7 +592,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             fault_after_step(rank, ranks, step + 1);  // ZT_FAULT, for tests of the supervisor
             double dt = sw.elapsed_s();
             profilers.after_step(step, dt);
-            const CommStats step_comm = stats_delta(mesh.stats(), comm_before);
+            const CommStats step_comm = stats_delta(mesh.stats(model_channels), comm_before);
             // Every rank's figures, gathered after the step so this gather is not in them.
             const bool report = (step + 1) % cfg.steps_per_print == 0 || step + 1 == cfg.steps;
             breakdown.after_step(step + 1, dp.exposed_comm_s(), pool.stats());
