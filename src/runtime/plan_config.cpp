@@ -21,6 +21,10 @@ PlanBase plan_base(const TrainConfig& cfg, int threads, const std::string& backe
     b.backend = backend;
     b.ranks_per_host = ranks_per_host;
     b.param_tensors = static_cast<int64_t>(cfg.model->build()->parameters().size());
+    // Given: the run's; absent: the engine's default per stage, as each layout would get it.
+    const nlohmann::json& z =
+        cfg.raw.contains("zero_optimization") ? cfg.raw["zero_optimization"] : nlohmann::json();
+    if (z.is_object() && z.contains("overlap_comm")) b.overlap_comm = cfg.zero.overlap_comm ? 1 : 0;
     return b;
 }
 
