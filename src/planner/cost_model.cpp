@@ -160,6 +160,7 @@ std::string strategy_label(const Strategy& s) {
         if (s.virtual_stages > 1) l += str_cat(" v", s.virtual_stages);
     }
     if (s.offload != "none") l += ", offload " + s.offload;
+    if (s.sequence_parallel) l += ", sp";
     return l;
 }
 
@@ -172,6 +173,7 @@ nlohmann::json strategy_json(const Strategy& s) {
                         {"grad_accum", s.grad_accum},
                         {"checkpoint", s.checkpoint},
                         {"offload", s.offload}};
+    if (s.tp > 1) j["sequence_parallel"] = s.sequence_parallel;
     if (s.pp > 1) {
         j["schedule"] = pipe_schedule_name(s.schedule);
         j["virtual_stages"] = s.virtual_stages;
@@ -185,6 +187,7 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
     EstimateSpec spec = base.spec;
     spec.micro_batch = s.micro_batch;
     spec.tp = s.tp;
+    spec.sequence_parallel = s.tp > 1 && s.sequence_parallel;
     spec.pp = s.pp;
     spec.threads = threads_per_rank(base, s);
     StateSpec& st = spec.state;

@@ -26,10 +26,12 @@ struct Strategy {
     int64_t grad_accum = 1;           // micro-batches per step (the pipeline's micro_batches)
     std::string checkpoint = "none";  // activation_checkpointing.policy
     std::string offload = "none";     // zero_optimization.offload_optimizer.device
+    bool sequence_parallel = false;   // parallel.sequence_parallel (tp > 1)
     bool operator==(const Strategy&) const = default;
 };
 
-// "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu").
+// "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu",
+// ", sp").
 std::string strategy_label(const Strategy& s);
 nlohmann::json strategy_json(const Strategy& s);
 

@@ -38,7 +38,7 @@ std::vector<std::string> policies_of(const PlanBase& base, const SearchSpace& sp
 }
 
 // The layouts of one (dp, tp, pp, stage, offload) in order: micro-batch splits, schedules,
-// checkpointing policies.
+// checkpointing policies, sequence parallelism (tp > 1).
 std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
                                  const std::vector<std::string>& policies,
                                  const SearchSpace& space) {
@@ -64,7 +64,11 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
             s.virtual_stages = v;
             for (const std::string& p : policies) {
                 s.checkpoint = p;
-                out.push_back(s);
+                for (bool sp : {false, true}) {  // parallel.sequence_parallel, with tp only
+                    if (sp && s.tp == 1) continue;
+                    s.sequence_parallel = sp;
+                    out.push_back(s);
+                }
             }
         }
     }

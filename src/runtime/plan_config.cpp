@@ -40,6 +40,7 @@ Strategy strategy_of(const TrainConfig& cfg) {
     s.grad_accum = cfg.grad_accum;
     s.checkpoint = cfg.activation_checkpointing.policy;
     s.offload = cfg.zero.offload_optimizer.device;
+    s.sequence_parallel = cfg.sequence_parallel;
     return s;
 }
 
@@ -49,7 +50,10 @@ nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_
                              ? j["parallel"]
                              : nlohmann::json::object();
     par["tensor"] = s.tp;
-    if (s.tp == 1) par.erase("sequence_parallel");
+    if (s.tp == 1)
+        par.erase("sequence_parallel");
+    else
+        par["sequence_parallel"] = s.sequence_parallel;
     if (s.pp > 1)
         par["pipeline"] = {{"stages", s.pp},
                            {"schedule", pipe_schedule_name(s.schedule)},
@@ -83,6 +87,8 @@ std::vector<std::string> config_sets(const Strategy& s, int64_t global) {
                             "\", \"virtual_stages\": ", s.virtual_stages, "}"));
     if (s.offload != "none")
         v.push_back(str_cat("zero_optimization.offload_optimizer.device=\"", s.offload, "\""));
+    if (s.tp > 1)
+        v.push_back(str_cat("parallel.sequence_parallel=", s.sequence_parallel ? "true" : "false"));
     return v;
 }
 
