@@ -6,6 +6,7 @@
 
 #include "parallel/pipeline_partition.h"
 #include "planner/calibrate.h"
+#include "planner/hetero.h"
 #include "tensor/gemm_select.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -118,8 +119,22 @@ ModelShape shape_of(const ModelFamily& m) {
     return s;
 }
 
-// The most loaded pipeline rank's share of the model's costs (1 without a pipeline).
+// The pieces' block counts: the layout's own (unequal ranks) or the balanced partition.
+const std::vector<int64_t>& counts_of(const PlanBase& b, const Strategy& s) {
+    if (!s.partition.empty()) return s.partition;
+    return b.pipe_cache->facts(*b.spec.model, pipe_options(s)).counts;
+}
+
+// The slowest pipeline rank's share of the model's costs at speed 1 (1 without a pipeline):
+// the most loaded stage's, or on ranks of unequal speed the largest cost over speed
+// (planner/hetero.h; without a pipeline, the slowest rank's 1 / speed).
 double stage_share(const PlanBase& b, const Strategy& s) {
+    if (!b.rank_speed.empty() && static_cast<int>(b.rank_speed.size()) == s.dp * s.tp * s.pp &&
+        s.virtual_stages == 1) {
+        const std::vector<double> sp = stage_speeds(b.rank_speed, s.dp, s.tp, s.pp);
+        if (s.pp <= 1) return 1.0 / sp[0];
+        return speed_share(b.spec.model->pipeline_costs(), counts_of(b, s), sp);
+    }
     if (s.pp <= 1) return 1.0;
     return b.pipe_cache->facts(*b.spec.model, pipe_options(s)).share;
 }
@@ -161,6 +176,10 @@ std::string strategy_label(const Strategy& s) {
     }
     if (s.offload != "none") l += ", offload " + s.offload;
     if (s.sequence_parallel) l += ", sp";
+    if (!s.partition.empty()) {
+        l += ", stages ";
+        for (size_t k = 0; k < s.partition.size(); ++k) l += str_cat(k ? "+" : "", s.partition[k]);
+    }
     return l;
 }
 
@@ -174,6 +193,7 @@ nlohmann::json strategy_json(const Strategy& s) {
                         {"checkpoint", s.checkpoint},
                         {"offload", s.offload}};
     if (s.tp > 1) j["sequence_parallel"] = s.sequence_parallel;
+    if (!s.partition.empty()) j["partition"] = s.partition;
     if (s.pp > 1) {
         j["schedule"] = pipe_schedule_name(s.schedule);
         j["virtual_stages"] = s.virtual_stages;
@@ -205,10 +225,11 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
         o = pipe_options(s);
         validate_pipe(*o, m.pipeline_blocks());
         pf = &base.pipe_cache->facts(m, *o);
+        if (!s.partition.empty()) check_partition(*o, s.partition, m.pipeline_blocks());
         st.param_count = 0;
         for (int k = 0; k < s.pp; ++k)
-            st.param_count =
-                std::max(st.param_count, m.param_count_stage(s.tp, pipe_stage(*o, pf->counts, k)));
+            st.param_count = std::max(
+                st.param_count, m.param_count_stage(s.tp, pipe_stage(*o, counts_of(base, s), k)));
     } else {
         st.param_count = s.tp > 1 ? m.param_count_split(s.tp) : m.param_count();
     }
@@ -225,7 +246,7 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
         const double blocks = static_cast<double>(m.pipeline_blocks());
         double saved = 0, peak = 0;
         for (int k = 0; k < s.pp; ++k) {
-            const PipeStage ps = pipe_stage(*o, pf->counts, k);
+            const PipeStage ps = pipe_stage(*o, counts_of(base, s), k);
             double held = 0;
             for (const BlockRange& r : ps.chunks) held += static_cast<double>(r.size());
             const double chunk = held / ps.chunk_count() / blocks;  // one chunk's share

@@ -27,11 +27,14 @@ struct Strategy {
     std::string checkpoint = "none";  // activation_checkpointing.policy
     std::string offload = "none";     // zero_optimization.offload_optimizer.device
     bool sequence_parallel = false;   // parallel.sequence_parallel (tp > 1)
+    // pp > 1 on ranks of unequal speed: block counts per stage (parallel.pipeline.partition,
+    // planner/hetero.h); empty: the engine's balanced partition.
+    std::vector<int64_t> partition;
     bool operator==(const Strategy&) const = default;
 };
 
 // "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu",
-// ", sp").
+// ", sp", ", stages 5+3").
 std::string strategy_label(const Strategy& s);
 nlohmann::json strategy_json(const Strategy& s);
 
@@ -71,6 +74,8 @@ struct PlanBase {
     // zero_optimization.overlap_comm: 1 on, 0 off, -1 the engine's default (on at stage 3 only).
     // Gradient buckets are then reduced while backward runs (Note [Overlapped communication]).
     int overlap_comm = -1;
+    // Relative speed per rank (--rank-speed, planner/hetero.h); empty: equal ranks.
+    std::vector<double> rank_speed;
 };
 
 // Whether a layout reduces its gradient buckets during backward (base.overlap_comm resolved).

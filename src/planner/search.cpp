@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "planner/hetero.h"
 #include "util/error.h"
 #include "util/units.h"
 
@@ -45,6 +46,11 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
     std::vector<Strategy> out;
     const int64_t per_rank = base.global_batch / s.dp;
     const int64_t blocks = base.spec.model->pipeline_blocks();
+    // Ranks of unequal speed: stages sized to their speed, one chunk per rank (planner/hetero.h).
+    const bool uneven = !base.rank_speed.empty() && s.pp > 1;
+    if (uneven)
+        s.partition = speed_partition(base.spec.model->pipeline_costs(),
+                                      stage_speeds(base.rank_speed, s.dp, s.tp, s.pp));
     for (int accum : divisors(per_rank)) {
         s.grad_accum = accum;
         s.micro_batch = per_rank / accum;
@@ -54,7 +60,7 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
             for (PipeSchedule sc : space.schedules) {
                 if (sc != PipeSchedule::kInterleaved) {
                     scheds.emplace_back(sc, 1);
-                } else if (blocks % (2 * s.pp) == 0 && accum % s.pp == 0) {
+                } else if (!uneven && blocks % (2 * s.pp) == 0 && accum % s.pp == 0) {
                     scheds.emplace_back(sc, 2);
                 }
             }

@@ -41,6 +41,7 @@ Strategy strategy_of(const TrainConfig& cfg) {
     s.checkpoint = cfg.activation_checkpointing.policy;
     s.offload = cfg.zero.offload_optimizer.device;
     s.sequence_parallel = cfg.sequence_parallel;
+    if (cfg.pipe.stages > 1 && cfg.pipe.partition_given) s.partition = cfg.pipe.partition;
     return s;
 }
 
@@ -54,11 +55,12 @@ nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_
         par.erase("sequence_parallel");
     else
         par["sequence_parallel"] = s.sequence_parallel;
-    if (s.pp > 1)
+    if (s.pp > 1) {
         par["pipeline"] = {{"stages", s.pp},
                            {"schedule", pipe_schedule_name(s.schedule)},
                            {"virtual_stages", s.virtual_stages}};
-    else
+        if (!s.partition.empty()) par["pipeline"]["partition"] = s.partition;
+    } else
         par.erase("pipeline");
     j["parallel"] = par;
     j["train_batch_size"] = global_batch;
@@ -81,10 +83,18 @@ std::vector<std::string> config_sets(const Strategy& s, int64_t global) {
                                   str_cat("zero_optimization.stage=", s.zero_stage),
                                   str_cat("activation_checkpointing.policy=\"", s.checkpoint, "\""),
                                   str_cat("parallel.tensor=", s.tp)};
-    if (s.pp > 1)
+    if (s.pp > 1) {
+        std::string part;
+        if (!s.partition.empty()) {
+            part = ", \"partition\": [";
+            for (size_t k = 0; k < s.partition.size(); ++k)
+                part += str_cat(k ? ", " : "", s.partition[k]);
+            part += "]";
+        }
         v.push_back(str_cat("parallel.pipeline={\"stages\": ", s.pp, ", \"schedule\": \"",
                             pipe_schedule_name(s.schedule),
-                            "\", \"virtual_stages\": ", s.virtual_stages, "}"));
+                            "\", \"virtual_stages\": ", s.virtual_stages, part, "}"));
+    }
     if (s.offload != "none")
         v.push_back(str_cat("zero_optimization.offload_optimizer.device=\"", s.offload, "\""));
     if (s.tp > 1)

@@ -133,6 +133,35 @@ TEST_F(PlanCli, TensorParallelPeaksWithinTolerance) {
     }
 }
 
+// --rank-speed (planner/hetero.h): a pipeline on a fast and a half-speed rank gets the larger
+// stage on the fast one, in --set arguments the engine runs.
+TEST_F(PlanCli, RankSpeedGivesUnequalStagesTheEngineRuns) {
+    nlohmann::json j = config();
+    j["model"]["n_layers"] = 4;
+    const std::string cfg = write_config(j);
+    const std::string prof = write_profile();
+    const CommandResult r = run_zerotrain(
+        "plan " + cfg + " --ranks 2 --rank-speed 1,0.5 --json --top 0 --profile " + prof, false);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const nlohmann::json out = nlohmann::json::parse(r.output);
+    const nlohmann::json* pipe = nullptr;
+    for (const nlohmann::json& p : out["plans"])
+        if (p["strategy"]["pp"] == 2 && !pipe) pipe = &p;
+    ASSERT_NE(pipe, nullptr) << r.output;
+    const std::vector<int64_t> counts = (*pipe)["strategy"]["partition"];
+    ASSERT_EQ(counts.size(), 2u);
+    EXPECT_EQ(counts[0] + counts[1], 4);
+    EXPECT_GT(counts[0], counts[1]);  // the fast rank's stage is the larger
+    std::string sets;
+    for (const nlohmann::json& s : (*pipe)["config_sets"])
+        sets += " --set '" + s.get<std::string>() + "'";
+    EXPECT_NE(sets.find("partition"), std::string::npos) << sets;
+    const CommandResult t = run_zerotrain("train " + cfg + " --quiet --ranks 2 --run-dir " +
+                                          (dir_ / "uneven").string() + sets);
+    ASSERT_EQ(t.code, 0) << t.output;
+    EXPECT_NE(run_zerotrain("plan " + cfg + " --ranks 2 --rank-speed 1 --profile " + prof).code, 0);
+}
+
 TEST_F(PlanCli, RanksLayoutsAndSaysWhyOthersWereRejected) {
     const std::string cfg = write_config(config());
     const std::string prof = write_profile();
