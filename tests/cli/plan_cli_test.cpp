@@ -242,6 +242,31 @@ TEST_F(PlanCli, TrainAutoRunsAndRecordsTheBestPlan) {
     const nlohmann::json first = nlohmann::json::parse(line);
     ASSERT_TRUE(first.contains("plan")) << line;
     EXPECT_TRUE(first["plan"].contains("step_s")) << line;  // the profile was found
+    // Communication: the whole of each split into exposed and overlapped parts, the exposed sum
+    // in the plan field, and `plan --check` sets it beside the measured comm_s.
+    ASSERT_TRUE(plan.contains("step_time")) << plan.dump();
+    const nlohmann::json& st = plan["step_time"];
+    for (const char* c : {"dp", "tp", "pp"})
+        EXPECT_NEAR(st[std::string(c) + "_comm_s"].get<double>(),
+                    st[std::string(c) + "_comm_exposed_s"].get<double>() +
+                        st[std::string(c) + "_comm_overlapped_s"].get<double>(),
+                    1e-12)
+            << c;
+    EXPECT_NEAR(st["comm_exposed_s"].get<double>(),
+                st["dp_comm_exposed_s"].get<double>() + st["tp_comm_exposed_s"].get<double>() +
+                    st["pp_comm_exposed_s"].get<double>(),
+                1e-12);
+    ASSERT_TRUE(first["plan"].contains("comm_s")) << line;
+    EXPECT_NEAR(first["plan"]["comm_s"]["exposed"].get<double>(),
+                st["comm_exposed_s"].get<double>(), 1e-12);
+    const CommandResult chk =
+        run_command(env + ZT_BINARY + std::string(" plan --json --check ") + run, false);
+    ASSERT_EQ(chk.code, 0) << chk.output;
+    const nlohmann::json summary = nlohmann::json::parse(chk.output);
+    ASSERT_TRUE(summary.contains("comm_s")) << chk.output;
+    EXPECT_NEAR(summary["comm_s"]["predicted_exposed"].get<double>(),
+                st["comm_exposed_s"].get<double>(), 1e-12);
+    EXPECT_GE(summary["comm_s"]["measured_exposed_median"].get<double>(), 0);
 
     // Under a tight budget (the 10th percentile of every layout's predicted peak) the chosen
     // layout runs within it: the pool's budget check would stop the run otherwise.
