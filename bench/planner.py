@@ -45,6 +45,11 @@ GPT_GRID = {
     "2: dp2 ZeRO-2": (2, {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}),
     "2: dp2 ZeRO-3": (2, {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 3}}),
     "2: tp2": (2, {"train_micro_batch_size_per_gpu": 8, "parallel": {"tensor": 2}}),
+    "2: tp2 sp": (2, {"train_micro_batch_size_per_gpu": 8,
+                      "parallel": {"tensor": 2, "sequence_parallel": True}}),
+    "2: dp2 ZeRO-0 overlap, 8 buckets": (2, {"train_micro_batch_size_per_gpu": 4,
+                                             "zero_optimization": {"stage": 0, "overlap_comm": True,
+                                                                   "reduce_bucket_size": 2000000}}),
     "2: pp2 1f1b m4": (2, {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
                             "parallel": {"pipeline": {"stages": 2, "schedule": "1f1b"}}}),
 }
@@ -104,6 +109,11 @@ def one(zt, cfg, ranks, workdir, name, env, extra=()):
            "predicted_peak": check["peak_bytes"].get("predicted"),
            "peak_ratio": check["peak_bytes"].get("median_ratio"),
            "state_exact": check["state_exact"], "load_1min": load}
+    comm = check.get("comm_s", {})  # predicted exposed / overlapped, measured exposed / hidden
+    row.update({"comm_predicted_exposed": comm.get("predicted_exposed"),
+                "comm_predicted_overlapped": comm.get("predicted_overlapped"),
+                "comm_measured_exposed": comm.get("measured_exposed_median"),
+                "comm_measured_hidden": comm.get("measured_hidden_median")})
     if row["predicted_s"] and row["time_ratio"]:
         row["measured_s"] = row["predicted_s"] * row["time_ratio"]
     if os.path.exists(os.path.join(rd, "plan.json")):
@@ -122,13 +132,16 @@ def secs(x):
 def write_markdown(results, summary, path):
     with open(path, "w") as f:
         f.write("| model | layout | predicted | measured | measured / predicted | "
-                "predicted peak MiB | measured / predicted peak | state bytes exact | load (1 min) |\n")
-        f.write("|---|---|---|---|---|---|---|---|---|\n")
+                "predicted peak MiB | measured / predicted peak | state bytes exact | "
+                "comm exposed predicted / measured | load (1 min) |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|\n")
         for r in results:
             f.write(f"| {r['model']} | {r['layout']} | {secs(r['predicted_s'])} | "
                     f"{secs(r['measured_s'])} | {r['time_ratio'] or 0:.2f} | "
                     f"{(r['predicted_peak'] or 0) / 2**20:.1f} | {r['peak_ratio'] or 0:.3f} | "
                     f"{'yes' if r['state_exact'] else 'no'} | "
+                    f"{secs(r.get('comm_predicted_exposed'))} / "
+                    f"{secs(r.get('comm_measured_exposed'))} | "
                     f"{r['load_1min'] if 'load_1min' in r else '-'} |\n")
         f.write("\n| model | ranks | fastest measured | time | planner's grid choice | "
                 "its time / fastest | --auto | its time / fastest |\n"

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "planner/calibrate.h"
+#include "planner/hetero.h"
 #include "planner/search.h"
 #include "runtime/config.h"
 #include "runtime/plan_check.h"
@@ -35,6 +36,7 @@ struct PlanArgs {
     int top = 5;
     bool json = false;
     std::string check;
+    std::string rank_speed;  // --rank-speed
 };
 
 std::string seconds_text(double s) {
@@ -48,13 +50,20 @@ void print_plan(const PlanCost& c, int index, int64_t global) {
     if (c.timed) {
         const StepTime& t = c.time;
         std::printf(
-            "  step %s = compute %s + recompute %s + optimizer %s + dp comm %s + tp comm "
-            "%s + pp comm %s + bubble %s + offload %s\n",
+            "  step %s = compute %s + recompute %s + optimizer %s + exposed comm %s (dp %s, tp %s, "
+            "pp %s) + bubble %s + offload %s\n",
             seconds_text(t.total()).c_str(), seconds_text(t.compute).c_str(),
             seconds_text(t.recompute).c_str(), seconds_text(t.optimizer).c_str(),
-            seconds_text(t.dp_comm).c_str(), seconds_text(t.tp_comm).c_str(),
-            seconds_text(t.pp_comm).c_str(), seconds_text(t.bubble).c_str(),
+            seconds_text(t.comm_exposed()).c_str(),
+            seconds_text(t.dp_comm - t.dp_overlapped).c_str(), seconds_text(t.tp_comm).c_str(),
+            seconds_text(t.pp_comm - t.pp_overlapped).c_str(), seconds_text(t.bubble).c_str(),
             seconds_text(t.offload_io).c_str());
+        if (t.comm_overlapped() > 0)
+            std::printf("  overlapped with compute: %s (dp %s, pp %s) of %s communication\n",
+                        seconds_text(t.comm_overlapped()).c_str(),
+                        seconds_text(t.dp_overlapped).c_str(),
+                        seconds_text(t.pp_overlapped).c_str(),
+                        seconds_text(t.dp_comm + t.tp_comm + t.pp_comm).c_str());
     }
     std::string mem;
     for (int k = 0; k < kMemCategoryCount; ++k)
@@ -84,7 +93,8 @@ int run_plan(const PlanArgs& a) {
     ZT_CHECK(!a.config.path.empty(), "plan: expected a CONFIG (or --check RUN_DIR)");
     nlohmann::json j = load_config_file(a.config.path);
     for (const std::string& s : a.config.sets) apply_override(j, s);
-    const PlanInput in = plan_input(j, a.ranks, a.threads, a.backend);
+    PlanInput in = plan_input(j, a.ranks, a.threads, a.backend);
+    if (!a.rank_speed.empty()) in.base.rank_speed = parse_rank_speeds(a.rank_speed, a.ranks);
     std::string said;
     const std::optional<MachineProfile> profile = profile_for_machine(a.profile, true, &said);
     SearchSpace space;
@@ -254,6 +264,9 @@ void add_plan(CLI::App& app, std::vector<std::pair<CLI::App*, std::function<int(
     sub->add_option("--top", a.top, "layouts to show (default 5; 0: all)")
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--json", a.json, "print the plans as JSON");
+    sub->add_option("--rank-speed", a.rank_speed,
+                    "relative speed of each rank, comma-separated (1,1,0.5,0.5): pipeline "
+                    "stages sized to their slowest rank's speed (docs/planner.md)");
     sub->add_option("--check", a.check,
                     "summarize a run directory's prediction error (metrics.jsonl's plan field)");
     runners.emplace_back(sub, [args] { return run_plan(*args); });

@@ -168,6 +168,12 @@ class ModelFamily {
     virtual int64_t sparse_bytes_per_rank(int /*ranks*/) const { return 0; }
     virtual void check_sparse_fit(int /*ranks*/, int64_t /*budget*/) const {}
     virtual std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const = 0;
+    // The same for one rank of a tensor-parallel group of t (parallel.sequence_parallel: sp). The
+    // default: the one-process figures, an upper bound (families without a split have t = 1).
+    virtual std::vector<PolicyActivations> activation_policies_split(int64_t B, DType dtype,
+                                                                     int /*t*/, bool /*sp*/) const {
+        return activation_policies(B, dtype);
+    }
     // Bytes a zero-bubble backward keeps from B to W for one micro-batch through `blocks` of the
     // pipeline blocks (plus the head when `last`), split over t. Families that can be pipelined
     // (pipeline_blocks() > 0) override it; the default is for those that cannot.

@@ -6,6 +6,7 @@
 
 #include "parallel/pipeline_partition.h"
 #include "planner/calibrate.h"
+#include "planner/hetero.h"
 #include "tensor/gemm_select.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -36,14 +37,52 @@ namespace zt {
 //                the fitted bus bandwidth.
 //   tp_comm    = 4 all-reduces of one micro-batch's (b, T, C) activations per block per
 //                micro-step (two in forward, two in backward, as Megatron-LM's split does).
-//   pp_comm    = 2 messages of (b, T, C) per micro-batch (activations forward, gradients back).
+//   pp_comm    = 2 messages of (b, T, C) / tp per micro-batch and chunk on the rank (v with the
+//                interleaved schedule): activations forward, gradients back.
 //   bubble     = the stage's compute x pipe_bubble_formula (parallel/pipeline_schedule.h).
 //   offload_io = cpu: the gradients down and weights back as copies over the elementwise
 //                bandwidth; nvme: the master weights and states read and written per step at
 //                the disk's measured rates.
 // Ranks of one host share its cores and memory bus: a rank's rates are those at its threads,
 // slowed by ranks x threads / cores when that passes 1, and its bandwidth at most the host's
-// measured one over its ranks. No communication is overlapped with compute in this model.
+// measured one over its ranks. What of the communication hides behind compute: Note
+// [Overlapped communication].
+
+// Note [Overlapped communication]
+// A communicator runs its transfers one at a time in issue order (comm/communicator.h), beside
+// the rank's compute. Communication issued as k equal pieces c/k evenly through a computation of
+// w seconds (bucket i of the gradients ready at i w / k) finishes at max(w + c/k, w/k + c): the
+// last piece cannot start before the computation ends, and when the communicator is the slower,
+// it starts at the first piece and runs c without a gap. The exposed part is that finish less w:
+// max(c/k, c - w (k - 1)/k) (exposed_behind). Gathers prefetched ahead of the modules that use
+// them are the mirror image (the first piece waits, the rest hides). Per ZeRO stage
+// (parallel/zero_stage.cpp, Note [ZeRO data flow]):
+// - with overlap_comm (zero_optimization.overlap_comm; the engine's default: stage 3 only) the
+//   buckets (k = ceil(P / reduce_bucket_size)) are reduced during the backward of the last
+//   micro-step (stages 0, 1) or of every micro-step (2, 3), w = the backward (2/3 of a
+//   micro-step's compute, plus its recompute); without it they are reduced after it, all exposed.
+//   One bucket (DeepSpeed's default of 5e8 elements for a model smaller than that) hides nothing.
+// - stage 3's weight gathers, one per module (k = the blocks), hide behind the forward's and the
+//   backward's compute when stage3_prefetch_bucket_size > 0; its reductions share the
+//   communicator with the backward's gathers, so their window is the backward less the gathers'
+//   hidden time.
+// - the weights' all-gather after the update (stages 1, 2) waits: nothing runs beside it.
+// - tensor-parallel all-reduces are blocking inside the forward and backward: all exposed.
+// - pipeline sends are nonblocking (runtime/pipeline_runner.cpp): a stage sends and goes on
+//   with its next micro-batch, so a transfer waits only on the step's critical path, the first
+//   micro-batch's forward through the v p - 1 hops and the last one's backward back: 2 (v p - 1)
+//   transfers exposed per step, the others overlapped.
+// Measured: comm_s in metrics.jsonl is the exposed time, "comm_overlap" the busy and hidden
+// parts; `plan --check` sets them beside the prediction (docs/benchmarks-planner.md).
+
+bool overlaps_comm(const PlanBase& base, const Strategy& s) {
+    return base.overlap_comm < 0 ? s.zero_stage == 3 : base.overlap_comm == 1;
+}
+
+double exposed_behind(double comm, double compute, double pieces) {
+    if (pieces <= 1 || comm <= 0) return std::max(0.0, comm);
+    return std::max(comm / pieces, comm - std::max(0.0, compute) * (pieces - 1) / pieces);
+}
 
 namespace {
 
@@ -80,8 +119,22 @@ ModelShape shape_of(const ModelFamily& m) {
     return s;
 }
 
-// The most loaded pipeline rank's share of the model's costs (1 without a pipeline).
+// The pieces' block counts: the layout's own (unequal ranks) or the balanced partition.
+const std::vector<int64_t>& counts_of(const PlanBase& b, const Strategy& s) {
+    if (!s.partition.empty()) return s.partition;
+    return b.pipe_cache->facts(*b.spec.model, pipe_options(s)).counts;
+}
+
+// The slowest pipeline rank's share of the model's costs at speed 1 (1 without a pipeline):
+// the most loaded stage's, or on ranks of unequal speed the largest cost over speed
+// (planner/hetero.h; without a pipeline, the slowest rank's 1 / speed).
 double stage_share(const PlanBase& b, const Strategy& s) {
+    if (!b.rank_speed.empty() && static_cast<int>(b.rank_speed.size()) == s.dp * s.tp * s.pp &&
+        s.virtual_stages == 1) {
+        const std::vector<double> sp = stage_speeds(b.rank_speed, s.dp, s.tp, s.pp);
+        if (s.pp <= 1) return 1.0 / sp[0];
+        return speed_share(b.spec.model->pipeline_costs(), counts_of(b, s), sp);
+    }
     if (s.pp <= 1) return 1.0;
     return b.pipe_cache->facts(*b.spec.model, pipe_options(s)).share;
 }
@@ -122,6 +175,11 @@ std::string strategy_label(const Strategy& s) {
         if (s.virtual_stages > 1) l += str_cat(" v", s.virtual_stages);
     }
     if (s.offload != "none") l += ", offload " + s.offload;
+    if (s.sequence_parallel) l += ", sp";
+    if (!s.partition.empty()) {
+        l += ", stages ";
+        for (size_t k = 0; k < s.partition.size(); ++k) l += str_cat(k ? "+" : "", s.partition[k]);
+    }
     return l;
 }
 
@@ -134,6 +192,8 @@ nlohmann::json strategy_json(const Strategy& s) {
                         {"grad_accum", s.grad_accum},
                         {"checkpoint", s.checkpoint},
                         {"offload", s.offload}};
+    if (s.tp > 1) j["sequence_parallel"] = s.sequence_parallel;
+    if (!s.partition.empty()) j["partition"] = s.partition;
     if (s.pp > 1) {
         j["schedule"] = pipe_schedule_name(s.schedule);
         j["virtual_stages"] = s.virtual_stages;
@@ -147,6 +207,7 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
     EstimateSpec spec = base.spec;
     spec.micro_batch = s.micro_batch;
     spec.tp = s.tp;
+    spec.sequence_parallel = s.tp > 1 && s.sequence_parallel;
     spec.pp = s.pp;
     spec.threads = threads_per_rank(base, s);
     StateSpec& st = spec.state;
@@ -164,10 +225,11 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
         o = pipe_options(s);
         validate_pipe(*o, m.pipeline_blocks());
         pf = &base.pipe_cache->facts(m, *o);
+        if (!s.partition.empty()) check_partition(*o, s.partition, m.pipeline_blocks());
         st.param_count = 0;
         for (int k = 0; k < s.pp; ++k)
-            st.param_count =
-                std::max(st.param_count, m.param_count_stage(s.tp, pipe_stage(*o, pf->counts, k)));
+            st.param_count = std::max(
+                st.param_count, m.param_count_stage(s.tp, pipe_stage(*o, counts_of(base, s), k)));
     } else {
         st.param_count = s.tp > 1 ? m.param_count_split(s.tp) : m.param_count();
     }
@@ -184,7 +246,7 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
         const double blocks = static_cast<double>(m.pipeline_blocks());
         double saved = 0, peak = 0;
         for (int k = 0; k < s.pp; ++k) {
-            const PipeStage ps = pipe_stage(*o, pf->counts, k);
+            const PipeStage ps = pipe_stage(*o, counts_of(base, s), k);
             double held = 0;
             for (const BlockRange& r : ps.chunks) held += static_cast<double>(r.size());
             const double chunk = held / ps.chunk_count() / blocks;  // one chunk's share
@@ -303,6 +365,9 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
         auto buckets = [](double numel, double bucket) {
             return std::max(1.0, std::ceil(numel / std::max(1.0, bucket)));
         };
+        // One micro-step's forward and backward (recompute runs inside backward), the windows
+        // communication can hide behind (Note [Overlapped communication]).
+        const double fwd = t.compute / mb / 3, bwd = t.compute / mb * 2 / 3 + t.recompute / mb;
         if (s.dp > 1) {
             const int n = s.dp;
             const double gbytes = P * g, wbytes = P * e;
@@ -321,26 +386,53 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
                 return k * cp->all_gather.latency_s +
                        cp->all_gather.time_s(bytes, shard_bus_factor(n)) - cp->all_gather.latency_s;
             };
+            const bool overlap = overlaps_comm(base, s);
+            // The gradient reduction of one backward: behind it with overlap_comm, else after.
+            auto reduce = [&](double r, double window) {
+                return overlap ? exposed_behind(r, window, rb) : r;
+            };
+            double exposed = 0;
             switch (st.zero_stage) {
                 case 0:
                     t.dp_comm = ar(gbytes, rb);
+                    exposed = reduce(t.dp_comm, bwd);  // in the last micro-step's backward
                     break;
                 case 1:
                     t.dp_comm = rs(gbytes, rb) + ag(wbytes, 1);
+                    exposed = reduce(rs(gbytes, rb), bwd) + ag(wbytes, 1);
                     break;
                 case 2:
                     t.dp_comm = mb * rs(gbytes, rb) + ag(wbytes, 1);
+                    exposed = mb * reduce(rs(gbytes, rb), bwd) + ag(wbytes, 1);
                     break;
-                default:
-                    t.dp_comm = mb * (rs(gbytes, rb) + 2 * ag(wbytes, sh.L > 0 ? sh.L : 1));
+                default: {
+                    const double mods = sh.L > 0 ? sh.L : 1;
+                    const double r = rs(gbytes, rb), gather = ag(wbytes, mods);
+                    t.dp_comm = mb * (r + 2 * gather);
+                    // Prefetched gathers hide behind the modules before them; the reductions
+                    // share the communicator with the backward's gathers, so only the backward
+                    // left over from those can hide them.
+                    const bool ahead = st.prefetch_bucket_numel > 0;
+                    const double ef = ahead ? exposed_behind(gather, fwd, mods) : gather;
+                    const double eb = ahead ? exposed_behind(gather, bwd, mods) : gather;
+                    const double left = std::max(0.0, bwd - (gather - eb));
+                    exposed = mb * (ef + eb + reduce(r, left));
                     break;
+                }
             }
+            t.dp_overlapped = std::max(0.0, t.dp_comm - exposed);
         }
         const double act_bytes = b * sh.T * sh.C * e;
         if (s.tp > 1 && sh.L > 0)
             t.tp_comm = mb * 4.0 * sh.L * stage_share(base, s) *
                         cp->all_reduce.time_s(act_bytes, all_reduce_bus_factor(s.tp));
-        if (s.pp > 1) t.pp_comm = mb * 2.0 * cp->send_recv.time_s(act_bytes / s.tp, 1.0);
+        if (s.pp > 1) {
+            const double one = cp->send_recv.time_s(act_bytes / s.tp, 1.0);
+            t.pp_comm = mb * 2.0 * s.virtual_stages * one;  // each chunk sends and returns
+            // Sends are nonblocking: only the fill's and the drain's hops wait (v p - 1 each).
+            const double hops = 2.0 * (s.virtual_stages * s.pp - 1);
+            t.pp_overlapped = std::max(0.0, t.pp_comm - hops * one);
+        }
     }
     if (s.pp > 1) t.bubble = (t.compute + t.recompute) * pipe_bubble_formula(pipe_options(s));
     return c;
@@ -355,9 +447,23 @@ std::pair<std::string, int64_t> largest_category(const Estimate& e) {
 }
 
 nlohmann::json step_time_json(const StepTime& t) {
-    return {{"compute_s", t.compute}, {"recompute_s", t.recompute},   {"optimizer_s", t.optimizer},
-            {"dp_comm_s", t.dp_comm}, {"tp_comm_s", t.tp_comm},       {"pp_comm_s", t.pp_comm},
-            {"bubble_s", t.bubble},   {"offload_io_s", t.offload_io}, {"total_s", t.total()}};
+    return {{"compute_s", t.compute},
+            {"recompute_s", t.recompute},
+            {"optimizer_s", t.optimizer},
+            {"dp_comm_s", t.dp_comm},
+            {"dp_comm_exposed_s", t.dp_comm - t.dp_overlapped},
+            {"dp_comm_overlapped_s", t.dp_overlapped},
+            {"tp_comm_s", t.tp_comm},
+            {"tp_comm_exposed_s", t.tp_comm},
+            {"tp_comm_overlapped_s", 0.0},
+            {"pp_comm_s", t.pp_comm},
+            {"pp_comm_exposed_s", t.pp_comm - t.pp_overlapped},
+            {"pp_comm_overlapped_s", t.pp_overlapped},
+            {"comm_exposed_s", t.comm_exposed()},
+            {"comm_overlapped_s", t.comm_overlapped()},
+            {"bubble_s", t.bubble},
+            {"offload_io_s", t.offload_io},
+            {"total_s", t.total()}};
 }
 
 nlohmann::json plan_cost_json(const PlanCost& c) {

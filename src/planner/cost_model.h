@@ -26,10 +26,15 @@ struct Strategy {
     int64_t grad_accum = 1;           // micro-batches per step (the pipeline's micro_batches)
     std::string checkpoint = "none";  // activation_checkpointing.policy
     std::string offload = "none";     // zero_optimization.offload_optimizer.device
+    bool sequence_parallel = false;   // parallel.sequence_parallel (tp > 1)
+    // pp > 1 on ranks of unequal speed: block counts per stage (parallel.pipeline.partition,
+    // planner/hetero.h); empty: the engine's balanced partition.
+    std::vector<int64_t> partition;
     bool operator==(const Strategy&) const = default;
 };
 
-// "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu").
+// "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu",
+// ", sp", ", stages 5+3").
 std::string strategy_label(const Strategy& s);
 nlohmann::json strategy_json(const Strategy& s);
 
@@ -66,21 +71,41 @@ struct PlanBase {
     std::string backend = "local";  // whose collective fits to use ("local" or "mpi")
     int64_t param_tensors = 0;      // the model's parameter tensors (ops per micro-batch: 3 each)
     std::shared_ptr<PipeCache> pipe_cache = std::make_shared<PipeCache>();  // shared by copies
+    // zero_optimization.overlap_comm: 1 on, 0 off, -1 the engine's default (on at stage 3 only).
+    // Gradient buckets are then reduced while backward runs (Note [Overlapped communication]).
+    int overlap_comm = -1;
+    // Relative speed per rank (--rank-speed, planner/hetero.h); empty: equal ranks.
+    std::vector<double> rank_speed;
 };
 
-// Seconds of one optimizer step on the slowest rank, by part. Communication is exposed time:
-// this version overlaps none of it with compute.
+// Whether a layout reduces its gradient buckets during backward (base.overlap_comm resolved).
+bool overlaps_comm(const PlanBase& base, const Strategy& s);
+
+// Exposed seconds of `comm` seconds of communication issued as `pieces` equal pieces evenly
+// through `compute` seconds of computation, on one communicator that runs a piece at a time:
+// reductions of buckets backward fills (piece i ready at i/pieces of it), or, mirrored, gathers
+// prefetched ahead of the modules that use them. max(comm / k, comm - compute (k - 1) / k);
+// pieces <= 1: all of comm (Note [Overlapped communication]).
+double exposed_behind(double comm, double compute, double pieces);
+
+// Seconds of one optimizer step on the slowest rank, by part. dp_comm, tp_comm and pp_comm are
+// each communication's whole time; the *_overlapped parts of them run behind compute (Note
+// [Overlapped communication] in cost_model.cpp) and only the exposed rest adds to the step.
 struct StepTime {
-    double compute = 0;     // forward + backward: GEMMs, attention, elementwise
-    double recompute = 0;   // activation checkpointing's second forward
-    double optimizer = 0;   // the update over this rank's range
-    double dp_comm = 0;     // gradient reduction and weight gathers over dp (ZeRO)
-    double tp_comm = 0;     // tensor-parallel all-reduces of activations
-    double pp_comm = 0;     // pipeline sends of activations and their gradients
-    double bubble = 0;      // pipeline idle time
-    double offload_io = 0;  // optimizer offload: host copies or NVMe reads and writes
+    double compute = 0;        // forward + backward: GEMMs, attention, elementwise
+    double recompute = 0;      // activation checkpointing's second forward
+    double optimizer = 0;      // the update over this rank's range
+    double dp_comm = 0;        // gradient reduction and weight gathers over dp (ZeRO)
+    double tp_comm = 0;        // tensor-parallel all-reduces of activations
+    double pp_comm = 0;        // pipeline sends of activations and their gradients
+    double bubble = 0;         // pipeline idle time
+    double offload_io = 0;     // optimizer offload: host copies or NVMe reads and writes
+    double dp_overlapped = 0;  // of dp_comm: bucket reductions and prefetched gathers hidden
+    double pp_overlapped = 0;  // of pp_comm: nonblocking sends off the critical path
+    double comm_overlapped() const { return dp_overlapped + pp_overlapped; }
+    double comm_exposed() const { return dp_comm + tp_comm + pp_comm - comm_overlapped(); }
     double total() const {
-        return compute + recompute + optimizer + dp_comm + tp_comm + pp_comm + bubble + offload_io;
+        return compute + recompute + optimizer + comm_exposed() + bubble + offload_io;
     }
 };
 

@@ -19,7 +19,9 @@ Estimate estimate_run(const EstimateSpec& spec) {
     est.formula = zero_formula(st);
 
     const int64_t B = spec.micro_batch;
-    est.policies = model.activation_policies(B, st.compute_dtype);
+    est.policies = spec.tp > 1 ? model.activation_policies_split(B, st.compute_dtype, spec.tp,
+                                                                 spec.sequence_parallel)
+                               : model.activation_policies(B, st.compute_dtype);
     for (const PolicyActivations& p : est.policies)
         if (p.policy == model.checkpoint_policy()) est.activations = p;
     est.workspace_transient =

@@ -21,9 +21,10 @@ struct EstimateSpec {
     StateSpec state;                           // param_count 0: model->param_count()
     std::string optimizer = "AdamW";           // for the report; state.optimizer_states sizes it
     int threads = 1;                           // intra-op threads (attention scratch is per thread)
-    // parallel.tensor: state.param_count is then one part's; activations are the one-process
-    // figures (an upper bound: the split layers' activations shrink by about t).
+    // parallel.tensor: state.param_count is then one part's; activations are one rank's
+    // (ModelFamily::activation_policies_split; a family without its own: the one-process figure).
     int tp = 1;
+    bool sequence_parallel = false;  // parallel.sequence_parallel (with tp > 1)
     // parallel.pipeline: state.param_count is the most loaded stage's; activations as above
     // (one micro-batch of the whole model).
     int pp = 1;

@@ -160,7 +160,8 @@ std::string estimate_text(const Estimate& est, const std::string& source) {
        << "model: " << est.spec.model->describe() << ": Psi = " << group_digits(st.param_count)
        << " parameters"
        << (est.spec.tp > 1 ? str_cat(" per rank of parallel.tensor = ", est.spec.tp,
-                                     " (activations: the unsplit model's, an upper bound)")
+                                     est.spec.sequence_parallel ? " with sequence_parallel" : "",
+                                     " (activations: one rank's)")
                            : std::string())
        << (est.spec.pp > 1 ? str_cat(" on the most loaded of parallel.pipeline = ", est.spec.pp,
                                      " stages (activations: one micro-batch of the whole model)")

@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "planner/hetero.h"
 #include "util/error.h"
 #include "util/units.h"
 
@@ -38,13 +39,18 @@ std::vector<std::string> policies_of(const PlanBase& base, const SearchSpace& sp
 }
 
 // The layouts of one (dp, tp, pp, stage, offload) in order: micro-batch splits, schedules,
-// checkpointing policies.
+// checkpointing policies, sequence parallelism (tp > 1).
 std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
                                  const std::vector<std::string>& policies,
                                  const SearchSpace& space) {
     std::vector<Strategy> out;
     const int64_t per_rank = base.global_batch / s.dp;
     const int64_t blocks = base.spec.model->pipeline_blocks();
+    // Ranks of unequal speed: stages sized to their speed, one chunk per rank (planner/hetero.h).
+    const bool uneven = !base.rank_speed.empty() && s.pp > 1;
+    if (uneven)
+        s.partition = speed_partition(base.spec.model->pipeline_costs(),
+                                      stage_speeds(base.rank_speed, s.dp, s.tp, s.pp));
     for (int accum : divisors(per_rank)) {
         s.grad_accum = accum;
         s.micro_batch = per_rank / accum;
@@ -54,7 +60,7 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
             for (PipeSchedule sc : space.schedules) {
                 if (sc != PipeSchedule::kInterleaved) {
                     scheds.emplace_back(sc, 1);
-                } else if (blocks % (2 * s.pp) == 0 && accum % s.pp == 0) {
+                } else if (!uneven && blocks % (2 * s.pp) == 0 && accum % s.pp == 0) {
                     scheds.emplace_back(sc, 2);
                 }
             }
@@ -64,7 +70,11 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
             s.virtual_stages = v;
             for (const std::string& p : policies) {
                 s.checkpoint = p;
-                out.push_back(s);
+                for (bool sp : {false, true}) {  // parallel.sequence_parallel, with tp only
+                    if (sp && s.tp == 1) continue;
+                    s.sequence_parallel = sp;
+                    out.push_back(s);
+                }
             }
         }
     }

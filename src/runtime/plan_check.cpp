@@ -89,7 +89,12 @@ std::string plan_suggestion(const TrainConfig& cfg, int64_t budget) {
 
 nlohmann::json PlanCheck::line(double step_s, const nlohmann::json& mem) const {
     nlohmann::json j;
-    if (cost_.timed) j["step_s"] = compare(cost_.time.total(), step_s);
+    if (cost_.timed) {
+        j["step_s"] = compare(cost_.time.total(), step_s);
+        // The line's own comm_s (and comm_overlap) are what was measured of these.
+        j["comm_s"] = {{"exposed", cost_.time.comm_exposed()},
+                       {"overlapped", cost_.time.comm_overlapped()}};
+    }
     if (mem.contains("peak"))
         j["peak_bytes"] =
             compare(static_cast<double>(cost_.device_bytes), mem["peak"].get<double>());
@@ -125,7 +130,8 @@ nlohmann::json summarize_plan_check(const std::string& run_dir) {
     const std::string path = run_dir + "/metrics.jsonl";
     std::ifstream in(path);
     ZT_CHECK(in.good(), "plan --check: cannot read ", path, "; expected a run directory");
-    std::vector<double> time_ratio, peak_ratio;
+    std::vector<double> time_ratio, peak_ratio, comm_exposed, comm_hidden;
+    nlohmann::json comm_predicted;
     nlohmann::json state = nlohmann::json::object();
     int64_t lines = 0, steps = 0;
     double predicted_s = 0, predicted_peak = 0;
@@ -144,6 +150,13 @@ nlohmann::json summarize_plan_check(const std::string& run_dir) {
         if (p.contains("step_s") && p["step_s"].contains("ratio")) {
             time_ratio.push_back(p["step_s"]["ratio"].get<double>());
             predicted_s = p["step_s"]["predicted"].get<double>();
+        }
+        if (p.contains("comm_s") && l.contains("comm_s")) {
+            comm_predicted = p["comm_s"];
+            comm_exposed.push_back(l["comm_s"].get<double>());
+            if (l.contains("comm_overlap"))
+                comm_hidden.push_back(l["comm_overlap"].value("busy_s", 0.0) -
+                                      l["comm_overlap"].value("exposed_s", 0.0));
         }
         if (p.contains("peak_bytes") && p["peak_bytes"].contains("ratio")) {
             peak_ratio.push_back(p["peak_bytes"]["ratio"].get<double>());
@@ -168,6 +181,16 @@ nlohmann::json summarize_plan_check(const std::string& run_dir) {
     if (!time_ratio.empty()) out["step_s"]["predicted"] = predicted_s;
     out["peak_bytes"] = stats(peak_ratio);
     if (!peak_ratio.empty()) out["peak_bytes"]["predicted"] = predicted_peak;
+    if (!comm_exposed.empty()) {
+        auto median = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+        };
+        out["comm_s"] = {{"predicted_exposed", comm_predicted["exposed"]},
+                         {"predicted_overlapped", comm_predicted["overlapped"]},
+                         {"measured_exposed_median", median(comm_exposed)}};
+        if (!comm_hidden.empty()) out["comm_s"]["measured_hidden_median"] = median(comm_hidden);
+    }
     out["state_bytes"] = state;
     bool exact = !state.empty();
     for (auto& [k, v] : state.items())
@@ -190,6 +213,16 @@ std::string plan_check_text(const nlohmann::json& s) {
                      j["min_ratio"].get<double>(), " .. ", j["max_ratio"].get<double>(), ")\n");
     };
     row("step time", s["step_s"], false);
+    if (s.contains("comm_s")) {
+        const nlohmann::json& c = s["comm_s"];
+        t += str_cat("  communication: predicted ", c["predicted_exposed"].get<double>(),
+                     " s exposed + ", c["predicted_overlapped"].get<double>(),
+                     " s overlapped, measured median ", c["measured_exposed_median"].get<double>(),
+                     " s exposed");
+        if (c.contains("measured_hidden_median"))
+            t += str_cat(" + ", c["measured_hidden_median"].get<double>(), " s hidden");
+        t += "\n";
+    }
     row("peak memory", s["peak_bytes"], true);
     for (auto& [k, v] : s["state_bytes"].items())
         t += str_cat("  ", k, ": predicted ", group_digits(v["predicted"].get<int64_t>()),

@@ -21,6 +21,10 @@ PlanBase plan_base(const TrainConfig& cfg, int threads, const std::string& backe
     b.backend = backend;
     b.ranks_per_host = ranks_per_host;
     b.param_tensors = static_cast<int64_t>(cfg.model->build()->parameters().size());
+    // Given: the run's; absent: the engine's default per stage, as each layout would get it.
+    const nlohmann::json& z =
+        cfg.raw.contains("zero_optimization") ? cfg.raw["zero_optimization"] : nlohmann::json();
+    if (z.is_object() && z.contains("overlap_comm")) b.overlap_comm = cfg.zero.overlap_comm ? 1 : 0;
     return b;
 }
 
@@ -36,6 +40,8 @@ Strategy strategy_of(const TrainConfig& cfg) {
     s.grad_accum = cfg.grad_accum;
     s.checkpoint = cfg.activation_checkpointing.policy;
     s.offload = cfg.zero.offload_optimizer.device;
+    s.sequence_parallel = cfg.sequence_parallel;
+    if (cfg.pipe.stages > 1 && cfg.pipe.partition_given) s.partition = cfg.pipe.partition;
     return s;
 }
 
@@ -45,12 +51,16 @@ nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_
                              ? j["parallel"]
                              : nlohmann::json::object();
     par["tensor"] = s.tp;
-    if (s.tp == 1) par.erase("sequence_parallel");
-    if (s.pp > 1)
+    if (s.tp == 1)
+        par.erase("sequence_parallel");
+    else
+        par["sequence_parallel"] = s.sequence_parallel;
+    if (s.pp > 1) {
         par["pipeline"] = {{"stages", s.pp},
                            {"schedule", pipe_schedule_name(s.schedule)},
                            {"virtual_stages", s.virtual_stages}};
-    else
+        if (!s.partition.empty()) par["pipeline"]["partition"] = s.partition;
+    } else
         par.erase("pipeline");
     j["parallel"] = par;
     j["train_batch_size"] = global_batch;
@@ -73,12 +83,22 @@ std::vector<std::string> config_sets(const Strategy& s, int64_t global) {
                                   str_cat("zero_optimization.stage=", s.zero_stage),
                                   str_cat("activation_checkpointing.policy=\"", s.checkpoint, "\""),
                                   str_cat("parallel.tensor=", s.tp)};
-    if (s.pp > 1)
+    if (s.pp > 1) {
+        std::string part;
+        if (!s.partition.empty()) {
+            part = ", \"partition\": [";
+            for (size_t k = 0; k < s.partition.size(); ++k)
+                part += str_cat(k ? ", " : "", s.partition[k]);
+            part += "]";
+        }
         v.push_back(str_cat("parallel.pipeline={\"stages\": ", s.pp, ", \"schedule\": \"",
                             pipe_schedule_name(s.schedule),
-                            "\", \"virtual_stages\": ", s.virtual_stages, "}"));
+                            "\", \"virtual_stages\": ", s.virtual_stages, part, "}"));
+    }
     if (s.offload != "none")
         v.push_back(str_cat("zero_optimization.offload_optimizer.device=\"", s.offload, "\""));
+    if (s.tp > 1)
+        v.push_back(str_cat("parallel.sequence_parallel=", s.sequence_parallel ? "true" : "false"));
     return v;
 }
 

@@ -16,6 +16,7 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     spec.threads = cfg.threads > 0 ? cfg.threads : num_threads();
     StateSpec& st = spec.state;
     spec.tp = static_cast<int>(cfg.tp);
+    spec.sequence_parallel = cfg.sequence_parallel;
     if (cfg.tp > 1) st.param_count = cfg.model->param_count_split(spec.tp);  // one part's
     if (cfg.pipe.active()) {  // the most loaded stage's (its tied embedding copy included)
         const PipeOptions o = cfg.pipe.options(cfg.grad_accum);

@@ -4,12 +4,13 @@
 // chromium (Debian's package) or Pillow is missing.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
 #include "cli/cli_fixture.h"
-#include "runtime/report/html_report.h"
 #include "reader_required.h"
+#include "runtime/report/html_report.h"
 
 namespace zt::testing {
 namespace {
@@ -55,7 +56,8 @@ TEST_F(Report, TrainSavesConfigAndPrintsProfilers) {
     EXPECT_EQ(saved["comm"]["local_ranks"], 2);  // --ranks, as the run resolved it
     EXPECT_NE(train_output_.find("zerotrain flops profiler"), std::string::npos) << train_output_;
     EXPECT_NE(train_output_.find("profile step:                   2"), std::string::npos);
-    EXPECT_NE(train_output_.find("transformer.h.0.attn.c_attn (ColumnParallelLinear)"), std::string::npos);
+    EXPECT_NE(train_output_.find("transformer.h.0.attn.c_attn (ColumnParallelLinear)"),
+              std::string::npos);
     EXPECT_NE(train_output_.find("comms logger, rank 0, total through step 2"), std::string::npos);
     EXPECT_NE(train_output_.find("all_reduce"), std::string::npos);
     EXPECT_NE(train_output_.find("total at the end of training"), std::string::npos);
@@ -75,11 +77,23 @@ TEST_F(Report, OpensInChromiumWithEveryPlotDrawn) {
     EXPECT_NE(run_zerotrain("report").code, 0);  // neither a run nor a timeline
     EXPECT_EQ(run_zerotrain("report " + (dir_ / "none").string()).code, 2);
 
-    if (!have("chromium --version")) ZT_READER_MISSING("chromium is not installed (scripts/setup.sh)");
-    if (!have("/usr/bin/python3 -c 'import PIL'")) ZT_READER_MISSING("python3-pil is not installed");
+    if (!have("chromium --version"))
+        ZT_READER_MISSING("chromium is not installed (scripts/setup.sh)");
+    if (!have("/usr/bin/python3 -c 'import PIL'"))
+        ZT_READER_MISSING("python3-pil is not installed");
     const std::string checker = std::string(ZT_SOURCE_DIR) + "/tests/python/check_report_png.py";
+    // Every run's plots, and the plan field's (docs/planner.md) where the run's lines carry it.
+    std::vector<std::string> run_ids = report::run_report_plot_ids();
+    {
+        std::ifstream in(page);
+        const std::string text((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+        for (const char* id : {"plot-plan-step", "plot-plan-peak"})
+            if (text.find(std::string("id=\"") + id + "\"") != std::string::npos)
+                run_ids.push_back(id);
+    }
     for (const auto& [html, ids] : std::vector<std::pair<fs::path, std::vector<std::string>>>{
-             {page, report::run_report_plot_ids()}, {dir_ / "tl.html", {"plot-timeline"}}}) {
+             {page, run_ids}, {dir_ / "tl.html", {"plot-timeline"}}}) {
         const fs::path png = dir_ / "shot.png", dom = dir_ / "dom.html";
         CommandResult shot = chromium(dir_, "--screenshot=" + png.string(), html);
         ASSERT_TRUE(fs::exists(png)) << shot.output;

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -148,8 +148,8 @@ TEST_F(RunDir, ClickModelPlotsAucAndDistinctIdsPerTable) {
     EXPECT_EQ(run.log.steps[2].alltoall_bytes, 4096);
     EXPECT_TRUE(std::isnan(run.log.steps[0].alltoall_bytes));
     const std::string html = render_run_report(run);
-    for (const char* id :
-         {"plot-auc", "plot-unique-ids", "plot-rows-touched", "plot-alltoall-bytes", "plot-alltoall-s"}) {
+    for (const char* id : {"plot-auc", "plot-unique-ids", "plot-rows-touched",
+                           "plot-alltoall-bytes", "plot-alltoall-s"}) {
         const size_t at = html.find(std::string("id=\"") + id + "\"");
         ASSERT_NE(at, std::string::npos) << id;
         const std::string svg = html.substr(at, html.find("</svg>", at) - at);
@@ -205,6 +205,42 @@ TEST(SvgPlot, EmptyAndDegenerateInputs) {
     EXPECT_EQ(html_escape("<a href='x'>&\""), "&lt;a href=&#39;x&#39;&gt;&amp;&quot;");
     EXPECT_EQ(tick_label(1536, true), "1.5 KiB");
     EXPECT_EQ(tick_label(2500000, false), "2.5M");
+}
+
+// The plan field (docs/planner.md) drawn: measured step time and peak against the planner's
+// predictions, as two series each; a log without it draws neither plot.
+TEST_F(RunDir, PlanFieldIsDrawnAgainstTheMeasurement) {
+    write("metrics.jsonl", R"({"step":1,"step_time_s":0.5,"mem":{"peak":1000},)"
+                           R"("plan":{"step_s":{"predicted":0.4,"measured":0.5,"ratio":1.25},)"
+                           R"("peak_bytes":{"predicted":1100,"measured":1000,"ratio":0.909}}})"
+                           "\n"
+                           R"({"step":2,"step_time_s":0.42,"mem":{"peak":1000},)"
+                           R"("plan":{"step_s":{"predicted":0.4,"measured":0.42,"ratio":1.05},)"
+                           R"("peak_bytes":{"predicted":1100,"measured":1000,"ratio":0.909}}})"
+                           "\n");
+    const RunDirContents run = read_run_dir(dir_.string());
+    ASSERT_EQ(run.log.steps.size(), 2u);
+    EXPECT_DOUBLE_EQ(run.log.steps[1].plan_step_s, 0.4);
+    EXPECT_DOUBLE_EQ(run.log.steps[1].plan_peak_bytes, 1100);
+    const std::string html = render_run_report(run);
+    for (const char* id : {"plot-plan-step", "plot-plan-peak"}) {
+        const size_t at = html.find(std::string("id=\"") + id + "\"");
+        ASSERT_NE(at, std::string::npos) << id;
+        const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+        EXPECT_NE(svg.find("predicted"), std::string::npos) << id;
+        EXPECT_NE(svg.find("measured"), std::string::npos) << id;
+        EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos) << id;  // the prediction
+        size_t lines = 0;
+        for (size_t p = svg.find("<polyline"); p != std::string::npos;
+             p = svg.find("<polyline", p + 1))
+            ++lines;
+        EXPECT_EQ(lines, 3u) << id;  // the axes, the measurement and the prediction
+    }
+    write("metrics.jsonl", R"({"step":1,"step_time_s":0.5,"mem":{"peak":1000}})"
+                           "\n");
+    const std::string none = render_run_report(read_run_dir(dir_.string()));
+    EXPECT_EQ(none.find("plot-plan-step"), std::string::npos);
+    EXPECT_EQ(none.find("plot-plan-peak"), std::string::npos);
 }
 
 }  // namespace

@@ -96,12 +96,17 @@ void GptFamily::import_weights(const std::string& path, std::span<NamedTensorF32
 int64_t GptFamily::param_count() const { return gpt_param_count(model_); }
 
 std::vector<PolicyActivations> GptFamily::activation_policies(int64_t B, DType dtype) const {
+    return activation_policies_split(B, dtype, 1, false);
+}
+
+std::vector<PolicyActivations> GptFamily::activation_policies_split(int64_t B, DType dtype, int t,
+                                                                    bool sp) const {
     std::vector<PolicyActivations> out;
     for (const char* policy : {"none", "every", "every_k", "selective"}) {
         GptOptions m = model_;
         m.checkpoint_policy = policy;
-        out.push_back({policy, gpt_activation_bytes(m, B, m.seq_len, dtype, false),
-                       gpt_activation_bytes(m, B, m.seq_len, dtype, true)});
+        out.push_back({policy, gpt_activation_bytes(m, B, m.seq_len, dtype, false, t, sp),
+                       gpt_activation_bytes(m, B, m.seq_len, dtype, true, t, sp)});
     }
     return out;
 }

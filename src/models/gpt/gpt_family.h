@@ -56,6 +56,8 @@ class GptFamily final : public ModelFamily {
                          const std::string& weights_path) const override;
     int64_t param_count() const override;
     std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;
+    std::vector<PolicyActivations> activation_policies_split(int64_t B, DType dtype, int t,
+                                                             bool sp) const override;
     int64_t deferred_weight_grad_bytes(int64_t B, DType dtype, int64_t blocks, bool last,
                                        int t) const override;
     std::string checkpoint_policy() const override { return model_.checkpoint_policy; }

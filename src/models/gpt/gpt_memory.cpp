@@ -29,41 +29,56 @@ int64_t gpt_deferred_weight_grad_bytes(const GptOptions& o, int64_t B, DType dty
     return blocks * block + (head ? lin(C, o.vocab_size / t) : 0);
 }
 
-int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak) {
+int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak,
+                             int64_t t, bool sp) {
     validate_checkpointing(o);
     const int64_t N = B * T, C = o.d_model, V = o.vocab_size, H = o.n_heads;
     const int64_t A = o.attn_width(), F = o.mlp_width();  // 4C and C for GPT-2
     const auto d = static_cast<int64_t>(dtype_size(dtype));
-    const int64_t a = pool_bytes(N * C * d);        // an (N, C) activation
-    const int64_t y = pool_bytes(N * A * d);        // the attention output (N, A)
-    const int64_t qkv = pool_bytes(N * 3 * A * d);  // c_attn output (N, 3A)
-    const int64_t f = pool_bytes(N * F * d);        // c_fc and gelu outputs (N, F)
-    const int64_t s = pool_bytes(2 * N * 4);        // layernorm mean and rstd, f32
-    const int64_t lse = pool_bytes(B * H * T * 4);  // attention log-sum-exp, f32
-    const int64_t logits = pool_bytes(N * V * d);
-    const int64_t ce = pool_bytes(2 * N * 4);  // cross-entropy row losses and lse, f32
-    const int64_t scalar = pool_bytes(4);      // the loss (and its seed gradient), f32
+    const bool split = t > 1;
+    sp = sp && split;
+    const int64_t Nr = sp ? N / t : N;                  // rows of the regions outside split layers
+    const int64_t a = pool_bytes(N * C * d);            // an (N, C) activation
+    const int64_t r = pool_bytes(Nr * C * d);           // a region's (N/t under sp, C) activation
+    const int64_t y = pool_bytes(N * A / t * d);        // the attention output (N, A/t)
+    const int64_t qkv = pool_bytes(N * 3 * A / t * d);  // c_attn output (N, 3A/t)
+    const int64_t f = pool_bytes(N * F / t * d);        // c_fc and gelu outputs (N, F/t)
+    const int64_t s = pool_bytes(2 * Nr * 4);           // layernorm mean and rstd, f32
+    const int64_t lse = pool_bytes(B * H / t * T * 4);  // attention log-sum-exp, f32
+    const int64_t logits = pool_bytes(N * V / t * d);   // the rank's vocabulary slice
+    const int64_t ce = pool_bytes(2 * N * 4);           // cross-entropy row losses and lse, f32
+    const int64_t scalar = pool_bytes(4);               // the loss (and its seed gradient), f32
+    // Tensor parallelism (Note [Tensor-parallel regions]): a column layer's input is the
+    // region's output itself, or under sp its rows all-gathered into a new (N, C); a row layer
+    // keeps its partial product (N, C), the sum (or under sp this rank's rows of it) and the
+    // bias added after: three tensors where one process keeps one.
+    const int64_t gathered = sp ? a : 0;
+    const int64_t row_out = split ? a + 2 * r : a;
 
     // What a block keeps to the end of the forward. Full: ln_1, attention output, attn.c_proj, h,
     // ln_2, mlp.c_proj, block output (7a), qkv, c_fc and gelu (2f), two layernorm stats, lse.
-    const int64_t block_full = 6 * a + y + qkv + 2 * f + 2 * s + lse;
-    const int64_t block_selective = block_full - qkv - lse;  // the region keeps x and y only
-    const int64_t block_region = a;                          // a region keeps its output only
+    const int64_t block_full = 4 * r + 2 * gathered + 2 * row_out + y + qkv + 2 * f + 2 * s + lse;
+    // Selective: the region (c_attn and the core) keeps x and y only, c_attn's gathered input too
+    // is inside it.
+    const int64_t block_selective = block_full - qkv - lse - gathered;
+    const int64_t block_region = r;  // a region keeps its output only
     const bool selective = o.checkpoint_policy == "selective";
 
-    // base: embeddings (wte, wpe, their sum) plus what the blocks below keep.
-    int64_t base = 3 * a;
+    // base: embeddings (wte, wpe, their sum; split: wte's partial lookup and its sum or rows)
+    // plus what the blocks below keep.
+    int64_t base = split ? a + 3 * r : 3 * a;
     int64_t block_peak = 0;
     for (int64_t l = 0; l < o.n_layers; ++l) {
         // Backward of block l (recomputed or stored, the same tensors are live) peaks in gelu's
         // backward: the block's tensors but its output and mlp.c_proj, the output gradient, the
-        // (N, 4C) gradients of gelu's output and input, and the loss the caller holds.
-        const int64_t at_gelu = 5 * a + y + 4 * f + 2 * s + (selective ? 0 : qkv + lse);
+        // (N, F/t) gradients of gelu's output and input, and the loss the caller holds.
+        const int64_t at_gelu =
+            block_full - r - row_out + r + 2 * f - (selective ? qkv + lse + gathered : 0);
         block_peak = std::max(block_peak, base + at_gelu + scalar);
         base += checkpoints_block(o, l) ? block_region : selective ? block_selective : block_full;
     }
-    // Head: ln_f output and stats, logits, cross-entropy stats and the loss.
-    const int64_t stored = base + a + s + logits + ce + scalar;
+    // Head: ln_f output and stats, (sp: its rows gathered), logits, cross-entropy stats, loss.
+    const int64_t stored = base + r + s + gathered + logits + ce + scalar;
     if (!peak) return stored;
     // Backward of the head: cross-entropy adds dlogits (and the seed); the tied head's linear then
     // adds dx while dlogits is live, after the cross-entropy stats were freed.

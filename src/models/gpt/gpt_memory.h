@@ -15,7 +15,11 @@ namespace zt {
 // peak false: bytes the tape holds at the end of the forward (what the micro-batch stores);
 // peak true: the high-water mark over forward and backward, recompute included.
 // dtype: the activations' dtype (f32, or bf16 in mixed precision).
-int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak);
+// t, sp: one rank's under parallel.tensor = t (the split layers' tensors 1/t, a row layer's
+// partial product and sum beside its output) and parallel.sequence_parallel (the regions outside
+// the split layers on N/t rows, a column layer's input gathered whole).
+int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak,
+                             int64_t t = 1, bool sp = false);
 
 // V C + T C + L (12 C^2 + 13 C) + 2 C: embeddings, blocks, ln_f (the head is tied to wte).
 // t: a rank's count under parallel.tensor = t (its parts of the split tensors, the whole ones).

@@ -1,6 +1,5 @@
 #include "runtime/report/html_report.h"
 
-#include <map>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -130,9 +129,9 @@ std::string plots(const RunLog& log) {
                 }
             ids.push_back(t);
         }
-        s += svg_line_plot(ids, plot("plot-unique-ids",
-                                     "Distinct ids per table (rows touched by a micro-batch)",
-                                     "ids"));
+        s += svg_line_plot(
+            ids, plot("plot-unique-ids", "Distinct ids per table (rows touched by a micro-batch)",
+                      "ids"));
     }
     // Sharded tables: rows each table's update touched, and the exchanges' traffic and time.
     std::map<std::string, Series> rows;
@@ -152,13 +151,13 @@ std::string plots(const RunLog& log) {
                                            "Rows updated per sharded table (all ranks)", "rows"));
     }
     if (have_exchange) {
-        PlotOptions bo = plot("plot-alltoall-bytes", "Embedding all-to-all bytes sent (all ranks)",
-                              "bytes");
+        PlotOptions bo =
+            plot("plot-alltoall-bytes", "Embedding all-to-all bytes sent (all ranks)", "bytes");
         bo.bytes = true;
         s += svg_line_plot({step_series(log, "bytes", &StepRecord::alltoall_bytes)}, bo);
-        s += svg_line_plot({step_series(log, "seconds", &StepRecord::alltoall_s)},
-                           plot("plot-alltoall-s",
-                                "Seconds in the embedding exchanges (slowest rank)", "s"));
+        s += svg_line_plot(
+            {step_series(log, "seconds", &StepRecord::alltoall_s)},
+            plot("plot-alltoall-s", "Seconds in the embedding exchanges (slowest rank)", "s"));
     }
     bool have_mfu = false;
     for (const StepRecord& r : log.steps) have_mfu = have_mfu || std::isfinite(r.mfu);
@@ -204,6 +203,34 @@ std::string plots(const RunLog& log) {
     to.x_label = "rank";
     s += svg_bar_chart(rf.names, {"compute", "exposed communication", "I/O"},
                        {rf.compute_s, rf.comm_s, rf.io_s}, to);
+    // The plan field: each step's measured time and peak against the planner's prediction for
+    // the run's layout (docs/planner.md, "Validation in every run").
+    bool plan_time = false, plan_peak = false;
+    for (const StepRecord& r : log.steps) {
+        plan_time = plan_time || std::isfinite(r.plan_step_s);
+        plan_peak = plan_peak || std::isfinite(r.plan_peak_bytes);
+    }
+    if (plan_time) {
+        Series p = step_series(log, "predicted (planner)", &StepRecord::plan_step_s);
+        p.dashed = true;
+        s += svg_line_plot({step_series(log, "measured", &StepRecord::step_time_s), p},
+                           plot("plot-plan-step",
+                                "Step time: measured against the planner's prediction", "seconds"));
+    }
+    if (plan_peak) {
+        Series m{"measured peak", {}, {}};
+        for (const StepRecord& r : log.steps) {
+            auto it = r.mem.find("peak");
+            m.x.push_back(static_cast<double>(r.step));
+            m.y.push_back(it == r.mem.end() ? NAN : static_cast<double>(it->second));
+        }
+        Series p = step_series(log, "predicted peak (planner)", &StepRecord::plan_peak_bytes);
+        p.dashed = true;
+        PlotOptions po = plot("plot-plan-peak",
+                              "Peak memory: measured against the planner's prediction", "bytes");
+        po.bytes = true;
+        s += svg_line_plot({m, p}, po);
+    }
     const CommTotals ct = comm_totals(log);
     std::vector<double> bytes;
     for (const auto& [kind, t] : ct) bytes.push_back(static_cast<double>(t.bytes));
@@ -248,6 +275,14 @@ std::string plan_table(const RunDirContents& run) {
     auto peak = last.mem.find("peak");
     row("peak (total)", static_cast<double>(e.device_total),
         peak == last.mem.end() ? 0.0 : static_cast<double>(peak->second));
+    // The planner's own prediction for the layout (the plan field of the last step's line).
+    if (std::isfinite(last.plan_peak_bytes))
+        row("peak (planner)", last.plan_peak_bytes,
+            peak == last.mem.end() ? 0.0 : static_cast<double>(peak->second));
+    if (std::isfinite(last.plan_step_s) && std::isfinite(last.step_time_s))
+        rows.push_back({"step time, s (planner)", tick_label(last.plan_step_s, false),
+                        tick_label(last.step_time_s, false),
+                        str_cat(std::round(1000 * last.step_time_s / last.plan_step_s) / 1000)});
     return s +
            str_cat("<p>Estimator (zerotrain estimate) for ", e.spec.state.param_count,
                    " parameters, ZeRO stage ", e.spec.state.zero_stage, ", ", e.spec.state.ranks,

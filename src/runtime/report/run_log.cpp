@@ -59,6 +59,12 @@ StepRecord step_record(const json& j) {
             for (auto it = t->begin(); it != t->end(); ++it)
                 if (it->is_number()) r.table_rows[it.key()] = it->get<double>();
     }
+    if (auto p = j.find("plan"); p != j.end() && p->is_object()) {
+        if (auto t = p->find("step_s"); t != p->end() && t->is_object())
+            r.plan_step_s = number(*t, "predicted");
+        if (auto b = p->find("peak_bytes"); b != p->end() && b->is_object())
+            r.plan_peak_bytes = number(*b, "predicted");
+    }
     r.mfu_flops_per_s = number(j, "mfu_flops_per_s");
     r.comm_s = number(j, "comm_s");
     r.loss_scale = number(j, "loss_scale");

@@ -38,12 +38,15 @@ struct StepRecord {
     bool skipped = false;
     std::map<std::string, int64_t> mem;  // category -> bytes; "peak", "reserved", "fragmentation"
     std::map<std::string, CommKindRecord> comm;
-    std::vector<RankRecord> ranks;  // every steps_per_print steps, on several ranks
+    std::vector<RankRecord> ranks;   // every steps_per_print steps, on several ranks
     std::vector<double> unique_ids;  // data.unique_ids: distinct ids per table (click models)
     // Sharded embedding tables (`embedding`): rows touched per table over the group, bytes the
     // ranks sent in the exchanges, the slowest rank's seconds in them (NaN: absent).
     std::map<std::string, double> table_rows;
     double alltoall_bytes = NAN, alltoall_s = NAN;
+    // The plan field (docs/planner.md): the planner's predicted step time and peak bytes for
+    // the run's layout (NaN: absent; step time is predicted only with a calibration profile).
+    double plan_step_s = NAN, plan_peak_bytes = NAN;
 };
 
 struct EvalRecord {

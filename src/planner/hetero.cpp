@@ -1,0 +1,98 @@
+#include "planner/hetero.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace zt {
+
+std::vector<double> parse_rank_speeds(const std::string& text, int ranks) {
+    std::vector<double> v;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        size_t used = 0;
+        double x = 0;
+        try {
+            x = std::stod(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        ZT_CHECK(used > 0 && used == item.size() && x > 0 && std::isfinite(x),
+                 "--rank-speed: expected positive numbers separated by commas, got \"", item,
+                 "\" in \"", text, "\"");
+        v.push_back(x);
+    }
+    ZT_CHECK(static_cast<int>(v.size()) == ranks, "--rank-speed: expected one speed per rank (",
+             ranks, "), got ", v.size());
+    return v;
+}
+
+std::vector<double> stage_speeds(const std::vector<double>& rank_speed, int dp, int tp, int pp) {
+    ZT_ASSERT(static_cast<int>(rank_speed.size()) == dp * tp * pp,
+              "stage_speeds: ", rank_speed.size(), " speeds for ", dp * tp * pp, " ranks");
+    std::vector<double> out(static_cast<size_t>(pp));
+    const size_t per = static_cast<size_t>(dp) * static_cast<size_t>(tp);
+    for (size_t k = 0; k < out.size(); ++k)
+        out[k] = *std::min_element(rank_speed.begin() + static_cast<std::ptrdiff_t>(k * per),
+                                   rank_speed.begin() + static_cast<std::ptrdiff_t>((k + 1) * per));
+    return out;
+}
+
+std::vector<int64_t> speed_partition(const PipeCosts& costs, const std::vector<double>& speed) {
+    const int64_t blocks = static_cast<int64_t>(costs.block.size());
+    const int64_t n = static_cast<int64_t>(speed.size());
+    ZT_CHECK(n >= 1 && n <= blocks, "pipeline: ", n, " stages for ", blocks, " blocks");
+    std::vector<double> prefix(static_cast<size_t>(blocks) + 1, 0.0);
+    for (int64_t i = 0; i < blocks; ++i)
+        prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + costs.block[i];
+    auto time = [&](int64_t i, int64_t j, int64_t k) {  // piece k = blocks [i, j)
+        double c = prefix[static_cast<size_t>(j)] - prefix[static_cast<size_t>(i)];
+        if (k == 0) c += costs.first;
+        if (k == n - 1) c += costs.last;
+        return c / speed[static_cast<size_t>(k)];
+    };
+    // best[k][j]: the least slowest-piece time of blocks [0, j) cut into pieces 0..k; cut[k][j]:
+    // where piece k starts in it. O(p blocks^2), as balanced_partition.
+    const double inf = std::numeric_limits<double>::infinity();
+    const size_t w = static_cast<size_t>(blocks) + 1;
+    std::vector<std::vector<double>> best(static_cast<size_t>(n), std::vector<double>(w, inf));
+    std::vector<std::vector<int64_t>> cut(static_cast<size_t>(n), std::vector<int64_t>(w, 0));
+    for (int64_t j = 1; j <= blocks; ++j) best[0][static_cast<size_t>(j)] = time(0, j, 0);
+    for (int64_t k = 1; k < n; ++k)
+        for (int64_t j = k + 1; j <= blocks; ++j)
+            for (int64_t i = k; i < j; ++i) {
+                const double x = std::max(best[static_cast<size_t>(k) - 1][static_cast<size_t>(i)],
+                                          time(i, j, k));
+                if (x < best[static_cast<size_t>(k)][static_cast<size_t>(j)]) {
+                    best[static_cast<size_t>(k)][static_cast<size_t>(j)] = x;
+                    cut[static_cast<size_t>(k)][static_cast<size_t>(j)] = i;
+                }
+            }
+    std::vector<int64_t> counts(static_cast<size_t>(n));
+    int64_t j = blocks;
+    for (int64_t k = n - 1; k >= 0; --k) {
+        const int64_t i = k == 0 ? 0 : cut[static_cast<size_t>(k)][static_cast<size_t>(j)];
+        counts[static_cast<size_t>(k)] = j - i;
+        j = i;
+    }
+    return counts;
+}
+
+double speed_share(const PipeCosts& costs, const std::vector<int64_t>& counts,
+                   const std::vector<double>& speed) {
+    const std::vector<double> pieces = piece_costs(counts, costs);
+    ZT_ASSERT(pieces.size() == speed.size(), "speed_share: ", pieces.size(), " pieces, ",
+              speed.size(), " speeds");
+    double total = 0, worst = 0;
+    for (size_t k = 0; k < pieces.size(); ++k) {
+        total += pieces[k];
+        worst = std::max(worst, pieces[k] / speed[k]);
+    }
+    return total > 0 ? worst / total : 1.0;
+}
+
+}  // namespace zt

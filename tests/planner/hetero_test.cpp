@@ -1,0 +1,159 @@
+// Ranks of unequal speed (planner/hetero.h): the speed-weighted partition against exhaustive
+// enumeration and against balanced_partition at equal speeds; the search gives pipeline layouts
+// on unequal ranks their partition and the cost model times the slowest stage.
+#include "planner/hetero.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "planner/search.h"
+#include "planner_test_util.h"
+#include "util/error.h"
+
+namespace zt {
+namespace {
+
+using testing::round_profile;
+using testing::tiny_gpt_base;
+
+// The slowest piece's time of `counts` (cost over speed), written out here.
+double slowest(const PipeCosts& c, const std::vector<int64_t>& counts,
+               const std::vector<double>& speed) {
+    double worst = 0;
+    int64_t lo = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+        double x = 0;
+        for (int64_t l = lo; l < lo + counts[k]; ++l) x += c.block[static_cast<size_t>(l)];
+        if (k == 0) x += c.first;
+        if (k + 1 == counts.size()) x += c.last;
+        worst = std::max(worst, x / speed[k]);
+        lo += counts[k];
+    }
+    return worst;
+}
+
+TEST(Hetero, EqualSpeedsGiveTheBalancedPartition) {
+    const PipeCosts c{{1, 2, 3, 4, 5, 6, 2}, 2, 3};
+    for (int p = 1; p <= 4; ++p) {
+        const PipeOptions o{p, p, 1, PipeSchedule::kOneFOneB};
+        EXPECT_EQ(speed_partition(c, std::vector<double>(static_cast<size_t>(p), 1.0)),
+                  balanced_partition(o, c))
+            << p;
+    }
+}
+
+TEST(Hetero, PartitionIsTheExhaustiveOptimum) {
+    const PipeCosts c{{3, 1, 4, 1, 5, 9, 2, 6}, 2.5, 4};
+    const std::vector<std::vector<double>> speeds = {
+        {1, 0.5}, {0.25, 1}, {1, 1, 0.5}, {0.5, 1, 0.75, 1}, {2, 1, 1}};
+    for (const std::vector<double>& sp : speeds) {
+        const int64_t p = static_cast<int64_t>(sp.size()), L = 8;
+        double best = 1e300;
+        std::vector<int64_t> cur;
+        std::function<void(int64_t)> rec = [&](int64_t left) {  // every composition of L
+            if (static_cast<int64_t>(cur.size()) == p - 1) {
+                if (left < 1) return;
+                cur.push_back(left);
+                best = std::min(best, slowest(c, cur, sp));
+                cur.pop_back();
+                return;
+            }
+            for (int64_t n = 1; n <= left - (p - 1 - static_cast<int64_t>(cur.size())); ++n) {
+                cur.push_back(n);
+                rec(left - n);
+                cur.pop_back();
+            }
+        };
+        rec(L);
+        const std::vector<int64_t> got = speed_partition(c, sp);
+        int64_t sum = 0;
+        for (int64_t n : got) {
+            EXPECT_GE(n, 1);
+            sum += n;
+        }
+        EXPECT_EQ(sum, L);
+        EXPECT_DOUBLE_EQ(slowest(c, got, sp), best) << sp.size();
+        EXPECT_EQ(speed_partition(c, sp), got);  // deterministic
+    }
+}
+
+TEST(Hetero, AHalfSpeedStageGetsHalfTheBlocks) {
+    const PipeCosts c{std::vector<double>(6, 1.0), 0, 0};
+    const std::vector<int64_t> counts = speed_partition(c, {1, 0.5});
+    EXPECT_EQ(counts, (std::vector<int64_t>{4, 2}));
+    EXPECT_DOUBLE_EQ(speed_share(c, counts, {1, 0.5}), std::max(4 / 1.0, 2 / 0.5) / 6);
+    EXPECT_DOUBLE_EQ(speed_share(c, {3, 3}, {1, 1}), 0.5);
+}
+
+TEST(Hetero, StageSpeedIsItsSlowestRank) {
+    // 8 ranks, dp 2 x tp 1 x pp 4: stage k holds ranks 2k and 2k + 1.
+    EXPECT_EQ(stage_speeds({1, 0.5, 1, 1, 0.25, 1, 1, 2}, 2, 1, 4),
+              (std::vector<double>{0.5, 1, 0.25, 1}));
+    EXPECT_EQ(stage_speeds({1, 0.5}, 1, 1, 2), (std::vector<double>{1, 0.5}));
+}
+
+TEST(Hetero, ParsesOneSpeedPerRank) {
+    EXPECT_EQ(parse_rank_speeds("1,1,0.5,0.5", 4), (std::vector<double>{1, 1, 0.5, 0.5}));
+    EXPECT_THROW(parse_rank_speeds("1,0.5", 4), Error);
+    EXPECT_THROW(parse_rank_speeds("1,x", 2), Error);
+    EXPECT_THROW(parse_rank_speeds("1,0", 2), Error);
+    EXPECT_THROW(parse_rank_speeds("1,-1", 2), Error);
+}
+
+// The search sizes a pipeline's stages to the declared speeds (no interleaving) and the cost
+// model times the slowest stage; without a pipeline the slowest rank sets the pace.
+TEST(Hetero, SearchSizesStagesToTheirSpeed) {
+    PlanBase base = tiny_gpt_base(8, 4);
+    const MachineProfile prof = round_profile();
+    base.rank_speed = {1, 0.5};
+    SearchSpace space;
+    space.ranks = 2;
+    space.offload = {"none"};
+    SearchOptions opt;
+    opt.top = 0;
+    const SearchResult r = search_plans(base, space, &prof, opt, nullptr);
+    const std::vector<int64_t> want =
+        speed_partition(base.spec.model->pipeline_costs(), std::vector<double>{1, 0.5});
+    int pipelines = 0;
+    for (const PlanCost& c : r.ranked) {
+        if (c.strategy.pp == 1) {
+            EXPECT_TRUE(c.strategy.partition.empty());
+            continue;
+        }
+        ++pipelines;
+        EXPECT_EQ(c.strategy.partition, want);
+        EXPECT_EQ(c.strategy.virtual_stages, 1);
+    }
+    EXPECT_GT(pipelines, 0);
+    const SearchResult again = search_plans(base, space, &prof, opt, nullptr);
+    ASSERT_EQ(again.ranked.size(), r.ranked.size());
+    for (size_t i = 0; i < r.ranked.size(); ++i)
+        EXPECT_EQ(again.ranked[i].strategy, r.ranked[i].strategy);
+
+    // dp 2 at speeds 1 and 0.5: twice the compute of equal ranks.
+    Strategy s;
+    s.dp = 2;
+    s.micro_batch = 4;
+    PlanBase equal = base;
+    equal.rank_speed.clear();
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.compute, 2 * plan_cost(equal, s, &prof).time.compute,
+                1e-12);
+    // pp 2: the slowest stage's cost over its speed, against the balanced stages' share.
+    s = Strategy{};
+    s.pp = 2;
+    s.micro_batch = 2;
+    s.grad_accum = 4;
+    s.partition = want;
+    const PipeCosts pc = base.spec.model->pipeline_costs();
+    Strategy even = s;
+    even.partition.clear();
+    const PipeOptions o{2, 4, 1, PipeSchedule::kOneFOneB};
+    const double share_even = speed_share(pc, balanced_partition(o, pc), {1, 1});
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.compute / plan_cost(equal, even, &prof).time.compute,
+                speed_share(pc, want, {1, 0.5}) / share_even, 1e-9);
+}
+
+}  // namespace
+}  // namespace zt
