@@ -46,65 +46,36 @@ std::string sparse_file_name(int rank) {
     return buf;
 }
 
-SparseFileInfo write_sparse_file(const std::string& path,
-                                 const std::vector<NamedSparseBlock>& blocks) {
-    nlohmann::json header = {{"blocks", nlohmann::json::array()}};
-    uint64_t offset = 0;
-    for (const NamedSparseBlock& nb : blocks) {
-        const SparseBlock& b = nb.block;
-        nlohmann::json e = {{"tensor", nb.tensor},
-                            {"rows", {b.row_begin, b.row_end}},
-                            {"cols", {b.col_begin, b.col_end}}};
-        e["weights"] = {
-            {"offset", offset}, {"count", b.weights.size()}, {"crc32c", crc_of(b.weights)}};
-        offset += b.weights.size() * sizeof(float);
-        e["state"] = {{"offset", offset}, {"count", b.state.size()}, {"crc32c", crc_of(b.state)}};
-        offset += b.state.size() * sizeof(float);
-        if (!b.aux.empty()) {  // absent in files without aux words (read as empty)
-            e["aux"] = {{"offset", offset}, {"count", b.aux.size()}, {"crc32c", crc_of(b.aux)}};
-            offset += b.aux.size() * sizeof(uint64_t);
-        }
-        header["blocks"].push_back(e);
-    }
-    const std::string text = header.dump();
-    const uint64_t len = text.size();
-    SysFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    ZT_IO_CHECK(fd.fd >= 0, "checkpoint: cannot create ", path, ": ", std::strerror(errno));
-    write_all(fd.fd, kMagic, kMagicBytes, path);
-    write_all(fd.fd, &len, sizeof len, path);
-    write_all(fd.fd, text.data(), text.size(), path);
-    for (const NamedSparseBlock& nb : blocks) {
-        write_all(fd.fd, nb.block.weights.data(), nb.block.weights.size() * sizeof(float), path);
-        write_all(fd.fd, nb.block.state.data(), nb.block.state.size() * sizeof(float), path);
-        write_all(fd.fd, nb.block.aux.data(), nb.block.aux.size() * sizeof(uint64_t), path);
-    }
-    ZT_IO_CHECK(::fsync(fd.fd) == 0, "checkpoint: fsync of ", path,
-                " failed: ", std::strerror(errno));
-    return {kMagicBytes + sizeof len + len + offset, crc32c(text.data(), text.size())};
-}
-
 // Note [Streamed sparse blocks]
 // A file's header (offsets, counts and CRCs of every block) comes before the data, but a block
-// read on demand is known only once read. The streamed writer writes a header of the same blocks
-// whose numbers are all placeholders of the widest value (UINT64_MAX, UINT32_MAX for CRCs), then
-// each block's data as it comes, then the real header over the placeholder: no wider than it, and
-// padded with spaces (JSON whitespace) to the same length, so the data offsets hold. Every block
-// carries an "aux" entry (count 0 when it has none). Readers see an ordinary file.
+// read on demand (a tiered table's piece) is known only once read. So the writer writes a header
+// of the same blocks whose numbers are all placeholders of the widest value (UINT64_MAX,
+// UINT32_MAX for CRCs), then each block's data as it comes, then the real header over the
+// placeholder: no wider than it, and padded with spaces (JSON whitespace) to the same length, so
+// the data offsets hold. Blocks in memory go the same way, so a table's file has the same bytes
+// whether its blocks were copies or pieces of the same ranges. A block has an "aux" entry when it
+// has aux words (its index entry says so by having some).
+SparseFileInfo write_sparse_file(const std::string& path,
+                                 const std::vector<NamedSparseBlock>& blocks) {
+    return write_sparse_file(path, blocks,
+                             [&](size_t k) -> const SparseBlock& { return blocks[k].block; });
+}
+
 SparseFileInfo write_sparse_file(const std::string& path,
                                  const std::vector<NamedSparseBlock>& index,
-                                 const std::function<SparseBlock(size_t)>& read) {
+                                 const std::function<const SparseBlock&(size_t)>& read) {
     auto entry = [](const NamedSparseBlock& nb) {
         return nlohmann::json{{"tensor", nb.tensor},
                               {"rows", {nb.block.row_begin, nb.block.row_end}},
                               {"cols", {nb.block.col_begin, nb.block.col_end}}};
     };
-    constexpr uint64_t kWide = UINT64_MAX;
-    constexpr uint32_t kWideCrc = UINT32_MAX;
+    const nlohmann::json wide = {
+        {"offset", UINT64_MAX}, {"count", UINT64_MAX}, {"crc32c", UINT32_MAX}};
     nlohmann::json header = {{"blocks", nlohmann::json::array()}};
     for (const NamedSparseBlock& nb : index) {
         nlohmann::json e = entry(nb);
-        for (const char* part : {"weights", "state", "aux"})
-            e[part] = {{"offset", kWide}, {"count", kWide}, {"crc32c", kWideCrc}};
+        e["weights"] = e["state"] = wide;
+        if (!nb.block.aux.empty()) e["aux"] = wide;
         header["blocks"].push_back(e);
     }
     const std::string placeholder = header.dump();
@@ -123,15 +94,16 @@ SparseFileInfo write_sparse_file(const std::string& path,
         offset += count * elem;
     };
     for (size_t k = 0; k < index.size(); ++k) {
-        const SparseBlock b = read(k);
+        const SparseBlock& b = read(k);
         const SparseBlock& want = index[k].block;
         ZT_ASSERT(b.row_begin == want.row_begin && b.row_end == want.row_end &&
-                      b.col_begin == want.col_begin && b.col_end == want.col_end,
-                  "streamed sparse block ", k, " of ", index[k].tensor, " has other ranges");
+                      b.col_begin == want.col_begin && b.col_end == want.col_end &&
+                      b.aux.empty() == want.aux.empty(),
+                  "sparse block ", k, " of ", index[k].tensor, " is not its index entry");
         nlohmann::json e = entry(index[k]);
         put(e, "weights", b.weights.data(), b.weights.size(), sizeof(float));
         put(e, "state", b.state.data(), b.state.size(), sizeof(float));
-        put(e, "aux", b.aux.data(), b.aux.size(), sizeof(uint64_t));
+        if (!b.aux.empty()) put(e, "aux", b.aux.data(), b.aux.size(), sizeof(uint64_t));
         header["blocks"].push_back(std::move(e));
     }
     std::string text = header.dump();

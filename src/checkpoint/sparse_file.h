@@ -34,11 +34,12 @@ std::string sparse_file_name(int rank);
 SparseFileInfo write_sparse_file(const std::string& path,
                                  const std::vector<NamedSparseBlock>& blocks);
 // The same file from blocks produced one at a time, so that no more than one is held (tables
-// larger than memory, Note [Streamed sparse blocks]): index[k] gives block k's tensor and ranges
-// (its data empty), read(k) its data, called once per block in order.
+// larger than memory, Note [Streamed sparse blocks]): index[k] gives block k's tensor, ranges and
+// whether it has aux words (its data otherwise empty), read(k) the block, called once per block in
+// order (the reference need only live until the next call).
 SparseFileInfo write_sparse_file(const std::string& path,
                                  const std::vector<NamedSparseBlock>& index,
-                                 const std::function<SparseBlock(size_t)>& read);
+                                 const std::function<const SparseBlock&(size_t)>& read);
 
 // Opens path, checks its size and header CRC against the manifest's, and reads the header.
 class SparseFileReader {

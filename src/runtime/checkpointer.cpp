@@ -222,11 +222,11 @@ std::vector<NamedSparseBlock> sparse_blocks(Engine& e, bool delta, int64_t bytes
 SparseFileInfo write_sparse_blocks(const std::string& path, SparseParams* sp,
                                    std::vector<NamedSparseBlock>& blocks,
                                    const std::vector<int64_t>& streamed) {
-    if (std::all_of(streamed.begin(), streamed.end(), [](int64_t t) { return t < 0; }))
-        return write_sparse_file(path, blocks);
-    return write_sparse_file(path, blocks, [&](size_t k) {
-        if (streamed[k] < 0) return std::move(blocks[k].block);
-        return sp->read_piece(static_cast<size_t>(streamed[k]), blocks[k].block);
+    SparseBlock piece;  // the piece read last
+    return write_sparse_file(path, blocks, [&](size_t k) -> const SparseBlock& {
+        if (streamed[k] < 0) return blocks[k].block;
+        piece = sp->read_piece(static_cast<size_t>(streamed[k]), blocks[k].block);
+        return piece;
     });
 }
 

@@ -66,6 +66,11 @@ TEST(SparseFile, BlocksWithAndWithoutAuxWordsRoundTrip) {
     fs::remove_all(dir);
 }
 
+std::string slurp_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 TEST(SparseFile, StreamedBlocksReadLikeCopies) {
     const fs::path dir =
         fs::temp_directory_path() / ("zt_sparse_stream_" + std::to_string(::getpid()));
@@ -78,12 +83,14 @@ TEST(SparseFile, StreamedBlocksReadLikeCopies) {
         if (k % 2 == 0) b.state.assign(10, 0.5f * static_cast<float>(k));
         if (k == 3) b.aux = {7, 8, uint64_t{1} << 60};
         want.push_back({"emb_l." + std::to_string(k % 2) + ".weight", b});
-        index.push_back({want.back().tensor, {b.row_begin, b.row_end, 0, 3, {}, {}, {}}});
+        index.push_back({want.back().tensor, {b.row_begin, b.row_end, 0, 3, {}, {}, b.aux}});
     }
     std::vector<size_t> asked;
-    const SparseFileInfo info = write_sparse_file(path, index, [&](size_t k) {
+    SparseBlock current;
+    const SparseFileInfo info = write_sparse_file(path, index, [&](size_t k) -> const SparseBlock& {
         asked.push_back(k);
-        return want[k].block;
+        current = want[k].block;
+        return current;
     });
     EXPECT_EQ(asked, (std::vector<size_t>{0, 1, 2, 3, 4}));
     EXPECT_EQ(fs::file_size(path), info.bytes);
@@ -99,11 +106,15 @@ TEST(SparseFile, StreamedBlocksReadLikeCopies) {
         EXPECT_EQ(got.block.aux, want[k].block.aux);
     }
     // A block whose ranges are not its index entry's is a bug of the caller.
+    // The same blocks from memory give the same bytes.
+    const std::string streamed_bytes = slurp_file(path);
+    EXPECT_EQ(write_sparse_file(path, want).bytes, info.bytes);
+    EXPECT_TRUE(slurp_file(path) == streamed_bytes);
     EXPECT_THROW(write_sparse_file(path, index,
-                                   [&](size_t k) {
-                                       SparseBlock b = want[k].block;
-                                       b.row_end += k == 2 ? 1 : 0;
-                                       return b;
+                                   [&](size_t k) -> const SparseBlock& {
+                                       current = want[k].block;
+                                       current.row_end += k == 2 ? 1 : 0;
+                                       return current;
                                    }),
                  Error);
     fs::remove_all(dir);
