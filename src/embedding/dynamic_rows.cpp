@@ -86,17 +86,8 @@ constexpr uint64_t kFirstSegmentBytes = uint64_t{1} << 20;  // 1 MiB
 
 // One segment of a dynamic table's store: host memory, or a swap file under nvme_path.
 std::unique_ptr<Store> make_segment(const DynamicTierOptions& o, uint64_t bytes, int index) {
-    if (o.device == "cpu") return std::make_unique<HostStore>(bytes);
-    ZT_CHECK(o.device == "nvme",
-             "embedding.tier.device: expected \"none\", \"cpu\" or \"nvme\", got \"", o.device,
-             "\"");
-    NvmeStoreOptions n;
-    n.dir = o.nvme_path;
-    n.name = str_cat(o.file_name, "-", index);
-    n.bytes = bytes;
-    n.queue_depth = o.queue_depth;
-    n.chunk_bytes = kStoreAlign * 256;  // pages go out one request each; ranges in 1 MiB pieces
-    return std::make_unique<NvmeStore>(n);
+    return make_row_store(o.device, o.nvme_path, o.queue_depth, str_cat(o.file_name, "-", index),
+                          bytes);
 }
 
 }  // namespace

@@ -446,26 +446,10 @@ nlohmann::json DynamicTables::step_counters() const {
                         {"dynamic_ids_unadmitted", last_ids_unadmitted_}};
     if (tiered_) {
         // embedding.tier (docs/embedding-tier.md): the step's fetches over the group.
-        const RowTierStats& t = tier_step_;
-        j["tier"] = {{"device", options_.tier.device},
-                     {"policy", row_cache_policy_name(options_.tier.policy)},
-                     {"lookups", t.lookups()},
-                     {"hits", t.hits},
-                     {"misses", t.misses},
-                     {"hit_rate", t.lookups() > 0 ? static_cast<double>(t.hits) /
-                                                        static_cast<double>(t.lookups())
-                                                  : 1.0},
-                     {"evictions", t.evictions},
-                     {"writebacks", t.writebacks},
-                     {"bytes_read", t.bytes_read},
-                     {"bytes_written", t.bytes_written},
-                     {"stall_s", t.stall_s},
-                     {"prefetched_pages", t.prefetched},
-                     {"prefetch_hits", t.prefetch_hits},
-                     {"new_rows", t.fresh},
-                     {"moved_rows", t.moved},
-                     {"moved_reads", t.moved_reads},
-                     {"cache_rows", tier_cache_rows_}};
+        j["tier"] = tier_step_.metrics();
+        j["tier"]["device"] = options_.tier.device;
+        j["tier"]["policy"] = row_cache_policy_name(options_.tier.policy);
+        j["tier"]["cache_rows"] = tier_cache_rows_;
     }
     return j;
 }

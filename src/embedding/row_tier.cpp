@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "offload/host_store.h"
+#include "offload/nvme_store.h"
 #include "util/error.h"
 #include "util/timer.h"
 
@@ -45,6 +47,38 @@ namespace zt {
 
 const char* row_cache_policy_name(RowCachePolicy p) {
     return p == RowCachePolicy::kLru ? "lru" : "lfu";
+}
+
+std::unique_ptr<Store> make_row_store(const std::string& device, const std::string& nvme_path,
+                                      int queue_depth, const std::string& name, uint64_t bytes) {
+    if (device == "cpu") return std::make_unique<HostStore>(bytes);
+    ZT_CHECK(device == "nvme",
+             "embedding.tier.device: expected \"none\", \"cpu\" or \"nvme\", got \"", device, "\"");
+    NvmeStoreOptions n;
+    n.dir = nvme_path;
+    n.name = name;
+    n.bytes = bytes;
+    n.queue_depth = queue_depth;
+    n.chunk_bytes = kStoreAlign * 256;  // pages go out one request each; ranges in 1 MiB pieces
+    return std::make_unique<NvmeStore>(n);
+}
+
+nlohmann::json RowTierStats::metrics() const {
+    return {{"lookups", lookups()},
+            {"hits", hits},
+            {"misses", misses},
+            {"hit_rate",
+             lookups() > 0 ? static_cast<double>(hits) / static_cast<double>(lookups()) : 1.0},
+            {"evictions", evictions},
+            {"writebacks", writebacks},
+            {"bytes_read", bytes_read},
+            {"bytes_written", bytes_written},
+            {"stall_s", stall_s},
+            {"prefetched_pages", prefetched},
+            {"prefetch_hits", prefetch_hits},
+            {"new_rows", fresh},
+            {"moved_rows", moved},
+            {"moved_reads", moved_reads}};
 }
 
 std::array<double, RowTierStats::kFields> RowTierStats::to_array() const {

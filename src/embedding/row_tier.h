@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 #include <string>
@@ -52,10 +53,17 @@ struct RowTierStats {
     // As doubles, in declaration order (an all-gather's payload), and back.
     static constexpr size_t kFields = 14;
     std::array<double, kFields> to_array() const;
+    // The counters as the metrics' embedding.tier object (docs/embedding-tier.md, "Metrics").
+    nlohmann::json metrics() const;
     static RowTierStats from_array(const double* f);
     RowTierStats& operator+=(const RowTierStats& o);  // every field summed, stall_s too
     RowTierStats operator-(const RowTierStats& o) const;
 };
+
+// The store behind a tier (embedding.tier.device): host memory ("cpu"), or a swap file `name`
+// under nvme_path ("nvme") at queue_depth transfers in flight.
+std::unique_ptr<Store> make_row_store(const std::string& device, const std::string& nvme_path,
+                                      int queue_depth, const std::string& name, uint64_t bytes);
 
 class RowTier {
   public:

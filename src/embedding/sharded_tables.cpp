@@ -128,22 +128,6 @@ ShardedTables::~ShardedTables() {
 
 namespace {
 
-// The store behind a tiered shard: host memory, or a swap file under nvme_path.
-std::unique_ptr<Store> make_tier_store(const EmbeddingTierOptions& o, uint64_t bytes,
-                                       const std::string& name) {
-    if (o.device == "cpu") return std::make_unique<HostStore>(bytes);
-    ZT_CHECK(o.device == "nvme",
-             "embedding.tier.device: expected \"none\", \"cpu\" or \"nvme\", got \"", o.device,
-             "\"");
-    NvmeStoreOptions n;
-    n.dir = o.nvme_path;
-    n.name = name;
-    n.bytes = bytes;
-    n.queue_depth = o.queue_depth;
-    n.chunk_bytes = kStoreAlign * 256;  // pages go out one request each; ranges in 1 MiB pieces
-    return std::make_unique<NvmeStore>(n);
-}
-
 constexpr int64_t kInitChunkRows = 1 << 14;  // a tiered shard is initialized this many rows at once
 
 }  // namespace
@@ -154,9 +138,10 @@ void ShardedTables::init_tiered_shard(Shard& s, const ParamInit& init, double ra
     const int64_t sc = optimizer_.state_per_row(cols);
     s.tier = std::make_unique<RowTier>(
         pool_, t.name, rows, cols, sc, tier_cache_rows(rows, ratio), options_.tier.policy,
-        make_tier_store(
-            options_.tier, RowTier::store_bytes(rows, cols, sc),
-            str_cat("embedding-", t.name, "-", s.range.row_begin, "-", s.range.col_begin)));
+        make_row_store(
+            options_.tier.device, options_.tier.nvme_path, options_.tier.queue_depth,
+            str_cat("embedding-", t.name, "-", s.range.row_begin, "-", s.range.col_begin),
+            RowTier::store_bytes(rows, cols, sc)));
     const uint64_t stream = hash_string(t.name);
     std::vector<float> w, state;
     for (int64_t r0 = 0; r0 < rows; r0 += kInitChunkRows) {
@@ -568,23 +553,10 @@ nlohmann::json ShardedTables::step_counters() const {
                         {"rows_touched", tables}};
     if (options_.tier.on()) {
         // embedding.tier (docs/embedding-tier.md): the step's fetches over the group.
-        const RowTierStats& t = tier_step_;
-        j["tier"] = {{"device", options_.tier.device},
-                     {"policy", row_cache_policy_name(options_.tier.policy)},
-                     {"lookups", t.lookups()},
-                     {"hits", t.hits},
-                     {"misses", t.misses},
-                     {"hit_rate", t.lookups() > 0 ? static_cast<double>(t.hits) /
-                                                        static_cast<double>(t.lookups())
-                                                  : 1.0},
-                     {"evictions", t.evictions},
-                     {"writebacks", t.writebacks},
-                     {"bytes_read", t.bytes_read},
-                     {"bytes_written", t.bytes_written},
-                     {"stall_s", t.stall_s},
-                     {"prefetched_pages", t.prefetched},
-                     {"prefetch_hits", t.prefetch_hits},
-                     {"cache_rows", tier_capacity_}};
+        j["tier"] = tier_step_.metrics();
+        j["tier"]["device"] = options_.tier.device;
+        j["tier"]["policy"] = row_cache_policy_name(options_.tier.policy);
+        j["tier"]["cache_rows"] = tier_capacity_;
     }
     if (fwd_codec_ || bwd_codec_) {
         // The compressed row and gradient exchanges (docs/compression.md), as the gradients'

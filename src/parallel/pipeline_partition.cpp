@@ -22,28 +22,21 @@ double range_cost(const PipeCosts& c, const std::vector<double>& prefix, int64_t
 
 }  // namespace
 
-std::vector<int64_t> balanced_partition(const PipeOptions& o, const PipeCosts& costs) {
-    const int64_t blocks = static_cast<int64_t>(costs.block.size());
-    validate_pipe(o, blocks);
-    const int64_t n = static_cast<int64_t>(o.stages) * o.virtual_stages;
-    if (o.schedule == PipeSchedule::kInterleaved) return std::vector<int64_t>(n, blocks / n);
-    std::vector<double> prefix(static_cast<size_t>(blocks) + 1, 0.0);
-    for (int64_t i = 0; i < blocks; ++i)
-        prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + costs.block[i];
+std::vector<int64_t> min_max_partition(
+    int64_t blocks, int64_t n, const std::function<double(int64_t, int64_t, int64_t)>& cost) {
+    ZT_ASSERT(n >= 1 && n <= blocks, "min_max_partition: ", n, " pieces of ", blocks, " blocks");
     // best[k][j]: the least possible maximum piece cost of blocks [0, j) cut into pieces 0..k;
     // cut[k][j]: where piece k starts in that optimum. O(n blocks^2), blocks are few.
     const double inf = std::numeric_limits<double>::infinity();
-    std::vector<std::vector<double>> best(
-        static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(blocks) + 1, inf));
-    std::vector<std::vector<int64_t>> cut(static_cast<size_t>(n),
-                                          std::vector<int64_t>(static_cast<size_t>(blocks) + 1, 0));
-    for (int64_t j = 1; j <= blocks; ++j)
-        best[0][static_cast<size_t>(j)] = range_cost(costs, prefix, 0, j, 0, n);
+    const size_t w = static_cast<size_t>(blocks) + 1;
+    std::vector<std::vector<double>> best(static_cast<size_t>(n), std::vector<double>(w, inf));
+    std::vector<std::vector<int64_t>> cut(static_cast<size_t>(n), std::vector<int64_t>(w, 0));
+    for (int64_t j = 1; j <= blocks; ++j) best[0][static_cast<size_t>(j)] = cost(0, j, 0);
     for (int64_t k = 1; k < n; ++k)
         for (int64_t j = k + 1; j <= blocks; ++j)
             for (int64_t i = k; i < j; ++i) {  // piece k is [i, j)
                 const double x = std::max(best[static_cast<size_t>(k) - 1][static_cast<size_t>(i)],
-                                          range_cost(costs, prefix, i, j, k, n));
+                                          cost(i, j, k));
                 if (x < best[static_cast<size_t>(k)][static_cast<size_t>(j)]) {
                     best[static_cast<size_t>(k)][static_cast<size_t>(j)] = x;
                     cut[static_cast<size_t>(k)][static_cast<size_t>(j)] = i;
@@ -57,6 +50,19 @@ std::vector<int64_t> balanced_partition(const PipeOptions& o, const PipeCosts& c
         j = i;
     }
     return counts;
+}
+
+std::vector<int64_t> balanced_partition(const PipeOptions& o, const PipeCosts& costs) {
+    const int64_t blocks = static_cast<int64_t>(costs.block.size());
+    validate_pipe(o, blocks);
+    const int64_t n = static_cast<int64_t>(o.stages) * o.virtual_stages;
+    if (o.schedule == PipeSchedule::kInterleaved) return std::vector<int64_t>(n, blocks / n);
+    std::vector<double> prefix(static_cast<size_t>(blocks) + 1, 0.0);
+    for (int64_t i = 0; i < blocks; ++i)
+        prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + costs.block[i];
+    return min_max_partition(blocks, n, [&](int64_t i, int64_t j, int64_t k) {
+        return range_cost(costs, prefix, i, j, k, n);
+    });
 }
 
 void check_partition(const PipeOptions& o, const std::vector<int64_t>& counts, int64_t blocks) {

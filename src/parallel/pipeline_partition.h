@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "parallel/pipeline_schedule.h"
@@ -47,6 +48,12 @@ struct PipeCosts {
     double first = 0;
     double last = 0;
 };
+
+// The cut of `blocks` blocks into n consecutive pieces of at least one block that minimises the
+// largest cost(i, j, k) of a piece k = blocks [i, j); the pieces' block counts, ties to the
+// earliest split. O(n blocks^2).
+std::vector<int64_t> min_max_partition(
+    int64_t blocks, int64_t n, const std::function<double(int64_t, int64_t, int64_t)>& cost);
 
 // Block counts of the p v pieces, in virtual-stage order, that minimise the most expensive
 // piece (each piece at least one block); ties go to the earliest split. Interleaved runs take an

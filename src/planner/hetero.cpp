@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "parallel/pipeline_partition.h"
 #include "util/error.h"
 
 namespace zt {
@@ -55,31 +56,7 @@ std::vector<int64_t> speed_partition(const PipeCosts& costs, const std::vector<d
         if (k == n - 1) c += costs.last;
         return c / speed[static_cast<size_t>(k)];
     };
-    // best[k][j]: the least slowest-piece time of blocks [0, j) cut into pieces 0..k; cut[k][j]:
-    // where piece k starts in it. O(p blocks^2), as balanced_partition.
-    const double inf = std::numeric_limits<double>::infinity();
-    const size_t w = static_cast<size_t>(blocks) + 1;
-    std::vector<std::vector<double>> best(static_cast<size_t>(n), std::vector<double>(w, inf));
-    std::vector<std::vector<int64_t>> cut(static_cast<size_t>(n), std::vector<int64_t>(w, 0));
-    for (int64_t j = 1; j <= blocks; ++j) best[0][static_cast<size_t>(j)] = time(0, j, 0);
-    for (int64_t k = 1; k < n; ++k)
-        for (int64_t j = k + 1; j <= blocks; ++j)
-            for (int64_t i = k; i < j; ++i) {
-                const double x = std::max(best[static_cast<size_t>(k) - 1][static_cast<size_t>(i)],
-                                          time(i, j, k));
-                if (x < best[static_cast<size_t>(k)][static_cast<size_t>(j)]) {
-                    best[static_cast<size_t>(k)][static_cast<size_t>(j)] = x;
-                    cut[static_cast<size_t>(k)][static_cast<size_t>(j)] = i;
-                }
-            }
-    std::vector<int64_t> counts(static_cast<size_t>(n));
-    int64_t j = blocks;
-    for (int64_t k = n - 1; k >= 0; --k) {
-        const int64_t i = k == 0 ? 0 : cut[static_cast<size_t>(k)][static_cast<size_t>(j)];
-        counts[static_cast<size_t>(k)] = j - i;
-        j = i;
-    }
-    return counts;
+    return min_max_partition(blocks, n, time);
 }
 
 double speed_share(const PipeCosts& costs, const std::vector<int64_t>& counts,
