@@ -59,7 +59,6 @@ int dtype_rank(std::string_view dtype) {
     return -1;
 }
 
-
 uint64_t read_u64_le(const std::byte* p) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; --i) v = v << 8 | static_cast<uint64_t>(p[i]);
@@ -325,8 +324,8 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-void SafetensorsWriter::add(std::string name, std::string dtype, std::vector<int64_t> shape,
-                            const void* data, size_t bytes) {
+void SafetensorsWriter::check_entry(const std::string& name, const std::string& dtype,
+                                    const std::vector<int64_t>& shape, size_t bytes) const {
     ZT_CHECK(name != "__metadata__", "safetensors writer: '__metadata__' is the header's ",
              "metadata key and cannot name a tensor");
     ZT_CHECK(!names_.contains(name), "safetensors writer: tensor '", name, "' added twice");
@@ -343,9 +342,39 @@ void SafetensorsWriter::add(std::string name, std::string dtype, std::vector<int
     ZT_CHECK(!overflow && need == bytes, "safetensors writer: tensor '", name, "': dtype ", dtype,
              " and shape ", shape_str(shape), " need ",
              overflow ? "more than 2^64" : std::to_string(need), " bytes, got ", bytes);
+}
+
+void SafetensorsWriter::add(std::string name, std::string dtype, std::vector<int64_t> shape,
+                            const void* data, size_t bytes) {
+    check_entry(name, dtype, shape, bytes);
     ZT_CHECK(data != nullptr || bytes == 0, "safetensors writer: tensor '", name, "': null data");
     names_.insert(name);
     entries_.push_back(Entry{std::move(name), std::move(dtype), std::move(shape), data, bytes});
+}
+
+void SafetensorsWriter::add_source(std::string name, std::string dtype, std::vector<int64_t> shape,
+                                   size_t bytes, Source source) {
+    check_entry(name, dtype, shape, bytes);
+    ZT_CHECK(source != nullptr, "safetensors writer: tensor '", name, "': no source");
+    names_.insert(name);
+    entries_.push_back(Entry{std::move(name), std::move(dtype), std::move(shape), nullptr, bytes,
+                             std::move(source)});
+}
+
+void SafetensorsWriter::for_each_piece(const Entry& e,
+                                       const std::function<void(const void*, size_t)>& put) {
+    if (!e.source) {
+        put(e.data, e.bytes);
+        return;
+    }
+    const size_t elem = safetensors_dtype_size(e.dtype);
+    const size_t piece = std::max<size_t>((size_t{64} << 20) / elem, 1) * elem;
+    std::vector<std::byte> buf(std::min(piece, e.bytes));
+    for (size_t at = 0; at < e.bytes; at += piece) {
+        const size_t n = std::min(piece, e.bytes - at);
+        e.source(at, buf.data(), n);
+        put(buf.data(), n);
+    }
 }
 
 void SafetensorsWriter::add_metadata(std::string key, std::string value) {
@@ -395,10 +424,11 @@ std::vector<std::byte> SafetensorsWriter::serialize() const {
     for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(uint64_t{head.size()} >> (8 * i));
     const auto* h = reinterpret_cast<const std::byte*>(head.data());
     out.insert(out.end(), h, h + head.size());
-    for (const Entry* e : order) {
-        const auto* d = static_cast<const std::byte*>(e->data);
-        out.insert(out.end(), d, d + e->bytes);
-    }
+    for (const Entry* e : order)
+        for_each_piece(*e, [&](const void* data, size_t n) {
+            const auto* d = static_cast<const std::byte*>(data);
+            out.insert(out.end(), d, d + n);
+        });
     return out;
 }
 
@@ -412,7 +442,8 @@ WrittenFile SafetensorsWriter::write(const std::string& path, const DirectIoOpti
         for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(head.size() >> (8 * i));
         w.append(len, 8);
         w.append(head.data(), head.size());
-        for (const Entry* e : order) w.append(e->data, e->bytes);
+        for (const Entry* e : order)
+            for_each_piece(*e, [&](const void* data, size_t n) { w.append(data, n); });
         const WrittenFile out = w.finish();
         ZT_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "safetensors writer: cannot rename ",
                  tmp, " to ", path, ": ", std::strerror(errno));

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -109,6 +110,12 @@ class SafetensorsWriter {
     // write() or serialize() has returned.
     void add(std::string name, std::string dtype, std::vector<int64_t> shape, const void* data,
              size_t bytes);
+    // A tensor whose bytes come from `source` when the file is written: source(offset, dst, n)
+    // fills bytes [offset, offset + n) of it, called in increasing offset order, n a multiple of
+    // the element size and at most 64 MiB (tensors larger than memory).
+    using Source = std::function<void(uint64_t offset, void* dst, size_t bytes)>;
+    void add_source(std::string name, std::string dtype, std::vector<int64_t> shape, size_t bytes,
+                    Source source);
     void add_metadata(std::string key, std::string value);
 
     // Writes atomically: path.tmp (through direct_io.h's writer), fsync, rename over path,
@@ -124,7 +131,12 @@ class SafetensorsWriter {
         std::vector<int64_t> shape;
         const void* data;
         size_t bytes;
+        Source source = {};  // instead of data
     };
+    void check_entry(const std::string& name, const std::string& dtype,
+                     const std::vector<int64_t>& shape, size_t bytes) const;
+    // Passes the entry's bytes to `put` in pieces (its data, or its source's).
+    static void for_each_piece(const Entry& e, const std::function<void(const void*, size_t)>& put);
 
     std::vector<const Entry*> data_order() const;
     std::string header(const std::vector<const Entry*>& order) const;  // 8-byte aligned

@@ -37,6 +37,24 @@ void write_named_weights(const std::string& path, std::span<const NamedTensorF32
     converted.reserve(params.size());
     for (const NamedTensorF32& p : params) {
         const auto n = static_cast<size_t>(numel(p));
+        if (!p.data && p.read) {  // read a piece at a time, converted as it comes
+            const size_t elem = dtype == "F32" ? sizeof(float) : sizeof(uint16_t);
+            writer.add_source(p.name, dtype, p.shape, n * elem,
+                              [&p, elem, dtype](uint64_t offset, void* dst, size_t bytes) {
+                                  const auto first = static_cast<int64_t>(offset / elem);
+                                  const auto count = static_cast<int64_t>(bytes / elem);
+                                  if (elem == sizeof(float)) {
+                                      p.read(first, count, static_cast<float*>(dst));
+                                      return;
+                                  }
+                                  std::vector<float> f(static_cast<size_t>(count));
+                                  p.read(first, count, f.data());
+                                  convert(f.data(), DType::kF32, dst,
+                                          dtype == "BF16" ? DType::kBF16 : DType::kF16,
+                                          static_cast<size_t>(count));
+                              });
+            continue;
+        }
         ZT_CHECK(p.data != nullptr || n == 0, who, ": param '", p.name, "' has no data");
         if (dtype == "F32") {
             writer.add(p.name, dtype, p.shape, p.data, n * sizeof(float));

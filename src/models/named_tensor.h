@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,9 @@ struct NamedTensorF32 {
     std::string name;
     std::vector<int64_t> shape;
     float* data;
+    // Instead of data (null), elements [first, first + count) on demand, in increasing order
+    // (tensors too large for memory: write_named_weights writes them a piece at a time).
+    std::function<void(int64_t first, int64_t count, float* dst)> read = {};
 };
 
 // "F32", "BF16" or "F16": the safetensors dtypes weights may be read from or written in.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "comm/gather_strings.h"
@@ -98,24 +99,32 @@ void save_weights(Engine& engine, const ModelFamily& family, const std::string& 
     const TensorParallel& tp = engine.options().tp;
     if (tp.active()) whole = tp_assemble(engine.arena().params(), whole.data(), tp);
     std::vector<std::vector<float>> sparse;
-    std::vector<std::unique_ptr<MappedScratch>> scratch;  // streamed tensors, on root
     SparseParams* sp = engine.sparse_params();
     std::vector<std::string> sparse_names = sp ? sp->names() : std::vector<std::string>{};
+    bool streamed = false;  // some tensor is too large to copy: rank 0 pulls it (RowServer)
     for (size_t i = 0; i < sparse_names.size(); ++i) {
-        const bool streamed = sp->streamed(i);
-        sparse.push_back(streamed ? std::vector<float>{} : sp->gather(i, 0));
-        scratch.push_back(streamed ? gather_streamed(*sp, i, path, root) : nullptr);
+        streamed = streamed || sp->streamed(i);
+        sparse.push_back(sp->streamed(i) ? std::vector<float>{} : sp->gather(i, 0));
     }
     // Dynamic tables' rows with their ids, beside the weights (collective).
     if (sp && has_keyed_rows(*sp)) write_keyed_rows(*sp, keyed_rows_path(path), root);
     std::vector<NamedTensorF32> named = named_params(engine, whole.data());
     std::vector<float> storage;  // every stage's tensors, on each rank of the pipeline group
     if (engine.options().pp) gather_stages(engine, named, whole, storage);
-    if (!root) return;
-    for (size_t i = 0; i < sparse_names.size(); ++i)
-        named.push_back(
-            {sparse_names[i], sp->shape(i), scratch[i] ? scratch[i]->data() : sparse[i].data()});
+    std::optional<RowServer> server;
+    if (streamed) server.emplace(*sp, engine.options().comm);
+    if (!root) {
+        if (server) server->serve();  // until rank 0 has written the file
+        return;
+    }
+    for (size_t i = 0; i < sparse_names.size(); ++i) {
+        if (sp->streamed(i))
+            named.push_back({sparse_names[i], sp->shape(i), nullptr, server->reader(i)});
+        else
+            named.push_back({sparse_names[i], sp->shape(i), sparse[i].data()});
+    }
     family.export_weights(path, named, "F32");
+    if (server) server->stop();
 }
 
 ImportedWeights import_weights(Engine& engine, const ModelFamily& family, const std::string& path) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "checkpoint/durable_file.h"
 
@@ -44,6 +45,56 @@ std::unique_ptr<MappedScratch> gather_streamed(SparseParams& sp, size_t i, const
     for (int64_t r = 0; r < rows; r += run)
         sp.gather_rows(i, r, std::min(run, rows - r), 0, root ? out->data() + r * cols : nullptr);
     return out;
+}
+
+// Note [Pulled rows]
+// The safetensors writer on rank 0 asks for a tensor's bytes in pieces, in its own order; the
+// other ranks cannot know that order, so rank 0 leads: before each run of rows it sends every other
+// rank the request (tensor, first row, rows; three i64 on kPullTag), and all of them then run the
+// collective gather_rows for it. A request with tensor -1 ends the others' serve(). Rank 0 sends it
+// when the file is written or its writing failed (the destructor), so no rank waits forever.
+namespace {
+constexpr int kPullTag = 0x5f00;
+}  // namespace
+
+void RowServer::request(int64_t tensor, int64_t r0, int64_t n) {
+    const int64_t q[3] = {tensor, r0, n};
+    for (int r = 1; comm_ && r < comm_->size(); ++r)
+        comm_->send(q, 3, CommType::kI64, r, kPullTag)->wait();
+}
+
+std::function<void(int64_t, int64_t, float*)> RowServer::reader(size_t i) {
+    return [this, i](int64_t first, int64_t count, float* dst) {
+        const int64_t cols = std::max<int64_t>(sp_.shape(i)[1], 1);
+        const int64_t r0 = first / cols, r1 = (first + count + cols - 1) / cols;
+        const bool whole_rows = first % cols == 0 && count % cols == 0;
+        std::vector<float> rows(whole_rows ? 0 : static_cast<size_t>((r1 - r0) * cols));
+        request(static_cast<int64_t>(i), r0, r1 - r0);
+        sp_.gather_rows(i, r0, r1 - r0, 0, whole_rows ? dst : rows.data());
+        if (!whole_rows) std::copy_n(rows.data() + (first - r0 * cols), count, dst);
+    };
+}
+
+void RowServer::serve() {
+    for (;;) {
+        int64_t q[3] = {-1, 0, 0};
+        comm_->recv(q, 3, CommType::kI64, 0, kPullTag)->wait();
+        if (q[0] < 0) return;
+        sp_.gather_rows(static_cast<size_t>(q[0]), q[1], q[2], 0, nullptr);
+    }
+}
+
+void RowServer::stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    request(-1, 0, 0);
+}
+
+RowServer::~RowServer() {
+    try {
+        stop();
+    } catch (...) {  // the failure that got here is reported where it happened
+    }
 }
 
 }  // namespace zt

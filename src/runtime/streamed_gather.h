@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "comm/communicator.h"
 #include "nn/sparse_params.h"
 
 namespace zt {
@@ -31,5 +33,26 @@ class MappedScratch {
 // about 64 MiB, into a scratch file near `path`; null on the other ranks.
 std::unique_ptr<MappedScratch> gather_streamed(SparseParams& sp, size_t i, const std::string& path,
                                                bool root);
+
+// Streamed sparse tensors written by rank 0 without a whole copy anywhere (Note [Pulled rows]):
+// rank 0's readers (NamedTensorF32::read) ask every other rank for the rows they need, and the
+// other ranks serve() those requests until rank 0 stops them (stop(), or its destructor).
+class RowServer {
+  public:
+    RowServer(SparseParams& sp, Communicator* comm) : sp_(sp), comm_(comm) {}
+    ~RowServer();
+    RowServer(const RowServer&) = delete;
+    RowServer& operator=(const RowServer&) = delete;
+    // Rank 0: elements [first, first + count) of sparse tensor i (whole, row-major).
+    std::function<void(int64_t, int64_t, float*)> reader(size_t i);
+    void serve();  // the other ranks
+    void stop();   // rank 0, once: the others' serve() returns
+
+  private:
+    void request(int64_t tensor, int64_t r0, int64_t n);
+    SparseParams& sp_;
+    Communicator* comm_;  // the tables' group; null or one rank: nothing to ask
+    bool stopped_ = false;
+};
 
 }  // namespace zt

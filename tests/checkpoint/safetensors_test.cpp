@@ -238,6 +238,33 @@ TEST(Safetensors, RoundTripMixedDtypesOddShapesZeroSizeMetadata) {
     expect_sample(m);
 }
 
+// A tensor added as a source (bytes on demand) writes the same file as one added as data; the
+// source is asked for its bytes once, in order, in whole elements.
+TEST(Safetensors, SourceTensorWritesTheSameBytesAsData) {
+    TempDir dir;
+    std::vector<float> big(1000);
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) * 0.25f - 7.0f;
+    const std::vector<uint16_t> small = {1, 2, 3};
+    SafetensorsWriter a, b;
+    a.add("emb", "F32", {250, 4}, big.data(), big.size() * 4);
+    a.add("w", "BF16", {3}, small.data(), 6);
+    std::vector<std::pair<uint64_t, size_t>> asked;
+    b.add_source("emb", "F32", {250, 4}, big.size() * 4,
+                 [&](uint64_t offset, void* dst, size_t n) {
+                     asked.emplace_back(offset, n);
+                     std::memcpy(dst, reinterpret_cast<const std::byte*>(big.data()) + offset, n);
+                 });
+    b.add("w", "BF16", {3}, small.data(), 6);
+    a.write(dir.file("a.safetensors"));
+    b.write(dir.file("b.safetensors"));
+    EXPECT_EQ(read_bytes(dir.file("a.safetensors")), read_bytes(dir.file("b.safetensors")));
+    ASSERT_EQ(asked.size(), 1u);  // 4,000 bytes: one piece
+    EXPECT_EQ(asked[0], (std::pair<uint64_t, size_t>{0, 4000}));
+    EXPECT_EQ(b.serialize(), read_bytes(dir.file("a.safetensors")));
+    SafetensorsWriter c;
+    EXPECT_THROW(c.add_source("x", "F32", {3}, 8, [](uint64_t, void*, size_t) {}), Error);
+}
+
 TEST(Safetensors, RoundTripEmptyFileAndOverwrite) {
     TempDir dir;
     const std::string path = dir.file("e.safetensors");
