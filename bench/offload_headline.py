@@ -18,6 +18,7 @@ run, is printed beside it. Python 3 standard library only.
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)  # 6e-4 overshoots at step 2 at this size
     ap.add_argument("--fio-size", default="4G")
+    ap.add_argument("--reduce-bucket", type=float, default=0,
+                    help="zero_optimization.reduce_bucket_size (0: the engine's default)")
     ap.add_argument("--offload-param", action="store_true",
                     help="ZeRO-3 with the bf16 weights on NVMe too (ZeRO-Infinity)")
     ap.add_argument("--zerotrain", default=os.path.join(REPO, "build", "zerotrain"))
@@ -78,6 +81,8 @@ def main():
         z["stage"] = 3
         z["offload_param"] = {"device": "nvme", "nvme_path": args.nvme_path}
         z["stage3_param_persistence_threshold"] = 0
+    if args.reduce_bucket > 0:
+        cfg["zero_optimization"]["reduce_bucket_size"] = int(args.reduce_bucket)
     path = os.path.join(args.run_dir, "headline.json")
     with open(path, "w") as f:
         json.dump(cfg, f, indent=1)
@@ -90,6 +95,7 @@ def main():
     cmd = [args.zerotrain, "train", path, "--run-dir", os.path.join(args.run_dir, "run")]
     offload_step.log(" ".join(cmd))
     p = subprocess.run(cmd, capture_output=True, text=True)
+    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     sys.stderr.write(p.stderr[-3000:])
     if p.returncode != 0:
         sys.exit(f"zerotrain train: exit {p.returncode}")
@@ -110,7 +116,11 @@ def main():
               f"{o['io_wait_s']:.1f} | {o['read_bytes'] / 1e9:.1f} | "
               f"{o['written_bytes'] / 1e9:.1f} | {moved / o['step_s']:.2f} | {100 * hidden:.0f}% |")
     peak = max(l["mem"]["peak"] for l in steps)
-    print(f"\nper-rank tracked peak (device budget's view): {peak / 2**30:.2f} GiB")
+    print(f"\nper-rank tracked peak (device budget's view): {peak / 2**30:.2f} GiB; the "
+          f"process's peak resident set {rss_kib * 1024 / 2**30:.2f} GiB (export included)")
+    out = os.path.join(args.run_dir, "run", "model.safetensors")
+    if os.path.exists(out):
+        print(f"final weights: {out}, {os.path.getsize(out) / 1e9:.1f} GB")
 
 
 if __name__ == "__main__":

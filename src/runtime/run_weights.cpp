@@ -94,8 +94,35 @@ void import_into_stage(const ModelFamily& family, const std::string& path,
 
 }  // namespace
 
+// Note [Master weights read from the tier]: where this rank holds the whole arena's master
+// weights on a tier (offload_optimizer on one rank, or ZeRO stage 0; no tp or pp to assemble),
+// the weights file is written a piece at a time straight from the tier: a model whose states
+// exceed the machine's memory never needs its f32 weights whole in memory to be exported.
+// Every rank decides alike (from the layout), so the collectives below stay matched.
+bool master_read_from_tier(Engine& engine) {
+    UpdateState& state = engine.update_state();
+    return state.view(0) == nullptr && state.numel() == engine.arena().padded_numel() &&
+           !engine.options().tp.active() && engine.options().pp == nullptr;
+}
+
+std::vector<NamedTensorF32> tier_params(Engine& engine) {
+    std::vector<NamedTensorF32> named;
+    UpdateState* state = &engine.update_state();
+    int64_t at = 0;
+    for (Parameter* p : engine.arena().params()) {
+        const int64_t base = at;
+        named.push_back({p->name, p->global_shape(), nullptr,
+                         [state, base](int64_t first, int64_t count, float* dst) {
+                             state->read(0, base + first, count, dst);
+                         }});
+        at += shape_numel(p->global_shape());
+    }
+    return named;
+}
+
 void save_weights(Engine& engine, const ModelFamily& family, const std::string& path, bool root) {
-    std::vector<float> whole = engine.gather_master();
+    const bool from_tier = master_read_from_tier(engine);
+    std::vector<float> whole = from_tier ? std::vector<float>{} : engine.gather_master();
     const TensorParallel& tp = engine.options().tp;
     if (tp.active()) whole = tp_assemble(engine.arena().params(), whole.data(), tp);
     std::vector<std::vector<float>> sparse;
@@ -108,7 +135,8 @@ void save_weights(Engine& engine, const ModelFamily& family, const std::string& 
     }
     // Dynamic tables' rows with their ids, beside the weights (collective).
     if (sp && has_keyed_rows(*sp)) write_keyed_rows(*sp, keyed_rows_path(path), root);
-    std::vector<NamedTensorF32> named = named_params(engine, whole.data());
+    std::vector<NamedTensorF32> named =
+        from_tier ? tier_params(engine) : named_params(engine, whole.data());
     std::vector<float> storage;  // every stage's tensors, on each rank of the pipeline group
     if (engine.options().pp) gather_stages(engine, named, whole, storage);
     std::optional<RowServer> server;

@@ -189,6 +189,13 @@ TEST_F(Cli, DynamicTierCacheBytesAndRefusals) {
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_NE(r.output.find("embedding.tier.cache_bytes: this model tiers both"), std::string::npos)
         << r.output;
+    // Pieces split static tables' checkpoints only: with no static table tiered, refused.
+    t = with_tier(j, "cpu", "lru", dir_);
+    t["embedding"]["tier"]["checkpoint_piece_bytes"] = 4096;
+    r = train_run(t, "pieces", "", 2);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("embedding.tier.checkpoint_piece_bytes: it splits"), std::string::npos)
+        << r.output;
     // Staleness stays refused with a tier and with dynamic tables.
     t = with_tier(j, "cpu", "lru", dir_);
     t["embedding"]["staleness"] = 1;

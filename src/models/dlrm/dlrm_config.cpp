@@ -216,8 +216,9 @@ DlrmDataOptions parse_data(Section& s) {
 //                         "cache_bytes": B, "policy": "lru" | "lfu", "queue_depth": Q}}
 // (docs/embedding-tier.md): the sharded static tables' and the dynamic tables' rows live in host
 // memory or swap files behind a cache in the budget.
-void parse_tier(Section& embedding, EmbeddingTierOptions& t) {
-    if (!embedding.has("tier")) return;
+// Returns whether checkpoint_piece_bytes was given (it splits only static tables' checkpoints).
+bool parse_tier(Section& embedding, EmbeddingTierOptions& t) {
+    if (!embedding.has("tier")) return false;
     Section s = embedding.section("tier");
     t.device = s.get_choice("device", "nvme", {"none", "cpu", "nvme"});
     t.nvme_path = s.get_string("nvme_path", "");
@@ -247,7 +248,9 @@ void parse_tier(Section& embedding, EmbeddingTierOptions& t) {
                  ": give the cache as exactly one of cache_ratio (a fraction of each shard's "
                  "rows, in (0, 1]) and cache_bytes (bytes per rank)");
     });
+    const bool pieces = s.has("checkpoint_piece_bytes");
     s.finish();
+    return pieces;
 }
 
 // "embedding": {"sharding": KIND or [KIND per table], "dtype": "fp32" | "bf16",
@@ -325,7 +328,7 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
                  ": tiered tables (embedding.tier) keep fp32 rows; use dtype \"fp32\"");
     });
     o.finish();
-    parse_tier(s, e.tier);
+    const bool pieces = parse_tier(s, e.tier);
     s.guard([&] {
         bool tiered_static = false, any_dynamic = false;
         for (size_t k = 0; k < tables; ++k) {
@@ -337,6 +340,10 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
                  s.key("tier"),
                  ".cache_bytes: this model tiers both static and dynamic tables, and cache_bytes "
                  "would be counted once for each kind; give cache_ratio instead");
+        ZT_CHECK(!pieces || tiered_static, s.key("tier"),
+                 ".checkpoint_piece_bytes: it splits the checkpoints of static tables on the "
+                 "tier, and no static table here is tiered (dynamic tables are checkpointed "
+                 "whole); remove it");
     });
     // Note [Stale embedding updates] (embedding/sharded_tables.cpp).
     constexpr int kMaxStaleness = 64;
