@@ -23,7 +23,8 @@ ParamArena::ParamArena(MemoryPool& pool, std::vector<Parameter*> params, ArenaOp
     if (options_.hold_master)
         master_ = Tensor::zeros(pool, {options_.full_master ? padded_ : owned}, DType::kF32,
                                 MemCategory::kParams);
-    grads_ = Tensor::zeros(pool, {options_.full_grads ? padded_ : owned}, options_.grad_dtype,
+    grads_ = Tensor::zeros(options_.grads_pool ? *options_.grads_pool : pool,
+                           {options_.full_grads ? padded_ : owned}, options_.grad_dtype,
                            MemCategory::kGrads);
     const bool alias = options_.hold_master && options_.compute_dtype == DType::kF32 &&
                        options_.full_compute == options_.full_master;

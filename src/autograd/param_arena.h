@@ -29,6 +29,9 @@ struct ArenaOptions {
     // false: no compute copy here either (ZeRO-3's owned compute weights on a parameter tier,
     // offload/param_tier.h); only with full_compute false.
     bool hold_compute = true;
+    // Where the gradients live; null: the arena's pool. Under offload at ZeRO stages 2-3, a pool
+    // of host memory outside the device budget (Note [Gradients on the host], runtime/engine.cpp).
+    MemoryPool* grads_pool = nullptr;
 };
 
 class ParamArena {

@@ -65,7 +65,8 @@ uint64_t TieredState::staging_bytes(int states, int64_t numel, DType compute,
     const auto g = static_cast<uint64_t>(group_elems(numel, options));
     const uint64_t tensors = 1 + static_cast<uint64_t>(states);
     const uint64_t per = (mapped ? 0 : round_up(tensors * g * sizeof(float))) +
-                         round_up(g * sizeof(float)) + round_up(g * dtype_size(compute));
+                         (options.grads_on_host ? 0 : round_up(g * sizeof(float))) +
+                         round_up(g * dtype_size(compute));
     return per * static_cast<uint64_t>(std::max(1, options.buffer_count));
 }
 
@@ -88,14 +89,16 @@ TieredState::TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy 
       compute_(compute),
       store_(std::move(store)),
       params_(params),
-      mapped_(store_->mapped(0) != nullptr) {
+      mapped_(store_->mapped(0) != nullptr),
+      grads_on_host_(options.grads_on_host) {
     ZT_CHECK(options.buffer_count >= 1,
              "zero_optimization.offload_optimizer.buffer_count: expected >= 1, got ",
              options.buffer_count);
     ZT_ASSERT(compute_.data != nullptr || params_ != nullptr,
               "TieredState: the compute weights need their own buffer or a parameter tier");
-    ZT_ASSERT(params_ == nullptr || (params_->numel() == numel && params_->dtype() == compute.dtype),
-              "TieredState: the parameter tier does not hold this range's compute weights");
+    ZT_ASSERT(
+        params_ == nullptr || (params_->numel() == numel && params_->dtype() == compute.dtype),
+        "TieredState: the parameter tier does not hold this range's compute weights");
     ZT_ASSERT(store_->capacity() >= store_bytes(optimizer, numel, options),
               "TieredState: store of ", store_->capacity(), " bytes, ",
               store_bytes(optimizer, numel, options), " needed");
@@ -109,7 +112,7 @@ TieredState::TieredState(const Optimizer& optimizer, int64_t numel, ComputeCopy 
             return p;
         };
         if (!mapped_) s.record = static_cast<float*>(take(record_bytes_));
-        s.grads = static_cast<float*>(take(g * sizeof(float)));
+        if (!grads_on_host_) s.grads = static_cast<float*>(take(g * sizeof(float)));
         s.copy = take(g * dtype_size(compute_.dtype));
     }
     stats_.tier_bytes = static_cast<int64_t>(store_->capacity());
@@ -224,7 +227,13 @@ void TieredState::step(const float* grads, std::span<const OptimSegment> segment
             rec = s.record;
         }
         const int64_t lo = group_lo(k), n = group_n(k);
-        std::memcpy(s.grads, grads + lo, static_cast<size_t>(n) * sizeof(float));
+        // On the host already, the gradients crossed as their buckets' reductions landed: the
+        // same bytes, counted here.
+        const float* g = grads + lo;
+        if (!grads_on_host_) {
+            std::memcpy(s.grads, g, static_cast<size_t>(n) * sizeof(float));
+            g = s.grads;
+        }
         stats_.d2h_bytes += static_cast<uint64_t>(n) * sizeof(float);
         for (int i = 1; i < tensors_; ++i) state[static_cast<size_t>(i - 1)] = rec + i * group_;
         const std::vector<OptimSegment> segs = slice(segments, lo, n);
@@ -233,7 +242,7 @@ void TieredState::step(const float* grads, std::span<const OptimSegment> segment
         if (covered < n)  // padding: step_on leaves it alone, the compute copy keeps it zero
             std::memset(s.copy, 0, static_cast<size_t>(n) * dtype_size(compute_.dtype));
         Stopwatch sw;
-        optimizer_.step_on(rec, s.grads, state.data(), n, segs, lr, step,
+        optimizer_.step_on(rec, g, state.data(), n, segs, lr, step,
                            ComputeCopy{s.copy, compute_.dtype});
         stats_.compute_s += sw.elapsed_s();
         copy_out(k, s);

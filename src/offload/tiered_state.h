@@ -17,6 +17,10 @@ namespace zt {
 struct TieredStateOptions {
     int64_t sub_group_size = 1000000000;  // elements per sub-group (DeepSpeed's default)
     int buffer_count = 4;                 // staging buffers (offload_optimizer.buffer_count)
+    // The gradients step() reads are in host memory already (ZeRO stages 2-3 keep them there
+    // under offload, Note [Gradients on the host] in runtime/engine.cpp): read in place, with
+    // no staging copy.
+    bool grads_on_host = false;
 };
 
 class TieredState final : public UpdateState {
@@ -78,6 +82,7 @@ class TieredState final : public UpdateState {
     std::unique_ptr<Store> store_;
     ParamTier* params_;
     bool mapped_;
+    bool grads_on_host_;
     std::vector<Staging> staging_;
     std::vector<void*> allocations_;
     UpdateStateStats stats_;

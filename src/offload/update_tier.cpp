@@ -39,7 +39,8 @@ std::unique_ptr<ParamTier> make_param_tier(const OffloadParamOptions& options,
     if (options.device == "none") return nullptr;
     ZT_CHECK(options.device == "cpu" || options.device == "nvme",
              "zero_optimization.offload_param.device: expected \"none\", \"cpu\" or \"nvme\", "
-             "got \"", options.device, "\"");
+             "got \"",
+             options.device, "\"");
     return std::make_unique<ParamTier>(
         make_store(options.device, options.nvme_path, aio, ParamTier::capacity_for(numel, dtype),
                    "params-" + name),
@@ -55,18 +56,21 @@ uint64_t update_tier_bytes(const OffloadOptimizerOptions& options, const Optimiz
 std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& options,
                                                Optimizer& optimizer, MemoryPool& pool,
                                                float* master, int64_t numel, ComputeCopy compute,
-                                               const std::string& name, ParamTier* params) {
+                                               const std::string& name, ParamTier* params,
+                                               bool grads_on_host) {
     if (options.device == "none") {
-        ZT_CHECK(params == nullptr, "zero_optimization.offload_param needs offload_optimizer "
-                                    "too (\"cpu\" or \"nvme\"): the optimizer step writes the "
-                                    "offloaded weights");
+        ZT_CHECK(params == nullptr,
+                 "zero_optimization.offload_param needs offload_optimizer "
+                 "too (\"cpu\" or \"nvme\"): the optimizer step writes the "
+                 "offloaded weights");
         return std::make_unique<MemoryState>(optimizer, pool, master, numel, compute);
     }
     ZT_CHECK(options.device == "cpu" || options.device == "nvme",
              "zero_optimization.offload_optimizer.device: expected \"none\", \"cpu\" or \"nvme\", "
              "got \"",
              options.device, "\"");
-    const TieredStateOptions t = tiered_options(options);
+    TieredStateOptions t = tiered_options(options);
+    t.grads_on_host = grads_on_host;
     return std::make_unique<TieredState>(
         optimizer, numel, compute,
         make_store(options.device, options.nvme_path, options.aio,

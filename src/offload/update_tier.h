@@ -45,12 +45,13 @@ std::unique_ptr<ParamTier> make_param_tier(const OffloadParamOptions& options,
 // f32 master weights of the range ("none" only); compute: where a step writes the compute copy.
 // `name` makes the swap file's name unique per rank (the rank number). "none" keeps the master as
 // initialized; "cpu" and "nvme" start empty: call init(). With `params` (offload_param, which
-// needs an offloaded optimizer) the compute weights go to that tier.
+// needs an offloaded optimizer) the compute weights go to that tier. `grads_on_host`: the
+// gradients the step reads are in host memory (TieredStateOptions::grads_on_host).
 std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& options,
                                                Optimizer& optimizer, MemoryPool& pool,
                                                float* master, int64_t numel, ComputeCopy compute,
-                                               const std::string& name,
-                                               ParamTier* params = nullptr);
+                                               const std::string& name, ParamTier* params = nullptr,
+                                               bool grads_on_host = false);
 
 // Bytes the tier needs for `numel` elements (0 for "none"): the swap file or host memory.
 uint64_t update_tier_bytes(const OffloadOptimizerOptions& options, const Optimizer& optimizer,

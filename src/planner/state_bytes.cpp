@@ -16,9 +16,9 @@ namespace zt {
 //   f32 weights, mixed precision          P   S   S   S    params      tier (host or nvme)
 //   f32 weights, fp32 training            P   P   P   S    params      device (+ the tier's
 //                                                                      master copy of the shard)
-//   gradients (g bytes)                   P   P   S   S    grads       device
+//   gradients (g bytes)                   P   P   S   S    grads       device; host at 2-3
 //   optimizer state (4 bytes each)        P   S   S   S    optimizer   tier
-//   f32 gradient copy (g = 2)             P   S   S   S    workspace   device
+//   f32 gradient copy (g = 2)             P   S   S   S    workspace   device; host at 2-3
 //   offload staging buffers               -   -   -   -    workspace   host
 // The f32 gradient copy is what the update reads when gradients are not f32 (Engine's grad_f32_).
 // With offload, buffer_count staging buffers of one sub-group each (offload/tiered_state.h) hold
@@ -126,16 +126,20 @@ StateEstimate estimate_state(const StateSpec& spec) {
         if (off)
             add("master weights (f32, host copy)", MemCategory::kParams, true, update_numel, 4);
     }
-    add(str_cat("gradients (", dtype_name(spec.grad_dtype), ")"), MemCategory::kGrads, false,
-        stage >= 2 ? S : P, g);
+    // Note [Gradients on the host] (runtime/engine.cpp): offloaded stages 2-3 keep them there.
+    const Where grads_at = off && stage >= 2 ? Where::kHost : Where::kDevice;
+    add_at(str_cat("gradients (", dtype_name(spec.grad_dtype), ")"), MemCategory::kGrads, grads_at,
+           stage >= 2 ? S : P, g);
     for (const std::string& name : optimizer_state_names(spec))
         add(name + " (f32)", MemCategory::kOptimizer, off, update_numel, 4);
     if (g != 4)
-        add("gradients (f32 copy for the update)", MemCategory::kWorkspace, false, update_numel, 4);
+        add_at("gradients (f32 copy for the update)", MemCategory::kWorkspace, grads_at,
+               update_numel, 4);
     if (off) {  // offload/tiered_state.h's buffers, one byte counted per element
         TieredStateOptions t;
         t.sub_group_size = spec.offload_sub_group;
         t.buffer_count = spec.offload_buffers;
+        t.grads_on_host = grads_at == Where::kHost;
         const auto bytes = static_cast<int64_t>(
             TieredState::staging_bytes(static_cast<int>(optimizer_state_names(spec).size()),
                                        update_numel, spec.compute_dtype, t, !nvme));

@@ -63,6 +63,20 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     }
     ao.hold_master = !offloaded;
     ao.hold_compute = !params_offloaded;
+    // Note [Gradients on the host]
+    // With the optimizer offloaded at ZeRO stages 2-3, the rank's owned gradients live in host
+    // memory, outside the device budget, as in DeepSpeed's ZeRO-Offload: each bucket's reduced
+    // slice is added straight into them as its reduction lands (a GPU run's device-to-host copy
+    // of that slice), the device keeps only the buckets in flight, and the offloaded step reads
+    // them in place (TieredStateOptions::grads_on_host). So does the f32 copy the update reads
+    // when gradients accumulate in bf16. Stages 0-1 keep the whole gradient on the device (their
+    // reduction works on it there), as does a run without offload. The arithmetic is the same;
+    // only where the bytes live changes.
+    const bool grads_on_host = offloaded && !ao.full_grads;
+    if (grads_on_host) {
+        host_pool_ = std::make_unique<MemoryPool>();
+        ao.grads_pool = host_pool_.get();
+    }
     arena_ = std::make_unique<ParamArena>(pool_, std::move(params), ao);
     arena_->init_weights(options_.seed);
     param_tier_ =
@@ -76,7 +90,7 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     Tensor master = dp_->update_master();
     state_ = make_update_state(options_.offload_optimizer, *options_.optimizer, pool_,
                                master.defined() ? master.data<float>() : nullptr, update_numel,
-                               dp_->update_compute(), tier_name, param_tier_.get());
+                               dp_->update_compute(), tier_name, param_tier_.get(), grads_on_host);
     if (offloaded) {  // the tier starts empty: the initial weights go there, then everywhere
         state_->init([&](int64_t lo, int64_t n, float* out) {
             arena_->fill_init(options_.seed, u.lo + lo, n, out);
@@ -116,7 +130,8 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
         }
     }
     if (options_.grad_dtype != DType::kF32)
-        grad_f32_ = Tensor::zeros(pool_, {update_numel}, DType::kF32, MemCategory::kWorkspace);
+        grad_f32_ = Tensor::zeros(host_pool_ ? *host_pool_ : pool_, {update_numel}, DType::kF32,
+                                  MemCategory::kWorkspace);
     if (options_.compute_dtype == DType::kF16)
         scaler_ = std::make_unique<LossScaler>(options_.loss_scaler);
     if (options_.pp)

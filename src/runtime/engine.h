@@ -142,6 +142,8 @@ class Engine {
     void load_master(const float* whole);
     // This rank's master weights and optimizer state over the update range, on their tier.
     UpdateState& update_state() { return *state_; }
+    // Bytes of gradients held in host memory outside the budget (Note [Gradients on the host]).
+    int64_t host_grad_bytes() const { return host_pool_ ? host_pool_->stats().total_current : 0; }
     // Stage 3's compute weights on their tier (offload_param), or null.
     const ParamTier* param_tier() const { return param_tier_.get(); }
     MemoryPool& pool() { return pool_; }
@@ -195,6 +197,9 @@ class Engine {
     MemoryPool& pool_;
     std::unique_ptr<Model> model_;
     EngineOptions options_;
+    // Host memory outside the device budget: the gradients under offload at stages 2-3 (Note
+    // [Gradients on the host]); null otherwise. Outlives the arena.
+    std::unique_ptr<MemoryPool> host_pool_;
     std::unique_ptr<ParamArena> arena_;
     std::unique_ptr<ParamTier> param_tier_;  // offload_param; outlives dp_ and state_
     std::unique_ptr<ZeroDataParallel> dp_;

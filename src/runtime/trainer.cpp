@@ -519,6 +519,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                         format_bytes(static_cast<double>(os.staging_bytes)), " of staging buffers)",
                         engine.param_tier()
                             ? str_cat("; parameters on the ", engine.param_tier()->tier(), " tier")
+                            : std::string(),
+                        engine.host_grad_bytes() > 0
+                            ? str_cat("; gradients in host memory (",
+                                      format_bytes(static_cast<double>(engine.host_grad_bytes())),
+                                      " per rank)")
                             : std::string()));
         }
         // Throughput in tokens for a token model, else in samples (ModelFamily).

@@ -10,6 +10,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "cli/cli_fixture.h"
+#include "util/error.h"
 
 using zt::testing::Cli;
 using zt::testing::CommandResult;
@@ -148,6 +149,46 @@ TEST_F(Offload, ModelStatesPastTheBudgetTrainOnlyWithOffload) {
     EXPECT_EQ(steps, 4);
 }
 
+// Note [Gradients on the host]: with the optimizer offloaded at stages 2-3 the owned gradients
+// leave the device budget (metrics' mem.grads is 0, against the shard's bytes without offload),
+// the estimator puts them on the host, and the training is the same to the bit.
+TEST_F(Offload, GradientsLiveOnTheHostAtStages2And3) {
+    struct Case {
+        int ranks, stage;
+        const char* precision;
+        const char* device;
+    };
+    for (const Case c : {Case{2, 2, "fp32", "cpu"}, Case{1, 3, "bf16", "nvme"}}) {
+        const std::string tag = std::to_string(c.ranks) + "r_s" + std::to_string(c.stage) + "_" +
+                                c.precision + "_" + c.device;
+        const nlohmann::json plain = config(3, c.ranks, c.stage, c.precision);
+        ASSERT_EQ(train(plain, "plain_" + tag, "", c.ranks).code, 0) << tag;
+        const nlohmann::json off = offloaded(plain, c.device);
+        const CommandResult r = train(off, "off_" + tag, "", c.ranks);
+        ASSERT_EQ(r.code, 0) << tag << r.output;
+        EXPECT_EQ(read("plain_" + tag).weights, read("off_" + tag).weights) << tag;
+        // The estimator's view of the same layout: the shard's gradients on the host.
+        const CommandResult e = zt::testing::run_zerotrain(zt::str_cat(
+            "estimate ", write_config(off, tag + ".json"), " --ranks ", c.ranks, " --json"));
+        ASSERT_EQ(e.code, 0) << e.output;
+        const nlohmann::json est = nlohmann::json::parse(e.output);
+        const int64_t shard = est["shard_numel"].get<int64_t>();
+        const int64_t g = 4;  // f32 gradients (grad_accum_dtype's default)
+        EXPECT_EQ(est["device"]["grads"].get<int64_t>(), 0) << tag;
+        EXPECT_GE(est["host"]["grads"].get<int64_t>(), shard * g) << tag;
+        const std::vector<nlohmann::json> on = step_lines("off_" + tag);
+        const std::vector<nlohmann::json> in = step_lines("plain_" + tag);
+        ASSERT_EQ(on.size(), 3u);
+        ASSERT_EQ(in.size(), 3u);
+        for (size_t k = 0; k < on.size(); ++k) {
+            EXPECT_EQ(on[k]["mem"]["grads"].get<int64_t>(), 0) << tag;
+            EXPECT_GE(in[k]["mem"]["grads"].get<int64_t>(), shard * g) << tag;
+            // The gradients still cross once a step, as each bucket's reduction lands.
+            EXPECT_EQ(on[k]["offload"]["d2h_bytes"].get<int64_t>(), shard * 4) << tag;
+        }
+    }
+}
+
 // A missing, unwritable or too small nvme_path stops the run before its first step, with exit 2
 // and a message that names the path (and, when too small, how much is needed).
 TEST_F(Offload, BadNvmePathsStopBeforeTheFirstStep) {
@@ -203,8 +244,7 @@ TEST_F(Offload, ParametersOffloadedAtStage3TrainBitForBit) {
     };
     for (const Case c : {Case{1, "bf16", "nvme"}, Case{2, "bf16", "nvme"}, Case{2, "fp32", "cpu"},
                          Case{1, "fp32", "nvme"}}) {
-        const std::string tag =
-            std::to_string(c.ranks) + "r_" + c.precision + "_" + c.device;
+        const std::string tag = std::to_string(c.ranks) + "r_" + c.precision + "_" + c.device;
         nlohmann::json plain = config(6, c.ranks, 3, c.precision);
         plain["zero_optimization"]["stage3_param_persistence_threshold"] = 0;  // all gathered
         plain["zero_optimization"]["stage3_prefetch_bucket_size"] = 600;

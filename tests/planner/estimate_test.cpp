@@ -140,27 +140,37 @@ TEST(StateBytes, SgdStateAndOptimizerOffload) {
     const StateEstimate on_device = estimate_state(s);
     s.offload_optimizer = true;
     const StateEstimate off = estimate_state(s);
-    // Master weights and m, v of the shard move to the host. Staging: 4 buffers, each of one
-    // sub-group (the shard, rounded up to 1024 elements: 4 KiB of f32) of f32 gradients and bf16
-    // compute weights, each rounded up to 4 KiB; the cpu tier is updated in place.
+    // Master weights and m, v of the shard move to the host, and at stage 2 its f32 gradients
+    // too (Note [Gradients on the host]). Staging: 4 buffers, each of one sub-group (the shard,
+    // rounded up to 1024 elements) of bf16 compute weights, rounded up to 4 KiB; the gradients
+    // are read where they are and the cpu tier is updated in place.
     EXPECT_EQ(at(off.device, MemCategory::kOptimizer), 0);
     EXPECT_EQ(at(off.host, MemCategory::kOptimizer), 8 * S);
     EXPECT_EQ(at(off.host, MemCategory::kParams), 4 * S);
-    EXPECT_EQ(at(off.host, MemCategory::kWorkspace), 4 * (1024 * 4 + 4096));
+    EXPECT_EQ(at(off.host, MemCategory::kWorkspace), 4 * 4096);
     EXPECT_EQ(at(off.device, MemCategory::kParams), 2 * 1004);
-    EXPECT_EQ(at(off.device, MemCategory::kGrads), at(on_device.device, MemCategory::kGrads));
+    EXPECT_EQ(at(off.device, MemCategory::kGrads), 0);
+    EXPECT_EQ(at(off.host, MemCategory::kGrads), at(on_device.device, MemCategory::kGrads));
+    EXPECT_EQ(at(off.host, MemCategory::kGrads), 4 * S);
     EXPECT_EQ(model_state(off.device) + model_state(off.host), model_state(on_device.device));
     EXPECT_EQ(model_state(off.nvme), 0);
 
-    // The nvme tier: the same bytes in swap files; staging also holds each sub-group's record
-    // (master weights, m and v: 3 x 1024 f32).
+    // The nvme tier: the same bytes in swap files, the gradients in host memory; staging also
+    // holds each sub-group's record (master weights, m and v: 3 x 1024 f32).
     s.offload_nvme = true;
     const StateEstimate disk = estimate_state(s);
     EXPECT_EQ(at(disk.nvme, MemCategory::kOptimizer), 8 * S);
     EXPECT_EQ(at(disk.nvme, MemCategory::kParams), 4 * S);
-    EXPECT_EQ(model_state(disk.host), 0);
-    EXPECT_EQ(at(disk.host, MemCategory::kWorkspace), 4 * (3 * 1024 * 4 + 1024 * 4 + 4096));
-    EXPECT_EQ(model_state(disk.device) + model_state(disk.nvme), model_state(on_device.device));
+    EXPECT_EQ(model_state(disk.host), 4 * S);
+    EXPECT_EQ(at(disk.host, MemCategory::kWorkspace), 4 * (3 * 1024 * 4 + 4096));
+    EXPECT_EQ(model_state(disk.device) + model_state(disk.nvme) + model_state(disk.host),
+              model_state(on_device.device));
+    // Stage 1 keeps the whole gradient on the device, with a staging copy of it.
+    s.zero_stage = 1;
+    const StateEstimate one = estimate_state(s);
+    EXPECT_EQ(at(one.device, MemCategory::kGrads), 4 * 1004);
+    EXPECT_EQ(at(one.host, MemCategory::kGrads), 0);
+    EXPECT_EQ(at(one.host, MemCategory::kWorkspace), 4 * (3 * 1024 * 4 + 1024 * 4 + 4096));
 
     // Parameters offloaded too (ZeRO-Infinity, stage 3 only): the bf16 shard leaves the device.
     s.zero_stage = 3;

@@ -132,15 +132,16 @@ struct KernelResult {
 
 // Forward then backward with dout, in storage type T, on qkv and dout rounded to T.
 template <typename T>
-KernelResult run_kernels(const Vd& qkv, const Vd& dout, AttentionShape s) {
+KernelResult run_kernels(const Vd& qkv, const Vd& dout, AttentionShape s,
+                         AttentionMath math = AttentionMath::kWidened) {
     std::vector<T> x = to_storage<T>(qkv), dy = to_storage<T>(dout);
     std::vector<T> y(static_cast<size_t>(s.B * s.T * s.C), from_f32<T>(NAN));
     std::vector<T> dx(qkv.size(), from_f32<T>(NAN));
     std::vector<float> lse(static_cast<size_t>(s.B * s.H * s.T), NAN);
     std::vector<char> ws = workspace_for(s);
-    attention_forward(x.data(), y.data(), lse.data(), s, ws.data());
+    attention_forward(x.data(), y.data(), lse.data(), s, ws.data(), math);
     ws.assign(ws.size(), static_cast<char>(0xff));
-    attention_backward(x.data(), y.data(), dy.data(), lse.data(), dx.data(), s, ws.data());
+    attention_backward(x.data(), y.data(), dy.data(), lse.data(), dx.data(), s, ws.data(), math);
     return {to_double(y), Vd(lse.begin(), lse.end()), to_double(dx)};
 }
 
@@ -183,6 +184,29 @@ TEST(Attention, Bf16MatchesReferenceOnRoundedInputs) {
     }
 }
 
+// Note [bf16 dot products in attention]: the same inputs through bf16 dot products, where this
+// build has them. P and dS are rounded to bf16 as well, so the bounds are wider than the widened
+// kernel's.
+TEST(Attention, Bf16DotProductsMatchReferenceOnRoundedInputs) {
+    if (!attention_dot_available()) GTEST_SKIP() << "built without AVX512_BF16";
+    for (const AttentionShape& s : kShapes) {
+        SCOPED_TRACE(testing::Message()
+                     << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
+        Vd qkv = to_double(to_storage<bf16>(random_values(s.B * s.T * 3 * s.C, 3)));
+        Vd dout = to_double(to_storage<bf16>(random_values(s.B * s.T * s.C, 4)));
+        Vd out, lse;
+        reference_forward(qkv, s, out, lse);
+        KernelResult k = run_kernels<bf16>(qkv, dout, s, AttentionMath::kDot);
+        EXPECT_LT(scaled_error(k.out, out), 6e-3);
+        EXPECT_LT(scaled_error(k.lse, lse), 3e-6);
+        EXPECT_LT(scaled_error(k.dqkv, reference_backward(qkv, dout, s)), 1.2e-2);
+        // Not the widened kernel's bits: the dot path really ran.
+        if (s.T > 1) {
+            EXPECT_NE(k.dqkv, run_kernels<bf16>(qkv, dout, s).dqkv);
+        }
+    }
+}
+
 // sum(W * out) in double, for finite differences.
 double weighted_loss(const Vd& qkv, const Vd& w, AttentionShape s) {
     Vd out, lse;
@@ -220,6 +244,10 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
         // The bf16 kernel on the same, unrounded inputs: rounding qkv and W to bf16 (2^-9
         // relative each) dominates; errors seen up to 3.7e-3.
         EXPECT_LT(scaled_error(run_kernels<bf16>(qkv, w, s).dqkv, fd), 1e-2);
+        if (attention_dot_available()) {  // and with P and dS rounded to bf16 too
+            EXPECT_LT(scaled_error(run_kernels<bf16>(qkv, w, s, AttentionMath::kDot).dqkv, fd),
+                      1.5e-2);
+        }
     }
 }
 
@@ -253,13 +281,13 @@ TEST(Attention, StaysInsideAMisalignedWorkspace) {
 }
 
 template <typename T>
-void expect_same_bits_on_two_threads() {
+void expect_same_bits_on_two_threads(AttentionMath math = AttentionMath::kWidened) {
     // B H = 6 heads over 2 threads, and B H = 1 (one thread idles).
     for (AttentionShape s : {AttentionShape{2, 130, 192, 3}, AttentionShape{1, 37, 24, 1}}) {
         Vd qkv = random_values(s.B * s.T * 3 * s.C, 9), dout = random_values(s.B * s.T * s.C, 10);
-        KernelResult one = run_kernels<T>(qkv, dout, s);
+        KernelResult one = run_kernels<T>(qkv, dout, s, math);
         set_num_threads(2);
-        KernelResult two = run_kernels<T>(qkv, dout, s);
+        KernelResult two = run_kernels<T>(qkv, dout, s, math);
         set_num_threads(1);
         // Each head is computed whole by one thread in a fixed order, so the bits cannot depend on
         // the thread count.
@@ -271,6 +299,32 @@ void expect_same_bits_on_two_threads() {
 
 TEST(Attention, TwoThreadsGiveTheSameBitsF32) { expect_same_bits_on_two_threads<float>(); }
 TEST(Attention, TwoThreadsGiveTheSameBitsBf16) { expect_same_bits_on_two_threads<bf16>(); }
+TEST(Attention, TwoThreadsGiveTheSameBitsBf16Dot) {
+    if (!attention_dot_available()) GTEST_SKIP() << "built without AVX512_BF16";
+    expect_same_bits_on_two_threads<bf16>(AttentionMath::kDot);
+}
+
+// Both kernels stay inside the workspace size, which does not depend on which runs.
+TEST(Attention, Bf16DotStaysInsideAMisalignedWorkspace) {
+    if (!attention_dot_available()) GTEST_SKIP() << "built without AVX512_BF16";
+    const AttentionShape s{2, 70, 96, 3};
+    const int64_t bytes = attention_workspace_bytes(s, num_threads());
+    const size_t guard = 256;
+    std::vector<unsigned char> buf(1 + static_cast<size_t>(bytes) + guard, 0xa5);
+    void* ws = buf.data() + 1;
+    Vd qkv = to_double(to_storage<bf16>(random_values(s.B * s.T * 3 * s.C, 7)));
+    Vd dout = to_double(to_storage<bf16>(random_values(s.B * s.T * s.C, 8)));
+    std::vector<bf16> x = to_storage<bf16>(qkv), dy = to_storage<bf16>(dout);
+    std::vector<bf16> y(static_cast<size_t>(s.B * s.T * s.C)), dx(x.size());
+    std::vector<float> lse(static_cast<size_t>(s.B * s.H * s.T));
+    attention_forward(x.data(), y.data(), lse.data(), s, ws, AttentionMath::kDot);
+    attention_backward(x.data(), y.data(), dy.data(), lse.data(), dx.data(), s, ws,
+                       AttentionMath::kDot);
+    EXPECT_EQ(buf[0], 0xa5);
+    for (size_t i = 1 + static_cast<size_t>(bytes); i < buf.size(); ++i)
+        ASSERT_EQ(buf[i], 0xa5) << i;
+    EXPECT_LT(scaled_error(to_double(dx), reference_backward(qkv, dout, s)), 1.2e-2);
+}
 
 TEST(Attention, RejectsCNotAMultipleOfH) {
     EXPECT_THROW(attention_workspace_bytes({1, 4, 10, 3}, 1), Error);

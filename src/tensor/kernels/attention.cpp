@@ -9,8 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "tensor/dtype.h"
+#include "tensor/gemm.h"
+#include "tensor/kernels/attention_common.h"
+#include "tensor/kernels/attention_dot.h"
 #include "tensor/kernels/vec16.h"
 #include "tensor/threads.h"
 #include "util/error.h"
@@ -30,20 +34,7 @@ namespace zt::kernels {
 
 namespace {
 
-using vec::kLanes;
-using vec::V16;
-
-constexpr int64_t kBlock = 64;  // queries and keys per score tile; a multiple of kLanes
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// Which part of a diagonal tile a product needs; row m and column (or k) n share one origin there.
-enum class Causal {
-    kNone,      // the whole product
-    kColsTo,    // scores: only columns n <= m (register tiles wholly right of them are skipped)
-    kColsFrom,  // transposed scores: only columns n >= m (tiles wholly left of them are skipped)
-    kKLow,      // a(m, k) = 0 for k > m: P V and dS K
-    kKHigh,     // a(m, k) = 0 for k < m: P^T dO and dS^T Q
-};
+using namespace attn;  // NOLINT(google-build-using-namespace): the kernels' shared internals
 
 // c (MR, 16 NV) (+)= a (MR, [kb, ke)) b ([kb, ke), 16 NV); a(m, k) = a[m lda + k], or a[k lda + m]
 // when kTransA; rows of b and c are ldb and ldc floats apart.
@@ -135,16 +126,6 @@ void tile_gemm(const GemmArgs& g) {
 #endif
 }
 
-// Shapes of one head; `ld` is the row stride of qkv.
-struct Dims {
-    int64_t B, T, C, H, D, Tp, Dp, nb, ld;
-};
-
-Dims make_dims(AttentionShape s) {
-    const int64_t D = s.C / s.H, Tp = (s.T + kBlock - 1) / kBlock * kBlock;
-    return {s.B, s.T, s.C, s.H, D, Tp, (D + kLanes - 1) / kLanes * kLanes, Tp / kBlock, 3 * s.C};
-}
-
 // One thread's scratch (floats; every piece a multiple of 16). Forward uses rows[0..1] (k, v),
 // tile_t[0] (q^T), tile_r (O, staging), sq (scores, alpha) and vec (m, l); backward uses all.
 struct Scratch {
@@ -165,54 +146,6 @@ struct Scratch {
     }
 };
 
-int threads_for(const Dims& d, int threads) {
-    return static_cast<int>(std::clamp<int64_t>(d.B * d.H, 1, std::max(threads, 1)));
-}
-
-// Head bh = b H + h of qkv (B, T, 3C): its q; its k and v are C and 2C further.
-template <typename T>
-T* head_in(T* qkv, const Dims& d, int64_t bh) {
-    return qkv + (bh / d.H) * d.T * d.ld + (bh % d.H) * d.D;
-}
-// Head bh of out or dout (B, T, C).
-template <typename T>
-T* head_out(T* out, const Dims& d, int64_t bh) {
-    return out + (bh / d.H) * d.T * d.C + (bh % d.H) * d.D;
-}
-
-// Runs fn(bh, next, slab) over the B H heads; each thread takes a contiguous range, like
-// schedule(static), and `next` is its following head (-1 after the last) so it can be prefetched.
-template <typename F>
-void for_each_head(const Dims& d, void* workspace, F fn) {
-    char* base = static_cast<char*>(workspace);  // aligned to 64 bytes: the workspace has room
-    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
-    const int64_t n = d.B * d.H;
-#pragma omp parallel num_threads(threads_for(d, num_threads()))
-    {
-        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        const int64_t begin = t * (n / nt) + std::min(t, n % nt);
-        const int64_t end = begin + n / nt + (t < n % nt ? 1 : 0);
-        float* slab = reinterpret_cast<float*>(base) + t * Scratch::floats(d);
-        for (int64_t bh = begin; bh < end; ++bh) fn(bh, bh + 1 < end ? bh + 1 : -1, slab);
-    }
-}
-
-// Asks for rows [0, n) of a D-wide slice, ld elements apart, to be brought into L2 while other
-// work runs: the next head's inputs, or rows about to be written. Each row sits in its own pages,
-// which the hardware prefetcher does not follow.
-template <typename T>
-void prefetch_rows(const T* src, int64_t ld, int64_t n, const Dims& d, bool for_write) {
-    const int64_t row_bytes = d.D * static_cast<int64_t>(sizeof(T));
-    for (int64_t t = 0; t < n; ++t)
-        for (int64_t off = 0; off < row_bytes; off += 64) {
-            const char* a = reinterpret_cast<const char*>(src + t * ld) + off;
-            if (for_write)
-                __builtin_prefetch(a, 1, 2);
-            else
-                __builtin_prefetch(a, 0, 2);
-        }
-}
-
 // dst (n, Dp) <- rows [0, n) of src, ld elements apart, D wide; zeros in the padding columns.
 template <typename T>
 void load_rows(const T* src, int64_t ld, int64_t n, const Dims& d, float* dst) {
@@ -229,113 +162,11 @@ void store_rows(const float* src, int64_t n, const Dims& d, T* dst, int64_t ld) 
             vec::store_part(dst + t * ld + e, vec::load(src + t * d.Dp + e), d.D - e);
 }
 
-#ifdef ZT_VEC16_AVX2
-// dst (8, 8; rows ldd apart) <- the transpose of src (8, 8; rows lds apart): interleave 32-bit,
-// then 64-bit elements of row pairs, then swap 128-bit halves.
-void transpose8(const float* src, int64_t lds, float* dst, int64_t ldd) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int g = 0; g < 8; g += 4) {  // rows g..g+3: columns 4 lanes x {0,1} | {2,3} per pair
-        r[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
-        r[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
-        r[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-        r[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
-    }
-    for (int k = 0; k < 4; ++k) {
-        _mm256_storeu_ps(dst + k * ldd, _mm256_permute2f128_ps(r[k], r[4 + k], 0x20));
-        _mm256_storeu_ps(dst + (4 + k) * ldd, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
-    }
-}
-#endif
-
-// dst (16, 16; rows ldd apart) <- the transpose of src (16, 16; rows lds apart). With AVX-512:
-// interleave 32-bit then 64-bit elements of row pairs, then transpose the 4 x 4 grid of 128-bit
-// lanes; 4x faster than scalar copies, which were 8% of the forward.
-void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
-#ifdef ZT_VEC16_AVX512
-    auto lo = [](__m512 a, __m512 b) {
-        return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
-    };
-    auto hi = [](__m512 a, __m512 b) {
-        return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
-    };
-    __m512 u[16];  // u[4 g + k], lane L: column 4 L + k of rows 4 g .. 4 g + 3
-    for (int g = 0; g < 16; g += 4) {
-        const __m512 r0 = _mm512_loadu_ps(src + g * lds), r1 = _mm512_loadu_ps(src + (g + 1) * lds);
-        const __m512 r2 = _mm512_loadu_ps(src + (g + 2) * lds);
-        const __m512 r3 = _mm512_loadu_ps(src + (g + 3) * lds);
-        const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
-        const __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
-        u[g] = lo(t0, t2), u[g + 1] = hi(t0, t2), u[g + 2] = lo(t1, t3), u[g + 3] = hi(t1, t3);
-    }
-    for (int k = 0; k < 4; ++k) {
-        const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
-        const __m512 v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xee);
-        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44);
-        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xee);
-        _mm512_storeu_ps(dst + k * ldd, _mm512_shuffle_f32x4(v0, v2, 0x88));
-        _mm512_storeu_ps(dst + (4 + k) * ldd, _mm512_shuffle_f32x4(v0, v2, 0xdd));
-        _mm512_storeu_ps(dst + (8 + k) * ldd, _mm512_shuffle_f32x4(v1, v3, 0x88));
-        _mm512_storeu_ps(dst + (12 + k) * ldd, _mm512_shuffle_f32x4(v1, v3, 0xdd));
-    }
-#elif defined(ZT_VEC16_AVX2)
-    for (int bi = 0; bi < 16; bi += 8)
-        for (int bj = 0; bj < 16; bj += 8)
-            transpose8(src + bi * lds + bj, lds, dst + bj * ldd + bi, ldd);
-#else
-    for (int64_t e = 0; e < kLanes; ++e)
-        for (int64_t c = 0; c < kLanes; ++c) dst[e * ldd + c] = src[c * lds + e];
-#endif
-}
-
 // dst (Dp, kBlock) <- the transpose of rows (kBlock, Dp).
 void transpose_block(const float* rows, const Dims& d, float* dst) {
     for (int64_t c = 0; c < kBlock; c += kLanes)
         for (int64_t e = 0; e < d.Dp; e += kLanes)
             transpose16(rows + c * d.Dp + e, d.Dp, dst + e * kBlock + c, kBlock);
-}
-
-// Entries right (mask_upper) or left (mask_lower) of the diagonal of a (n, kBlock) tile <- value.
-void mask_upper(float* tile, int64_t n, float value) {
-    for (int64_t r = 0; r < n; ++r)
-        std::fill(tile + r * kBlock + r + 1, tile + (r + 1) * kBlock, value);
-}
-void mask_lower(float* tile, int64_t n, float value) {
-    for (int64_t r = 0; r < n; ++r) std::fill(tile + r * kBlock, tile + r * kBlock + r, value);
-}
-
-// The online softmax step on a transposed score tile st (nk keys, kBlock queries) holding k.q:
-// each lane is one query. On return st holds p = e^(x - m_new) with x = k.q scale, m and l
-// (kBlock queries each) are updated, and alpha holds what the output rows must be rescaled by.
-void softmax_columns(float* st, int64_t nk, float scale, float* m, float* l, float* alpha) {
-    constexpr int kVecs = kBlock / kLanes;
-    const V16 sc = vec::splat(scale);
-    V16 mx[kVecs], neg[kVecs], sum[kVecs];
-    for (int v = 0; v < kVecs; ++v) mx[v] = vec::neg_inf(), sum[v] = vec::zero();
-    for (int64_t c = 0; c < nk; ++c)
-        for (int v = 0; v < kVecs; ++v)
-            mx[v] = vec::max(mx[v], vec::load(st + c * kBlock + v * kLanes));
-    for (int v = 0; v < kVecs; ++v) {  // max(x) = max(k.q) scale, as scale > 0
-        mx[v] = vec::max(vec::load(m + v * kLanes), mx[v] * sc);
-        neg[v] = vec::zero() - mx[v];
-    }
-    for (int64_t c = 0; c < nk; ++c)
-        for (int v = 0; v < kVecs; ++v) {
-            float* p = st + c * kBlock + v * kLanes;
-            const V16 e = vec::exp(vec::fma(vec::load(p), sc, neg[v]));
-            vec::store(p, e);
-            sum[v] = sum[v] + e;
-        }
-    for (int v = 0; v < kVecs; ++v) {
-        const V16 a = vec::exp(vec::load(m + v * kLanes) + neg[v]);  // 0 on the first block
-        vec::store(alpha + v * kLanes, a);
-        vec::store(l + v * kLanes, vec::fma(vec::load(l + v * kLanes), a, sum[v]));
-        vec::store(m + v * kLanes, mx[v]);
-    }
 }
 
 // One head bh = b H + h of the forward; next: the thread's next head or -1.
@@ -477,42 +308,62 @@ void check_shape(AttentionShape s) {
 
 }  // namespace
 
+bool attention_dot_available() { return dot_available(); }
+
+bool attention_uses_dot(AttentionMath math) {
+    if (!dot_available() || math == AttentionMath::kWidened) return false;
+    if (math == AttentionMath::kDot) return true;
+    // Note [bf16 dot products in attention]: where the measured choice for a large bf16 product
+    // is the native one, bf16 dot products beat widened f32 FMAs on this machine.
+    static const bool native =
+        gemm_library_for(DType::kBF16, false, true, 2048, 2048, 2048) == GemmLibrary::kOneDnn;
+    return native;
+}
+
+// The larger of the two kernels' scratch, so that the bytes do not depend on which runs.
 int64_t attention_workspace_bytes(AttentionShape s, int threads) {
     check_shape(s);
     const Dims d = make_dims(s);
-    return 64 + int64_t{threads_for(d, threads)} * Scratch::floats(d) *
-                    static_cast<int64_t>(sizeof(float));
+    const int64_t slab = std::max(Scratch::floats(d), dot_slab_floats(d));
+    return 64 + int64_t{threads_for(d, threads)} * slab * static_cast<int64_t>(sizeof(float));
 }
 
 // Both run on zt::num_threads() threads (at most B H): the count the caller must have given
 // attention_workspace_bytes.
 template <typename T>
-void attention_forward(const T* qkv, T* out, float* lse, AttentionShape s, void* workspace) {
+void attention_forward(const T* qkv, T* out, float* lse, AttentionShape s, void* workspace,
+                       AttentionMath math) {
     check_shape(s);
     const Dims d = make_dims(s);
-    for_each_head(d, workspace, [&](int64_t bh, int64_t next, float* slab) {
+    if constexpr (std::is_same_v<T, bf16>) {
+        if (attention_uses_dot(math)) return dot_forward(qkv, out, lse, d, workspace);
+    }
+    for_each_head(d, workspace, Scratch::floats(d), [&](int64_t bh, int64_t next, float* slab) {
         forward_head(qkv, out, lse, d, bh, next, slab);
     });
 }
 
 template <typename T>
 void attention_backward(const T* qkv, const T* out, const T* dout, const float* lse, T* dqkv,
-                        AttentionShape s, void* workspace) {
+                        AttentionShape s, void* workspace, AttentionMath math) {
     check_shape(s);
     const Dims d = make_dims(s);
-    for_each_head(d, workspace, [&](int64_t bh, int64_t next, float* slab) {
+    if constexpr (std::is_same_v<T, bf16>) {
+        if (attention_uses_dot(math)) return dot_backward(qkv, out, dout, lse, dqkv, d, workspace);
+    }
+    for_each_head(d, workspace, Scratch::floats(d), [&](int64_t bh, int64_t next, float* slab) {
         backward_head(qkv, out, dout, lse, dqkv, d, bh, next, slab);
     });
 }
 
-template void attention_forward<float>(const float*, float*, float*, AttentionShape, void*);
-template void attention_forward<bf16>(const bf16*, bf16*, float*, AttentionShape, void*);
-template void attention_backward<float>(const float*, const float*, const float*, const float*,
-                                        float*, AttentionShape, void*);
-template void attention_backward<bf16>(const bf16*, const bf16*, const bf16*, const float*, bf16*,
-                                       AttentionShape, void*);
-template void attention_forward<f16>(const f16*, f16*, float*, AttentionShape, void*);
-template void attention_backward<f16>(const f16*, const f16*, const f16*, const float*, f16*,
-                                      AttentionShape, void*);
+#define ZT_ATTENTION_INSTANTIATE(T)                                                     \
+    template void attention_forward<T>(const T*, T*, float*, AttentionShape, void*,     \
+                                       AttentionMath);                                  \
+    template void attention_backward<T>(const T*, const T*, const T*, const float*, T*, \
+                                        AttentionShape, void*, AttentionMath);
+ZT_ATTENTION_INSTANTIATE(float)
+ZT_ATTENTION_INSTANTIATE(bf16)
+ZT_ATTENTION_INSTANTIATE(f16)
+#undef ZT_ATTENTION_INSTANTIATE
 
 }  // namespace zt::kernels
