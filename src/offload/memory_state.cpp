@@ -12,6 +12,16 @@ std::vector<std::string> UpdateState::names() const {
     return out;
 }
 
+std::vector<OptimSegment> slice_segments(std::span<const OptimSegment> segs, int64_t lo,
+                                         int64_t n) {
+    std::vector<OptimSegment> out;
+    for (const OptimSegment& s : segs) {
+        const int64_t b = std::max(s.offset, lo), e = std::min(s.offset + s.numel, lo + n);
+        if (b < e) out.push_back({b - lo, e - b, s.decay});
+    }
+    return out;
+}
+
 MemoryState::MemoryState(Optimizer& optimizer, MemoryPool& pool, float* master, int64_t numel,
                          ComputeCopy compute)
     : UpdateState(optimizer), opt_(optimizer), master_(master), numel_(numel), compute_(compute) {

@@ -40,16 +40,6 @@ int64_t group_count(int64_t numel, int64_t group) { return (numel + group - 1) /
 
 uint64_t round_up(uint64_t n) { return (n + kStoreAlign - 1) / kStoreAlign * kStoreAlign; }
 
-// The segments of [lo, lo + n), shifted to start at lo.
-std::vector<OptimSegment> slice(std::span<const OptimSegment> segs, int64_t lo, int64_t n) {
-    std::vector<OptimSegment> out;
-    for (const OptimSegment& s : segs) {
-        const int64_t b = std::max(s.offset, lo), e = std::min(s.offset + s.numel, lo + n);
-        if (b < e) out.push_back({b - lo, e - b, s.decay});
-    }
-    return out;
-}
-
 }  // namespace
 
 uint64_t TieredState::store_bytes(const Optimizer& optimizer, int64_t numel,
@@ -236,7 +226,7 @@ void TieredState::step(const float* grads, std::span<const OptimSegment> segment
         }
         stats_.d2h_bytes += static_cast<uint64_t>(n) * sizeof(float);
         for (int i = 1; i < tensors_; ++i) state[static_cast<size_t>(i - 1)] = rec + i * group_;
-        const std::vector<OptimSegment> segs = slice(segments, lo, n);
+        const std::vector<OptimSegment> segs = slice_segments(segments, lo, n);
         int64_t covered = 0;
         for (const OptimSegment& sg : segs) covered += sg.numel;
         if (covered < n)  // padding: step_on leaves it alone, the compute copy keeps it zero

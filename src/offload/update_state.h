@@ -33,6 +33,10 @@ struct UpdateStateStats {
     int64_t staging_bytes = 0;   // bytes of staging buffers
 };
 
+// The segments of [lo, lo + n), shifted to start at lo.
+std::vector<OptimSegment> slice_segments(std::span<const OptimSegment> segs, int64_t lo,
+                                         int64_t n);
+
 class UpdateState {
   public:
     // The tensors read() and write() address: 0 is "master", then the optimizer's state_names().

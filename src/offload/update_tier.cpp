@@ -3,6 +3,7 @@
 #include "offload/host_store.h"
 #include "offload/memory_state.h"
 #include "offload/nvme_store.h"
+#include "offload/split_state.h"
 #include "offload/tiered_state.h"
 #include "util/error.h"
 
@@ -50,7 +51,8 @@ std::unique_ptr<ParamTier> make_param_tier(const OffloadParamOptions& options,
 uint64_t update_tier_bytes(const OffloadOptimizerOptions& options, const Optimizer& optimizer,
                            int64_t numel) {
     if (options.device == "none") return 0;
-    return TieredState::store_bytes(optimizer, numel, tiered_options(options));
+    return TieredState::store_bytes(optimizer, offloaded_numel(numel, options.ratio),
+                                    tiered_options(options));
 }
 
 std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& options,
@@ -71,11 +73,23 @@ std::unique_ptr<UpdateState> make_update_state(const OffloadOptimizerOptions& op
              options.device, "\"");
     TieredStateOptions t = tiered_options(options);
     t.grads_on_host = grads_on_host;
-    return std::make_unique<TieredState>(
-        optimizer, numel, compute,
-        make_store(options.device, options.nvme_path, options.aio,
-                   TieredState::store_bytes(optimizer, numel, t), "optimizer-" + name),
-        t, params);
+    const int64_t off = offloaded_numel(numel, options.ratio);
+    auto tiered = [&](int64_t n, ComputeCopy c) {
+        return std::make_unique<TieredState>(
+            optimizer, n, c,
+            make_store(options.device, options.nvme_path, options.aio,
+                       TieredState::store_bytes(optimizer, n, t), "optimizer-" + name),
+            t, params);
+    };
+    if (off == numel) return tiered(numel, compute);
+    ZT_CHECK(params == nullptr && !grads_on_host,
+             "zero_optimization.offload_optimizer.ratio: partial offload keeps the gradients and "
+             "weights on the device; it does not combine with offload_param");
+    const int64_t in_memory = numel - off;
+    ComputeCopy rest = compute;
+    rest.data = static_cast<char*>(compute.data) +
+                static_cast<size_t>(in_memory) * dtype_size(compute.dtype);
+    return std::make_unique<SplitState>(optimizer, pool, in_memory, compute, tiered(off, rest));
 }
 
 }  // namespace zt

@@ -26,6 +26,9 @@ struct OffloadOptimizerOptions {
     int buffer_count = 4;         // staging buffers the step streams sub-groups through
     bool pin_memory = false;      // accepted: host buffers are always page-locked-equivalent here
     int64_t sub_group_size = 1000000000;  // elements per sub-group
+    // The fraction of the update range on the tier, in (0, 1] (ZeRO-Offload++; the rest stays
+    // in memory: offload/split_state.h).
+    double ratio = 1.0;
     AioOptions aio;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "comm/codec/codec.h"
+#include "offload/split_state.h"
 #include "offload/tiered_state.h"
 #include "parallel/momentum_exchange.h"
 #include "util/error.h"
@@ -20,6 +21,9 @@ namespace zt {
 //   optimizer state (4 bytes each)        P   S   S   S    optimizer   tier
 //   f32 gradient copy (g = 2)             P   S   S   S    workspace   device; host at 2-3
 //   offload staging buffers               -   -   -   -    workspace   host
+// With offload_optimizer.ratio r < 1 (offload/split_state.h) only the last round(r x range)
+// elements of the update range are on the tier; the rest keep their f32 master weights and state
+// on the device, and the gradients stay there too.
 // The f32 gradient copy is what the update reads when gradients are not f32 (Engine's grad_f32_).
 // With offload, buffer_count staging buffers of one sub-group each (offload/tiered_state.h) hold
 // the gradients copied off the device, the compute weights going back and, for the nvme tier,
@@ -116,22 +120,34 @@ StateEstimate estimate_state(const StateSpec& spec) {
     const int64_t e = static_cast<int64_t>(dtype_size(spec.compute_dtype));
     const int64_t g = static_cast<int64_t>(dtype_size(spec.grad_dtype));
     const int64_t update_numel = stage >= 1 ? S : P;  // what this rank's optimizer updates
+    // Partial offload (offload/split_state.h): the update range's first part stays in memory.
+    const int64_t tier_numel = off ? offloaded_numel(update_numel, spec.offload_ratio) : 0;
+    const int64_t mem_numel = update_numel - tier_numel;
+    const bool split = off && mem_numel > 0;
     if (is_mixed(spec)) {
         add_at(str_cat("weights (", dtype_name(spec.compute_dtype), " compute copy)"),
                MemCategory::kParams, compute_at, stage >= 3 ? S : P, e);
-        add("master weights (f32)", MemCategory::kParams, off, update_numel, 4);
+        if (split) add_at("master weights (f32, in memory)", MemCategory::kParams, Where::kDevice,
+                          mem_numel, 4);
+        add("master weights (f32)", MemCategory::kParams, off, off ? tier_numel : update_numel, 4);
     } else {
         add_at(param_off ? "weights (f32 compute copy)" : "weights (f32, also the master)",
                MemCategory::kParams, compute_at, stage >= 3 ? S : P, 4);
+        if (split) add_at("master weights (f32, in-memory copy)", MemCategory::kParams,
+                          Where::kDevice, mem_numel, 4);
         if (off)
-            add("master weights (f32, host copy)", MemCategory::kParams, true, update_numel, 4);
+            add("master weights (f32, host copy)", MemCategory::kParams, true, tier_numel, 4);
     }
     // Note [Gradients on the host] (runtime/engine.cpp): offloaded stages 2-3 keep them there.
-    const Where grads_at = off && stage >= 2 ? Where::kHost : Where::kDevice;
+    const Where grads_at = off && !split && stage >= 2 ? Where::kHost : Where::kDevice;
     add_at(str_cat("gradients (", dtype_name(spec.grad_dtype), ")"), MemCategory::kGrads, grads_at,
            stage >= 2 ? S : P, g);
-    for (const std::string& name : optimizer_state_names(spec))
-        add(name + " (f32)", MemCategory::kOptimizer, off, update_numel, 4);
+    for (const std::string& name : optimizer_state_names(spec)) {
+        if (split)
+            add_at(name + " (f32, in memory)", MemCategory::kOptimizer, Where::kDevice, mem_numel,
+                   4);
+        add(name + " (f32)", MemCategory::kOptimizer, off, off ? tier_numel : update_numel, 4);
+    }
     if (g != 4)
         add_at("gradients (f32 copy for the update)", MemCategory::kWorkspace, grads_at,
                update_numel, 4);
@@ -142,7 +158,7 @@ StateEstimate estimate_state(const StateSpec& spec) {
         t.grads_on_host = grads_at == Where::kHost;
         const auto bytes = static_cast<int64_t>(
             TieredState::staging_bytes(static_cast<int>(optimizer_state_names(spec).size()),
-                                       update_numel, spec.compute_dtype, t, !nvme));
+                                       tier_numel, spec.compute_dtype, t, !nvme));
         add(str_cat("offload staging buffers (", spec.offload_buffers, ")"),
             MemCategory::kWorkspace, true, bytes, 1);
     }

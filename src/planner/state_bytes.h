@@ -36,6 +36,7 @@ struct StateSpec {
     // offload_buffers sub-groups of offload_sub_group elements in host memory.
     bool offload_optimizer = false;
     bool offload_nvme = false;
+    double offload_ratio = 1.0;  // the fraction of the update range on the tier (partial offload)
     int64_t offload_sub_group = 1000000000;
     int offload_buffers = 4;
     // zero_optimization.offload_param (stage 3): the compute weights' shard on the host or, with

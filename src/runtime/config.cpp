@@ -246,10 +246,13 @@ void parse_offload(Section& z, ZeroConfig& zc, std::vector<std::string>& warning
             ZT_CHECK(!oo.nvme_path.empty(), o.key("nvme_path"),
                      ": device \"nvme\" needs the directory for its swap files");
         });
+    oo.ratio = o.get_number("ratio", 1.0, 0.0, 1.0);
     o.guard([&] {
-        ZT_CHECK(o.get_number("ratio", 1.0, 0.0, 1.0) == 1.0, o.key("ratio"),
-                 ": partial offload is not supported yet; use 1.0 (all of the optimizer state "
-                 "on the tier)");
+        ZT_CHECK(oo.ratio > 0.0, o.key("ratio"),
+                 ": 0 would keep all of the optimizer state in memory; use device \"none\", or a "
+                 "ratio in (0, 1] (the fraction of the optimizer state on the tier)");
+        ZT_CHECK(oo.ratio == 1.0 || oo.device != "none", o.key("ratio"),
+                 ": partial offload needs device \"cpu\" or \"nvme\" for its offloaded part");
     });
     for (const char* k : {"pipeline_read", "pipeline_write", "pipeline", "fast_init"})
         if (o.has(k)) {
@@ -284,6 +287,10 @@ void parse_offload(Section& z, ZeroConfig& zc, std::vector<std::string>& warning
                  "writes the weights");
         ZT_CHECK(op.device != "nvme" || !op.nvme_path.empty(), p.key("nvme_path"),
                  ": device \"nvme\" needs the directory for its swap files");
+        ZT_CHECK(oo.ratio == 1.0, p.key("device"),
+                 ": offloading parameters needs all of the optimizer offloaded "
+                 "(offload_optimizer.ratio 1; partial offload keeps part of the update on the "
+                 "device, with its weights)");
     });
     for (const char* k : {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"})
         if (p.has(k)) {

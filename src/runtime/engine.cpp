@@ -72,7 +72,8 @@ Engine::Engine(MemoryPool& pool, std::unique_ptr<Model> model, EngineOptions opt
     // when gradients accumulate in bf16. Stages 0-1 keep the whole gradient on the device (their
     // reduction works on it there), as does a run without offload. The arithmetic is the same;
     // only where the bytes live changes.
-    const bool grads_on_host = offloaded && !ao.full_grads;
+    const bool grads_on_host =
+        offloaded && !ao.full_grads && options_.offload_optimizer.ratio >= 1.0;
     if (grads_on_host) {
         host_pool_ = std::make_unique<MemoryPool>();
         ao.grads_pool = host_pool_.get();

@@ -40,6 +40,7 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     const OffloadOptimizerOptions& oo = cfg.zero.offload_optimizer;
     st.offload_nvme = offload_optimizer && oo.device == "nvme";
     st.offload_sub_group = oo.sub_group_size;
+    st.offload_ratio = oo.ratio;
     st.offload_buffers = oo.buffer_count;
     st.offload_param = offload_optimizer && cfg.zero.offload_param.device != "none";
     st.offload_param_nvme = st.offload_param && cfg.zero.offload_param.device == "nvme";

@@ -189,6 +189,69 @@ TEST_F(Offload, GradientsLiveOnTheHostAtStages2And3) {
     }
 }
 
+// Note [Partial offload]: offload_optimizer.ratio r keeps the first part of each rank's update
+// range in memory and the rest on the tier. The run trains to the bits of the in-memory one,
+// resumes across ratios, and its device optimizer bytes are exactly the estimator's.
+TEST_F(Offload, PartialOffloadTrainsBitForBitWithPartOfTheStateInMemory) {
+    struct Case {
+        int ranks, stage;
+        const char* precision;
+        const char* device;
+        double ratio;
+    };
+    for (const Case c : {Case{1, 1, "bf16", "cpu", 0.5}, Case{2, 2, "fp32", "nvme", 0.3},
+                         Case{2, 3, "bf16", "cpu", 0.75}}) {
+        const std::string tag = std::to_string(c.ranks) + "r_s" + std::to_string(c.stage) + "_" +
+                                c.precision + "_" + c.device;
+        const nlohmann::json plain = config(4, c.ranks, c.stage, c.precision);
+        ASSERT_EQ(train(plain, "plain_" + tag, "", c.ranks).code, 0) << tag;
+        nlohmann::json part = offloaded(plain, c.device);
+        part["zero_optimization"]["offload_optimizer"]["ratio"] = c.ratio;
+        const CommandResult r = train(part, "part_" + tag, "", c.ranks);
+        ASSERT_EQ(r.code, 0) << tag << r.output;
+        EXPECT_EQ(read("plain_" + tag).loss, read("part_" + tag).loss) << tag;
+        EXPECT_EQ(read("plain_" + tag).weights, read("part_" + tag).weights) << tag;
+        const CommandResult e =
+            zt::testing::run_zerotrain(zt::str_cat("estimate ", write_config(part, tag + ".json"),
+                                                   " --ranks ", c.ranks, " --json"));
+        ASSERT_EQ(e.code, 0) << e.output;
+        const nlohmann::json est = nlohmann::json::parse(e.output);
+        const int64_t device_optimizer = est["device"]["optimizer"].get<int64_t>();
+        const int64_t tier_optimizer = est[c.device == std::string("cpu") ? "host" : "nvme"]
+                                          ["optimizer"].get<int64_t>();
+        // Adam's two moments, split by the ratio.
+        const double share = static_cast<double>(tier_optimizer) /
+                             static_cast<double>(tier_optimizer + device_optimizer);
+        EXPECT_NEAR(share, c.ratio, 0.01) << tag;
+        const std::vector<nlohmann::json> in = step_lines("plain_" + tag);
+        const std::vector<nlohmann::json> on = step_lines("part_" + tag);
+        ASSERT_EQ(on.size(), 4u);
+        for (size_t k = 0; k < on.size(); ++k) {
+            EXPECT_EQ(on[k]["mem"]["optimizer"].get<int64_t>(), device_optimizer) << tag;
+            EXPECT_LT(on[k]["mem"]["optimizer"].get<int64_t>(),
+                      in[k]["mem"]["optimizer"].get<int64_t>())
+                << tag;
+            EXPECT_EQ(on[k]["offload"]["tier"], c.device) << tag;
+        }
+    }
+    // Resumed across ratios: half offloaded to step 2, then all offloaded, then in memory.
+    nlohmann::json j = config(6, 2, 2, "bf16");
+    j["checkpoint"] = {{"interval_steps", 2}};
+    ASSERT_EQ(train(j, "ref", "", 2).code, 0);
+    nlohmann::json half = offloaded(j, "nvme");
+    half["zero_optimization"]["offload_optimizer"]["ratio"] = 0.5;
+    half["steps"] = 2;
+    ASSERT_EQ(train(half, "mixed", "", 2).code, 0);
+    nlohmann::json all = offloaded(j, "cpu");
+    all["steps"] = 4;
+    CommandResult r = train(all, "mixed", "--resume", 2);
+    ASSERT_EQ(r.code, 0) << r.output;
+    r = train(j, "mixed", "--resume", 2);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(read("mixed").loss, read("ref").loss);
+    EXPECT_EQ(read("mixed").weights, read("ref").weights);
+}
+
 // A missing, unwritable or too small nvme_path stops the run before its first step, with exit 2
 // and a message that names the path (and, when too small, how much is needed).
 TEST_F(Offload, BadNvmePathsStopBeforeTheFirstStep) {

@@ -145,8 +145,16 @@ TEST(ConfigZero, BehaviourZerotrainAlwaysHasIsRefusedWhenTurnedOff) {
                         {"zero_optimization.offload_param.device", "needs offload_optimizer too"});
     expect_mentions(err({{"stage", 2}, {"offload_optimizer", {{"device", "nvme"}}}}),
                     {"zero_optimization.offload_optimizer.nvme_path", "needs the directory"});
-    expect_mentions(err({{"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.3}}}}),
-                    {"zero_optimization.offload_optimizer.ratio", "partial offload"});
+    expect_mentions(err({{"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.0}}}}),
+                    {"zero_optimization.offload_optimizer.ratio", "use device \"none\""});
+    expect_mentions(err({{"offload_optimizer", {{"ratio", 0.5}}}}),
+                    {"zero_optimization.offload_optimizer.ratio", "partial offload needs"});
+    expect_mentions(err({{"offload_optimizer", {{"device", "cpu"}, {"ratio", 1.5}}}}),
+                    {"zero_optimization.offload_optimizer.ratio"});
+    expect_mentions(err({{"stage", 3},
+                         {"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.5}}},
+                         {"offload_param", {{"device", "cpu"}}}}),
+                    {"zero_optimization.offload_param.device", "offload_optimizer.ratio 1"});
     expect_mentions(err({{"offload_optimizer", {{"device", "cpu"}, {"buffer_count", 0}}}}),
                     {"zero_optimization.offload_optimizer.buffer_count"});
     expect_mentions(err({{"offload_param", {{"device", "gpu"}}}}),
