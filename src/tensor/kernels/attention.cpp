@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "tensor/dtype.h"
@@ -80,17 +82,7 @@ struct GemmArgs {
 template <int MR, bool kTransA>
 int64_t gemm_rows(const GemmArgs& g, int64_t m0, int64_t n0, int64_t nvec) {
     for (; m0 + MR <= g.M; m0 += MR) {
-        int64_t kb = 0, ke = g.K, v0 = 0, nv = nvec;
-        if (g.causal == Causal::kKLow) ke = std::min(g.K, m0 + MR);
-        if (g.causal == Causal::kKHigh) kb = std::min(g.K, m0);
-        if (g.causal == Causal::kColsTo) {
-            const int64_t last = m0 + MR - 1 - n0;  // the last column any row of the group needs
-            nv = last < 0 ? 0 : std::min(nvec, last / kLanes + 1);
-        }
-        if (g.causal == Causal::kColsFrom) {
-            v0 = std::min(nvec, std::max<int64_t>(0, m0 - n0) / kLanes);  // first vector needed
-            nv = nvec - v0;
-        }
+        const auto [kb, ke, v0, nv] = causal_span(g.causal, m0, MR, n0, nvec, g.K);
         const float* a = kTransA ? g.a + m0 : g.a + m0 * g.lda;
         const float* b = g.b + n0 + v0 * kLanes;
         float* c = g.c + m0 * g.ldc + n0 + v0 * kLanes;
@@ -184,10 +176,7 @@ void forward_head(const T* qkv, T* out, float* lse, const Dims& d, int64_t bh, i
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.D));
     for (int64_t i = 0; i < d.nb; ++i) {
         const int64_t r0 = i * kBlock, nr = std::min(kBlock, d.T - r0);
-        if (next >= 0)
-            for (int64_t part = 0; part < 3; ++part)
-                prefetch_rows(head_in(qkv, d, next) + part * d.C + r0 * d.ld, d.ld, nr, d, false);
-        prefetch_rows(oh + r0 * d.C, d.C, nr, d, true);
+        prefetch_forward_block(qkv, oh, d, next, r0, nr);
         std::fill(stage, stage + kBlock * d.Dp, 0.0f);
         load_rows(qh + r0 * d.ld, d.ld, nr, d, stage);
         transpose_block(stage, d, qt);
@@ -230,21 +219,13 @@ void backward_tile(const Scratch& w, const Dims& d, int64_t i, int64_t j, float 
     const Causal high = diag ? Causal::kKHigh : Causal::kNone;
     tile_gemm<false>({nr, kBlock, d.Dp, q + r0 * d.Dp, d.Dp, kt, kBlock, p, kBlock, false, cols});
     if (diag) mask_upper(p, nr, kNegInf);
-    for (int64_t r = 0; r < nr; ++r) {  // p = e^(q.k scale - lse)
-        const V16 neg_lse = vec::splat(-lse[r0 + r]);
-        for (int64_t c = r * kBlock; c < (r + 1) * kBlock; c += kLanes)
-            vec::store(p + c, vec::exp(vec::fma(vec::load(p + c), vec::splat(scale), neg_lse)));
-    }
+    scores_to_probs(p, nr, scale, lse + r0);
     // dv_j += p^T dout_i; dp = dout_i v_j^T
     tile_gemm<true>({kBlock, d.Dp, nr, p, kBlock, dout + r0 * d.Dp, d.Dp, dv, d.Dp, true, high});
     tile_gemm<false>(
         {nr, kBlock, d.Dp, dout + r0 * d.Dp, d.Dp, vt, kBlock, ds, kBlock, false, cols});
     if (diag) mask_upper(ds, nr, 0.0f);  // skipped entries are stale; p is 0 there
-    for (int64_t r = 0; r < nr; ++r) {   // ds = p (dp - D_r) scale
-        const V16 dr = vec::splat(di[r0 + r]);
-        for (int64_t c = r * kBlock; c < (r + 1) * kBlock; c += kLanes)
-            vec::store(ds + c, vec::load(p + c) * (vec::load(ds + c) - dr) * vec::splat(scale));
-    }
+    probs_to_score_grads(p, ds, nr, di + r0, scale);
     // dq_i += ds k_j; dk_j += ds^T q_i
     tile_gemm<false>({nr, d.Dp, kBlock, ds, kBlock, k + j * kBlock * d.Dp, d.Dp, dq + r0 * d.Dp,
                       d.Dp, true, low});
@@ -280,14 +261,7 @@ void backward_head(const T* qkv, const T* out, const T* dout, const float* lse, 
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.D));
     for (int64_t j = 0; j < d.nb; ++j) {
         const int64_t c0 = j * kBlock, nc = std::min(kBlock, d.T - c0);
-        if (next >= 0) {
-            for (int64_t part = 0; part < 3; ++part)
-                prefetch_rows(head_in(qkv, d, next) + part * d.C + c0 * d.ld, d.ld, nc, d, false);
-            prefetch_rows(head_out(out, d, next) + c0 * d.C, d.C, nc, d, false);
-            prefetch_rows(head_out(dout, d, next) + c0 * d.C, d.C, nc, d, false);
-        }
-        for (int64_t part = 0; part < 3; ++part)  // this head's dq, dk, dv rows of block j
-            prefetch_rows(dqh + part * d.C + c0 * d.ld, d.ld, nc, d, true);
+        prefetch_backward_block(qkv, out, dout, dqh, d, next, c0, nc);
         transpose_block(k + c0 * d.Dp, d, kt);
         std::fill(dv, dv + kBlock * d.Dp, 0.0f);  // v_j staged through dv
         load_rows(qh + 2 * d.C + c0 * d.ld, d.ld, nc, d, dv);
@@ -314,10 +288,18 @@ bool attention_uses_dot(AttentionMath math) {
     if (!dot_available() || math == AttentionMath::kWidened) return false;
     if (math == AttentionMath::kDot) return true;
     // Note [bf16 dot products in attention]: where the measured choice for a large bf16 product
-    // is the native one, bf16 dot products beat widened f32 FMAs on this machine.
-    static const bool native =
-        gemm_library_for(DType::kBF16, false, true, 2048, 2048, 2048) == GemmLibrary::kOneDnn;
-    return native;
+    // is the native one, bf16 dot products beat widened f32 FMAs on this machine. ZT_ATTENTION
+    // ("dot" or "widened") overrides the choice, as ZT_GEMM_BF16 does the GEMM's.
+    static const bool dot = [] {
+        const char* env = std::getenv("ZT_ATTENTION");
+        const std::string v = env ? env : "";
+        ZT_CHECK(v.empty() || v == "dot" || v == "widened",
+                 "ZT_ATTENTION: expected \"dot\" or \"widened\", got \"", v, "\"");
+        if (!v.empty()) return v == "dot";
+        return gemm_library_for(DType::kBF16, false, true, 2048, 2048, 2048) ==
+               GemmLibrary::kOneDnn;
+    }();
+    return dot;
 }
 
 // The larger of the two kernels' scratch, so that the bytes do not depend on which runs.

@@ -23,8 +23,9 @@ struct AttentionShape {
 // widens the operands to f32 for f32 FMAs; kDot multiplies bf16 operands with AVX512_BF16 dot
 // products, the probabilities and score gradients rounded to bf16 first (f32 accumulation);
 // kAuto takes kDot where this build has it and the machine's measured GEMM choice runs bf16
-// products natively (their bf16 rate beats the f32 one), else kWidened. f32 and f16 tensors
-// always take f32 math.
+// products natively (their bf16 rate beats the f32 one), else kWidened; the environment
+// variable ZT_ATTENTION ("dot" or "widened") overrides that choice. f32 and f16 tensors always
+// take f32 math.
 enum class AttentionMath { kAuto, kWidened, kDot };
 // Whether this build has kDot (compiled for AVX512_BF16); kDot without it runs kWidened.
 bool attention_dot_available();

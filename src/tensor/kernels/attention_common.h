@@ -190,4 +190,70 @@ inline void softmax_columns(float* st, int64_t nk, float scale, float* m, float*
     }
 }
 
+// Register tiles of a product's rows [m0, m0 + MR) by columns [n0, n0 + 16 nvec) that the causal
+// part needs: k in [kb, ke), column vectors [v0, v0 + nv) of the nvec (nv 0: none).
+struct CausalSpan {
+    int64_t kb, ke, v0, nv;
+};
+inline CausalSpan causal_span(Causal causal, int64_t m0, int64_t MR, int64_t n0, int64_t nvec,
+                              int64_t K) {
+    CausalSpan s{0, K, 0, nvec};
+    if (causal == Causal::kKLow) s.ke = std::min(K, m0 + MR);
+    if (causal == Causal::kKHigh) s.kb = std::min(K, m0);
+    if (causal == Causal::kColsTo) {
+        const int64_t last = m0 + MR - 1 - n0;  // the last column any row of the group needs
+        s.nv = last < 0 ? 0 : std::min(nvec, last / kLanes + 1);
+    }
+    if (causal == Causal::kColsFrom) {
+        s.v0 = std::min(nvec, std::max<int64_t>(0, m0 - n0) / kLanes);  // first vector needed
+        s.nv = nvec - s.v0;
+    }
+    return s;
+}
+
+// The forward's prefetches for query block r0 (nr rows): the next head's q, k, v rows and this
+// head's output rows about to be written.
+template <typename T>
+void prefetch_forward_block(const T* qkv, const T* oh, const Dims& d, int64_t next, int64_t r0,
+                            int64_t nr) {
+    if (next >= 0)
+        for (int64_t part = 0; part < 3; ++part)
+            prefetch_rows(head_in(qkv, d, next) + part * d.C + r0 * d.ld, d.ld, nr, d, false);
+    prefetch_rows(oh + r0 * d.C, d.C, nr, d, true);
+}
+
+// The backward's prefetches for key block c0 (nc rows): the next head's inputs and this head's
+// dq, dk, dv rows of the block.
+template <typename T>
+void prefetch_backward_block(const T* qkv, const T* out, const T* dout, const T* dqh,
+                             const Dims& d, int64_t next, int64_t c0, int64_t nc) {
+    if (next >= 0) {
+        for (int64_t part = 0; part < 3; ++part)
+            prefetch_rows(head_in(qkv, d, next) + part * d.C + c0 * d.ld, d.ld, nc, d, false);
+        prefetch_rows(head_out(out, d, next) + c0 * d.C, d.C, nc, d, false);
+        prefetch_rows(head_out(dout, d, next) + c0 * d.C, d.C, nc, d, false);
+    }
+    for (int64_t part = 0; part < 3; ++part)
+        prefetch_rows(dqh + part * d.C + c0 * d.ld, d.ld, nc, d, true);
+}
+
+// Rows [0, nr) of a (nr, kBlock) score tile holding q.k: p = e^(q.k scale - lse_r).
+inline void scores_to_probs(float* p, int64_t nr, float scale, const float* lse) {
+    for (int64_t r = 0; r < nr; ++r) {
+        const V16 neg_lse = vec::splat(-lse[r]);
+        for (int64_t c = r * kBlock; c < (r + 1) * kBlock; c += kLanes)
+            vec::store(p + c, vec::exp(vec::fma(vec::load(p + c), vec::splat(scale), neg_lse)));
+    }
+}
+
+// Rows [0, nr) of ds holding dp: ds = p (dp - D_r) scale.
+inline void probs_to_score_grads(const float* p, float* ds, int64_t nr, const float* di,
+                                 float scale) {
+    for (int64_t r = 0; r < nr; ++r) {
+        const V16 dr = vec::splat(di[r]);
+        for (int64_t c = r * kBlock; c < (r + 1) * kBlock; c += kLanes)
+            vec::store(ds + c, vec::load(p + c) * (vec::load(ds + c) - dr) * vec::splat(scale));
+    }
+}
+
 }  // namespace zt::kernels::attn

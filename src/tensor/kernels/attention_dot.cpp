@@ -94,17 +94,7 @@ struct DotArgs {
 template <int MR>
 int64_t dot_rows(const DotArgs& g, int64_t m0, int64_t n0, int64_t nvec) {
     for (; m0 + MR <= g.M; m0 += MR) {
-        int64_t kb = 0, ke = g.K, v0 = 0, nv = nvec;
-        if (g.causal == Causal::kKLow) ke = std::min(g.K, m0 + MR);
-        if (g.causal == Causal::kKHigh) kb = std::min(g.K, m0);
-        if (g.causal == Causal::kColsTo) {
-            const int64_t last = m0 + MR - 1 - n0;  // the last column any row of the group needs
-            nv = last < 0 ? 0 : std::min(nvec, last / kLanes + 1);
-        }
-        if (g.causal == Causal::kColsFrom) {
-            v0 = std::min(nvec, std::max<int64_t>(0, m0 - n0) / kLanes);  // first vector needed
-            nv = nvec - v0;
-        }
+        const auto [kb, ke, v0, nv] = causal_span(g.causal, m0, MR, n0, nvec, g.K);
         using Micro = void (*)(int64_t, int64_t, const u32*, int64_t, const u32*, int64_t, float*,
                                int64_t, bool);
         constexpr Micro kMicro[] = {dot_micro<MR, 1>, dot_micro<MR, 2>, dot_micro<MR, 3>,
@@ -232,10 +222,7 @@ void dot_forward_head(const bf16* qkv, bf16* out, float* lse, const Dims& d, int
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.D));
     for (int64_t i = 0; i < d.nb; ++i) {
         const int64_t r0 = i * kBlock, nr = std::min(kBlock, d.T - r0);
-        if (next >= 0)
-            for (int64_t part = 0; part < 3; ++part)
-                prefetch_rows(head_in(qkv, d, next) + part * d.C + r0 * d.ld, d.ld, nr, d, false);
-        prefetch_rows(oh + r0 * d.C, d.C, nr, d, true);
+        prefetch_forward_block(qkv, oh, d, next, r0, nr);
         std::fill(qb, qb + kBlock * w.Dw, u16{0});
         load_rows_b(qh + r0 * d.ld, d.ld, nr, d, w.Dw, qb);
         transpose_words(qb, w, qt);
@@ -283,11 +270,7 @@ void dot_backward_tile(const DotScratch& s, const Dims& d, const Width& w, int64
     const Causal high = diag ? Causal::kKHigh : Causal::kNone;
     dot_gemm({nr, kBlock, w.Dw, words(q + r0 * w.Dw), w.W2, kt, kBlock, p, kBlock, false, cols});
     if (diag) mask_upper(p, nr, kNegInf);
-    for (int64_t r = 0; r < nr; ++r) {  // p = e^(q.k scale - lse)
-        const V16 neg_lse = vec::splat(-lse[r0 + r]);
-        for (int64_t c = r * kBlock; c < (r + 1) * kBlock; c += kLanes)
-            vec::store(p + c, vec::exp(vec::fma(vec::load(p + c), vec::splat(scale), neg_lse)));
-    }
+    scores_to_probs(p, nr, scale, lse + r0);
     // dv_j += p^T dout_i; dp = dout_i v_j^T
     round_transposed(p, nr, tmp, tb);
     dot_gemm({kBlock, w.Dw, even(nr), words(tb), kBlock / 2, dop + (r0 / 2) * w.Dw, w.Dw, dv, w.Dw,
@@ -295,11 +278,7 @@ void dot_backward_tile(const DotScratch& s, const Dims& d, const Width& w, int64
     dot_gemm(
         {nr, kBlock, w.Dw, words(dout + r0 * w.Dw), w.W2, vt, kBlock, ds, kBlock, false, cols});
     if (diag) mask_upper(ds, nr, 0.0f);  // skipped entries are stale; p is 0 there
-    for (int64_t r = 0; r < nr; ++r) {   // ds = p (dp - D_r) scale
-        const V16 dr = vec::splat(di[r0 + r]);
-        for (int64_t c = r * kBlock; c < (r + 1) * kBlock; c += kLanes)
-            vec::store(ds + c, vec::load(p + c) * (vec::load(ds + c) - dr) * vec::splat(scale));
-    }
+    probs_to_score_grads(p, ds, nr, di + r0, scale);
     // dq_i += ds k_j; dk_j += ds^T q_i
     round_rows(ds, nr, tb);
     dot_gemm({nr, w.Dw, kBlock, words(tb), kBlock / 2, kp + j * (kBlock / 2) * w.Dw, w.Dw,
@@ -335,14 +314,7 @@ void dot_backward_head(const bf16* qkv, const bf16* out, const bf16* dout, const
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.D));
     for (int64_t j = 0; j < d.nb; ++j) {
         const int64_t c0 = j * kBlock, nc = std::min(kBlock, d.T - c0);
-        if (next >= 0) {
-            for (int64_t part = 0; part < 3; ++part)
-                prefetch_rows(head_in(qkv, d, next) + part * d.C + c0 * d.ld, d.ld, nc, d, false);
-            prefetch_rows(head_out(out, d, next) + c0 * d.C, d.C, nc, d, false);
-            prefetch_rows(head_out(dout, d, next) + c0 * d.C, d.C, nc, d, false);
-        }
-        for (int64_t part = 0; part < 3; ++part)  // this head's dq, dk, dv rows of block j
-            prefetch_rows(dqh + part * d.C + c0 * d.ld, d.ld, nc, d, true);
+        prefetch_backward_block(qkv, out, dout, dqh, d, next, c0, nc);
         transpose_words(k + c0 * w.Dw, w, s.tile_t[0]);
         std::fill(vb, vb + kBlock * w.Dw, u16{0});
         load_rows_b(qh + 2 * d.C + c0 * d.ld, d.ld, nc, d, w.Dw, vb);
