@@ -29,8 +29,8 @@ SplitState::SplitState(Optimizer& optimizer, MemoryPool& pool, int64_t in_memory
     : UpdateState(optimizer), n_mem_(in_memory), tier_(std::move(tier)) {
     ZT_ASSERT(n_mem_ >= 0 && tier_ != nullptr, "SplitState: no tier");
     ZT_ASSERT(compute.data != nullptr, "SplitState: the compute weights need their own buffer");
-    master_ = Tensor::zeros(pool, {std::max<int64_t>(n_mem_, 1)}, DType::kF32,
-                            MemCategory::kParams);
+    master_ =
+        Tensor::zeros(pool, {std::max<int64_t>(n_mem_, 1)}, DType::kF32, MemCategory::kParams);
     mem_ = std::make_unique<MemoryState>(optimizer, pool, master_.data<float>(), n_mem_, compute);
 }
 

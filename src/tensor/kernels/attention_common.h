@@ -225,8 +225,8 @@ void prefetch_forward_block(const T* qkv, const T* oh, const Dims& d, int64_t ne
 // The backward's prefetches for key block c0 (nc rows): the next head's inputs and this head's
 // dq, dk, dv rows of the block.
 template <typename T>
-void prefetch_backward_block(const T* qkv, const T* out, const T* dout, const T* dqh,
-                             const Dims& d, int64_t next, int64_t c0, int64_t nc) {
+void prefetch_backward_block(const T* qkv, const T* out, const T* dout, const T* dqh, const Dims& d,
+                             int64_t next, int64_t c0, int64_t nc) {
     if (next >= 0) {
         for (int64_t part = 0; part < 3; ++part)
             prefetch_rows(head_in(qkv, d, next) + part * d.C + c0 * d.ld, d.ld, nc, d, false);
