@@ -92,8 +92,6 @@ void import_into_stage(const ModelFamily& family, const std::string& path,
     }
 }
 
-}  // namespace
-
 // Note [Master weights read from the tier]: where this rank holds the whole arena's master
 // weights on a tier (offload_optimizer on one rank, or ZeRO stage 0; no tp or pp to assemble),
 // the weights file is written a piece at a time straight from the tier: a model whose states
@@ -119,6 +117,8 @@ std::vector<NamedTensorF32> tier_params(Engine& engine) {
     }
     return named;
 }
+
+}  // namespace
 
 void save_weights(Engine& engine, const ModelFamily& family, const std::string& path, bool root) {
     const bool from_tier = master_read_from_tier(engine);
