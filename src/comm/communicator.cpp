@@ -103,11 +103,23 @@ void Work::complete(std::exception_ptr error) {
     cv_.notify_all();
 }
 
-void StatsRecorder::record(CollectiveKind k, int64_t bytes_sent, double t_issue, double t_done) {
+// Note [Counted at issue]
+// An op's count and bytes are added when the caller issues it, not when a worker completes it:
+// a caller that reads the stats between steps then sees exactly the ops it issued in the step,
+// even those left in flight across the step boundary (the stale embedding exchanges, Note [Stale
+// embedding updates], complete whenever their channel's worker gets to them). Counting at
+// completion made those steps' bytes depend on thread timing. An op that fails still counts: the
+// run fails with it.
+void StatsRecorder::issued(CollectiveKind k, int64_t bytes_sent) {
     const auto i = static_cast<int>(k);
     std::lock_guard lock(mu_);
     stats_.count[i] += 1;
     stats_.bytes_sent[i] += bytes_sent;
+}
+
+void StatsRecorder::record(CollectiveKind k, double t_issue, double t_done) {
+    const auto i = static_cast<int>(k);
+    std::lock_guard lock(mu_);
     stats_.seconds[i] += t_done - t_issue;
     add_busy(t_issue, std::max(t_issue, t_done));
 }

@@ -26,11 +26,11 @@ TEST(CommBusyTime, OverlappingOpsCountOnceInAnyCompletionOrder) {
     comm_detail::StatsRecorder r;
     // A long op completing after two short ones inside it, then one overlapping its end, and one
     // apart: union [0, 12) + [20, 25) = 17 s, although the per-op seconds sum to 10+1+1+4+5 = 21.
-    r.record(CollectiveKind::kAllGather, 8, 2, 3);
-    r.record(CollectiveKind::kAllGather, 8, 5, 6);
-    r.record(CollectiveKind::kReduceScatter, 8, 0, 10);
-    r.record(CollectiveKind::kAllReduce, 8, 8, 12);
-    r.record(CollectiveKind::kAllReduce, 8, 20, 25);
+    r.record(CollectiveKind::kAllGather, 2, 3);
+    r.record(CollectiveKind::kAllGather, 5, 6);
+    r.record(CollectiveKind::kReduceScatter, 0, 10);
+    r.record(CollectiveKind::kAllReduce, 8, 12);
+    r.record(CollectiveKind::kAllReduce, 20, 25);
     CommStats s = r.get();
     EXPECT_DOUBLE_EQ(s.busy_s, 17.0);
     double per_op = 0;
@@ -50,7 +50,7 @@ TEST(CommBusyTime, MatchesABruteForceUnion) {
             const int len = static_cast<int>(uniform01(7, trial, 2 * i + 1) * 60);
             ivs.push_back({a, a + len});
         }
-        for (auto [a, b] : ivs) r.record(CollectiveKind::kAllReduce, 0, a, b);
+        for (auto [a, b] : ivs) r.record(CollectiveKind::kAllReduce, a, b);
         EXPECT_DOUBLE_EQ(r.get().busy_s, grid_union(ivs)) << "trial " << trial;
     }
 }
@@ -58,7 +58,7 @@ TEST(CommBusyTime, MatchesABruteForceUnion) {
 TEST(CommBusyTime, FoldsWhatEndedLongAgoWithoutLosingIt) {
     comm_detail::StatsRecorder r;
     const double h = comm_detail::StatsRecorder::kBusyHorizonS;
-    for (int i = 0; i < 1000; ++i) r.record(CollectiveKind::kAllReduce, 0, i * h, i * h + 1);
+    for (int i = 0; i < 1000; ++i) r.record(CollectiveKind::kAllReduce, i * h, i * h + 1);
     EXPECT_DOUBLE_EQ(r.get().busy_s, 1000.0);
 }
 

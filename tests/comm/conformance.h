@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "comm/codec/codec.h"
@@ -437,6 +438,16 @@ inline void check_stats(Communicator& c) {
              ", expected 1 and ", want_bytes);
     c.reset_stats();
     ZT_CHECK(c.stats().count[ar] == 0, "reset_stats left counts");
+    // Counted when issued (Note [Counted at issue]): rank 0 reads the stats while its op cannot
+    // have completed, the other ranks issuing theirs a while later.
+    if (c.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CommHandle h = c.all_reduce(buf.data(), 1000, CommType::kF32);
+    const CommStats in_flight = c.stats();
+    ZT_CHECK(in_flight.count[ar] == 1 && in_flight.bytes_sent[ar] == want_bytes, "rank ", c.rank(),
+             ": an op in flight counts ", in_flight.count[ar], " and ", in_flight.bytes_sent[ar],
+             " bytes; expected 1 and ", want_bytes);
+    h->wait();
+    c.reset_stats();
 }
 
 struct Check {

@@ -159,6 +159,7 @@ class MpiComm final : public Communicator {
                 op.timeout_s = timeout_s_;
                 if (check_sequence_) add_check_phases(op);
             }
+            if (op.record) stats_->issued(op.kind, op.bytes);  // Note [Counted at issue]
             queue_.push_back(std::move(op));
         }
         q_cv_.notify_one();
@@ -405,7 +406,7 @@ void MpiComm::add_check_phases(Op& op) {
 
 void MpiComm::finish(Op& op, std::exception_ptr error) {
     if (op.collective) cur_.active = false;
-    if (op.record) stats_->record(op.kind, error ? 0 : op.bytes, op.t_issue, now_s());
+    if (op.record) stats_->record(op.kind, op.t_issue, now_s());
     op.phases.clear();  // release captured buffers before waking the caller
     op.work->complete(std::move(error));
 }
