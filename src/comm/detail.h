@@ -19,7 +19,7 @@ class StatsRecorder;
 
 // The shared state of an issued op: done flag and error, completed once by a backend's worker.
 class Work final : public CommWork {
-  public:
+public:
     void wait() override;
     bool test() override;
     // Marks the op done (error empty on success) and wakes waiters. Called exactly once.
@@ -29,7 +29,7 @@ class Work final : public CommWork {
     // handle.
     void count_waits_in(std::shared_ptr<StatsRecorder> stats, double t_issue);
 
-  private:
+private:
     std::mutex mu_;
     std::condition_variable cv_;
     bool done_ = false;
@@ -42,13 +42,12 @@ class Work final : public CommWork {
 // Note [Busy time]: busy_s is the length of the union of the recorded ops' [issue, done]
 // intervals, each extended to the moment a caller blocked in wait() woke up (a waiter may wake a
 // little after the worker completed the op; that latency is waiting on communication too, so the
-// time callers waited is always a part of busy_s). They arrive as ops complete, out of order of
-// issue, so the recorder keeps the union as sorted disjoint intervals and folds into a plain sum
-// those that ended more than kBusyHorizonS before the latest completion (an op in flight that long
-// is a hang the watchdog reports; one that still completed would be counted in full, at worst a few
-// overlapping seconds).
+// time callers waited is always a part of busy_s). They arrive as ops complete, out of order of issue, so the recorder keeps the union
+// as sorted disjoint intervals and folds into a plain sum those that ended more than
+// kBusyHorizonS before the latest completion (an op in flight that long is a hang the watchdog
+// reports; one that still completed would be counted in full, at worst a few overlapping seconds).
 class StatsRecorder {
-  public:
+public:
     // An op is counted, with its bytes, when it is issued (Note [Counted at issue]); its seconds
     // and busy time when it completes.
     void issued(CollectiveKind k, int64_t bytes_sent);
@@ -60,7 +59,7 @@ class StatsRecorder {
 
     static constexpr double kBusyHorizonS = 900;
 
-  private:
+private:
     void add_busy(double a, double b);  // under mu_
 
     mutable std::mutex mu_;

@@ -37,7 +37,7 @@ char* bytes(void* p, int64_t elems, size_t es) {
 }
 
 class LocalComm final : public Communicator {
-  public:
+public:
     LocalComm(std::shared_ptr<Group> g, int rank)
         : g_(std::move(g)), rank_(rank), worker_([this] { worker_loop(); }) {}
     ~LocalComm() override {
@@ -83,7 +83,7 @@ class LocalComm final : public Communicator {
         idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
     }
 
-  private:
+private:
     // body returns false when the op completes later (a receive waiting for its message).
     struct Task {
         std::function<bool()> body;
@@ -160,7 +160,8 @@ class LocalComm final : public Communicator {
                 g_->cur[static_cast<size_t>(rank_)].active = false;
             }
             if (done) {
-                if (task.record) stats_->record(task.kind, task.t_issue, now_s());
+                if (task.record)
+                    stats_->record(task.kind, task.t_issue, now_s());
                 task.work->complete(error);
             }
             {
@@ -195,7 +196,7 @@ class LocalComm final : public Communicator {
     std::shared_ptr<Group> g_;
     int rank_;
     std::shared_ptr<StatsRecorder> stats_ = std::make_shared<StatsRecorder>();
-    uint64_t split_seq_ = 0;            // touched by the worker only
+    uint64_t split_seq_ = 0;  // touched by the worker only
     local_detail::BarrierWatch watch_;  // the running collective's; touched by the worker only
 
     // Hang detection (Note [Hang detection]); issued_seq_ and fault_ under q_mu_.
@@ -213,15 +214,15 @@ class LocalComm final : public Communicator {
 };
 
 void check_same(const Post& mine, const Post& theirs, int q, const char* op) {
-    ZT_CHECK(theirs.count == mine.count && theirs.type == mine.type, "comm ", op, ": rank ", q,
-             " passed ", theirs.count, " ", comm_type_name(theirs.type), " elements, this rank ",
-             mine.count, " ", comm_type_name(mine.type),
+    ZT_CHECK(theirs.count == mine.count && theirs.type == mine.type, "comm ", op,
+             ": rank ", q, " passed ", theirs.count, " ", comm_type_name(theirs.type),
+             " elements, this rank ", mine.count, " ", comm_type_name(mine.type),
              "; every rank must pass the same count and type");
 }
 
 void check_same_counts(const Post& mine, const Post& theirs, int q, const char* op) {
-    ZT_CHECK(*theirs.counts == *mine.counts && theirs.type == mine.type, "comm ", op, ": rank ", q,
-             " passed other counts or type than this rank; every rank must pass the same");
+    ZT_CHECK(*theirs.counts == *mine.counts && theirs.type == mine.type, "comm ", op, ": rank ",
+             q, " passed other counts or type than this rank; every rank must pass the same");
 }
 
 CommHandle LocalComm::all_reduce(void* buf, int64_t count, CommType t) {
@@ -234,30 +235,27 @@ CommHandle LocalComm::all_reduce(void* buf, int64_t count, CommType t) {
     const auto mine = seg[static_cast<size_t>(r)];
     const int64_t sent = static_cast<int64_t>(es) * ((count - mine) + mine * (n - 1));
     // Note [Fixed-order reduction]: a reduce_scatter over even segments, then an all_gather.
-    return enqueue(
-        CollectiveKind::kAllReduce, sent,
-        [=, this] {
-            collective(Post{buf, buf, nullptr, count, t}, [&](const std::vector<Post>& posts) {
-                std::vector<const void*> srcs(static_cast<size_t>(n));
-                for (int q = 0; q < n; ++q) {
-                    check_same(posts[static_cast<size_t>(r)], posts[static_cast<size_t>(q)], q,
-                               "all_reduce");
-                    srcs[static_cast<size_t>(q)] =
-                        cbytes(posts[static_cast<size_t>(q)].in, off[static_cast<size_t>(r)], es);
-                }
-                comm_detail::reduce_fixed_order(srcs, bytes(buf, off[static_cast<size_t>(r)], es),
-                                                mine, t);
-                sync();  // every segment reduced by its owner before anyone gathers it
-                for (int q = 0; q < n; ++q) {
-                    if (q == r) continue;
-                    const auto o = off[static_cast<size_t>(q)];
-                    std::memcpy(bytes(buf, o, es), cbytes(posts[static_cast<size_t>(q)].in, o, es),
-                                static_cast<size_t>(seg[static_cast<size_t>(q)]) * es);
-                }
-            });
-            return true;
-        },
-        /*record=*/true, coll_state(CollectiveKind::kAllReduce, count, t));
+    return enqueue(CollectiveKind::kAllReduce, sent, [=, this] {
+        collective(Post{buf, buf, nullptr, count, t}, [&](const std::vector<Post>& posts) {
+            std::vector<const void*> srcs(static_cast<size_t>(n));
+            for (int q = 0; q < n; ++q) {
+                check_same(posts[static_cast<size_t>(r)], posts[static_cast<size_t>(q)], q,
+                           "all_reduce");
+                srcs[static_cast<size_t>(q)] =
+                    cbytes(posts[static_cast<size_t>(q)].in, off[static_cast<size_t>(r)], es);
+            }
+            comm_detail::reduce_fixed_order(srcs, bytes(buf, off[static_cast<size_t>(r)], es),
+                                            mine, t);
+            sync();  // every segment reduced by its owner before anyone gathers it
+            for (int q = 0; q < n; ++q) {
+                if (q == r) continue;
+                const auto o = off[static_cast<size_t>(q)];
+                std::memcpy(bytes(buf, o, es), cbytes(posts[static_cast<size_t>(q)].in, o, es),
+                            static_cast<size_t>(seg[static_cast<size_t>(q)]) * es);
+            }
+        });
+        return true;
+    }, /*record=*/true, coll_state(CollectiveKind::kAllReduce, count, t));
 }
 
 CommHandle LocalComm::reduce_scatter(const void* send, void* recv, std::vector<int64_t> counts,
@@ -274,22 +272,19 @@ CommHandle LocalComm::reduce_scatter(const void* send, void* recv, std::vector<i
                  s0 + total * static_cast<int64_t>(es) <= d0,
              "comm reduce_scatter: recv overlaps send; pass a separate recv buffer");
     const int64_t sent = static_cast<int64_t>(es) * (total - mine);
-    return enqueue(
-        CollectiveKind::kReduceScatter, sent,
-        [=, this, counts = std::move(counts)] {
-            collective(Post{send, recv, &counts, total, t}, [&](const std::vector<Post>& posts) {
-                std::vector<const void*> srcs(static_cast<size_t>(n));
-                for (int q = 0; q < n; ++q) {
-                    check_same_counts(posts[static_cast<size_t>(r)], posts[static_cast<size_t>(q)],
-                                      q, "reduce_scatter");
-                    srcs[static_cast<size_t>(q)] =
-                        cbytes(posts[static_cast<size_t>(q)].in, off[static_cast<size_t>(r)], es);
-                }
-                comm_detail::reduce_fixed_order(srcs, recv, mine, t);
-            });
-            return true;
-        },
-        /*record=*/true, coll_state(CollectiveKind::kReduceScatter, total, t));
+    return enqueue(CollectiveKind::kReduceScatter, sent, [=, this, counts = std::move(counts)] {
+        collective(Post{send, recv, &counts, total, t}, [&](const std::vector<Post>& posts) {
+            std::vector<const void*> srcs(static_cast<size_t>(n));
+            for (int q = 0; q < n; ++q) {
+                check_same_counts(posts[static_cast<size_t>(r)], posts[static_cast<size_t>(q)],
+                                  q, "reduce_scatter");
+                srcs[static_cast<size_t>(q)] =
+                    cbytes(posts[static_cast<size_t>(q)].in, off[static_cast<size_t>(r)], es);
+            }
+            comm_detail::reduce_fixed_order(srcs, recv, mine, t);
+        });
+        return true;
+    }, /*record=*/true, coll_state(CollectiveKind::kReduceScatter, total, t));
 }
 
 CommHandle LocalComm::all_gather(const void* send, void* recv, std::vector<int64_t> counts,
@@ -300,25 +295,20 @@ CommHandle LocalComm::all_gather(const void* send, void* recv, std::vector<int64
     const int n = g_->n, r = rank_;
     const auto off = comm_detail::segment_offsets(counts);
     const int64_t sent = static_cast<int64_t>(es) * counts[static_cast<size_t>(r)] * (n - 1);
-    return enqueue(
-        CollectiveKind::kAllGather, sent,
-        [=, this, counts = std::move(counts)] {
-            collective(Post{send, recv, &counts, total, t}, [&](const std::vector<Post>& posts) {
-                for (int q = 0; q < n; ++q) {
-                    check_same_counts(posts[static_cast<size_t>(r)], posts[static_cast<size_t>(q)],
-                                      q, "all_gather");
-                    const void* src = posts[static_cast<size_t>(q)].in;
-                    void* dst = bytes(recv, off[static_cast<size_t>(q)], es);
-                    // send may alias its own segment of recv (in place); memmove covers any
-                    // overlap.
-                    if (src != dst)
-                        std::memmove(dst, src,
-                                     static_cast<size_t>(counts[static_cast<size_t>(q)]) * es);
-                }
-            });
-            return true;
-        },
-        /*record=*/true, coll_state(CollectiveKind::kAllGather, total, t));
+    return enqueue(CollectiveKind::kAllGather, sent, [=, this, counts = std::move(counts)] {
+        collective(Post{send, recv, &counts, total, t}, [&](const std::vector<Post>& posts) {
+            for (int q = 0; q < n; ++q) {
+                check_same_counts(posts[static_cast<size_t>(r)], posts[static_cast<size_t>(q)],
+                                  q, "all_gather");
+                const void* src = posts[static_cast<size_t>(q)].in;
+                void* dst = bytes(recv, off[static_cast<size_t>(q)], es);
+                // send may alias its own segment of recv (in place); memmove covers any overlap.
+                if (src != dst)
+                    std::memmove(dst, src, static_cast<size_t>(counts[static_cast<size_t>(q)]) * es);
+            }
+        });
+        return true;
+    }, /*record=*/true, coll_state(CollectiveKind::kAllGather, total, t));
 }
 
 CommHandle LocalComm::broadcast(void* buf, int64_t count, CommType t, int root) {
@@ -328,20 +318,17 @@ CommHandle LocalComm::broadcast(void* buf, int64_t count, CommType t, int root) 
     const size_t es = comm_type_size(t);
     const int n = g_->n, r = rank_;
     const int64_t sent = r == root ? static_cast<int64_t>(es) * count * (n - 1) : 0;
-    return enqueue(
-        CollectiveKind::kBroadcast, sent,
-        [=, this] {
-            collective(Post{buf, buf, nullptr, count, t, root},
-                       [&](const std::vector<Post>& posts) {
-                           const Post& rp = posts[static_cast<size_t>(root)];
-                           check_same(posts[static_cast<size_t>(r)], rp, root, "broadcast");
-                           ZT_CHECK(rp.a == root, "comm broadcast: rank ", root, " passed root ",
-                                    rp.a, ", this rank ", root, "; every rank must pass the same");
-                           if (r != root) std::memcpy(buf, rp.in, static_cast<size_t>(count) * es);
-                       });
-            return true;
-        },
-        /*record=*/true, coll_state(CollectiveKind::kBroadcast, count, t, root));
+    return enqueue(CollectiveKind::kBroadcast, sent, [=, this] {
+        collective(Post{buf, buf, nullptr, count, t, root},
+                   [&](const std::vector<Post>& posts) {
+                       const Post& rp = posts[static_cast<size_t>(root)];
+                       check_same(posts[static_cast<size_t>(r)], rp, root, "broadcast");
+                       ZT_CHECK(rp.a == root, "comm broadcast: rank ", root, " passed root ",
+                                rp.a, ", this rank ", root, "; every rank must pass the same");
+                       if (r != root) std::memcpy(buf, rp.in, static_cast<size_t>(count) * es);
+                   });
+        return true;
+    }, /*record=*/true, coll_state(CollectiveKind::kBroadcast, count, t, root));
 }
 
 CommHandle LocalComm::all_to_all(const void* send, std::vector<int64_t> send_counts, void* recv,
@@ -353,34 +340,31 @@ CommHandle LocalComm::all_to_all(const void* send, std::vector<int64_t> send_cou
     const int n = g_->n, r = rank_;
     const auto roff = comm_detail::segment_offsets(recv_counts);
     const int64_t sent = static_cast<int64_t>(es) * (total - send_counts[static_cast<size_t>(r)]);
-    return enqueue(
-        CollectiveKind::kAllToAll, sent,
-        [=, this, sc = std::move(send_counts), rc = std::move(recv_counts)] {
-            collective(Post{send, recv, &sc, total, t}, [&](const std::vector<Post>& posts) {
-                for (int q = 0; q < n; ++q) {
-                    const Post& qp = posts[static_cast<size_t>(q)];
-                    const auto& qsc = *qp.counts;
-                    ZT_CHECK(
-                        qp.type == t && qsc[static_cast<size_t>(r)] == rc[static_cast<size_t>(q)],
-                        "comm all_to_all: rank ", q, " sends ", qsc[static_cast<size_t>(r)],
-                        " elements to rank ", r, ", which expects ", rc[static_cast<size_t>(q)],
-                        "; send_counts[j] on rank i must equal recv_counts[i] on rank j");
-                    int64_t soff = 0;
-                    for (int k = 0; k < r; ++k) soff += qsc[static_cast<size_t>(k)];
-                    std::memcpy(bytes(recv, roff[static_cast<size_t>(q)], es),
-                                cbytes(qp.in, soff, es),
-                                static_cast<size_t>(rc[static_cast<size_t>(q)]) * es);
-                }
-            });
-            return true;
-        },
-        /*record=*/true, coll_state(CollectiveKind::kAllToAll, total, t, -1, false));
+    return enqueue(CollectiveKind::kAllToAll, sent,
+                   [=, this, sc = std::move(send_counts), rc = std::move(recv_counts)] {
+        collective(Post{send, recv, &sc, total, t}, [&](const std::vector<Post>& posts) {
+            for (int q = 0; q < n; ++q) {
+                const Post& qp = posts[static_cast<size_t>(q)];
+                const auto& qsc = *qp.counts;
+                ZT_CHECK(qp.type == t && qsc[static_cast<size_t>(r)] == rc[static_cast<size_t>(q)],
+                         "comm all_to_all: rank ", q, " sends ", qsc[static_cast<size_t>(r)],
+                         " elements to rank ", r, ", which expects ", rc[static_cast<size_t>(q)],
+                         "; send_counts[j] on rank i must equal recv_counts[i] on rank j");
+                int64_t soff = 0;
+                for (int k = 0; k < r; ++k) soff += qsc[static_cast<size_t>(k)];
+                std::memcpy(bytes(recv, roff[static_cast<size_t>(q)], es), cbytes(qp.in, soff, es),
+                            static_cast<size_t>(rc[static_cast<size_t>(q)]) * es);
+            }
+        });
+        return true;
+    }, /*record=*/true, coll_state(CollectiveKind::kAllToAll, total, t, -1, false));
 }
 
 CommHandle LocalComm::send(const void* buf, int64_t count, CommType t, int peer, int tag) {
     comm_detail::check_type(t, "send");
     check_peer(peer, "send");
-    ZT_CHECK(count >= 0 && tag >= 0, "comm send: count ", count, " and tag ", tag, " must be >= 0");
+    ZT_CHECK(count >= 0 && tag >= 0, "comm send: count ", count, " and tag ", tag,
+             " must be >= 0");
     const size_t es = comm_type_size(t);
     return enqueue(CollectiveKind::kSend, static_cast<int64_t>(es) * count, [=, this] {
         Domain& dom = *g_->dom;
@@ -397,12 +381,12 @@ CommHandle LocalComm::send(const void* buf, int64_t count, CommType t, int peer,
         local_detail::PendingRecv pr = std::move(box.recvs.front());
         box.recvs.erase(box.recvs.begin());
         if (pr.count != count || pr.type != t) {
-            const auto msg =
-                str_cat("rank ", world_rank(), " failed: comm send of ", count, " ",
-                        comm_type_name(t), " to rank ", peer, " (tag ", tag, ") meets a recv of ",
-                        pr.count, " ", comm_type_name(pr.type), "; counts and types must match");
-            pr.work->complete(
-                std::make_exception_ptr(Error(ErrorKind::kInput, __FILE__, __LINE__, msg)));
+            const auto msg = str_cat("rank ", world_rank(), " failed: comm send of ", count, " ",
+                                     comm_type_name(t), " to rank ", peer, " (tag ", tag,
+                                     ") meets a recv of ", pr.count, " ",
+                                     comm_type_name(pr.type), "; counts and types must match");
+            pr.work->complete(std::make_exception_ptr(Error(ErrorKind::kInput, __FILE__,
+                                                            __LINE__, msg)));
             dom.abort_locked(msg);
             dom.throw_if_aborted_locked();
         }
@@ -416,7 +400,8 @@ CommHandle LocalComm::send(const void* buf, int64_t count, CommType t, int peer,
 CommHandle LocalComm::recv(void* buf, int64_t count, CommType t, int peer, int tag) {
     comm_detail::check_type(t, "recv");
     check_peer(peer, "recv");
-    ZT_CHECK(count >= 0 && tag >= 0, "comm recv: count ", count, " and tag ", tag, " must be >= 0");
+    ZT_CHECK(count >= 0 && tag >= 0, "comm recv: count ", count, " and tag ", tag,
+             " must be >= 0");
     const size_t es = comm_type_size(t);
     auto work = std::make_shared<Work>();
     // The handle enqueue makes is not the one returned: a receive that waits for its message is
@@ -461,13 +446,10 @@ CommHandle LocalComm::recv(void* buf, int64_t count, CommType t, int peer, int t
 }
 
 CommHandle LocalComm::barrier() {
-    return enqueue(
-        CollectiveKind::kBarrier, 0,
-        [this] {
-            collective(Post{}, [](const std::vector<Post>&) {});
-            return true;
-        },
-        /*record=*/true, coll_state(CollectiveKind::kBarrier));
+    return enqueue(CollectiveKind::kBarrier, 0, [this] {
+        collective(Post{}, [](const std::vector<Post>&) {});
+        return true;
+    }, /*record=*/true, coll_state(CollectiveKind::kBarrier));
 }
 
 std::unique_ptr<Communicator> LocalComm::split(int color, int key) {
@@ -475,41 +457,41 @@ std::unique_ptr<Communicator> LocalComm::split(int color, int key) {
     auto h = enqueue(
         CollectiveKind::kBarrier, 0,
         [&, this] {
-            collective(
-                Post{nullptr, nullptr, nullptr, 0, CommType::kU8, color, key},
-                [&](const std::vector<Post>& posts) {
-                    if (color < 0) return;  // like MPI_UNDEFINED: not in any new group
-                    std::vector<std::pair<int, int>> members;  // (key, rank)
-                    for (int q = 0; q < g_->n; ++q) {
-                        if (posts[static_cast<size_t>(q)].a == color)
-                            members.emplace_back(posts[static_cast<size_t>(q)].b, q);
-                    }
-                    std::sort(members.begin(), members.end());
-                    int new_rank = 0;
-                    std::vector<int> world;
-                    for (size_t i = 0; i < members.size(); ++i) {
-                        if (members[i].second == rank_) new_rank = static_cast<int>(i);
-                        world.push_back(g_->world_ranks[static_cast<size_t>(members[i].second)]);
-                    }
-                    std::shared_ptr<Group> sub;
-                    {
-                        std::lock_guard lock(g_->dom->mu);
-                        auto& entry = g_->splits[{split_seq_, color}];
-                        if (!entry.first) {
-                            entry.first = std::make_shared<Group>(
-                                g_->dom, world,
-                                str_cat(g_->name, "/split", split_seq_ + 1, "(color ", color, ")"));
-                            entry.first->id = ++g_->dom->next_group_id;
-                        }
-                        sub = entry.first;
-                        if (++entry.second == static_cast<int>(members.size()))
-                            g_->splits.erase({split_seq_, color});
-                    }
-                    auto c = std::make_unique<LocalComm>(std::move(sub), new_rank);
-                    c->set_timeout(timeout_s_);
-                    c->set_check_sequence(check_sequence_);
-                    out = std::move(c);
-                });
+            collective(Post{nullptr, nullptr, nullptr, 0, CommType::kU8, color, key},
+                       [&](const std::vector<Post>& posts) {
+                           if (color < 0) return;  // like MPI_UNDEFINED: not in any new group
+                           std::vector<std::pair<int, int>> members;  // (key, rank)
+                           for (int q = 0; q < g_->n; ++q) {
+                               if (posts[static_cast<size_t>(q)].a == color)
+                                   members.emplace_back(posts[static_cast<size_t>(q)].b, q);
+                           }
+                           std::sort(members.begin(), members.end());
+                           int new_rank = 0;
+                           std::vector<int> world;
+                           for (size_t i = 0; i < members.size(); ++i) {
+                               if (members[i].second == rank_) new_rank = static_cast<int>(i);
+                               world.push_back(g_->world_ranks[static_cast<size_t>(members[i].second)]);
+                           }
+                           std::shared_ptr<Group> sub;
+                           {
+                               std::lock_guard lock(g_->dom->mu);
+                               auto& entry = g_->splits[{split_seq_, color}];
+                               if (!entry.first) {
+                                   entry.first = std::make_shared<Group>(
+                                       g_->dom, world,
+                                       str_cat(g_->name, "/split", split_seq_ + 1, "(color ",
+                                               color, ")"));
+                                   entry.first->id = ++g_->dom->next_group_id;
+                               }
+                               sub = entry.first;
+                               if (++entry.second == static_cast<int>(members.size()))
+                                   g_->splits.erase({split_seq_, color});
+                           }
+                           auto c = std::make_unique<LocalComm>(std::move(sub), new_rank);
+                           c->set_timeout(timeout_s_);
+                           c->set_check_sequence(check_sequence_);
+                           out = std::move(c);
+                       });
             ++split_seq_;
             return true;
         },
@@ -548,9 +530,8 @@ void mark_exited_locked(Domain& dom, int w) {
     for (auto& [k, box] : dom.mail) {
         for (auto& r : box.recvs) {
             if (r.src_world == w && !dom.aborted) {
-                dom.abort_locked(str_cat("rank ", w,
-                                         " failed: it returned while another rank "
-                                         "waits for a message from it"));
+                dom.abort_locked(str_cat("rank ", w, " failed: it returned while another rank "
+                                                     "waits for a message from it"));
                 return;
             }
         }
