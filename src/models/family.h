@@ -161,6 +161,18 @@ class ModelFamily {
     // The parameters one rank of pipeline stage `stage` holds in its arena, split over t (the
     // tied copy of an embedding on the last stage included); one stage: param_count_split(t).
     virtual int64_t param_count_stage(int t, const PipeStage& stage) const;
+    // The element counts of the arena's parameters in arena order, for that rank (they sum to
+    // param_count_stage(t, stage)): the estimator plans the gradient reduce buckets from them
+    // as the engine does (plan_buckets). Empty where the family cannot say: the estimator then
+    // takes a bucket of reduce_bucket_size.
+    virtual std::vector<int64_t> param_numels(int /*t*/, const PipeStage& /*stage*/) const {
+        return {};
+    }
+    // The indices (into param_numels) of parameters whose gradient arrives first in the
+    // backward, not last as their arena place says (an output head tied to the embedding).
+    virtual std::vector<int> params_graded_first(int /*t*/, const PipeStage& /*stage*/) const {
+        return {};
+    }
     // Parameters kept outside the arena (sharded embedding tables, nn/sparse_params.h), the bytes
     // the most loaded of `ranks` ranks holds of them with their optimizer state, and a check that
     // throws (kInput, saying what would fit) when they cannot fit `budget` bytes per rank.

@@ -227,11 +227,15 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
         pf = &base.pipe_cache->facts(m, *o);
         if (!s.partition.empty()) check_partition(*o, s.partition, m.pipeline_blocks());
         st.param_count = 0;
-        for (int k = 0; k < s.pp; ++k)
-            st.param_count = std::max(
-                st.param_count, m.param_count_stage(s.tp, pipe_stage(*o, counts_of(base, s), k)));
+        std::vector<PipeStage> stages;
+        for (int k = 0; k < s.pp; ++k) {
+            stages.push_back(pipe_stage(*o, counts_of(base, s), k));
+            st.param_count = std::max(st.param_count, m.param_count_stage(s.tp, stages.back()));
+        }
+        st.buckets = buckets_of(m, s.tp, stages, s.dp, st.reduce_bucket_numel);
     } else {
         st.param_count = s.tp > 1 ? m.param_count_split(s.tp) : m.param_count();
+        st.buckets = buckets_of(m, s.tp, {}, s.dp, st.reduce_bucket_numel);
     }
     Estimate e = estimate_run(spec);
     const PolicyActivations* chosen = nullptr;
@@ -291,9 +295,13 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
 // GPT config S on 2 ranks, peak within 0.1% of the sum at stages 2 and 3, 14% under it at 0 and 1).
 // 1-bit Adam's residuals (StateEstimate::resident_comm) stay beside the activations and are
 // never traded against them.
+// At stages 2 and 3, the received share of the last bucket is traded the same way (Note
+// [Reduce buckets in the estimate], state_bytes.cpp).
 int64_t plan_peak_bytes(const Estimate& e) {
-    const int64_t comm = e.device[static_cast<int>(MemCategory::kComm)] - e.state.resident_comm;
-    if (e.spec.state.zero_stage >= 2 || comm == 0) return e.device_total;
+    const int64_t comm = e.spec.state.zero_stage >= 2
+                             ? e.state.after_backward_comm
+                             : e.device[static_cast<int>(MemCategory::kComm)] - e.state.resident_comm;
+    if (comm == 0) return e.device_total;
     const int64_t act = e.device[static_cast<int>(MemCategory::kActivations)];
     return e.device_total - std::min(comm, act + e.workspace_transient);
 }

@@ -42,4 +42,21 @@ Estimate estimate_run(const EstimateSpec& spec) {
     return est;
 }
 
+StateSpec::Buckets buckets_of(const ModelFamily& model, int tp,
+                              const std::vector<PipeStage>& stages, int64_t dp,
+                              int64_t bucket_numel) {
+    StateSpec::Buckets most;
+    for (const PipeStage& s : stages.empty() ? std::vector<PipeStage>{PipeStage{}} : stages) {
+        const StateSpec::Buckets b = reduce_bucket_peak(
+            model.param_numels(tp, s), model.params_graded_first(tp, s), dp, bucket_numel);
+        if (b.lent + b.received > most.lent + most.received) {
+            most.lent = b.lent;
+            most.received = b.received;
+        }
+        most.largest = std::max(most.largest, b.largest);
+        most.largest_param = std::max(most.largest_param, b.largest_param);
+    }
+    return most;
+}
+
 }  // namespace zt

@@ -108,10 +108,17 @@ void write_categories(std::ostringstream& os, const Estimate& est) {
     os << "  workspace = " << group_digits(est.state.device[ws]) << " B held on the device + "
        << group_digits(est.workspace_transient)
        << " B scratch inside kernel calls (attention, cross-entropy, f32 gradient scratch)\n";
-    if (est.spec.state.ranks > 1)
-        os << "  comm buffers: one reduce bucket (min(reduce_bucket_size, P) gradients)"
-           << (est.spec.state.zero_stage == 3 ? " and one prefetch bucket of weights" : "")
-           << "; a plan for the distributed engine\n";
+    const int stage = est.spec.state.zero_stage;
+    if (est.spec.state.ranks > 1 || stage >= 1)
+        os << "  comm buffers: "
+           << (stage >= 2 ? "the gradient buckets the backward holds at once (the largest one "
+                            "reducing, the next filling, one tied to the head) and a received "
+                            "share"
+                          : "one gradient bucket, the largest planned from reduce_bucket_size")
+           << (stage == 3 ? "; the weights gathered ahead (stage3_prefetch_bucket_size, at "
+                            "least the largest module's)"
+                          : "")
+           << " (docs/memory.md)\n";
 }
 
 void write_activations(std::ostringstream& os, const Estimate& est) {

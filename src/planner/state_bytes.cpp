@@ -6,6 +6,7 @@
 #include "offload/split_state.h"
 #include "offload/tiered_state.h"
 #include "parallel/momentum_exchange.h"
+#include "parallel/zero_layout.h"
 #include "util/error.h"
 
 namespace zt {
@@ -29,9 +30,8 @@ namespace zt {
 // the gradients copied off the device, the compute weights going back and, for the nvme tier,
 // the sub-group's record of master weights and state. In fp32 training the f32 weights are
 // the compute weights too (the arena aliases them), so ZeRO-1 and ZeRO-2 keep them whole. The
-// buffers in categories params, grads and optimizer are exactly what the engine allocates at
-// stage 0 with one rank; comm buffers (one reduce bucket; at stage 3 also one prefetch bucket of
-// weights) are the plan for the distributed engine, which does not exist yet.
+// buffers in categories params, grads and optimizer are exactly what the engine allocates; the
+// comm buffers are Note [Reduce buckets in the estimate]'s.
 
 namespace {
 
@@ -162,12 +162,45 @@ StateEstimate estimate_state(const StateSpec& spec) {
         add(str_cat("offload staging buffers (", spec.offload_buffers, ")"),
             MemCategory::kWorkspace, true, bytes, 1);
     }
+    // Note [Reduce buckets in the estimate]
+    // The engine runs a stage's gradient and gathering code at any rank count, one rank
+    // included. Stage 0 reduces in place (no buffer of its own at one rank); stage 1 receives
+    // each bucket's share into a comm buffer; stages 2 and 3 lend each bucket a buffer of its own
+    // from the first gradient written into it (PartitionedGrads, parallel/zero_grad_reduce.cpp)
+    // until its reduction has landed, and receive its share beside it; stage 3 gathers weights
+    // into comm buffers, a module's whole. A bucket can hold a parameter larger than
+    // reduce_bucket_size (a bucket closes once it reaches the size), and in the backward a
+    // bucket is reduced while the next one fills, and a bucket whose parameter the head uses
+    // (GPT's tied wte) is lent from the backward's first op to its last: reduce_bucket_peak
+    // plays that out over the family's parameters (ModelFamily::param_numels). Measured before:
+    // a GPT with a 262k-element wte and 50k buckets peaked 7.8% over the prediction at two
+    // ranks, 8-24% at one rank (stages 2 and 3, the buckets left out); the 2.5B offload
+    // headline peaked at 1.43 GiB against 460 MiB predicted (its 413 MB wte bucket lent beside
+    // two 201 MB block buckets and one's received share). The received share of the last bucket
+    // lands after the backward has freed its activations, so the peak trades it against them
+    // (after_backward_comm, cost_model.cpp's plan_peak_bytes).
+    const StateSpec::Buckets& bk = spec.buckets;
+    const int64_t bucket =
+        bk.largest > 0 ? std::min(bk.largest, P) : std::min(spec.reduce_bucket_numel, P);
+    const std::string bucket_name =
+        str_cat("gradient reduce bucket (", dtype_name(spec.grad_dtype), ")");
+    if (stage >= 2) {
+        const int64_t lent = bk.lent > 0 ? bk.lent : bucket;
+        add(bk.lent > bucket ? str_cat("gradient reduce buckets lent at once (",
+                                       dtype_name(spec.grad_dtype), ")")
+                             : bucket_name,
+            MemCategory::kComm, false, lent, g);
+        add(str_cat("received share of a bucket (", dtype_name(spec.grad_dtype), ")"),
+            MemCategory::kComm, false, std::min(bk.received > 0 ? bk.received : bucket, S), g);
+        est.after_backward_comm += est.buffers.back().bytes;
+    } else if (N > 1 || stage == 1) {
+        add(bucket_name, MemCategory::kComm, false, bucket, g);
+    }
+    if (stage == 3)
+        add(str_cat("weight prefetch bucket (", dtype_name(spec.compute_dtype), ")"),
+            MemCategory::kComm, false,
+            std::min(std::max(spec.prefetch_bucket_numel, bk.largest_param), P), e);
     if (N > 1) {
-        add(str_cat("gradient reduce bucket (", dtype_name(spec.grad_dtype), ")"),
-            MemCategory::kComm, false, std::min(spec.reduce_bucket_numel, P), g);
-        if (stage == 3)
-            add(str_cat("weight prefetch bucket (", dtype_name(spec.compute_dtype), ")"),
-                MemCategory::kComm, false, std::min(spec.prefetch_bucket_numel, P), e);
         // Upper bounds: weights under stage3_param_persistence_threshold stay whole and keep
         // no slice; each module's slice is rounded up on its own.
         const int64_t L = spec.hpz_partition_size;
@@ -191,6 +224,47 @@ StateEstimate estimate_state(const StateSpec& spec) {
         }
     }
     return est;
+}
+
+StateSpec::Buckets reduce_bucket_peak(const std::vector<int64_t>& numels,
+                                      const std::vector<int>& early, int64_t ranks,
+                                      int64_t bucket_numel) {
+    StateSpec::Buckets out;
+    if (numels.empty()) return out;
+    ZT_CHECK(ranks >= 1, "--ranks: expected >= 1, got ", ranks);
+    std::vector<Range> ranges;
+    int64_t at = 0;
+    for (int64_t n : numels) {
+        ranges.push_back({at, at + n});
+        at += n;
+        out.largest_param = std::max(out.largest_param, n);
+    }
+    const int64_t padded = (at + ranks - 1) / ranks * ranks;
+    const int64_t shard = padded / ranks;
+    // Buckets in the order the backward reduces them (the last parameters' first).
+    const std::vector<Bucket> b = plan_buckets(ranges, padded, std::max<int64_t>(1, bucket_numel));
+    std::vector<char> held_early(b.size(), 0);
+    for (size_t k = 0; k < b.size(); ++k) {
+        out.largest = std::max(out.largest, b[k].range.size());
+        for (int i : b[k].params)
+            if (std::find(early.begin(), early.end(), i) != early.end()) held_early[k] = 1;
+    }
+    // While bucket k's reduction lands (its buffer and received share), bucket k + 1 fills, and
+    // every early bucket not reduced yet is lent.
+    int64_t best = -1;
+    for (size_t k = 0; k < b.size(); ++k) {
+        int64_t lent = b[k].range.size();
+        if (k + 1 < b.size()) lent += b[k + 1].range.size();
+        for (size_t j = k + 2; j < b.size(); ++j)
+            if (held_early[j]) lent += b[j].range.size();
+        const int64_t received = std::min(b[k].range.size(), shard);
+        if (lent + received > best) {
+            best = lent + received;
+            out.lent = lent;
+            out.received = received;
+        }
+    }
+    return out;
 }
 
 ZeroFormula zero_formula(const StateSpec& spec) {

@@ -51,6 +51,14 @@ struct StateSpec {
     // while exchanging, the sign codec's send and receive bytes.
     bool onebit_adam = false;
     int64_t reduce_bucket_numel = kDefaultReduceBucketNumel;
+    // The engine's gradient buckets as planned from the parameters (reduce_bucket_peak); zeros:
+    // not known, one bucket of reduce_bucket_numel (or the arena, if smaller) taken instead.
+    struct Buckets {
+        int64_t largest = 0;   // elements of the largest bucket
+        int64_t lent = 0;      // stages 2-3: elements of the buckets lent at once, at most
+        int64_t received = 0;  // and of the received share of a bucket beside them
+        int64_t largest_param = 0;  // stage 3 gathers a module's weights whole, at least this
+    } buckets;
     int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;
     int64_t alignment = MemoryPool::kAlignment;  // bytes every allocation is rounded up to
 };
@@ -75,12 +83,25 @@ struct StateEstimate {
     // Device comm bytes that live all step beside the activations (1-bit Adam's residuals);
     // the rest of kComm is transient (planner/cost_model.cpp, Note [Peak of stages 0 and 1]).
     int64_t resident_comm = 0;
+    // Device comm bytes allocated only as a bucket's reduction lands, at ZeRO stages 2 and 3:
+    // the last bucket's received share lives after the backward has freed its activations.
+    int64_t after_backward_comm = 0;
     CategoryBytes device{};  // summed per category
     CategoryBytes host{};
     CategoryBytes nvme{};
 };
 
 StateEstimate estimate_state(const StateSpec& spec);
+
+// The gradient buckets the engine plans (parallel/zero_layout.h, plan_buckets) over an arena of
+// parameters of these element counts (arena order), padded to `ranks`, with reduce_bucket_size
+// `bucket_numel` (a bucket closes once it reaches the size, so one can hold a parameter larger
+// than it), and what stages 2-3 hold of them at once (Note [Reduce buckets in the estimate]):
+// `early` lists the parameters whose gradient arrives first in the backward (a head tied to the
+// embedding), whose buckets stay lent all backward. All zero when numels is empty.
+StateSpec::Buckets reduce_bucket_peak(const std::vector<int64_t>& numels,
+                                      const std::vector<int>& early, int64_t ranks,
+                                      int64_t bucket_numel);
 
 // A config's optimizer state, for StateSpec: its f32 buffers per element ("AdamW", "Adam": 2 ;
 // "SGD": 1 with momentum, else 0; "Adagrad": sum, "Lion": exp_avg, 1 each).

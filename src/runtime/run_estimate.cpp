@@ -18,13 +18,15 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     spec.tp = static_cast<int>(cfg.tp);
     spec.sequence_parallel = cfg.sequence_parallel;
     if (cfg.tp > 1) st.param_count = cfg.model->param_count_split(spec.tp);  // one part's
+    std::vector<PipeStage> stages;
     if (cfg.pipe.active()) {  // the most loaded stage's (its tied embedding copy included)
         const PipeOptions o = cfg.pipe.options(cfg.grad_accum);
         st.param_count = 0;
-        for (int s = 0; s < o.stages; ++s)
-            st.param_count = std::max(
-                st.param_count,
-                cfg.model->param_count_stage(spec.tp, pipe_stage(o, cfg.pipe.partition, s)));
+        for (int s = 0; s < o.stages; ++s) {
+            stages.push_back(pipe_stage(o, cfg.pipe.partition, s));
+            st.param_count =
+                std::max(st.param_count, cfg.model->param_count_stage(spec.tp, stages.back()));
+        }
         spec.pp = o.stages;
     }
     st.ranks = ranks;
@@ -47,6 +49,7 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     st.hpz_partition_size = cfg.zero.hpz_partition_size;
     st.onebit_adam = cfg.optimizer.type == "OneBitAdam";
     st.reduce_bucket_numel = cfg.zero.reduce_bucket_size;
+    st.buckets = buckets_of(*cfg.model, spec.tp, stages, ranks, st.reduce_bucket_numel);
     st.prefetch_bucket_numel = cfg.zero.stage3_prefetch_bucket_size;
     return spec;
 }

@@ -7,6 +7,7 @@
 #include "cli_fixture.h"
 #include "planner/profile.h"
 #include "tensor/gemm_machine.h"
+#include "util/error.h"
 
 namespace zt::testing {
 namespace {
@@ -131,6 +132,34 @@ TEST_F(PlanCli, TensorParallelPeaksWithinTolerance) {
         EXPECT_LE(peak["max_ratio"].get<double>(), 1.0) << peak.dump();
         EXPECT_GE(peak["min_ratio"].get<double>(), 0.97) << peak.dump();
     }
+}
+
+// Note [Reduce buckets in the estimate]: at ZeRO stages 2 and 3, on one rank as on two, the
+// gradient buckets the backward holds (one larger than reduce_bucket_size, for the 262k-element
+// wte, lent from the tied head's backward on) are in the predicted peak: within 3% under it
+// (before, 8-24% over it).
+TEST_F(PlanCli, ReduceBucketsInThePeakAtEveryRankCount) {
+    nlohmann::json base = config();
+    base["model"] = {{"type", "gpt"}, {"vocab_size", 4096}, {"seq_len", 32},
+                     {"d_model", 64},   {"n_layers", 2},     {"n_heads", 4}};
+    base["train_micro_batch_size_per_gpu"] = 4;
+    base["data"] = {{"type", "builtin"}, {"builtin_tokens", 65536}};
+    base["zero_optimization"] = {{"reduce_bucket_size", 50000}};
+    for (int stage : {2, 3})
+        for (int ranks : {1, 2}) {
+            const std::string name = zt::str_cat("z", stage, "_n", ranks);
+            SCOPED_TRACE(name);
+            nlohmann::json j = base;
+            j["zero_optimization"]["stage"] = stage;
+            const CommandResult r = train_run(j, name, "", ranks);
+            ASSERT_EQ(r.code, 0) << r.output;
+            const CommandResult c =
+                run_zerotrain("plan --json --check " + (dir_ / name).string(), false);
+            ASSERT_EQ(c.code, 0) << c.output;
+            const nlohmann::json peak = nlohmann::json::parse(c.output)["peak_bytes"];
+            EXPECT_LE(peak["max_ratio"].get<double>(), 1.0) << peak.dump();
+            EXPECT_GE(peak["min_ratio"].get<double>(), 0.97) << peak.dump();
+        }
 }
 
 // --rank-speed (planner/hetero.h): a pipeline on a fast and a half-speed rank gets the larger

@@ -312,5 +312,22 @@ TEST(DlrmFamily, FlopsPerSampleFromTheFormula) {
               (10 + 20 + 30) * 16 + (13 * 64 + 64) + (64 * 16 + 16) + (22 * 32 + 32) + (32 + 1));
 }
 
+// The estimator's list of the arena's parameters (ModelFamily::param_numels) is the built
+// model's, in order: replicated tables (a sharded one is not in the arena), then the MLPs.
+TEST(DlrmFamily, ParamNumelsAreTheArenasInOrder) {
+    const Parsed p = parse({{"type", "dlrm"},
+                            {"dense_features", 13},
+                            {"table_rows", {10, 20, 30}},
+                            {"embedding_dim", 16},
+                            {"bottom_mlp", {64, 16}},
+                            {"top_mlp", {32}}});
+    ASSERT_TRUE(p.family) << joined(p.errors);
+    const std::unique_ptr<Model> m = p.family->build();
+    std::vector<int64_t> built;
+    for (const Parameter* q : m->parameters()) built.push_back(q->numel());
+    EXPECT_EQ(p.family->param_numels(1, PipeStage{}), built);
+    EXPECT_EQ(built.size(), 3u + 4u + 4u);  // the top MLP ends in the 1-wide output Linear
+}
+
 }  // namespace
 }  // namespace zt

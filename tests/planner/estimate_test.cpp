@@ -105,7 +105,9 @@ TEST(StateBytes, MatchesDesignFormulasWithPadding) {
                 // The f32 gradient copy exists exactly when gradients are not f32.
                 EXPECT_EQ(at(e.device, MemCategory::kWorkspace),
                           g == 4 ? 0 : 4 * (stage >= 1 ? P / N : P));
-                EXPECT_EQ(at(e.device, MemCategory::kComm) > 0, N > 1);
+                // Note [Reduce buckets in the estimate]: stage 0 reduces in place, stage 1
+                // receives into a buffer at any rank count, stages 2-3 lend buckets.
+                EXPECT_EQ(at(e.device, MemCategory::kComm) > 0, N > 1 || stage >= 1);
             }
 }
 
@@ -236,6 +238,39 @@ TEST(StateBytes, HpzSliceAndOneBitAdamResiduals) {
     EXPECT_EQ(at(e.device, MemCategory::kComm) - at(before.device, MemCategory::kComm),
               resident + 4 * sign_2500 + 4 * sign_2500);
     EXPECT_EQ(model_state(e.device), model_state(before.device));  // Adam's m and v, as AdamW
+}
+
+// Note [Reduce buckets in the estimate]: buckets planned from the last parameter back, closing
+// once they reach the size: {10, 3, 3, 3, 3} with size 5 gives [3 3] [3 3] [10]; while the first
+// lands (6 lent, 6 received) the second fills, and the early parameter 0's bucket is lent too.
+TEST(StateBytes, ReduceBucketPeakPlaysOutTheBackward) {
+    const std::vector<int64_t> numels = {10, 3, 3, 3, 3};
+    StateSpec::Buckets b = reduce_bucket_peak(numels, {0}, 1, 5);
+    EXPECT_EQ(b.largest, 10);
+    EXPECT_EQ(b.largest_param, 10);
+    EXPECT_EQ(b.lent, 6 + 6 + 10);
+    EXPECT_EQ(b.received, 6);
+    b = reduce_bucket_peak(numels, {}, 1, 5);  // no early bucket: the second lands, [10] fills
+    EXPECT_EQ(b.lent, 6 + 10);
+    EXPECT_EQ(b.received, 6);
+    // Padded to 24 over 4 ranks: [3 + 2 padding] [3 3] [10 3]; a rank receives at most its
+    // shard of 6.
+    b = reduce_bucket_peak(numels, {}, 4, 5);
+    EXPECT_EQ(b.largest, 13);
+    EXPECT_EQ(b.lent, 6 + 13);
+    EXPECT_EQ(b.received, 6);
+    EXPECT_EQ(reduce_bucket_peak({}, {}, 2, 5).lent, 0);
+    // In the estimate: stages 2 and 3 hold them at any rank count, stage 0 at one rank nothing.
+    StateSpec spec;
+    spec.param_count = 22;
+    spec.zero_stage = 2;
+    spec.buckets = reduce_bucket_peak(numels, {0}, 1, 5);
+    const StateEstimate e = estimate_state(spec);
+    EXPECT_EQ(e.device[static_cast<int>(MemCategory::kComm)],
+              round_up(22 * 4, spec.alignment) + round_up(6 * 4, spec.alignment));
+    EXPECT_EQ(e.after_backward_comm, round_up(6 * 4, spec.alignment));
+    spec.zero_stage = 0;
+    EXPECT_EQ(estimate_state(spec).device[static_cast<int>(MemCategory::kComm)], 0);
 }
 
 TEST(Estimate, ParamCountMatchesTheModel) {

@@ -99,8 +99,12 @@ void train_rank(const Layout& l, Communicator& world, PpRun* out, std::mutex* mu
     const bool root = world.rank() == 0;
     {  // the estimator's count for this stage (planner: param_count_stage) is the arena's
         const GptFamily family(GptOptions{kV, kT, 16, l.layers, 4}, GptDataOptions{});
-        EXPECT_EQ(e.arena().numel(),
-                  family.param_count_stage(l.tp, l.pp > 1 ? go.pipe : PipeStage{}));
+        const PipeStage stage = l.pp > 1 ? go.pipe : PipeStage{};
+        EXPECT_EQ(e.arena().numel(), family.param_count_stage(l.tp, stage));
+        // and its list of the parameters (param_numels, for the reduce buckets) the arena's
+        std::vector<int64_t> built;
+        for (const Parameter* p : e.arena().params()) built.push_back(p->numel());
+        EXPECT_EQ(family.param_numels(l.tp, stage), built);
     }
     {
         std::vector<float> w = tp_assemble(e.arena().params(), e.gather_master().data(), mesh.tp);

@@ -112,6 +112,24 @@ int64_t DlrmFamily::sparse_param_count() const {
     return n;
 }
 
+// Dlrm's registration order: the replicated tables, then the bottom and the top MLP's Linears
+// (weight, bias).
+std::vector<int64_t> DlrmFamily::param_numels(int /*t*/, const PipeStage& /*stage*/) const {
+    std::vector<int64_t> n;
+    for (size_t k = 0; k < model_.tables.size(); ++k)
+        if (model_.embedding.replicated(model_.tables[k], k))
+            n.push_back(model_.tables[k].rows * model_.tables[k].dim);
+    const auto mlp = [&](int64_t in, const std::vector<int64_t>& widths) {
+        for (int64_t w : widths) {
+            n.insert(n.end(), {in * w, w});
+            in = w;
+        }
+    };
+    mlp(model_.dense_features, model_.bottom_mlp);
+    mlp(dlrm_top_input(model_), model_.top_mlp);
+    return n;
+}
+
 // A dynamic table's rows at its cap (evict.max_rows) with their state; 0 without a cap (its size
 // follows the data, not the config). With embedding.tier: the cache's share of the cap, or
 // cache_bytes (a cache also grows to hold one step's rows, which this does not know).

@@ -71,6 +71,7 @@ class DlrmFamily final : public ModelFamily {
                          const std::string& weights_path) const override;
     int64_t param_count() const override { return dlrm_param_count(model_) - sparse_param_count(); }
     int64_t sparse_param_count() const override;
+    std::vector<int64_t> param_numels(int t, const PipeStage& stage) const override;
     int64_t sparse_bytes_per_rank(int ranks) const override;
     void check_sparse_fit(int ranks, int64_t budget) const override;
     std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;

@@ -59,6 +59,31 @@ int64_t GptFamily::param_count_stage(int t, const PipeStage& stage) const {
     return n;
 }
 
+// GptTransformer's registration order: wte (on the first and last stages), wpe, each block held
+// (ln_1, c_attn, c_proj, ln_2, c_fc, c_proj; a Linear's weight before its bias), ln_f.
+std::vector<int64_t> GptFamily::param_numels(int t, const PipeStage& stage) const {
+    validate_tensor_parallel(model_, t);
+    const int64_t C = model_.d_model, A = model_.attn_width(), F = model_.mlp_width();
+    const bool first = !stage.active() || stage.holds_first();
+    const bool last = !stage.active() || stage.holds_last();
+    std::vector<int64_t> n;
+    if (first || last) n.push_back(model_.vocab_size * C / t);
+    if (first) n.push_back(model_.seq_len * C);
+    for (int64_t l = 0; l < model_.n_layers; ++l) {
+        if (stage.active() && !stage.holds_block(l)) continue;
+        n.insert(n.end(), {C, C, 3 * A * C / t, 3 * A / t, A * C / t, C, C, C, F * C / t, F / t,
+                           F * C / t, C});
+    }
+    if (last) n.insert(n.end(), {C, C});
+    return n;
+}
+
+// The head (on the last stage) is tied to wte, the arena's first parameter there.
+std::vector<int> GptFamily::params_graded_first(int /*t*/, const PipeStage& stage) const {
+    if (stage.active() && !stage.holds_last()) return {};
+    return {0};
+}
+
 std::unique_ptr<Model> GptFamily::build_stage(const TensorParallel& tp,
                                               const PipeStage& stage) const {
     GptOptions o = model_;

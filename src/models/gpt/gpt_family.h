@@ -38,6 +38,8 @@ class GptFamily final : public ModelFamily {
     void check_tensor_parallel(int t) const override;
     int64_t param_count_split(int t) const override;
     int64_t param_count_stage(int t, const PipeStage& stage) const override;
+    std::vector<int64_t> param_numels(int t, const PipeStage& stage) const override;
+    std::vector<int> params_graded_first(int t, const PipeStage& stage) const override;
     std::unique_ptr<Model> build_split(const TensorParallel& tp) const override;
     int64_t pipeline_blocks() const override { return model_.n_layers; }
     PipeCosts pipeline_costs() const override;
