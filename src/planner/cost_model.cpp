@@ -298,9 +298,10 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
 // At stages 2 and 3, the received share of the last bucket is traded the same way (Note
 // [Reduce buckets in the estimate], state_bytes.cpp).
 int64_t plan_peak_bytes(const Estimate& e) {
-    const int64_t comm = e.spec.state.zero_stage >= 2
-                             ? e.state.after_backward_comm
-                             : e.device[static_cast<int>(MemCategory::kComm)] - e.state.resident_comm;
+    const int64_t comm =
+        e.spec.state.zero_stage >= 2
+            ? e.state.after_backward_comm
+            : e.device[static_cast<int>(MemCategory::kComm)] - e.state.resident_comm;
     if (comm == 0) return e.device_total;
     const int64_t act = e.device[static_cast<int>(MemCategory::kActivations)];
     return e.device_total - std::min(comm, act + e.workspace_transient);

@@ -54,9 +54,9 @@ struct StateSpec {
     // The engine's gradient buckets as planned from the parameters (reduce_bucket_peak); zeros:
     // not known, one bucket of reduce_bucket_numel (or the arena, if smaller) taken instead.
     struct Buckets {
-        int64_t largest = 0;   // elements of the largest bucket
-        int64_t lent = 0;      // stages 2-3: elements of the buckets lent at once, at most
-        int64_t received = 0;  // and of the received share of a bucket beside them
+        int64_t largest = 0;        // elements of the largest bucket
+        int64_t lent = 0;           // stages 2-3: elements of the buckets lent at once, at most
+        int64_t received = 0;       // and of the received share of a bucket beside them
         int64_t largest_param = 0;  // stage 3 gathers a module's weights whole, at least this
     } buckets;
     int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;

@@ -141,7 +141,7 @@ TEST_F(PlanCli, TensorParallelPeaksWithinTolerance) {
 TEST_F(PlanCli, ReduceBucketsInThePeakAtEveryRankCount) {
     nlohmann::json base = config();
     base["model"] = {{"type", "gpt"}, {"vocab_size", 4096}, {"seq_len", 32},
-                     {"d_model", 64},   {"n_layers", 2},     {"n_heads", 4}};
+                     {"d_model", 64}, {"n_layers", 2},      {"n_heads", 4}};
     base["train_micro_batch_size_per_gpu"] = 4;
     base["data"] = {{"type", "builtin"}, {"builtin_tokens", 65536}};
     base["zero_optimization"] = {{"reduce_bucket_size", 50000}};
