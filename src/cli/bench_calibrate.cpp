@@ -46,8 +46,10 @@ void print_profile(const MachineProfile& p, const std::string& path) {
         fit("send/recv", c.send_recv);
     }
     if (p.disk_write_bytes_per_s > 0)
-        std::printf("  disk (%s): write %s, read %s\n", p.disk_dir.c_str(),
-                    rate(p.disk_write_bytes_per_s).c_str(), rate(p.disk_read_bytes_per_s).c_str());
+        std::printf("  disk (%s, %s): write %s, read %s, both at once %s\n", p.disk_dir.c_str(),
+                    p.disk_direct ? "O_DIRECT" : "page cache",
+                    rate(p.disk_write_bytes_per_s).c_str(), rate(p.disk_read_bytes_per_s).c_str(),
+                    rate(p.disk_mixed_bytes_per_s).c_str());
     std::printf("saved %s\n", path.c_str());
 }
 

@@ -20,6 +20,7 @@
 #include "runtime/plan_check.h"
 #include "runtime/plan_config.h"
 #include "util/error.h"
+#include "util/host_memory.h"
 #include "util/units.h"
 
 namespace zt::cli {
@@ -30,6 +31,7 @@ struct PlanArgs {
     ConfigArgs config;
     int ranks = 1;
     std::string budget;
+    std::string host_memory;  // --host-memory ("": this host's)
     std::string profile;
     std::string backend = "local";
     int threads = 0;
@@ -102,6 +104,8 @@ int run_plan(const PlanArgs& a) {
     if (in.nvme) space.offload.push_back("nvme");
     SearchOptions opt;
     opt.budget = a.budget.empty() ? 0 : parse_bytes(a.budget, "--memory-budget");
+    opt.host_budget =
+        a.host_memory.empty() ? host_memory_bytes() : parse_bytes(a.host_memory, "--host-memory");
     opt.top = a.top;
     const int64_t global = in.base.global_batch;
     const SearchResult r =
@@ -202,6 +206,7 @@ nlohmann::json auto_plan(const nlohmann::json& j, const std::string& budget_text
     if (in.nvme) space.offload.push_back("nvme");
     SearchOptions opt;
     opt.top = 1;
+    opt.host_budget = host_memory_bytes();  // the hosts run what this one can
     if (!budget_text.empty())
         opt.budget = parse_bytes(budget_text, "--memory-budget");
     else if (j.contains("memory") && j["memory"].contains("budget_per_rank")) {
@@ -254,6 +259,9 @@ void add_plan(CLI::App& app, std::vector<std::pair<CLI::App*, std::function<int(
         ->check(CLI::PositiveNumber);
     sub->add_option("--memory-budget", a.budget,
                     "per-rank device memory, e.g. 8GiB (default none)");
+    sub->add_option("--host-memory", a.host_memory,
+                    "host memory of one host, shared by its ranks' offload tiers and host "
+                    "gradients, e.g. 64GiB (default this host's; 0: no limit)");
     sub->add_option("--profile", a.profile,
                     "calibration profile (default: this machine's under ~/.cache/zerotrain, "
                     "measured when absent or stale)");

@@ -21,13 +21,17 @@ struct CalibrateOptions {
     int local_ranks = 2;          // ranks of the local backend's measurement (0: skip)
     Communicator* mpi = nullptr;  // the MPI world when launched under mpirun (every rank calls)
     std::string disk_dir;         // where the disk test writes; "": the cache directory; "-": skip
-    int64_t disk_bytes = 64 << 20;  // 64 MiB written and read back
+    int64_t disk_bytes = 128 << 20;  // 128 MiB written, read back, then half of each at once
     double seconds_per_kernel = 0.15;
 };
 
 // Measures every rate of the profile. Under MPI every rank of opts.mpi must call it; only rank
 // 0's result holds the host's rates (the others return after the MPI collectives).
 MachineProfile calibrate_machine(const CalibrateOptions& opts);
+
+// The disk under `dir` on the nvme tier's own path (Note [Disk calibration]): write, read and
+// both at once of about `bytes`, into p's disk fields; left 0 where dir cannot hold the file.
+void measure_disk(const std::string& dir, int64_t bytes, MachineProfile& p);
 
 // A linear fit time = latency + bus_factor x bytes / bus_bytes_per_s to (bytes, seconds) points
 // by least squares (latency clamped at 0). Pure, for tests.

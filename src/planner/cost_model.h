@@ -125,6 +125,9 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s);
 // live beside the activations (Note [Peak of stages 0 and 1] in cost_model.cpp).
 int64_t plan_peak_bytes(const Estimate& e);
 
+// How many of the layout's ranks share one host (PlanBase::ranks_per_host; 0 there: all).
+int ranks_on_host(const PlanBase& b, const Strategy& s);
+
 // Memory and, with a profile, step time.
 PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile* profile);
 

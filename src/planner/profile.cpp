@@ -116,7 +116,9 @@ nlohmann::json profile_json(const MachineProfile& p) {
                              {"points", c.points}});
     j["disk"] = {{"dir", p.disk_dir},
                  {"write_bytes_per_s", p.disk_write_bytes_per_s},
-                 {"read_bytes_per_s", p.disk_read_bytes_per_s}};
+                 {"read_bytes_per_s", p.disk_read_bytes_per_s},
+                 {"mixed_bytes_per_s", p.disk_mixed_bytes_per_s},
+                 {"direct", p.disk_direct}};
     return j;
 }
 
@@ -165,6 +167,8 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
     p.disk_dir = disk.value("dir", "");
     p.disk_write_bytes_per_s = disk.value("write_bytes_per_s", 0.0);
     p.disk_read_bytes_per_s = disk.value("read_bytes_per_s", 0.0);
+    p.disk_mixed_bytes_per_s = disk.value("mixed_bytes_per_s", 0.0);
+    p.disk_direct = disk.value("direct", false);
     return p;
 }
 

@@ -45,7 +45,7 @@ struct ThreadRates {
 };
 
 struct MachineProfile {
-    static constexpr int kVersion = 1;
+    static constexpr int kVersion = 2;  // 2: the disk on the nvme tier's path, mixed rate
     std::string identity;            // profile_identity() of the machine measured
     nlohmann::json machine;          // {"cpu", "cores", "libraries", ...}: for people, not compared
     std::string measured_at;         // UTC, ISO 8601
@@ -54,6 +54,10 @@ struct MachineProfile {
     std::vector<CommProfile> comm;
     double disk_write_bytes_per_s = 0;  // 0: not measured
     double disk_read_bytes_per_s = 0;
+    // Reads and writes at once, the bytes of both counted (Note [Disk calibration]); 0: not
+    // measured (the cost model then takes the slower one-way rate for both directions at once).
+    double disk_mixed_bytes_per_s = 0;
+    bool disk_direct = false;  // the figures are O_DIRECT's (false: through the page cache)
     std::string disk_dir;
 
     // Rates at `threads`, linear between the two nearest measured counts and proportional to

@@ -101,9 +101,12 @@ std::vector<Group> groups_of(const PlanBase& base, const SearchSpace& space) {
             const int dp = space.ranks / tp / pp;
             if (base.global_batch % dp != 0) continue;
             for (int stage : space.zero_stages) {
-                if (dp == 1 && stage != 0) continue;  // the same bytes and work as stage 0
-                if (pp > 1 && stage > 1) continue;    // pipelines run stage 0 or 1 (config.md)
+                if (pp > 1 && stage > 1) continue;  // pipelines run stage 0 or 1 (config.md)
                 for (const std::string& off : space.offload) {
+                    // One rank: stage 1 is stage 0's bytes and work; so are 2 and 3 without
+                    // offload, but offloaded they keep the gradients in host memory (Note
+                    // [Gradients on the host]) and stage 3 may offload the weights too.
+                    if (dp == 1 && stage != 0 && (off == "none" || stage == 1)) continue;
                     Strategy s;
                     s.dp = dp;
                     s.tp = tp;
@@ -208,6 +211,26 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
             note_smallest(c);
             if (opt.budget > 0 && c.device_bytes > opt.budget) {
                 reject(s, over_budget_reason(c, opt.budget), c.device_bytes);
+                continue;
+            }
+            if (const int64_t host = c.memory.host_total * ranks_on_host(base, s);
+                opt.host_budget > 0 && host > opt.host_budget) {
+                int64_t largest = 0;
+                std::string name;
+                for (int k = 0; k < kMemCategoryCount; ++k)
+                    if (c.memory.host[k] > largest) {
+                        largest = c.memory.host[k];
+                        name = mem_category_name(static_cast<MemCategory>(k));
+                    }
+                reject(s,
+                       str_cat(stage_words(s), " needs ",
+                               format_bytes(static_cast<double>(c.memory.host_total)),
+                               " of host memory per rank x ", ranks_on_host(base, s),
+                               " on a host > ", format_bytes(static_cast<double>(opt.host_budget)),
+                               " (--host-memory): ", name, " ",
+                               format_bytes(static_cast<double>(largest)),
+                               " per rank; nvme holds it on disk"),
+                       c.device_bytes);
                 continue;
             }
             fits.push_back(std::move(c));

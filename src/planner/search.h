@@ -49,6 +49,10 @@ struct SearchResult {
 
 struct SearchOptions {
     int64_t budget = 0;  // per-rank device bytes; 0: no limit
+    // Host memory of one host, shared by the ranks on it: a layout whose host bytes per rank
+    // (offload tiers, host gradients, staging) times its ranks on a host exceed it is rejected.
+    // 0: no limit.
+    int64_t host_budget = 0;
     int top = 5;         // ranked layouts kept (0: all)
     bool prune = true;   // false: cost every layout (the exhaustive reference of the tests)
     int64_t max_rejected = 100000;  // reasons kept

@@ -9,6 +9,7 @@
 #include "planner/search.h"
 #include "runtime/plan_config.h"
 #include "util/error.h"
+#include "util/host_memory.h"
 #include "util/log.h"
 #include "util/units.h"
 
@@ -67,6 +68,7 @@ std::string plan_suggestion(const TrainConfig& cfg, int64_t budget) {
         if (in.nvme) space.offload.push_back("nvme");
         SearchOptions opt;
         opt.budget = budget;
+        opt.host_budget = host_memory_bytes();
         opt.top = 1;
         const int64_t global = in.base.global_batch;
         const SearchResult r =

@@ -20,7 +20,12 @@ PlanBase plan_base(const TrainConfig& cfg, int threads, const std::string& backe
     b.threads = threads;
     b.backend = backend;
     b.ranks_per_host = ranks_per_host;
-    b.param_tensors = static_cast<int64_t>(cfg.model->build()->parameters().size());
+    // The parameter list without building the model where the family gives it (a large model
+    // would allocate all its weights).
+    const std::vector<int64_t> numels = cfg.model->param_numels(1, PipeStage{});
+    b.param_tensors = numels.empty()
+                          ? static_cast<int64_t>(cfg.model->build()->parameters().size())
+                          : static_cast<int64_t>(numels.size());
     // Given: the run's; absent: the engine's default per stage, as each layout would get it.
     const nlohmann::json& z =
         cfg.raw.contains("zero_optimization") ? cfg.raw["zero_optimization"] : nlohmann::json();
@@ -129,12 +134,27 @@ PlanInput plan_input(const nlohmann::json& j, int ranks, int threads, const std:
     one["train_batch_size"] = global;
     one["train_micro_batch_size_per_gpu"] = global;
     one["gradient_accumulation_steps"] = 1;
-    if (one.contains("zero_optimization") && one["zero_optimization"].is_object())
-        one["zero_optimization"]["stage"] = 0;
+    // offload_param needs stage 3, so it stays out of the stage-0 base; the layouts at stage 3
+    // get it back (plan_memory).
+    nlohmann::json offload_param;
+    if (one.contains("zero_optimization") && one["zero_optimization"].is_object()) {
+        nlohmann::json& z = one["zero_optimization"];
+        z["stage"] = 0;
+        if (z.contains("offload_param")) {
+            offload_param = z["offload_param"];
+            z.erase("offload_param");
+        }
+    }
     if (one.contains("comm")) one.erase("comm");
     PlanInput in;
     const TrainConfig cfg = parse_config(one, 1).config;
     in.base = plan_base(cfg, threads, backend);
+    if (offload_param.is_object()) {
+        const std::string device = offload_param.value("device", "none");
+        StateSpec& st = in.base.spec.state;
+        st.offload_param = st.offload_optimizer && device != "none";
+        st.offload_param_nvme = st.offload_param && device == "nvme";
+    }
     in.base.global_batch = global;
     in.config = j;
     in.nvme = !cfg.zero.offload_optimizer.nvme_path.empty();

@@ -17,6 +17,7 @@
 
 #include "tensor/peak_kernels.h"
 #include "util/error.h"
+#include "util/host_memory.h"
 #include "util/timer.h"
 
 namespace zt {
@@ -157,13 +158,6 @@ void check_args(int threads, double seconds) {
              "peak: seconds per kernel: expected a positive number, got ", seconds);
 }
 
-// The cgroup's memory limit when it has one (containers), else 0.
-size_t cgroup_memory_limit() {
-    std::ifstream f("/sys/fs/cgroup/memory.max");
-    unsigned long long v = 0;
-    return f >> v ? static_cast<size_t>(v) : 0;  // "max" does not parse: no limit
-}
-
 // The largest level-3 cache of cpu0, from sysfs; 0 when sysfs does not say.
 size_t l3_cache_bytes() {
     size_t best = 0;
@@ -204,11 +198,7 @@ size_t peak_mem_buffer_bytes(size_t l3_bytes, size_t phys_bytes) {
 }
 
 size_t peak_mem_buffer_bytes() {
-    size_t phys = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) *
-                  static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t limit = cgroup_memory_limit();
-    if (limit > 0) phys = std::min(phys, limit);
-    return peak_mem_buffer_bytes(l3_cache_bytes(), phys);
+    return peak_mem_buffer_bytes(l3_cache_bytes(), static_cast<size_t>(host_memory_bytes()));
 }
 
 PeakRates measure_compute_peak(int threads, double seconds) {

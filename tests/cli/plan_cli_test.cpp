@@ -162,6 +162,41 @@ TEST_F(PlanCli, ReduceBucketsInThePeakAtEveryRankCount) {
         }
 }
 
+// A config that offloads its weights (offload_param, stage 3 only) plans on one rank: the
+// offloaded stages 2 and 3 are layouts of their own there, ranked with the weights off the
+// device; --host-memory too small for the cpu tier's host bytes rejects it and says so.
+TEST_F(PlanCli, OneRankOffloadedWeightsPlanAndTheHostMemoryLimits) {
+    nlohmann::json j = config();
+    j["zero_optimization"] = {{"stage", 3},
+                              {"offload_optimizer", {{"device", "cpu"}}},
+                              {"offload_param", {{"device", "cpu"}}}};
+    const std::string cfg = write_config(j, "offload.json");
+    const std::string prof = write_profile();
+    CommandResult r = run_zerotrain(
+        zt::str_cat("plan ", cfg, " --ranks 1 --json --top 0 --profile ", prof), false);
+    ASSERT_EQ(r.code, 0) << r.output;
+    nlohmann::json out = nlohmann::json::parse(r.output);
+    bool z3 = false;
+    for (const auto& p : out["plans"]) {
+        const auto& s = p["strategy"];
+        if (s["zero_stage"] == 3 && s["offload"] == "cpu") {
+            z3 = true;
+            EXPECT_GT(p["host_bytes"].get<int64_t>(), 0);
+        }
+    }
+    EXPECT_TRUE(z3) << r.output;
+    r = run_zerotrain(
+        zt::str_cat("plan ", cfg, " --ranks 1 --json --top 0 --host-memory 4KiB --profile ", prof),
+        false);
+    out = nlohmann::json::parse(r.output);
+    bool said = false;
+    for (const auto& x : out["rejected"])
+        said = said ||
+               x["reason"].get<std::string>().find("(--host-memory)") != std::string::npos;
+    EXPECT_TRUE(said) << r.output;
+    for (const auto& p : out["plans"]) EXPECT_EQ(p["strategy"]["offload"], "none");
+}
+
 // --rank-speed (planner/hetero.h): a pipeline on a fast and a half-speed rank gets the larger
 // stage on the fast one, in --set arguments the engine runs.
 TEST_F(PlanCli, RankSpeedGivesUnequalStagesTheEngineRuns) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "parallel/pipeline_partition.h"
 #include "planner/calibrate.h"
@@ -158,6 +159,48 @@ TEST(CostModel, PeakOverlapsCommAndActivationsOnlyFromStageTwo) {
         EXPECT_EQ(c.device_bytes, e.device_total - std::min(traded, act + e.workspace_transient))
             << stage;
     }
+}
+
+// The nvme tier's step (Note [Disk calibration]): the master weights and both Adam moments
+// (12 bytes an element) read and written once, both directions at once at the disk's mixed
+// rate (without one, the slower one-way rate), less the update that runs behind the I/O.
+TEST(CostModel, NvmeStepMovesTheTierAtTheMixedRateBehindTheUpdate) {
+    const PlanBase base = tiny_gpt_base();
+    MachineProfile prof = round_profile();
+    Strategy s;
+    s.micro_batch = 8;
+    s.zero_stage = 3;
+    s.offload = "nvme";
+    PlanCost c = plan_cost(base, s, &prof);
+    const double tier = 12.0 * static_cast<double>(c.memory.state.shard_numel);
+    EXPECT_DOUBLE_EQ(c.time.offload_io, std::max(0.0, 2 * tier / 5e8 - c.time.optimizer));
+    EXPECT_GT(c.time.offload_io, 0);
+    prof.disk_mixed_bytes_per_s = 4e9;
+    c = plan_cost(base, s, &prof);
+    EXPECT_DOUBLE_EQ(c.time.offload_io, std::max(0.0, 2 * tier / 4e9 - c.time.optimizer));
+    prof.disk_mixed_bytes_per_s = 1e15;  // a disk faster than the update: nothing exposed
+    EXPECT_EQ(plan_cost(base, s, &prof).time.offload_io, 0);
+}
+
+TEST(Calibrate, DiskMeasuredOnTheTiersPathInAllThreeWays) {
+    const std::string dir = ::testing::TempDir() + "zt-disk-calibrate";
+    MachineProfile p;
+    measure_disk(dir, 16 << 20, p);
+    EXPECT_EQ(p.disk_dir, dir);
+    EXPECT_GT(p.disk_write_bytes_per_s, 0);
+    EXPECT_GT(p.disk_read_bytes_per_s, 0);
+    EXPECT_GT(p.disk_mixed_bytes_per_s, 0);
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << "the swap file is removed";
+    MachineProfile with_rates = round_profile();  // a profile file needs rates
+    with_rates.disk_mixed_bytes_per_s = p.disk_mixed_bytes_per_s;
+    with_rates.disk_direct = p.disk_direct;
+    const MachineProfile q = profile_from_json(profile_json(with_rates), "test");
+    EXPECT_EQ(q.disk_mixed_bytes_per_s, p.disk_mixed_bytes_per_s);
+    EXPECT_EQ(q.disk_direct, p.disk_direct);
+    MachineProfile none;  // a directory that cannot be made: no figures, no error
+    measure_disk("/proc/zt-no-such-dir", 16 << 20, none);
+    EXPECT_EQ(none.disk_mixed_bytes_per_s, 0);
+    EXPECT_TRUE(none.disk_dir.empty());
 }
 
 TEST(CostModel, RefusesWhatTheFamilyCannotSplit) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "planner_test_util.h"
 
@@ -120,6 +121,46 @@ TEST(Search, DeterministicAndTheCheckRefuses) {
     ASSERT_EQ(c.ranked.size(), 1u);
     EXPECT_EQ(c.ranked[0].strategy, a.ranked[1].strategy);
     EXPECT_EQ(c.rejected.back().reason, "not built");
+}
+
+// One rank: offloaded, stages 2 and 3 keep the gradients in host memory (and stage 3 may
+// offload the weights), so they are layouts of their own; without offload they are stage 0's.
+// A host budget rejects what the host cannot hold (the cpu tier) and keeps the nvme tier.
+TEST(Search, OneRankOffloadedStagesAndTheHostBudget) {
+    PlanBase base = tiny_gpt_base(8);
+    base.spec.state.offload_param = true;
+    base.spec.state.offload_sub_group = 1000;  // nvme staging: 4 sub-groups, not 4 whole tiers
+    SearchSpace space;
+    space.ranks = 1;
+    space.offload = {"none", "cpu", "nvme"};
+    std::set<std::pair<int, std::string>> seen;
+    for (const Strategy& s : enumerate_layouts(base, space)) seen.insert({s.zero_stage, s.offload});
+    const std::set<std::pair<int, std::string>> want = {
+        {0, "none"}, {0, "cpu"}, {0, "nvme"}, {2, "cpu"}, {2, "nvme"}, {3, "cpu"}, {3, "nvme"}};
+    EXPECT_EQ(seen, want);
+    Strategy z3;
+    z3.zero_stage = 3;
+    z3.micro_batch = 8;
+    z3.offload = "cpu";
+    const PlanCost cpu = plan_cost(base, z3, nullptr);
+    z3.offload = "nvme";
+    const PlanCost nvme = plan_cost(base, z3, nullptr);
+    ASSERT_GT(cpu.memory.host_total, nvme.memory.host_total);
+    const MachineProfile prof = round_profile();
+    SearchOptions o;
+    o.top = 0;
+    o.host_budget = nvme.memory.host_total;  // the nvme tier's host bytes fit, the cpu tier's not
+    const SearchResult r = search_plans(base, space, &prof, o);
+    bool nvme_ranked = false;
+    for (const PlanCost& c : r.ranked) {
+        EXPECT_LE(c.memory.host_total, o.host_budget) << strategy_label(c.strategy);
+        nvme_ranked = nvme_ranked || (c.strategy.zero_stage == 3 && c.strategy.offload == "nvme");
+    }
+    EXPECT_TRUE(nvme_ranked);
+    bool said = false;
+    for (const Rejected& x : r.rejected)
+        said = said || x.reason.find("of host memory per rank x 1 on a host") != std::string::npos;
+    EXPECT_TRUE(said);
 }
 
 TEST(Search, LargeWorldPlansQuickly) {
