@@ -92,7 +92,6 @@ int threads_per_rank(const PlanBase& b, const Strategy& s) {
     return std::max(1, b.cores / ranks_on_host(b, s));
 }
 
-
 PipeOptions pipe_options(const Strategy& s) {
     return {s.pp, static_cast<int>(s.grad_accum), s.virtual_stages, s.schedule};
 }
@@ -363,10 +362,10 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
             // Read and written back once a step, both directions at once (Note [Disk
             // calibration], calibrate.cpp).
             const double tier = (4.0 + 4.0 * st.optimizer_states) * update_numel;
-            const double both = profile->disk_mixed_bytes_per_s > 0
-                                    ? profile->disk_mixed_bytes_per_s
-                                    : std::min(profile->disk_read_bytes_per_s,
-                                               profile->disk_write_bytes_per_s);
+            const double both =
+                profile->disk_mixed_bytes_per_s > 0
+                    ? profile->disk_mixed_bytes_per_s
+                    : std::min(profile->disk_read_bytes_per_s, profile->disk_write_bytes_per_s);
             // The tiered step updates each sub-group while the disk moves the others
             // (offload/tiered_state.cpp), so only the I/O beyond the update is added (the 2.5B
             // headline: update 2 s inside 15 s of I/O a step).

@@ -23,9 +23,8 @@ PlanBase plan_base(const TrainConfig& cfg, int threads, const std::string& backe
     // The parameter list without building the model where the family gives it (a large model
     // would allocate all its weights).
     const std::vector<int64_t> numels = cfg.model->param_numels(1, PipeStage{});
-    b.param_tensors = numels.empty()
-                          ? static_cast<int64_t>(cfg.model->build()->parameters().size())
-                          : static_cast<int64_t>(numels.size());
+    b.param_tensors = numels.empty() ? static_cast<int64_t>(cfg.model->build()->parameters().size())
+                                     : static_cast<int64_t>(numels.size());
     // Given: the run's; absent: the engine's default per stage, as each layout would get it.
     const nlohmann::json& z =
         cfg.raw.contains("zero_optimization") ? cfg.raw["zero_optimization"] : nlohmann::json();

@@ -191,8 +191,7 @@ TEST_F(PlanCli, OneRankOffloadedWeightsPlanAndTheHostMemoryLimits) {
     out = nlohmann::json::parse(r.output);
     bool said = false;
     for (const auto& x : out["rejected"])
-        said = said ||
-               x["reason"].get<std::string>().find("(--host-memory)") != std::string::npos;
+        said = said || x["reason"].get<std::string>().find("(--host-memory)") != std::string::npos;
     EXPECT_TRUE(said) << r.output;
     for (const auto& p : out["plans"]) EXPECT_EQ(p["strategy"]["offload"], "none");
 }
