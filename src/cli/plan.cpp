@@ -38,7 +38,8 @@ struct PlanArgs {
     int top = 5;
     bool json = false;
     std::string check;
-    std::string rank_speed;  // --rank-speed
+    std::string rank_speed;   // --rank-speed
+    std::string rank_memory;  // --rank-memory
 };
 
 std::string seconds_text(double s) {
@@ -74,6 +75,13 @@ void print_plan(const PlanCost& c, int index, int64_t global) {
                            " ", format_bytes(static_cast<double>(c.memory.device[k])));
     std::printf("  memory per rank %s: %s\n",
                 format_bytes(static_cast<double>(c.device_bytes)).c_str(), mem.c_str());
+    if (c.stage_bytes.size() > 1) {
+        std::string per;
+        for (size_t k = 0; k < c.stage_bytes.size(); ++k)
+            per += str_cat(k ? ", " : "", "stage ", k, " ",
+                           format_bytes(static_cast<double>(c.stage_bytes[k])));
+        std::printf("  per stage (--rank-memory): %s\n", per.c_str());
+    }
     if (c.memory.host_total > 0 || c.memory.nvme_total > 0)
         std::printf("  off the device: host %s, nvme %s\n",
                     format_bytes(static_cast<double>(c.memory.host_total)).c_str(),
@@ -106,6 +114,15 @@ int run_plan(const PlanArgs& a) {
     opt.budget = a.budget.empty() ? 0 : parse_bytes(a.budget, "--memory-budget");
     opt.host_budget =
         a.host_memory.empty() ? host_memory_bytes() : parse_bytes(a.host_memory, "--host-memory");
+    if (!a.rank_memory.empty()) {  // each rank's budget, bounded by --memory-budget if given
+        in.base.rank_memory = parse_rank_memory(a.rank_memory, a.ranks);
+        int64_t most = 0;
+        for (int64_t& b : in.base.rank_memory) {
+            if (opt.budget > 0) b = std::min(b, opt.budget);
+            most = std::max(most, b);
+        }
+        opt.budget = most;  // what no rank has rules a layout out at once
+    }
     opt.top = a.top;
     const int64_t global = in.base.global_batch;
     const SearchResult r =
@@ -275,6 +292,9 @@ void add_plan(CLI::App& app, std::vector<std::pair<CLI::App*, std::function<int(
     sub->add_option("--rank-speed", a.rank_speed,
                     "relative speed of each rank, comma-separated (1,1,0.5,0.5): pipeline "
                     "stages sized to their slowest rank's speed (docs/planner.md)");
+    sub->add_option("--rank-memory", a.rank_memory,
+                    "device memory of each rank, comma-separated (16GiB,16GiB,8GiB,8GiB): "
+                    "pipeline stages sized to what their smallest rank holds (docs/planner.md)");
     sub->add_option("--check", a.check,
                     "summarize a run directory's prediction error (metrics.jsonl's plan field)");
     runners.emplace_back(sub, [args] { return run_plan(*args); });

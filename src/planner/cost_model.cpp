@@ -196,7 +196,14 @@ nlohmann::json strategy_json(const Strategy& s) {
 }
 
 Estimate plan_memory(const PlanBase& base, const Strategy& s) {
+    return plan_memory_of_stage(base, s, -1);
+}
+
+// only < 0: the most loaded stage's figures (each the largest over the stages).
+Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only) {
     ZT_ASSERT(base.spec.model, "plan: no model family");
+    ZT_ASSERT(only < s.pp, "plan_memory_of_stage: stage ", only, " of ", s.pp);
+    const auto counted = [only](int k) { return only < 0 || k == only; };
     const ModelFamily& m = *base.spec.model;
     EstimateSpec spec = base.spec;
     spec.micro_batch = s.micro_batch;
@@ -223,6 +230,7 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
         st.param_count = 0;
         std::vector<PipeStage> stages;
         for (int k = 0; k < s.pp; ++k) {
+            if (!counted(k)) continue;
             stages.push_back(pipe_stage(*o, counts_of(base, s), k));
             st.param_count = std::max(st.param_count, m.param_count_stage(s.tp, stages.back()));
         }
@@ -244,6 +252,7 @@ Estimate plan_memory(const PlanBase& base, const Strategy& s) {
         const double blocks = static_cast<double>(m.pipeline_blocks());
         double saved = 0, peak = 0;
         for (int k = 0; k < s.pp; ++k) {
+            if (!counted(k)) continue;
             const PipeStage ps = pipe_stage(*o, counts_of(base, s), k);
             double held = 0;
             for (const BlockRange& r : ps.chunks) held += static_cast<double>(r.size());
@@ -492,6 +501,7 @@ nlohmann::json plan_cost_json(const PlanCost& c) {
                         {"device_bytes", mem},
                         {"host_bytes", c.memory.host_total},
                         {"nvme_bytes", c.memory.nvme_total}};
+    if (!c.stage_bytes.empty()) j["stage_bytes"] = c.stage_bytes;
     if (c.timed) j["step_time"] = step_time_json(c.time);
     return j;
 }

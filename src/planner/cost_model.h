@@ -76,6 +76,9 @@ struct PlanBase {
     int overlap_comm = -1;
     // Relative speed per rank (--rank-speed, planner/hetero.h); empty: equal ranks.
     std::vector<double> rank_speed;
+    // Device budget per rank in bytes (--rank-memory, with --memory-budget's bound folded in);
+    // empty: the search's one budget. Pipeline stages are then sized to what each holds.
+    std::vector<int64_t> rank_memory;
 };
 
 // Whether a layout reduces its gradient buckets during backward (base.overlap_comm resolved).
@@ -115,11 +118,17 @@ struct PlanCost {
     int64_t device_bytes = 0;  // plan_peak_bytes(memory): the per-rank figure the budget bounds
     bool timed = false;        // a profile was given
     StepTime time;
+    // With PlanBase::rank_memory: each pipeline stage's device peak (one entry without a
+    // pipeline), checked against the stage's smallest rank budget.
+    std::vector<int64_t> stage_bytes;
 };
 
 // Memory of a layout (no profile needed). Throws zt::Error (kInput) when the family cannot
 // split as asked (tp not dividing its heads, more stages than blocks).
 Estimate plan_memory(const PlanBase& base, const Strategy& s);
+// One pipeline stage's memory (0 <= stage < s.pp): its parameters, buckets and micro-batches in
+// flight, not the most loaded stage's. Without a pipeline, plan_memory's.
+Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int stage);
 
 // The device peak of a layout's memory: the categories' sum, less the comm buffers that never
 // live beside the activations (Note [Peak of stages 0 and 1] in cost_model.cpp).

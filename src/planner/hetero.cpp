@@ -7,6 +7,7 @@
 
 #include "parallel/pipeline_partition.h"
 #include "util/error.h"
+#include "util/units.h"
 
 namespace zt {
 
@@ -32,15 +33,45 @@ std::vector<double> parse_rank_speeds(const std::string& text, int ranks) {
     return v;
 }
 
-std::vector<double> stage_speeds(const std::vector<double>& rank_speed, int dp, int tp, int pp) {
-    ZT_ASSERT(static_cast<int>(rank_speed.size()) == dp * tp * pp,
-              "stage_speeds: ", rank_speed.size(), " speeds for ", dp * tp * pp, " ranks");
-    std::vector<double> out(static_cast<size_t>(pp));
+std::vector<int64_t> parse_rank_memory(const std::string& text, int ranks) {
+    std::vector<int64_t> v;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        const int64_t b = parse_bytes(item, "--rank-memory");
+        ZT_CHECK(b > 0, "--rank-memory: expected positive sizes separated by commas, got \"", item,
+                 "\" in \"", text, "\"");
+        v.push_back(b);
+    }
+    ZT_CHECK(static_cast<int>(v.size()) == ranks, "--rank-memory: expected one size per rank (",
+             ranks, "), got ", v.size());
+    return v;
+}
+
+namespace {
+
+template <class T>
+std::vector<T> stage_minimum(const std::vector<T>& per_rank, int dp, int tp, int pp,
+                             const char* what) {
+    ZT_ASSERT(static_cast<int>(per_rank.size()) == dp * tp * pp, what, ": ", per_rank.size(),
+              " values for ", dp * tp * pp, " ranks");
+    std::vector<T> out(static_cast<size_t>(pp));
     const size_t per = static_cast<size_t>(dp) * static_cast<size_t>(tp);
     for (size_t k = 0; k < out.size(); ++k)
-        out[k] = *std::min_element(rank_speed.begin() + static_cast<std::ptrdiff_t>(k * per),
-                                   rank_speed.begin() + static_cast<std::ptrdiff_t>((k + 1) * per));
+        out[k] = *std::min_element(per_rank.begin() + static_cast<std::ptrdiff_t>(k * per),
+                                   per_rank.begin() + static_cast<std::ptrdiff_t>((k + 1) * per));
     return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> stage_budgets(const std::vector<int64_t>& rank_memory, int dp, int tp,
+                                   int pp) {
+    return stage_minimum(rank_memory, dp, tp, pp, "stage_budgets");
+}
+
+std::vector<double> stage_speeds(const std::vector<double>& rank_speed, int dp, int tp, int pp) {
+    return stage_minimum(rank_speed, dp, tp, pp, "stage_speeds");
 }
 
 std::vector<int64_t> speed_partition(const PipeCosts& costs, const std::vector<double>& speed) {
@@ -57,6 +88,35 @@ std::vector<int64_t> speed_partition(const PipeCosts& costs, const std::vector<d
         return c / speed[static_cast<size_t>(k)];
     };
     return min_max_partition(blocks, n, time);
+}
+
+std::vector<int64_t> capped_partition(const PipeCosts& costs, const std::vector<double>& speed,
+                                      const std::vector<int64_t>& cap) {
+    const int64_t blocks = static_cast<int64_t>(costs.block.size());
+    const int64_t n = static_cast<int64_t>(speed.size());
+    ZT_ASSERT(cap.size() == speed.size(), "capped_partition: ", cap.size(), " caps, ", n,
+              " speeds");
+    int64_t room = 0;
+    for (int64_t c : cap) {
+        if (c < 1) return {};
+        room += c;
+    }
+    if (room < blocks || n > blocks) return {};
+    std::vector<double> prefix(static_cast<size_t>(blocks) + 1, 0.0);
+    for (int64_t i = 0; i < blocks; ++i)
+        prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + costs.block[i];
+    constexpr double kOver = std::numeric_limits<double>::infinity();
+    auto time = [&](int64_t i, int64_t j, int64_t k) {  // piece k = blocks [i, j)
+        if (j - i > cap[static_cast<size_t>(k)]) return kOver;
+        double c = prefix[static_cast<size_t>(j)] - prefix[static_cast<size_t>(i)];
+        if (k == 0) c += costs.first;
+        if (k == n - 1) c += costs.last;
+        return c / speed[static_cast<size_t>(k)];
+    };
+    std::vector<int64_t> counts = min_max_partition(blocks, n, time);
+    for (size_t k = 0; k < counts.size(); ++k)
+        if (counts[k] < 1 || counts[k] > cap[k]) return {};  // no cut within the caps
+    return counts;
 }
 
 double speed_share(const PipeCosts& costs, const std::vector<int64_t>& counts,

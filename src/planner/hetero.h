@@ -1,5 +1,6 @@
-// Ranks of unequal speed (docs/planner.md, "Ranks of unequal speed"): relative speeds declared
-// per rank (`zerotrain plan --rank-speed 1,1,0.5,0.5`). A pipeline stage runs at its slowest
+// Ranks of unequal speed or memory (docs/planner.md, "Ranks of unequal speed or memory"):
+// relative speeds declared per rank (`zerotrain plan --rank-speed 1,1,0.5,0.5`), device budgets
+// per rank (`--rank-memory 16GiB,16GiB,8GiB,8GiB`). A pipeline stage runs at its slowest
 // rank's speed, and the stages get contiguous block counts (parallel.pipeline.partition) that
 // minimise the slowest stage's time, its blocks' cost over its speed; a layout without a pipeline
 // runs at its slowest rank's speed. Pure functions, deterministic (ties go to the earliest cut).
@@ -16,6 +17,20 @@ namespace zt {
 // "1,1,0.5,0.5": one positive number per rank; throws zt::Error (kInput) naming --rank-speed
 // when the list is not `ranks` positive numbers.
 std::vector<double> parse_rank_speeds(const std::string& text, int ranks);
+
+// "16GiB,16GiB,8GiB,8GiB" (--rank-memory): one device budget per rank, in bytes (units as
+// --memory-budget); throws zt::Error (kInput) naming --rank-memory otherwise.
+std::vector<int64_t> parse_rank_memory(const std::string& text, int ranks);
+
+// Each stage's budget: the smallest of its dp x tp ranks' (as stage_speeds).
+std::vector<int64_t> stage_budgets(const std::vector<int64_t>& rank_memory, int dp, int tp,
+                                   int pp);
+
+// speed_partition with at most cap[k] blocks on stage k (the most its memory holds): the block
+// counts minimising max_k cost_k / speed_k among those within the caps; empty when the caps
+// leave no partition (their sum under the block count, or a cap under 1).
+std::vector<int64_t> capped_partition(const PipeCosts& costs, const std::vector<double>& speed,
+                                      const std::vector<int64_t>& cap);
 
 // Each stage's speed: the slowest of its dp x tp ranks (the mesh puts stage k's ranks at
 // [k dp tp, (k + 1) dp tp), parallel/mesh.h).

@@ -38,6 +38,55 @@ std::vector<std::string> policies_of(const PlanBase& base, const SearchSpace& sp
     return names;
 }
 
+// Note [Stages sized to memory]
+// With a device budget per rank (--rank-memory), a pipeline stage holds what its smallest rank's
+// budget allows. A stage's peak depends on its own blocks only (its parameters, its buckets,
+// and the micro-batches in flight the schedule gives its position), so each stage's most blocks,
+// cap k, is found by bisection on the stage's own estimate (plan_memory_of_stage), the others
+// holding the rest; then the blocks are cut as speed_partition cuts them (equal speeds without
+// --rank-speed) with at most cap k on stage k (capped_partition). No such cut: the layout keeps
+// its partition and the budget check rejects it, naming the stage.
+Strategy memory_sized(const PlanBase& base, Strategy s) {
+    const ModelFamily& m = *base.spec.model;
+    const int64_t blocks = m.pipeline_blocks();
+    const int p = s.pp;
+    const std::vector<int64_t> budget = stage_budgets(base.rank_memory, s.dp, s.tp, p);
+    const auto bytes_with = [&](int k, int64_t n) {  // stage k's peak holding n blocks
+        Strategy t = s;
+        t.partition.assign(static_cast<size_t>(p), 0);
+        t.partition[static_cast<size_t>(k)] = n;
+        int64_t rest = blocks - n;
+        for (int j = 0, left = p - 1; j < p; ++j) {
+            if (j == k) continue;
+            const int64_t take = rest / left;
+            t.partition[static_cast<size_t>(j)] = take;
+            rest -= take;
+            --left;
+        }
+        return plan_peak_bytes(plan_memory_of_stage(base, t, k));
+    };
+    std::vector<int64_t> cap(static_cast<size_t>(p), 0);
+    for (int k = 0; k < p; ++k) {
+        int64_t lo = 0, hi = blocks - (p - 1);  // lo fits (0: nothing does yet), hi the most
+        if (bytes_with(k, 1) > budget[static_cast<size_t>(k)]) continue;
+        lo = 1;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi + 1) / 2;
+            if (bytes_with(k, mid) <= budget[static_cast<size_t>(k)])
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        cap[static_cast<size_t>(k)] = lo;
+    }
+    const std::vector<double> speed = base.rank_speed.empty()
+                                          ? std::vector<double>(static_cast<size_t>(p), 1.0)
+                                          : stage_speeds(base.rank_speed, s.dp, s.tp, p);
+    std::vector<int64_t> counts = capped_partition(m.pipeline_costs(), speed, cap);
+    if (!counts.empty()) s.partition = std::move(counts);
+    return s;
+}
+
 // The layouts of one (dp, tp, pp, stage, offload) in order: micro-batch splits, schedules,
 // checkpointing policies, sequence parallelism (tp > 1).
 std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
@@ -46,9 +95,11 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
     std::vector<Strategy> out;
     const int64_t per_rank = base.global_batch / s.dp;
     const int64_t blocks = base.spec.model->pipeline_blocks();
-    // Ranks of unequal speed: stages sized to their speed, one chunk per rank (planner/hetero.h).
-    const bool uneven = !base.rank_speed.empty() && s.pp > 1;
-    if (uneven)
+    // Ranks of unequal speed: stages sized to their speed, one chunk per rank (planner/hetero.h);
+    // of unequal memory: within what each stage's memory holds (memory_sized, per member).
+    const bool by_memory = !base.rank_memory.empty() && s.pp > 1;
+    const bool uneven = (!base.rank_speed.empty() || by_memory) && s.pp > 1;
+    if (uneven && !base.rank_speed.empty())
         s.partition = speed_partition(base.spec.model->pipeline_costs(),
                                       stage_speeds(base.rank_speed, s.dp, s.tp, s.pp));
     for (int accum : divisors(per_rank)) {
@@ -73,7 +124,7 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
                 for (bool sp : {false, true}) {  // parallel.sequence_parallel, with tp only
                     if (sp && s.tp == 1) continue;
                     s.sequence_parallel = sp;
-                    out.push_back(s);
+                    out.push_back(by_memory ? memory_sized(base, s) : s);
                 }
             }
         }
@@ -161,6 +212,25 @@ std::string over_budget_reason(const PlanCost& c, int64_t budget) {
                    format_bytes(static_cast<double>(bytes)));
 }
 
+// Each stage's peak against its smallest rank's budget (--rank-memory); fills c.stage_bytes.
+std::string over_rank_memory(const PlanBase& base, PlanCost& c) {
+    const Strategy& s = c.strategy;
+    const std::vector<int64_t> budget = stage_budgets(base.rank_memory, s.dp, s.tp, s.pp);
+    c.stage_bytes.clear();
+    std::string why;
+    for (int k = 0; k < s.pp; ++k) {
+        const int64_t b =
+            s.pp > 1 ? plan_peak_bytes(plan_memory_of_stage(base, s, k)) : c.device_bytes;
+        c.stage_bytes.push_back(b);
+        if (why.empty() && b > budget[static_cast<size_t>(k)])
+            why = str_cat(stage_words(s), s.pp > 1 ? str_cat(", stage ", k) : std::string(),
+                          " needs ", format_bytes(static_cast<double>(b)), " > ",
+                          format_bytes(static_cast<double>(budget[static_cast<size_t>(k)])),
+                          " (--rank-memory of its smallest rank)");
+    }
+    return why;
+}
+
 SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
                           const MachineProfile* profile, const SearchOptions& opt,
                           const StrategyCheck& check) {
@@ -212,6 +282,12 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
             if (opt.budget > 0 && c.device_bytes > opt.budget) {
                 reject(s, over_budget_reason(c, opt.budget), c.device_bytes);
                 continue;
+            }
+            if (!base.rank_memory.empty()) {
+                if (const std::string why = over_rank_memory(base, c); !why.empty()) {
+                    reject(s, why, c.device_bytes);
+                    continue;
+                }
             }
             if (const int64_t host = c.memory.host_total * ranks_on_host(base, s);
                 opt.host_budget > 0 && host > opt.host_budget) {

@@ -69,5 +69,8 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
 
 // "ZeRO-2 needs 9.1 GiB > 8 GiB: activations 5.2 GiB".
 std::string over_budget_reason(const PlanCost& c, int64_t budget);
+// With base.rank_memory: each stage's peak (c.stage_bytes, filled) against its smallest rank's
+// budget; "" when every stage fits, else why not ("ZeRO-1, stage 1 needs ... > ...").
+std::string over_rank_memory(const PlanBase& base, PlanCost& c);
 
 }  // namespace zt

@@ -102,6 +102,89 @@ TEST(Hetero, ParsesOneSpeedPerRank) {
     EXPECT_THROW(parse_rank_speeds("1,-1", 2), Error);
 }
 
+TEST(Hetero, CappedPartitionKeepsEachStageWithinItsCap) {
+    const PipeCosts c{std::vector<double>(6, 1.0), 0, 0};
+    const std::vector<double> equal = {1, 1};
+    EXPECT_EQ(capped_partition(c, equal, {6, 6}), (std::vector<int64_t>{3, 3}));
+    EXPECT_EQ(capped_partition(c, equal, {6, 2}), (std::vector<int64_t>{4, 2}));
+    EXPECT_EQ(capped_partition(c, equal, {1, 6}), (std::vector<int64_t>{1, 5}));
+    EXPECT_TRUE(capped_partition(c, equal, {2, 2}).empty());  // 4 blocks of room for 6
+    EXPECT_TRUE(capped_partition(c, equal, {0, 6}).empty());  // a stage that holds nothing
+    // Speed and caps together: the half-speed stage wants 2 blocks, its cap allows 1.
+    EXPECT_EQ(capped_partition(c, {1, 0.5}, {6, 6}), (std::vector<int64_t>{4, 2}));
+    EXPECT_EQ(capped_partition(c, {1, 0.5}, {6, 1}), (std::vector<int64_t>{5, 1}));
+    // Against every cut: the capped optimum is the best feasible one.
+    const PipeCosts u{{3, 1, 4, 1, 5, 9, 2, 6}, 2.5, 4};
+    const std::vector<double> sp = {1, 0.7, 1.3};
+    for (const std::vector<int64_t>& cap : {std::vector<int64_t>{3, 8, 8},
+                                            std::vector<int64_t>{8, 2, 3},
+                                            std::vector<int64_t>{4, 4, 1}}) {
+        const std::vector<int64_t> got = capped_partition(u, sp, cap);
+        ASSERT_EQ(got.size(), 3u);
+        double best = 1e300;
+        for (int64_t a = 1; a <= 6; ++a)
+            for (int64_t b = 1; a + b <= 7; ++b) {
+                const std::vector<int64_t> n = {a, b, 8 - a - b};
+                if (a > cap[0] || b > cap[1] || n[2] > cap[2]) continue;
+                best = std::min(best, speed_share(u, n, sp));
+            }
+        for (size_t k = 0; k < 3; ++k) EXPECT_LE(got[k], cap[k]);
+        EXPECT_DOUBLE_EQ(speed_share(u, got, sp), best);
+    }
+}
+
+TEST(Hetero, ParsesOneBudgetPerRankAndTakesEachStagesSmallest) {
+    EXPECT_EQ(parse_rank_memory("2GiB,1024,1MiB", 3),
+              (std::vector<int64_t>{int64_t{2} << 30, 1024, 1 << 20}));
+    EXPECT_THROW(parse_rank_memory("1GiB", 2), Error);
+    EXPECT_THROW(parse_rank_memory("1GiB,x", 2), Error);
+    EXPECT_THROW(parse_rank_memory("1GiB,0", 2), Error);
+    EXPECT_EQ(stage_budgets({8, 4, 6, 9}, 2, 1, 2), (std::vector<int64_t>{4, 6}));
+}
+
+// Note [Stages sized to memory]: a rank with less memory gets a stage with fewer blocks, each
+// stage's predicted peak within its rank's budget, where the balanced cut would not fit.
+TEST(Hetero, SearchSizesStagesToTheirMemory) {
+    PlanBase base = tiny_gpt_base(8, 8);
+    SearchSpace space;
+    space.ranks = 2;
+    space.offload = {"none"};
+    space.zero_stages = {0};
+    space.checkpoint = {"none"};
+    space.schedules = {PipeSchedule::kGpipe};
+    Strategy s;
+    s.pp = 2;
+    s.micro_batch = 4;
+    s.grad_accum = 2;
+    s.checkpoint = "none";
+    s.schedule = PipeSchedule::kGpipe;
+    const int64_t even1 = plan_peak_bytes(plan_memory_of_stage(base, s, 1));
+    const int64_t even0 = plan_peak_bytes(plan_memory_of_stage(base, s, 0));
+    base.rank_memory = {int64_t{1} << 40, even1 - 1};  // the last stage's 4 blocks do not fit
+    SearchOptions opt;
+    opt.top = 0;
+    const SearchResult r = search_plans(base, space, nullptr, opt, nullptr);
+    bool found = false;
+    for (const PlanCost& c : r.ranked) {
+        if (c.strategy.pp != 2 || c.strategy.micro_batch != 4) continue;
+        found = true;
+        ASSERT_EQ(c.strategy.partition.size(), 2u);
+        EXPECT_LT(c.strategy.partition[1], 4) << "fewer blocks on the smaller rank";
+        ASSERT_EQ(c.stage_bytes.size(), 2u);
+        EXPECT_LE(c.stage_bytes[1], base.rank_memory[1]);
+        EXPECT_GT(c.stage_bytes[0], even0) << "the larger rank took the blocks";
+    }
+    EXPECT_TRUE(found);
+    // A budget no stage of one block fits: every pipeline rejected, naming the stage.
+    base.rank_memory = {int64_t{1} << 40, 1024};
+    const SearchResult none = search_plans(base, space, nullptr, opt, nullptr);
+    for (const PlanCost& c : none.ranked) EXPECT_EQ(c.strategy.pp, 1) << "dp also needs rank 1";
+    bool said = false;
+    for (const Rejected& x : none.rejected)
+        said = said || x.reason.find(", stage 1 needs") != std::string::npos;
+    EXPECT_TRUE(said);
+}
+
 // The search sizes a pipeline's stages to the declared speeds (no interleaving) and the cost
 // model times the slowest stage; without a pipeline the slowest rank sets the pace.
 TEST(Hetero, SearchSizesStagesToTheirSpeed) {
