@@ -23,8 +23,7 @@ std::vector<double> parse_rank_speeds(const std::string& text, int ranks);
 std::vector<int64_t> parse_rank_memory(const std::string& text, int ranks);
 
 // Each stage's budget: the smallest of its dp x tp ranks' (as stage_speeds).
-std::vector<int64_t> stage_budgets(const std::vector<int64_t>& rank_memory, int dp, int tp,
-                                   int pp);
+std::vector<int64_t> stage_budgets(const std::vector<int64_t>& rank_memory, int dp, int tp, int pp);
 
 // speed_partition with at most cap[k] blocks on stage k (the most its memory holds): the block
 // counts minimising max_k cost_k / speed_k among those within the caps; empty when the caps

@@ -116,9 +116,9 @@ TEST(Hetero, CappedPartitionKeepsEachStageWithinItsCap) {
     // Against every cut: the capped optimum is the best feasible one.
     const PipeCosts u{{3, 1, 4, 1, 5, 9, 2, 6}, 2.5, 4};
     const std::vector<double> sp = {1, 0.7, 1.3};
-    for (const std::vector<int64_t>& cap : {std::vector<int64_t>{3, 8, 8},
-                                            std::vector<int64_t>{8, 2, 3},
-                                            std::vector<int64_t>{4, 4, 1}}) {
+    for (const std::vector<int64_t>& cap :
+         {std::vector<int64_t>{3, 8, 8}, std::vector<int64_t>{8, 2, 3},
+          std::vector<int64_t>{4, 4, 1}}) {
         const std::vector<int64_t> got = capped_partition(u, sp, cap);
         ASSERT_EQ(got.size(), 3u);
         double best = 1e300;
