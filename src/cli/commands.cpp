@@ -98,6 +98,12 @@ void Commands::add_train(CLI::App& app) {
     sub->add_flag("--auto", auto_plan_,
                   "run the planner's fastest layout that fits (docs/planner.md); records it in "
                   "RUN_DIR/plan.json");
+    sub->add_option("--rank-speed", rank_speed_,
+                    "with --auto: relative speed of each rank, comma-separated (as `zerotrain "
+                    "plan`)");
+    sub->add_option("--rank-memory", rank_memory_,
+                    "with --auto: device memory of each rank, comma-separated (as `zerotrain "
+                    "plan`)");
     sub->add_option("--memory-timeline", memory_timeline_,
                     "write one JSON line per allocation and free to FILE "
                     "(docs/memory-timeline.md)");
@@ -120,7 +126,9 @@ void Commands::add_train(CLI::App& app) {
         }
         TrainOptions opts;
         opts.run_dir = run_dir_.empty() ? default_run_dir(config_.path) : run_dir_;
-        if (auto_plan_) j = auto_plan(j, memory_budget_, opts.run_dir);
+        ZT_CHECK(auto_plan_ || (rank_speed_.empty() && rank_memory_.empty()),
+                 "train: --rank-speed and --rank-memory size the layout --auto plans; add --auto");
+        if (auto_plan_) j = auto_plan(j, {memory_budget_, rank_speed_, rank_memory_}, opts.run_dir);
         opts.tty = isatty(STDERR_FILENO) != 0;
         opts.quiet = quiet_;
         opts.memory_timeline = memory_timeline_;

@@ -84,6 +84,8 @@ class Commands {
     std::string memory_timeline_;
     bool quiet_ = false;
     bool auto_plan_ = false;  // train --auto (cli/plan.cpp)
+    std::string rank_speed_;   // train --auto --rank-speed
+    std::string rank_memory_;  // train --auto --rank-memory
     std::string out_path_;
     std::string from_run_;
     std::string in_path_;
@@ -119,7 +121,14 @@ int run_bench_peak(int max_threads, double seconds, const std::string& json_path
 void add_plan(CLI::App& app, std::vector<std::pair<CLI::App*, std::function<int()>>>& runners);
 // `zerotrain train --auto`: the config rewritten to the fastest layout that fits (cli/plan.cpp),
 // said on stderr and recorded as RUN_DIR/plan.json.
-nlohmann::json auto_plan(const nlohmann::json& j, const std::string& budget_text,
+// rank_speed, rank_memory: --rank-speed and --rank-memory as `zerotrain plan` takes them ("":
+// equal ranks).
+struct AutoPlanArgs {
+    std::string budget;  // --memory-budget ("": the config's memory.budget_per_rank, else none)
+    std::string rank_speed;
+    std::string rank_memory;
+};
+nlohmann::json auto_plan(const nlohmann::json& j, const AutoPlanArgs& a,
                          const std::string& run_dir);
 void add_bench_calibrate(CLI::App* bench,
                          std::vector<std::pair<CLI::App*, std::function<int()>>>& runners);

@@ -42,6 +42,19 @@ struct PlanArgs {
     std::string rank_memory;  // --rank-memory
 };
 
+// --rank-memory into the base, each rank's budget bounded by --memory-budget if given; the
+// search's one budget becomes the largest (what no rank has rules a layout out at once).
+void fold_rank_memory(const std::string& text, int ranks, PlanBase& base, SearchOptions& opt) {
+    if (text.empty()) return;
+    base.rank_memory = parse_rank_memory(text, ranks);
+    int64_t most = 0;
+    for (int64_t& b : base.rank_memory) {
+        if (opt.budget > 0) b = std::min(b, opt.budget);
+        most = std::max(most, b);
+    }
+    opt.budget = most;
+}
+
 std::string seconds_text(double s) {
     char b[32];
     std::snprintf(b, sizeof b, s < 0.01 ? "%.2f ms" : "%.3f s", s < 0.01 ? s * 1e3 : s);
@@ -114,15 +127,7 @@ int run_plan(const PlanArgs& a) {
     opt.budget = a.budget.empty() ? 0 : parse_bytes(a.budget, "--memory-budget");
     opt.host_budget =
         a.host_memory.empty() ? host_memory_bytes() : parse_bytes(a.host_memory, "--host-memory");
-    if (!a.rank_memory.empty()) {  // each rank's budget, bounded by --memory-budget if given
-        in.base.rank_memory = parse_rank_memory(a.rank_memory, a.ranks);
-        int64_t most = 0;
-        for (int64_t& b : in.base.rank_memory) {
-            if (opt.budget > 0) b = std::min(b, opt.budget);
-            most = std::max(most, b);
-        }
-        opt.budget = most;  // what no rank has rules a layout out at once
-    }
+    fold_rank_memory(a.rank_memory, a.ranks, in.base, opt);
     opt.top = a.top;
     const int64_t global = in.base.global_batch;
     const SearchResult r =
@@ -210,11 +215,13 @@ int world_of(const nlohmann::json& j, bool& mpi, bool& root) {
 
 }  // namespace
 
-nlohmann::json auto_plan(const nlohmann::json& j, const std::string& budget_text,
+nlohmann::json auto_plan(const nlohmann::json& j, const AutoPlanArgs& a,
                          const std::string& run_dir) {
+    const std::string& budget_text = a.budget;
     bool mpi = false, root = true;
     const int world = world_of(j, mpi, root);
-    const PlanInput in = plan_input(j, world, 0, mpi ? "mpi" : "local");
+    PlanInput in = plan_input(j, world, 0, mpi ? "mpi" : "local");
+    if (!a.rank_speed.empty()) in.base.rank_speed = parse_rank_speeds(a.rank_speed, world);
     std::string said;
     // Under mpirun every rank plans alike from the saved profile; none measures on its own.
     const std::optional<MachineProfile> profile = profile_for_machine("", !mpi, &said);
@@ -231,6 +238,7 @@ nlohmann::json auto_plan(const nlohmann::json& j, const std::string& budget_text
         opt.budget = b.is_string() ? parse_bytes(b.get<std::string>(), "memory.budget_per_rank")
                                    : b.get<int64_t>();
     }
+    fold_rank_memory(a.rank_memory, world, in.base, opt);
     const int64_t global = in.base.global_batch;
     const SearchResult r =
         search_plans(in.base, space, profile ? &*profile : nullptr, opt,
@@ -256,6 +264,8 @@ nlohmann::json auto_plan(const nlohmann::json& j, const std::string& budget_text
         p["config_sets"] = config_sets(best.strategy, global);
         p["ranks"] = world;
         p["memory_budget"] = opt.budget;
+        if (!in.base.rank_speed.empty()) p["rank_speed"] = in.base.rank_speed;
+        if (!in.base.rank_memory.empty()) p["rank_memory"] = in.base.rank_memory;
         p["profile"] = said;
         std::ofstream(run_dir + "/plan.json") << p.dump(2) << "\n";
     }

@@ -322,6 +322,24 @@ TEST_F(PlanCli, TrainAutoRunsAndRecordsTheBestPlan) {
     ASSERT_TRUE(first["plan"].contains("comm_s")) << line;
     EXPECT_NEAR(first["plan"]["comm_s"]["exposed"].get<double>(),
                 st["comm_exposed_s"].get<double>(), 1e-12);
+    // Ranks of unequal speed and memory reach the search: the layout --auto runs is the one
+    // `plan` ranks first with the same flags, and plan.json records them.
+    const std::string hetero = " --ranks 2 --rank-speed 1,0.5 --rank-memory 1GiB,512MiB";
+    const std::string run2 = (dir_ / "auto_hetero").string();
+    const CommandResult h = run_command(env + ZT_BINARY + std::string(" train ") + cfg +
+                                        " --auto --quiet" + hetero + " --run-dir " + run2);
+    ASSERT_EQ(h.code, 0) << h.output;
+    const nlohmann::json hp = nlohmann::json::parse(std::ifstream(run2 + "/plan.json"));
+    EXPECT_EQ(hp["rank_speed"], nlohmann::json({1.0, 0.5}));
+    EXPECT_EQ(hp["rank_memory"], nlohmann::json({int64_t{1} << 30, int64_t{512} << 20}));
+    const CommandResult hplan = run_command(
+        env + ZT_BINARY + std::string(" plan ") + cfg + hetero + " --json --top 1", false);
+    ASSERT_EQ(hplan.code, 0) << hplan.output;
+    EXPECT_EQ(nlohmann::json::parse(hplan.output)["plans"][0]["label"], hp["label"]);
+    const CommandResult bare = run_command(std::string(ZT_BINARY) + " train " + cfg +
+                                           " --quiet --rank-speed 1,0.5 --ranks 2");
+    EXPECT_EQ(bare.code, 2) << bare.output;
+    EXPECT_NE(bare.output.find("add --auto"), std::string::npos) << bare.output;
     const CommandResult chk =
         run_command(env + ZT_BINARY + std::string(" plan --json --check ") + run, false);
     ASSERT_EQ(chk.code, 0) << chk.output;
