@@ -84,7 +84,7 @@ class Commands {
     std::string memory_timeline_;
     bool quiet_ = false;
     bool auto_plan_ = false;  // train --auto (cli/plan.cpp)
-    std::string rank_speed_;   // train --auto --rank-speed
+    std::string rank_speed_;  // train --auto --rank-speed
     std::string rank_memory_;  // train --auto --rank-memory
     std::string out_path_;
     std::string from_run_;

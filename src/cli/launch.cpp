@@ -45,10 +45,9 @@ Job parse_job(const std::vector<std::string>& a) {
     ZT_CHECK(!a.empty() && a[0] == "train",
              "launch: expected the job after --, as in `zerotrain launch -n 2 -- train "
              "CONFIG ...`, got \"", a.empty() ? std::string() : a[0], "\"");
-    static const std::set<std::string> kValued{"--set",           "--run-dir",
-                                               "--threads",       "--memory-budget",
-                                               "--memory-timeline", "--rank-speed",
-                                               "--rank-memory"};
+    static const std::set<std::string> kValued{
+        "--set",        "--run-dir",    "--threads", "--memory-budget", "--memory-timeline",
+        "--rank-speed", "--rank-memory"};
     Job job;
     job.args = a;
     for (size_t i = 1; i < a.size(); ++i) {
