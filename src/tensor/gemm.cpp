@@ -171,8 +171,10 @@ memory::data_type dnnl_type(DType t) {
     return memory::data_type::undef;
 }
 
+// The last two: a bias row (gemm_bias), and the OpenMP threads the primitive was made for
+// (Note [Primitives per thread count]).
 using PrimKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, int,
-                           int, float, float, bool>;  // the last: a bias row (gemm_bias)
+                           int, float, float, bool, int>;
 
 memory::desc bias_desc(int64_t n, DType t) {
     return memory::desc({1, n}, dnnl_type(t), memory::dims{n, 1});
@@ -191,7 +193,7 @@ struct OneDnn {
         std::lock_guard<std::mutex> lock(mu);
         auto it = cache.find(key);
         if (it != cache.end()) return it->second;
-        auto [m, n, k, lda, ldb, ldc, ta, tb, abi, cdi, alpha, beta, has_bias] = key;
+        auto [m, n, k, lda, ldb, ldc, ta, tb, abi, cdi, alpha, beta, has_bias, threads] = key;
         memory::desc a_md({m, k}, dnnl_type(ab), ta ? memory::dims{1, lda} : memory::dims{lda, 1});
         memory::desc b_md({k, n}, dnnl_type(ab), tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
         memory::desc c_md({m, n}, dnnl_type(cd), memory::dims{ldc, 1});
@@ -232,8 +234,25 @@ void onednn_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, Ge
                  DType ab, float beta, void* c, int64_t ldc, DType cd,
                  const void* bias = nullptr) {
     OneDnn& lib = onednn();
-    PrimKey key{m, n, k, a.ld, b.ld, ldc, a.trans, b.trans, static_cast<int>(ab),
-                static_cast<int>(cd), alpha, beta, bias != nullptr};
+    // Note [Primitives per thread count]
+    // oneDNN (OpenMP runtime) sizes a matmul primitive's work split for the threads there are
+    // when it is made, and a cached primitive keeps that split: one made at 1 thread ran on one
+    // thread after the count went up to 2 (`bench calibrate --threads 1 --threads 2` measured
+    // the 2-thread GEMM at the 1-thread rate, 96 against 199 GFLOP/s). The key holds the count.
+    PrimKey key{m,
+                n,
+                k,
+                a.ld,
+                b.ld,
+                ldc,
+                a.trans,
+                b.trans,
+                static_cast<int>(ab),
+                static_cast<int>(cd),
+                alpha,
+                beta,
+                bias != nullptr,
+                omp_get_max_threads()};
     OneDnn::Entry prim = lib.get(key, ab, cd);
     memory::desc a_md({m, k}, dnnl_type(ab), a.trans ? memory::dims{1, a.ld} : memory::dims{a.ld, 1});
     memory::desc b_md({k, n}, dnnl_type(ab), b.trans ? memory::dims{1, b.ld} : memory::dims{b.ld, 1});
@@ -435,6 +454,12 @@ std::string openblas_core_name() {
 }
 
 std::string openblas_user_coretype() { return openblas().user_coretype; }
+
+int64_t onednn_primitives_made() {
+    OneDnn& lib = onednn();
+    std::lock_guard<std::mutex> lock(lib.mu);
+    return static_cast<int64_t>(lib.cache.size());
+}
 
 std::string gemm_libraries_identity() {
     OpenBlas& ob = openblas();

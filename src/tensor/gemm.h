@@ -54,5 +54,8 @@ std::string openblas_user_coretype();
 // Both libraries' builds and versions, and OpenBLAS's kernels, in one line.
 std::string gemm_libraries_identity();
 void gemm_set_num_threads(int n);
+// The oneDNN matmul primitives made so far (one per shape, dtypes and thread count: Note
+// [Primitives per thread count] in gemm.cpp); for tests.
+int64_t onednn_primitives_made();
 
 }  // namespace zt

@@ -1,6 +1,7 @@
 #include "tensor/gemm.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -138,6 +139,28 @@ TEST(Gemm, WidenedBf16AcrossTilesAndPanels) {
             check({lib, DType::kBF16, cd}, 517, 530, 9, true, false, 0.5f, 1.0f);
             check({lib, DType::kBF16, cd}, 40, 3, 70000, false, false, 1.0f, 1.0f);
         }
+}
+
+// Note [Primitives per thread count]: a shape run at one thread count and then another gets a
+// primitive of its own for each (a cached one keeps the thread split it was made with), and the
+// same result.
+TEST(Gemm, OneDnnPrimitivesAreMadePerThreadCount) {
+    const int saved = omp_get_max_threads();
+    std::vector<float> a(37 * 29, 0.5f), b(29 * 41, 0.25f), c1(37 * 41), c2(37 * 41);
+    const auto run = [&](std::vector<float>& c) {
+        gemm_with(GemmLibrary::kOneDnnF32, 37, 41, 29, 1.0f, {a.data(), 29, false},
+                  {b.data(), 41, false}, DType::kF32, 0.0f, c.data(), 41, DType::kF32);
+    };
+    omp_set_num_threads(1);
+    run(c1);
+    const int64_t made = onednn_primitives_made();
+    run(c1);
+    EXPECT_EQ(onednn_primitives_made(), made) << "the same count reuses its primitive";
+    omp_set_num_threads(2);
+    run(c2);
+    EXPECT_EQ(onednn_primitives_made(), made + 1);
+    omp_set_num_threads(saved);
+    EXPECT_EQ(c1, c2);
 }
 
 TEST(Gemm, ZeroInnerDimensionScalesC) {
