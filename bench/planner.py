@@ -170,6 +170,10 @@ def main():
     env = dict(os.environ, OMP_WAIT_POLICY="passive")
     zt = os.path.abspath(a.zerotrain)
     results = []
+    # The profile every run's plan check reads (the machine's identity includes the environment,
+    # OMP_WAIT_POLICY among it): measured now, in the runs' environment, before any run; else
+    # the grid's runs find none and only `--auto`, which calibrates, gets a time prediction.
+    run([zt, "bench", "calibrate"], env)
     with tempfile.TemporaryDirectory() as wd:
         for model in a.models.split(","):
             base, grid = (GPT_S, GPT_GRID) if model == "gpt" else (DLRM, DLRM_GRID)
