@@ -330,5 +330,24 @@ TEST(Attention, RejectsCNotAMultipleOfH) {
     EXPECT_THROW(attention_workspace_bytes({1, 4, 10, 3}, 1), Error);
 }
 
+// ZT_ATTENTION: unset is the measured choice, "dot" and "widened" as said, anything else and a
+// "dot" the build cannot run are refused, naming the variable.
+TEST(Attention, MathFromTheEnvironment) {
+    EXPECT_EQ(attention_math_from_env(nullptr, true), AttentionMath::kAuto);
+    EXPECT_EQ(attention_math_from_env("", false), AttentionMath::kAuto);
+    EXPECT_EQ(attention_math_from_env("dot", true), AttentionMath::kDot);
+    EXPECT_EQ(attention_math_from_env("widened", false), AttentionMath::kWidened);
+    for (const auto& [v, avail] : {std::pair<const char*, bool>{"dot", false}, {"fast", true}}) {
+        try {
+            attention_math_from_env(v, avail);
+            ADD_FAILURE() << v << " accepted";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::kInput);
+            EXPECT_NE(e.message().find("ZT_ATTENTION"), std::string::npos) << e.message();
+        }
+    }
+}
+
+
 }  // namespace
 }  // namespace zt::kernels

@@ -284,21 +284,31 @@ void check_shape(AttentionShape s) {
 
 bool attention_dot_available() { return dot_available(); }
 
+AttentionMath attention_math_from_env(const char* value, bool dot_available) {
+    const std::string v = value ? value : "";
+    ZT_CHECK(v.empty() || v == "dot" || v == "widened",
+             "ZT_ATTENTION: expected \"dot\" or \"widened\", got \"", v, "\"");
+    ZT_CHECK(v != "dot" || dot_available,
+             "ZT_ATTENTION=dot: this build has no AVX512_BF16 dot products (built for a CPU "
+             "without them); unset ZT_ATTENTION or set it to \"widened\"");
+    if (v.empty()) return AttentionMath::kAuto;
+    return v == "dot" ? AttentionMath::kDot : AttentionMath::kWidened;
+}
+
 bool attention_uses_dot(AttentionMath math) {
-    if (!dot_available() || math == AttentionMath::kWidened) return false;
-    if (math == AttentionMath::kDot) return true;
     // Note [bf16 dot products in attention]: where the measured choice for a large bf16 product
     // is the native one, bf16 dot products beat widened f32 FMAs on this machine. ZT_ATTENTION
-    // ("dot" or "widened") overrides the choice, as ZT_GEMM_BF16 does the GEMM's.
+    // ("dot" or "widened") overrides the choice, as ZT_GEMM_BF16 does the GEMM's; it is read
+    // (and a "dot" this build cannot run refused) whatever the caller asks.
     static const bool dot = [] {
-        const char* env = std::getenv("ZT_ATTENTION");
-        const std::string v = env ? env : "";
-        ZT_CHECK(v.empty() || v == "dot" || v == "widened",
-                 "ZT_ATTENTION: expected \"dot\" or \"widened\", got \"", v, "\"");
-        if (!v.empty()) return v == "dot";
-        return gemm_library_for(DType::kBF16, false, true, 2048, 2048, 2048) ==
-               GemmLibrary::kOneDnn;
+        const AttentionMath env =
+            attention_math_from_env(std::getenv("ZT_ATTENTION"), dot_available());
+        if (env != AttentionMath::kAuto) return env == AttentionMath::kDot;
+        return dot_available() && gemm_library_for(DType::kBF16, false, true, 2048, 2048,
+                                                   2048) == GemmLibrary::kOneDnn;
     }();
+    if (!dot_available() || math == AttentionMath::kWidened) return false;
+    if (math == AttentionMath::kDot) return true;
     return dot;
 }
 

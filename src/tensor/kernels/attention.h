@@ -29,6 +29,10 @@ struct AttentionShape {
 enum class AttentionMath { kAuto, kWidened, kDot };
 // Whether this build has kDot (compiled for AVX512_BF16); kDot without it runs kWidened.
 bool attention_dot_available();
+// ZT_ATTENTION's value (null or empty: unset) as a choice: kDot, kWidened, or kAuto when unset.
+// Throws zt::Error (kInput) for another value, and for "dot" where `dot_available` is false (a
+// build without AVX512_BF16 would otherwise run widened products under the name of dot ones).
+AttentionMath attention_math_from_env(const char* value, bool dot_available);
 // Whether bf16 attention with `math` runs on dot products here (the kAuto choice is made once).
 bool attention_uses_dot(AttentionMath math);
 
