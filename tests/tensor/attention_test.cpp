@@ -348,6 +348,5 @@ TEST(Attention, MathFromTheEnvironment) {
     }
 }
 
-
 }  // namespace
 }  // namespace zt::kernels

@@ -304,8 +304,8 @@ bool attention_uses_dot(AttentionMath math) {
         const AttentionMath env =
             attention_math_from_env(std::getenv("ZT_ATTENTION"), dot_available());
         if (env != AttentionMath::kAuto) return env == AttentionMath::kDot;
-        return dot_available() && gemm_library_for(DType::kBF16, false, true, 2048, 2048,
-                                                   2048) == GemmLibrary::kOneDnn;
+        return dot_available() && gemm_library_for(DType::kBF16, false, true, 2048, 2048, 2048) ==
+                                      GemmLibrary::kOneDnn;
     }();
     if (!dot_available() || math == AttentionMath::kWidened) return false;
     if (math == AttentionMath::kDot) return true;
