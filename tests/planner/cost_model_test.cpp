@@ -180,6 +180,16 @@ TEST(CostModel, NvmeStepMovesTheTierAtTheMixedRateBehindTheUpdate) {
     EXPECT_DOUBLE_EQ(c.time.offload_io, std::max(0.0, 2 * tier / 4e9 - c.time.optimizer));
     prof.disk_mixed_bytes_per_s = 1e15;  // a disk faster than the update: nothing exposed
     EXPECT_EQ(plan_cost(base, s, &prof).time.offload_io, 0);
+    // Note [Weights from the tier]: with offload_param on nvme, the f32 compute weights' shard
+    // read twice (forward, backward) and written back once, at the one-way rates.
+    PlanBase with_params = base;
+    with_params.spec.state.offload_param = true;
+    with_params.spec.state.offload_param_nvme = true;
+    c = plan_cost(with_params, s, &prof);
+    const double w = 4.0 * static_cast<double>(c.memory.state.shard_numel);
+    EXPECT_DOUBLE_EQ(c.time.offload_io, 2 * w / 1e9 + w / 5e8);
+    s.zero_stage = 2;  // weights offload only at stage 3
+    EXPECT_EQ(plan_cost(with_params, s, &prof).time.offload_io, 0);
 }
 
 TEST(Calibrate, DiskMeasuredOnTheTiersPathInAllThreeWays) {
