@@ -1,8 +1,5 @@
 #include "planner/calibrate.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>

@@ -290,6 +290,11 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
 // predicted. An upper bound: W frees each Linear's pair as it goes, and inputs that the
 // forward saved anyway are counted twice (measured 12-18% under the prediction).
 
+int ranks_on_host(const PlanBase& b, const Strategy& s) {
+    const int world = s.dp * s.tp * s.pp;
+    return b.ranks_per_host > 0 ? std::min(b.ranks_per_host, world) : world;
+}
+
 // Note [Peak of stages 0 and 1]
 // estimate.h sums the categories, an upper bound. At ZeRO stages 0 and 1 the gradients are
 // reduced once, after the step's last backward has freed its activations and kernel scratch, so
@@ -300,11 +305,6 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
 // never traded against them.
 // At stages 2 and 3, the received share of the last bucket is traded the same way (Note
 // [Reduce buckets in the estimate], state_bytes.cpp).
-int ranks_on_host(const PlanBase& b, const Strategy& s) {
-    const int world = s.dp * s.tp * s.pp;
-    return b.ranks_per_host > 0 ? std::min(b.ranks_per_host, world) : world;
-}
-
 int64_t plan_peak_bytes(const Estimate& e) {
     const int64_t comm =
         e.spec.state.zero_stage >= 2
@@ -478,12 +478,16 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     return c;
 }
 
-std::pair<std::string, int64_t> largest_category(const Estimate& e) {
+std::pair<std::string, int64_t> largest_category(const CategoryBytes& bytes) {
     int best = 0;
     for (int k = 1; k < kMemCategoryCount; ++k)
-        if (e.device[k] > e.device[best]) best = k;
+        if (bytes[k] > bytes[best]) best = k;
     const MemCategory cat = static_cast<MemCategory>(best);
-    return {mem_category_name(cat), e.device[best]};
+    return {mem_category_name(cat), bytes[best]};
+}
+
+std::pair<std::string, int64_t> largest_category(const Estimate& e) {
+    return largest_category(e.device);
 }
 
 nlohmann::json step_time_json(const StepTime& t) {

@@ -142,6 +142,8 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
 
 // The largest device category of an estimate: its name and bytes.
 std::pair<std::string, int64_t> largest_category(const Estimate& e);
+// The same over any per-category bytes (the host's, the nvme tier's).
+std::pair<std::string, int64_t> largest_category(const CategoryBytes& bytes);
 
 nlohmann::json step_time_json(const StepTime& t);
 nlohmann::json plan_cost_json(const PlanCost& c);

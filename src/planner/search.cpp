@@ -291,13 +291,7 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
             }
             if (const int64_t host = c.memory.host_total * ranks_on_host(base, s);
                 opt.host_budget > 0 && host > opt.host_budget) {
-                int64_t largest = 0;
-                std::string name;
-                for (int k = 0; k < kMemCategoryCount; ++k)
-                    if (c.memory.host[k] > largest) {
-                        largest = c.memory.host[k];
-                        name = mem_category_name(static_cast<MemCategory>(k));
-                    }
+                const auto [name, largest] = largest_category(c.memory.host);
                 reject(s,
                        str_cat(stage_words(s), " needs ",
                                format_bytes(static_cast<double>(c.memory.host_total)),

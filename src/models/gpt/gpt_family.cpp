@@ -1,5 +1,7 @@
 #include "models/gpt/gpt_family.h"
 
+#include <numeric>
+
 #include "models/gpt/gpt_memory.h"
 #include "models/gpt/gpt_weights.h"
 #include "util/error.h"
@@ -45,18 +47,12 @@ std::unique_ptr<Model> GptFamily::build_split(const TensorParallel& tp) const {
     return std::make_unique<Gpt>(o);
 }
 
-// gpt_param_count's terms, for the modules the stage holds (GptTransformer).
+// The stage's parameters as param_numels lists them (the tied copy of wte on a last stage that
+// does not hold the first included).
 int64_t GptFamily::param_count_stage(int t, const PipeStage& stage) const {
     if (!stage.active()) return param_count_split(t);
-    validate_tensor_parallel(model_, t);
-    const int64_t C = model_.d_model, A = model_.attn_width(), F = model_.mlp_width();
-    int64_t blocks = 0;
-    for (const BlockRange& r : stage.chunks) blocks += r.size();
-    int64_t n = blocks * ((4 * A + 2 * F) * C / t + (3 * A + F) / t + 6 * C);
-    if (stage.holds_first() || stage.holds_last()) n += model_.vocab_size * C / t;  // wte
-    if (stage.holds_first()) n += model_.seq_len * C;                               // wpe
-    if (stage.holds_last()) n += 2 * C;                                             // ln_f
-    return n;
+    const std::vector<int64_t> n = param_numels(t, stage);
+    return std::accumulate(n.begin(), n.end(), int64_t{0});
 }
 
 // GptTransformer's registration order: wte (on the first and last stages), wpe, each block held
