@@ -4,6 +4,7 @@
 
 #include "comm/communicator.h"
 #include "embedding/sharded_tables_detail.h"
+#include "tensor/threads.h"
 #include "util/error.h"
 #include "util/radix_sort.h"
 #include "util/timer.h"
@@ -121,7 +122,7 @@ void ShardedTables::serve_rows(std::span<const int64_t> requests, std::span<cons
     fetch_tiered(requests, slots_);  // embedding.tier: the rows into the cache first
     const std::vector<int64_t>& slot = slots_;
     const auto n = static_cast<int64_t>(requests.size());
-#pragma omp parallel for schedule(static) if (at.back() >= kParallelMinFloats)
+#pragma omp parallel for schedule(static) if (at.back() >= parallel_min_elems(kParallelMinFloats))
     for (int64_t i = 0; i < n; ++i) {
         const Shard& s = *shards_[static_cast<size_t>(
             shard_of_table_[static_cast<size_t>(request_table(requests[static_cast<size_t>(i)]))])];
@@ -175,7 +176,10 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     } else {
         own_uniq.resize(nt);
         own_index.resize(nt);
-#pragma omp parallel if (nt > 1)
+        int64_t ids = 0;
+        for (size_t i = 0; i < nt; ++i)
+            ids += static_cast<int64_t>(batch.ids[static_cast<size_t>(tables[i])].size());
+#pragma omp parallel if (nt > 1 && ids >= parallel_min_elems(kParallelMinFloats))
         {
             std::vector<uint64_t> keys, tmp;
 #pragma omp for schedule(dynamic, 1)
@@ -267,7 +271,7 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     }
     const auto nreq = static_cast<int64_t>(ex->reqs.size());
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(rows.size()) >= \
-                                              kParallelMinFloats)
+                                              parallel_min_elems(kParallelMinFloats))
     for (int64_t k = 0; k < nreq; ++k) {
         const Exchange::Req& q = ex->reqs[static_cast<size_t>(k)];
         const auto li = static_cast<size_t>(q.list);
@@ -313,7 +317,7 @@ void ShardedTables::backward_exchange(Exchange& ex) {
     grads.resize(static_cast<size_t>(total(ex.reply_counts)));
     const auto nreq = static_cast<int64_t>(ex.reqs.size());
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(grads.size()) >= \
-                                              kParallelMinFloats)
+                                              parallel_min_elems(kParallelMinFloats))
     for (int64_t k = 0; k < nreq; ++k) {
         const Exchange::Req& q = ex.reqs[static_cast<size_t>(k)];
         const Tensor& g = ex.compact[static_cast<size_t>(q.list)]->grad;

@@ -10,6 +10,7 @@
 #include "embedding/sharded_tables_detail.h"
 #include "offload/host_store.h"
 #include "offload/nvme_store.h"
+#include "tensor/threads.h"
 #include "util/error.h"
 #include "util/radix_sort.h"
 #include "util/random.h"
@@ -251,7 +252,7 @@ void ShardedTables::merge_grads(Shard& s) {
     const auto n = static_cast<int64_t>(starts.size()) - 1;
     s.merged_rows.resize(static_cast<size_t>(n));
     s.merged.assign(static_cast<size_t>(n * cols), 0.0f);
-#pragma omp parallel if (n * cols >= kParallelMinFloats)
+#pragma omp parallel if (n * cols >= parallel_min_elems(kParallelMinFloats))
     {
         std::vector<float> part(static_cast<size_t>(cols));
 #pragma omp for schedule(static)
@@ -375,7 +376,7 @@ double ShardedTables::grad_sq_sum() const {
         const int64_t cols = s->storage.cols;
         const auto n = static_cast<int64_t>(s->merged_rows.size());
         std::vector<double> row_sum(static_cast<size_t>(n));
-#pragma omp parallel for schedule(static) if (n * cols >= kParallelMinFloats)
+#pragma omp parallel for schedule(static) if (n * cols >= parallel_min_elems(kParallelMinFloats))
         for (int64_t r = 0; r < n; ++r) {
             double q = 0;
             const float* g = s->merged.data() + r * cols;
@@ -391,7 +392,7 @@ void ShardedTables::scale_grads(float coef) {
     for (auto& s : shards_) {
         const auto n = static_cast<int64_t>(s->merged.size());
         float* g = s->merged.data();
-#pragma omp parallel for schedule(static) if (n >= kParallelMinFloats)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_elems(kParallelMinFloats))
         for (int64_t i = 0; i < n; ++i) g[i] *= coef;
     }
 }

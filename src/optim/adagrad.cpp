@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "optim/segment_partition.h"
+#include "tensor/threads.h"
 
 namespace zt {
 
@@ -190,7 +191,7 @@ void adagrad_step(const AdagradOptions& options, float* params, const float* gra
     const Copy copy_as = optim_detail::copy_kind(copy.data, copy.dtype);
     char* copy_base = static_cast<char*>(copy.data);
     const size_t copy_es = dtype_size(copy.dtype);
-#pragma omp parallel if (numel >= optim_detail::kParallelMinNumel)
+#pragma omp parallel if (numel >= parallel_min_elems(optim_detail::kParallelMinNumel))
     optim_detail::for_each_share_part(segments, numel, [&](int64_t b, int64_t e, bool decay) {
         const AdagradRange r{params + b, grads + b, sum + b,
                              copy_base ? copy_base + b * copy_es : nullptr, e - b};

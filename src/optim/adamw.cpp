@@ -5,6 +5,7 @@
 
 #include "optim/adam_kernel.h"
 #include "optim/segment_partition.h"
+#include "tensor/threads.h"
 
 namespace zt {
 
@@ -47,7 +48,7 @@ void adamw_step(const AdamWOptions& options, float* params, const float* grads, 
                                                              : AdamDecay::kL2;
     char* copy_base = static_cast<char*>(copy.data);
     const size_t copy_es = dtype_size(copy.dtype);
-#pragma omp parallel if (numel >= optim_detail::kParallelMinNumel)
+#pragma omp parallel if (numel >= parallel_min_elems(optim_detail::kParallelMinNumel))
     optim_detail::for_each_share_part(segments, numel, [&](int64_t b, int64_t e, bool decay) {
         const optim_detail::AdamRange r{params + b,
                                         grads + b,

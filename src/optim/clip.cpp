@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/threads.h"
 #include "util/error.h"
 
 namespace zt {
@@ -57,7 +58,7 @@ float clip_coefficient(double norm, double max_norm) {
 void scale(float* g, int64_t n, float s) {
     ZT_ASSERT(n >= 0);
     constexpr int64_t kParallelMinNumel = 2 * kGradNormChunk;  // below this, one thread
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMinNumel)
+#pragma omp parallel for simd schedule(static) if (n >= parallel_min_elems(kParallelMinNumel))
     for (int64_t i = 0; i < n; ++i) g[i] = g[i] * s;
 }
 

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tensor/threads.h"
+
 namespace zt {
 
 constexpr int64_t kGradNormChunk = 1 << 14;  // elements summed per chunk, in double
@@ -24,7 +26,7 @@ double sum_over_chunks(int64_t n, ChunkFn chunk) {
     for (int64_t c0 = 0; c0 < chunks; c0 += kChunkBatch) {
         const int64_t nc = std::min(kChunkBatch, chunks - c0);
         const int64_t batch_numel = std::min(n - c0 * kGradNormChunk, nc * kGradNormChunk);
-#pragma omp parallel for schedule(static) if (batch_numel >= kParallelMinNumel)
+#pragma omp parallel for schedule(static) if (batch_numel >= parallel_min_elems(kParallelMinNumel))
         for (int64_t c = 0; c < nc; ++c) {
             const int64_t begin = (c0 + c) * kGradNormChunk;
             part[c] = chunk(begin, std::min(kGradNormChunk, n - begin));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "optim/segment_partition.h"
+#include "tensor/threads.h"
 
 namespace zt {
 
@@ -186,7 +187,7 @@ void lion_step(const LionOptions& options, float* params, const float* grads, fl
     const Copy copy_as = optim_detail::copy_kind(copy.data, copy.dtype);
     char* copy_base = static_cast<char*>(copy.data);
     const size_t copy_es = dtype_size(copy.dtype);
-#pragma omp parallel if (numel >= optim_detail::kParallelMinNumel)
+#pragma omp parallel if (numel >= parallel_min_elems(optim_detail::kParallelMinNumel))
     optim_detail::for_each_share_part(segments, numel, [&](int64_t b, int64_t e, bool decay) {
         const LionRange r{params + b, grads + b, exp_avg + b,
                           copy_base ? copy_base + b * copy_es : nullptr, e - b};

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "optim/segment_partition.h"
+#include "tensor/threads.h"
 
 namespace zt {
 
@@ -63,7 +64,7 @@ void OneBitAdam::step_on(float* params, const float* grads, float* const* state,
     const bool decay = options_.weight_decay != 0.0;
     float* m = state[0];
     const float* v = state[1];
-#pragma omp parallel if (numel >= optim_detail::kParallelMinNumel)
+#pragma omp parallel if (numel >= parallel_min_elems(optim_detail::kParallelMinNumel))
     optim_detail::for_each_share_part(segments, numel, [&](int64_t b, int64_t e, bool d) {
         if (decay && d)
             frozen_update<true>(params + b, grads + b, m + b, v + b, e - b, c);
@@ -106,7 +107,8 @@ void onebit_local_momentum(float* g, const float* m, int64_t n, double beta1, do
     const auto b1 = static_cast<float>(beta1), w = static_cast<float>(1.0 - beta1);
     const auto s = static_cast<float>(scale);
     constexpr int64_t kChunk = 1 << 15;
-#pragma omp parallel for if (n >= optim_detail::kParallelMinNumel) schedule(static)
+#pragma omp parallel for if (n >= parallel_min_elems(optim_detail::kParallelMinNumel)) \
+    schedule(static)
     for (int64_t lo = 0; lo < n; lo += kChunk)
         local_momentum(g + lo, m + lo, std::min(kChunk, n - lo), b1, w, s);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "optim/segment_partition.h"
+#include "tensor/threads.h"
 
 namespace zt {
 
@@ -106,7 +107,7 @@ void Sgd::step_on(float* params, const float* grads, float* const* state, int64_
     const bool any_decay = o.weight_decay != 0.0;
     float* buf = momentum ? state[0] : nullptr;
     const int64_t n = numel;
-#pragma omp parallel if (n >= optim_detail::kParallelMinNumel)
+#pragma omp parallel if (n >= parallel_min_elems(optim_detail::kParallelMinNumel))
     optim_detail::for_each_share_part(segments, n, [&](int64_t b, int64_t e, bool decay) {
         float* bb = buf ? buf + b : nullptr;
         if (decay && any_decay)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "optim/segment_partition.h"
+#include "tensor/threads.h"
 #include "util/error.h"
 
 namespace zt {
@@ -258,7 +259,7 @@ void SparseRowOptimizer::step(SparseRowStorage& w, float* state, std::span<const
     const RowUpdate u = make_row_update(options_, lr, update);
     const bool split = w.split();
     // Rows are distinct (ids merged before), so each row has one writer; see the file header.
-#pragma omp parallel if (n * cols >= kParallelMinNumel)
+#pragma omp parallel if (n * cols >= parallel_min_elems(kParallelMinNumel))
     {
         std::vector<float> buf(split ? cols : 0);  // this thread's f32 master of a split row
 #pragma omp for schedule(static)

@@ -2,6 +2,14 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <vector>
+
 #include "tensor/gemm.h"
 #include "util/error.h"
 
@@ -14,5 +22,94 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+// Note [Measured parallel grain]
+// A kernel loop runs on the OpenMP team only when its work outweighs starting the team. What a
+// start costs depends on the machine and on the environment, not on the kernel: with OpenMP's
+// default wait the team's threads spin between regions and an empty region takes ~3 us on two
+// Zen 5 vCPUs; with OMP_WAIT_POLICY=passive (the test suite's, and the benchmarks' for ranks as
+// threads) they sleep, and each region wakes them through the kernel: ~45 us measured. The
+// kernels' fixed thresholds (2^14 - 2^16 elements) were right for the first and made small
+// models twice as slow under the second: the DLRM example's step (tables of 16 wide, MLPs of 64)
+// took 1.25-1.4 ms at two threads against 0.62 ms at one, ~20 regions a step each waking the
+// other thread. So the break-even is measured once per thread count t: r, the median of
+// back-to-back empty regions, and e, one thread's seconds per element of a light pass
+// (y = max(x, 0) over 1M floats, past the core's own caches as activations are, the fastest of
+// three; over 16k floats in L1 it is 4x faster and made loops of a few MB run alone). A loop of n
+// elements takes n e alone and n e / t + r on the team, so the team pays from n > r t / ((t - 1)
+// e); a kernel's own floor stays the lower bound (its per-element work may be heavier than the
+// pass, and a region that costs nothing still splits cache lines). Choosing fewer threads never
+// changes a result: every kernel's split is made to give the same bits at any thread count.
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+ParallelGrain measure_grain(int threads) {
+    ParallelGrain g;
+    if (threads <= 1) return g;
+    std::atomic<int> sink{0};
+    auto region = [&] {
+#pragma omp parallel num_threads(threads)
+        sink.fetch_add(1, std::memory_order_relaxed);
+    };
+    for (int i = 0; i < 4; ++i) region();  // the pool made and warm
+    std::vector<double> t(25);
+    for (double& s : t) {
+        const auto t0 = std::chrono::steady_clock::now();
+        region();
+        s = seconds_since(t0);
+    }
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    g.region_s = t[t.size() / 2];
+    constexpr int64_t kPass = 1 << 20;
+    std::vector<float> x(kPass), y(kPass);
+    for (int64_t i = 0; i < kPass; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+    double best = 1e9;
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < kPass; ++i) y[i] = std::max(x[i], 0.0f);
+        best = std::min(best, seconds_since(t0));
+        sink.fetch_add(static_cast<int>(y[rep]), std::memory_order_relaxed);
+    }
+    g.per_elem_s = std::max(best / kPass, 1e-12);
+    const double even = g.region_s * threads / ((threads - 1) * g.per_elem_s);
+    g.min_elems = static_cast<int64_t>(std::min(std::ceil(even), 1e15));
+    return g;
+}
+
+std::atomic<bool> floors_only{false};
+std::mutex grain_mu;
+std::map<int, ParallelGrain>& grains() {
+    static std::map<int, ParallelGrain> m;
+    return m;
+}
+
+}  // namespace
+
+ParallelGrain parallel_grain(int threads) {
+    if (threads <= 1) return {};
+    std::lock_guard<std::mutex> lock(grain_mu);
+    auto it = grains().find(threads);
+    if (it == grains().end()) it = grains().emplace(threads, measure_grain(threads)).first;
+    return it->second;
+}
+
+void set_parallel_floors_only(bool on) { floors_only.store(on); }
+
+int64_t parallel_min_elems(int64_t floor) {
+    const int threads = omp_get_max_threads();
+    if (threads <= 1 || omp_in_parallel() || floors_only.load(std::memory_order_relaxed))
+        return floor;
+    // The last count's break-even per calling thread: a lookup without the lock.
+    thread_local int cached_threads = 0;
+    thread_local int64_t cached_min = 0;
+    if (cached_threads != threads) {
+        cached_min = parallel_grain(threads).min_elems;
+        cached_threads = threads;
+    }
+    return std::max(floor, cached_min);
+}
 
 }  // namespace zt

@@ -1,9 +1,32 @@
-// Intra-op thread count shared by our kernels (OpenMP), oneDNN (OpenMP) and OpenBLAS.
+// Intra-op thread count shared by our kernels (OpenMP), oneDNN (OpenMP) and OpenBLAS, and when a
+// loop is worth the team at all (Note [Measured parallel grain] in threads.cpp).
 #pragma once
+
+#include <cstdint>
 
 namespace zt {
 
 void set_num_threads(int n);
 int num_threads();
+
+// The fewest elements of light per-element work (a pass or two over floats) for which a loop
+// should run on the intra-op team rather than on the calling thread: at least `floor` (the
+// kernel's own figure, right when the team wakes at once), raised to the break-even of this
+// machine's fork and join at the current thread count, measured once per count.
+int64_t parallel_min_elems(int64_t floor);
+// true: parallel_min_elems returns the floor, as on a machine whose team wakes at once (the unit
+// tests, so that every kernel's parallel path runs at 2 threads whatever the wait policy);
+// false (the default): the measured break-even.
+void set_parallel_floors_only(bool on);
+
+// What the break-even is made of, at `threads` threads (measured on first use; threads <= 1:
+// zeros): the seconds an empty parallel region takes, the seconds one thread spends per element
+// of a light pass, and the break-even in elements.
+struct ParallelGrain {
+    double region_s = 0;
+    double per_elem_s = 0;
+    int64_t min_elems = 0;
+};
+ParallelGrain parallel_grain(int threads);
 
 }  // namespace zt

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tensor/dtype.h"
+#include "tensor/threads.h"
 
 namespace zt::kernels {
 
@@ -23,7 +24,7 @@ inline float sigmoid(float z) {
 
 template <typename T>
 void bce_with_logits_forward(const T* logits, const float* labels, float* losses, int64_t N) {
-#pragma omp parallel for schedule(static) if (N >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i) {
         const float z = to_f32(logits[i]);
         losses[i] = std::fmax(z, 0.0f) - z * labels[i] + std::log1p(std::exp(-std::fabs(z)));
@@ -33,7 +34,7 @@ void bce_with_logits_forward(const T* logits, const float* labels, float* losses
 template <typename T>
 void bce_with_logits_backward(const T* logits, const float* labels, float scale, T* dlogits,
                               int64_t N) {
-#pragma omp parallel for schedule(static) if (N >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i)
         dlogits[i] = from_f32<T>(scale * (sigmoid(to_f32(logits[i])) - labels[i]));
 }

@@ -4,6 +4,7 @@
 #include "tensor/kernels/bias.h"
 
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 
 namespace zt::kernels {
 
@@ -16,7 +17,7 @@ constexpr int64_t kBlockCols = 4 * kLanes;      // four independent accumulators
 
 template <typename T>
 void bias_add(T* y, const T* b, int64_t N, int64_t C) {
-#pragma omp parallel for schedule(static) if (N * C >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * C >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i) {
         T* yr = y + i * C;
         for_each_vec(C, [&](int64_t j, int64_t n) {
@@ -28,7 +29,7 @@ void bias_add(T* y, const T* b, int64_t N, int64_t C) {
 template <typename T>
 void bias_backward(const T* dy, float* db, int64_t N, int64_t C) {
     const int64_t blocks = (C + kBlockCols - 1) / kBlockCols;
-#pragma omp parallel for schedule(static) if (N * C >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * C >= parallel_min_elems(kParallelMinElems))
     for (int64_t cb = 0; cb < blocks; ++cb) {
         const int64_t c0 = cb * kBlockCols, n = C - c0;  // n: columns left from c0
         V16 a0 = zero(), a1 = zero(), a2 = zero(), a3 = zero();

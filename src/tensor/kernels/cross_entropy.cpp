@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 #include "util/error.h"
 
 namespace zt::kernels {
@@ -67,7 +68,7 @@ template <typename T>
 void cross_entropy_forward(const T* logits, const int32_t* targets, float* losses, float* lse,
                            int64_t N, int64_t V) {
     check_targets(targets, N, V);
-#pragma omp parallel for schedule(static) if (N * V >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * V >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i) {
         const T* x = logits + i * V;
         const float l = row_log_sum_exp(x, V);
@@ -91,7 +92,7 @@ template <typename T>
 void cross_entropy_backward(const T* logits, const int32_t* targets, const float* lse,
                             const float* dloss, T* dlogits, int64_t N, int64_t V) {
     check_targets(targets, N, V);
-#pragma omp parallel for schedule(static) if (N * V >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * V >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i) {
         T* d = dlogits + i * V;
         if (targets[i] < 0) {
@@ -104,7 +105,7 @@ void cross_entropy_backward(const T* logits, const int32_t* targets, const float
 
 template <typename T>
 void log_sum_exp_rows(const T* logits, float* lse, int64_t N, int64_t V) {
-#pragma omp parallel for schedule(static) if (N * V >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * V >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i) lse[i] = row_log_sum_exp(logits + i * V, V);
 }
 
@@ -112,7 +113,7 @@ template <typename T>
 void cross_entropy_backward_slice(const T* logits, const int32_t* targets, const float* lse,
                                   const float* dloss, T* dlogits, int64_t N, int64_t V) {
     check_targets(targets, N, V);
-#pragma omp parallel for schedule(static) if (N * V >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * V >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i)
         softmax_grad_row(logits + i * V, dlogits + i * V, targets[i], dloss[i], lse[i], V);
 }

@@ -4,6 +4,7 @@
 #include "tensor/kernels/elementwise.h"
 
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 
 namespace zt::kernels {
 
@@ -60,7 +61,9 @@ template <typename T>
 bool all_finite_t(const T* x, int64_t n) {
     const int64_t blocks = (n + kElemBlock - 1) / kElemBlock;
     int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad) if (n >= kParallelMinElems)
+#pragma omp parallel for schedule(static) \
+    reduction(|                           \
+              : bad) if (n >= parallel_min_elems(kParallelMinElems))
     for (int64_t b = 0; b < blocks; ++b) {
         const int64_t begin = b * kElemBlock, len = n - begin < kElemBlock ? n - begin : kElemBlock;
         V16 acc = zero();

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 #include "util/error.h"
 
 namespace zt::kernels {
@@ -30,7 +31,7 @@ template <typename T>
 void embedding_forward(const int32_t* ids, const T* table, T* out, int64_t N, int64_t V,
                        int64_t C) {
     check_ids(ids, N, V);
-#pragma omp parallel for schedule(static) if (N * C >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * C >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i)
         std::memcpy(out + i * C, table + static_cast<int64_t>(ids[i]) * C, sizeof(T) * C);
 }
@@ -40,7 +41,7 @@ void embedding_backward(const int32_t* ids, const T* dout, float* dtable, int64_
                         int64_t C) {
     check_ids(ids, N, V);
     const int64_t blocks = (C + kBlockCols - 1) / kBlockCols;
-#pragma omp parallel for schedule(static) if (N * C >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * C >= parallel_min_elems(kParallelMinElems))
     for (int64_t cb = 0; cb < blocks; ++cb) {
         const int64_t c0 = cb * kBlockCols;
         const int64_t c1 = c0 + kBlockCols < C ? c0 + kBlockCols : C;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 #include "util/error.h"
 #include "util/radix_sort.h"
 
@@ -58,7 +59,7 @@ void embedding_bag_forward(const T* table, const int32_t* ids, int64_t nnz, cons
                            const float* weights, BagMode mode, T* out, int64_t B, int64_t R,
                            int64_t D) {
     embedding_bag_check(ids, nnz, offsets, B, R);
-#pragma omp parallel for schedule(static) if (nnz * D >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (nnz * D >= parallel_min_elems(kParallelMinElems))
     for (int64_t b = 0; b < B; ++b) {
         if (b + kPrefetchAhead < B)
             for (int64_t p = offsets[b + kPrefetchAhead]; p < offsets[b + kPrefetchAhead + 1]; ++p)
@@ -108,7 +109,7 @@ void embedding_bag_backward(const T* dout, const int32_t* ids, int64_t nnz, cons
     auto row_of = [&](int64_t r) {
         return dtable + static_cast<int64_t>(keys[starts[r]] >> 32) * D;
     };
-#pragma omp parallel for schedule(static) if (nnz * D >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (nnz * D >= parallel_min_elems(kParallelMinElems))
     for (int64_t r = 0; r < rows; ++r) {
         if (r + kPrefetchAhead < rows) prefetch_row(row_of(r + kPrefetchAhead), D * sizeof(float));
         const int64_t e0 = starts[r], e1 = starts[r + 1];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 
 namespace zt::kernels {
 
@@ -94,7 +95,7 @@ template <typename T>
 void dot_interaction_forward(const T* x, const T* const* embs, int64_t K, int64_t B, int64_t D,
                              bool self, T* out) {
     const int64_t width = D + dot_interaction_pairs(K, self), diag = self ? 1 : 0;
-#pragma omp parallel if (B * (K + 1) * D >= kParallelMinElems)
+#pragma omp parallel if (B * (K + 1) * D >= parallel_min_elems(kParallelMinElems))
     {
         Scratch s(K, D);
 #pragma omp for schedule(static)
@@ -118,7 +119,7 @@ template <typename T>
 void dot_interaction_backward(const T* x, const T* const* embs, const T* dout, int64_t K, int64_t B,
                               int64_t D, bool self, T* dx, T* const* dembs) {
     const int64_t width = D + dot_interaction_pairs(K, self), diag = self ? 1 : 0;
-#pragma omp parallel if (B * (K + 1) * D >= kParallelMinElems)
+#pragma omp parallel if (B * (K + 1) * D >= parallel_min_elems(kParallelMinElems))
     {
         Scratch s(K, D);
         const int64_t n = s.n;

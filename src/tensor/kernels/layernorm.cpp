@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 
 namespace zt::kernels {
 
@@ -59,7 +60,7 @@ void backward_row(const T* dy, const T* x, const T* gamma, float mean, float rst
 template <typename T>
 void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, float* mean, float* rstd,
                        int64_t N, int64_t C, float eps) {
-#pragma omp parallel for schedule(static) if (N * C >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * C >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i) {
         const T* xr = x + i * C;
         T* yr = y + i * C;
@@ -89,7 +90,7 @@ void layernorm_backward(const T* dy, const T* x, const T* gamma, const float* me
                         int64_t C) {
     const int64_t chunks = (N + kChunkRows - 1) / kChunkRows;
     std::vector<float> part(static_cast<size_t>(2 * chunks * C), 0.0f);  // per chunk: pg then pb
-#pragma omp parallel for schedule(static) if (N * C >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * C >= parallel_min_elems(kParallelMinElems))
     for (int64_t k = 0; k < chunks; ++k) {
         float* pg = part.data() + 2 * k * C;
         for (int64_t i = k * kChunkRows; i < std::min(N, (k + 1) * kChunkRows); ++i)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 
 namespace zt::kernels {
 
@@ -19,7 +20,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 template <typename T>
 void softmax_forward(const T* x, T* y, int64_t N, int64_t C) {
-#pragma omp parallel if (N * C >= kParallelMinElems)
+#pragma omp parallel if (N * C >= parallel_min_elems(kParallelMinElems))
     {
         std::vector<float> e(static_cast<size_t>(C));  // this thread's exp(x - max) of one row
 #pragma omp for schedule(static)
@@ -45,7 +46,7 @@ void softmax_forward(const T* x, T* y, int64_t N, int64_t C) {
 
 template <typename T>
 void softmax_backward(const T* y, const T* dy, T* dx, int64_t N, int64_t C) {
-#pragma omp parallel for schedule(static) if (N * C >= kParallelMinElems)
+#pragma omp parallel for schedule(static) if (N * C >= parallel_min_elems(kParallelMinElems))
     for (int64_t i = 0; i < N; ++i) {
         const T* yr = y + i * C;
         const T* dyr = dy + i * C;

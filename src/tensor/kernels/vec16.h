@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "tensor/dtype.h"
+#include "tensor/threads.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // GCC 12 reports its own _mm512_undefined_ps() placeholders as uninitialized once the intrinsics
@@ -255,7 +256,7 @@ template <typename F>
 inline void for_each_block(int64_t n, [[maybe_unused]] int64_t parallel_min,
                            F f) {  // unused without OpenMP
     const int64_t blocks = (n + kElemBlock - 1) / kElemBlock;
-#pragma omp parallel for schedule(static) if (n >= parallel_min)
+#pragma omp parallel for schedule(static) if (n >= parallel_min_elems(parallel_min))
     for (int64_t b = 0; b < blocks; ++b) {
         const int64_t begin = b * kElemBlock;
         const int64_t len = n - begin < kElemBlock ? n - begin : kElemBlock;
