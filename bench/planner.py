@@ -2,7 +2,7 @@
 """The planner's predictions against measured runs (docs/benchmarks-planner.md).
 
 For GPT config S (vocab 8192, d_model 512, 8 layers, 8 heads, 256 tokens, 8 sequences a step)
-and the DLRM synthetic example (512 samples a step), at 1 and 2 ranks (local backend, ranks as
+and the DLRM synthetic example (512 samples a step, and 8192 as "dlrm8k"), at 1 and 2 ranks (local backend, ranks as
 threads, the default threads per rank): runs each layout of a small grid for a few steps and
 reads its metrics.jsonl "plan" field through `zerotrain plan --check RUN --json` (predicted and
 measured step time, peak memory, and the state bytes), then runs `zerotrain train --auto` for
@@ -74,6 +74,23 @@ DLRM_GRID = {
     "2: dp2 ZeRO-1": (2, {"train_micro_batch_size_per_gpu": 256, "zero_optimization": {"stage": 1}}),
     "2: dp2 ZeRO-2": (2, {"train_micro_batch_size_per_gpu": 256, "zero_optimization": {"stage": 2}}),
 }
+
+# The same model at 16x the batch (a ~10 ms step): at 512 samples the step is under a
+# millisecond and the scheduler's jitter on a 2-core machine is as large as the model's terms.
+DLRM_8K = dict(DLRM, train_batch_size=8192, steps=12)
+DLRM_8K_GRID = {
+    "1: micro 8192": (1, {"train_micro_batch_size_per_gpu": 8192}),
+    "1: micro 4096 x 2": (1, {"train_micro_batch_size_per_gpu": 4096,
+                              "gradient_accumulation_steps": 2}),
+    "2: dp2 ZeRO-0": (2, {"train_micro_batch_size_per_gpu": 4096,
+                          "zero_optimization": {"stage": 0}}),
+    "2: dp2 ZeRO-1": (2, {"train_micro_batch_size_per_gpu": 4096,
+                          "zero_optimization": {"stage": 1}}),
+    "2: dp2 ZeRO-2": (2, {"train_micro_batch_size_per_gpu": 4096,
+                          "zero_optimization": {"stage": 2}}),
+}
+
+MODELS = {"gpt": (GPT_S, GPT_GRID), "dlrm": (DLRM, DLRM_GRID), "dlrm8k": (DLRM_8K, DLRM_8K_GRID)}
 
 
 def merge(a, b):
@@ -155,7 +172,7 @@ def write_markdown(results, summary, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zerotrain", default="build/zerotrain")
-    ap.add_argument("--models", default="gpt,dlrm")
+    ap.add_argument("--models", default="gpt,dlrm,dlrm8k", help="of " + ",".join(MODELS))
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs per layout; the fastest median counts (the machine is shared)")
     ap.add_argument("--json")
@@ -176,7 +193,7 @@ def main():
     run([zt, "bench", "calibrate"], env)
     with tempfile.TemporaryDirectory() as wd:
         for model in a.models.split(","):
-            base, grid = (GPT_S, GPT_GRID) if model == "gpt" else (DLRM, DLRM_GRID)
+            base, grid = MODELS[model]
             jobs = [(name, ranks, merge(base, sets), []) for name, (ranks, sets) in grid.items()]
             jobs += [(f"{r}: --auto", r, base, ["--auto"]) for r in (1, 2)]
             best = {}

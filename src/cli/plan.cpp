@@ -16,6 +16,7 @@
 #include "planner/calibrate.h"
 #include "planner/hetero.h"
 #include "planner/search.h"
+#include "planner/shape_times.h"
 #include "runtime/config.h"
 #include "runtime/plan_check.h"
 #include "runtime/plan_config.h"
@@ -119,10 +120,11 @@ int run_plan(const PlanArgs& a) {
     PlanInput in = plan_input(j, a.ranks, a.threads, a.backend);
     if (!a.rank_speed.empty()) in.base.rank_speed = parse_rank_speeds(a.rank_speed, a.ranks);
     std::string said;
-    const std::optional<MachineProfile> profile = profile_for_machine(a.profile, true, &said);
+    std::optional<MachineProfile> profile = profile_for_machine(a.profile, true, &said);
     SearchSpace space;
     space.ranks = a.ranks;
     if (in.nvme) space.offload.push_back("nvme");
+    if (profile) time_plan_shapes(*profile, a.profile, in.base, space, &said);
     SearchOptions opt;
     opt.budget = a.budget.empty() ? 0 : parse_bytes(a.budget, "--memory-budget");
     opt.host_budget =
@@ -224,10 +226,11 @@ nlohmann::json auto_plan(const nlohmann::json& j, const AutoPlanArgs& a,
     if (!a.rank_speed.empty()) in.base.rank_speed = parse_rank_speeds(a.rank_speed, world);
     std::string said;
     // Under mpirun every rank plans alike from the saved profile; none measures on its own.
-    const std::optional<MachineProfile> profile = profile_for_machine("", !mpi, &said);
+    std::optional<MachineProfile> profile = profile_for_machine("", !mpi, &said);
     SearchSpace space;
     space.ranks = world;
     if (in.nvme) space.offload.push_back("nvme");
+    if (profile && !mpi) time_plan_shapes(*profile, "", in.base, space, &said);
     SearchOptions opt;
     opt.top = 1;
     opt.host_budget = host_memory_bytes();  // the hosts run what this one can

@@ -66,6 +66,20 @@ class RunData {
 };
 
 // What a family's data needs from the rest of the config.
+// One product of a micro-batch's forward as the engine's Linear runs it, Y[m x n] = X[m x k]
+// W[n x k]^T, `count` times; its backward runs dX = dY W (m x k, inner n) and dW = dY^T X (n x k,
+// inner m). The planner times a family's products by their shapes (planner/shape_times.h).
+struct GemmShape {
+    int64_t m = 0, n = 0, k = 0;
+    int64_t count = 1;
+};
+
+// One embedding-bag lookup of a micro-batch: `bags` bags of `per_bag` ids each into a table of
+// `rows` rows of `dim` (forward gather and backward scatter).
+struct LookupShape {
+    int64_t bags = 0, per_bag = 1, rows = 0, dim = 0;
+};
+
 struct DataContext {
     uint64_t seed = 42;
     int rank = 0;   // data-parallel rank
@@ -193,6 +207,12 @@ class ModelFamily {
                                                bool /*last*/, int /*t*/) const {
         return 0;
     }
+    // A micro-batch of B samples' products and lookups on one rank of a tensor-parallel group of
+    // t, for a step time from their measured times by shape (Note [Times by shape] in
+    // planner/shape_times.cpp); the FLOPs they do are part of flops_per_sample. Empty (the
+    // default): the planner takes the FLOPs over the GEMM rate of one size class.
+    virtual std::vector<GemmShape> gemm_shapes(int64_t /*B*/, int /*t*/) const { return {}; }
+    virtual std::vector<LookupShape> lookup_shapes(int64_t /*B*/) const { return {}; }
     virtual std::string checkpoint_policy() const { return "none"; }
     virtual std::string checkpoint_policy_label(const std::string& policy) const { return policy; }
     // What the activation figures depend on: a legend for the estimate's text ("T = 64, C = 64,

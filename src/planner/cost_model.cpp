@@ -7,6 +7,7 @@
 #include "parallel/pipeline_partition.h"
 #include "planner/calibrate.h"
 #include "planner/hetero.h"
+#include "planner/shape_times.h"
 #include "tensor/gemm_select.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -86,11 +87,6 @@ double exposed_behind(double comm, double compute, double pieces) {
 }
 
 namespace {
-
-int threads_per_rank(const PlanBase& b, const Strategy& s) {
-    if (b.threads > 0) return b.threads;
-    return std::max(1, b.cores / ranks_on_host(b, s));
-}
 
 PipeOptions pipe_options(const Strategy& s) {
     return {s.pp, static_cast<int>(s.grad_accum), s.virtual_stages, s.schedule};
@@ -290,6 +286,11 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
 // predicted. An upper bound: W frees each Linear's pair as it goes, and inputs that the
 // forward saved anyway are counted twice (measured 12-18% under the prediction).
 
+int threads_per_rank(const PlanBase& b, const Strategy& s) {
+    if (b.threads > 0) return b.threads;
+    return std::max(1, b.cores / ranks_on_host(b, s));
+}
+
 int ranks_on_host(const PlanBase& b, const Strategy& s) {
     const int world = s.dp * s.tp * s.pp;
     return b.ranks_per_host > 0 ? std::min(b.ranks_per_host, world) : world;
@@ -349,12 +350,28 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     for (const PolicyActivations& p : c.memory.policies)
         if (p.policy == "none") none_saved = p.saved;
     const double elem_bytes = 4.0 * static_cast<double>(none_saved);
-    const double gemm_s = (flops - attn) * share / gemm_rate;
+    // Products and lookups the family names, at their measured times where the profile has
+    // them (Note [Times by shape], planner/shape_times.cpp); the rest of the FLOPs at the class
+    // rate.
+    double shaped_s = 0, shaped_flops = 0, shaped_ops = 0;
+    const std::vector<GemmShape> gs = m.gemm_shapes(s.micro_batch, s.tp);
+    if (const auto sec = gemm_shapes_seconds(*profile, st.compute_dtype, threads, gs)) {
+        shaped_s += *sec * oversub;
+        for (const GemmShape& x : gs) {
+            shaped_flops += 6.0 * static_cast<double>(x.m * x.n) * static_cast<double>(x.k) *
+                            static_cast<double>(x.count);
+            shaped_ops += static_cast<double>(x.count);  // a weight's three calls, timed
+        }
+    }
+    if (const auto sec = lookup_shapes_seconds(*profile, threads, m.lookup_shapes(s.micro_batch)))
+        shaped_s += *sec * oversub;
+    const double gemm_s =
+        std::max(0.0, flops - attn - shaped_flops) * share / gemm_rate + shaped_s * share;
     const double attn_s = attn * share / attn_rate;
     const double elem_s = elem_bytes * share / bw;
     StepTime& t = c.time;
-    const double ops_s = 3.0 * static_cast<double>(base.param_tensors) * stage_share(base, s) *
-                         r.op_overhead_s * oversub;
+    const double ops_s = 3.0 * std::max(0.0, static_cast<double>(base.param_tensors) - shaped_ops) *
+                         stage_share(base, s) * r.op_overhead_s * oversub;
     t.compute = (gemm_s + attn_s + elem_s + ops_s) * mb;
     if (s.checkpoint == "every" || s.checkpoint == "every_k")
         t.recompute = t.compute / 3;

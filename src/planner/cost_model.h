@@ -136,6 +136,9 @@ int64_t plan_peak_bytes(const Estimate& e);
 
 // How many of the layout's ranks share one host (PlanBase::ranks_per_host; 0 there: all).
 int ranks_on_host(const PlanBase& b, const Strategy& s);
+// The intra-op threads of one of the layout's ranks (PlanBase::threads, else the host's cores
+// over its ranks on the host).
+int threads_per_rank(const PlanBase& b, const Strategy& s);
 
 // Memory and, with a profile, step time.
 PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile* profile);

@@ -1,5 +1,7 @@
 #include "planner/profile.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -119,6 +121,7 @@ nlohmann::json profile_json(const MachineProfile& p) {
                  {"read_bytes_per_s", p.disk_read_bytes_per_s},
                  {"mixed_bytes_per_s", p.disk_mixed_bytes_per_s},
                  {"direct", p.disk_direct}};
+    j["shape_s"] = p.shape_s;
     return j;
 }
 
@@ -169,6 +172,14 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
     p.disk_read_bytes_per_s = disk.value("read_bytes_per_s", 0.0);
     p.disk_mixed_bytes_per_s = disk.value("mixed_bytes_per_s", 0.0);
     p.disk_direct = disk.value("direct", false);
+    if (j.contains("shape_s")) {
+        ZT_CHECK(j["shape_s"].is_object(), what, ": \"shape_s\" is not an object of seconds");
+        for (const auto& [k, v] : j["shape_s"].items()) {
+            ZT_CHECK(v.is_number() && v.get<double>() > 0, what, ": shape_s[\"", k,
+                     "\"] is not a positive number of seconds");
+            p.shape_s[k] = v.get<double>();
+        }
+    }
     return p;
 }
 
@@ -189,7 +200,10 @@ void save_profile(const MachineProfile& p, const std::string& path) {
     const std::filesystem::path f(path);
     std::error_code ec;
     if (f.has_parent_path()) std::filesystem::create_directories(f.parent_path(), ec);
-    const std::string tmp = path + ".tmp";
+    // A name of its own per writer: plans and runs may save the same profile at once (the
+    // last rename wins, whole).
+    const std::string tmp = str_cat(path, ".tmp.", ::getpid(), ".",
+                                    std::hash<std::thread::id>{}(std::this_thread::get_id()));
     {
         std::ofstream out(tmp);
         ZT_CHECK(out.good(), "calibrate: cannot write ", tmp);

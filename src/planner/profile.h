@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -59,6 +60,9 @@ struct MachineProfile {
     double disk_mixed_bytes_per_s = 0;
     bool disk_direct = false;  // the figures are O_DIRECT's (false: through the page cache)
     std::string disk_dir;
+    // Seconds of one kernel call by shape (planner/shape_times.h: the keys, and what is timed),
+    // measured when a plan first needs them and kept with the profile.
+    std::map<std::string, double> shape_s;
 
     // Rates at `threads`, linear between the two nearest measured counts and proportional to
     // the thread count outside them. Needs at least one entry.

@@ -7,6 +7,7 @@
 #include "planner/calibrate.h"
 #include "planner/estimate_report.h"
 #include "planner/search.h"
+#include "planner/shape_times.h"
 #include "runtime/plan_config.h"
 #include "util/error.h"
 #include "util/host_memory.h"
@@ -42,6 +43,12 @@ PlanCheck::PlanCheck(const TrainConfig& cfg, int world, const std::string& backe
     std::optional<MachineProfile> profile;
     try {
         profile = profile_for_machine("", false, &profile_note_);
+        // The run's own products and lookups, timed once (Note [Times by shape]) and kept;
+        // not by MPI ranks, which would time them all at once on shared cores.
+        if (profile && backend != "mpi" &&
+            measure_plan_shapes(*profile, base, {{strategy_of(cfg)}}) > 0 &&
+            !default_profile_path().empty())
+            save_profile(*profile, default_profile_path());
     } catch (const Error& e) {
         profile_note_ = e.message();
     }

@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "click_test_util.h"
+#include "data/click/click_dataset.h"
 #include "data/click/ctr_file.h"
 #include "util/error.h"
 
@@ -185,13 +186,25 @@ TEST(CtrFile, IdPastTableAndNonMonotoneOffsetsNameFileTableRecord) {
     std::string msg = error_of([&] { g->validate(2); });
     EXPECT_NE(msg.find(dir.file("i.ctr")), std::string::npos) << msg;
     EXPECT_NE(msg.find("table 1 record 37: id 20"), std::string::npos) << msg;
+    // A batch read through ClickDataset checks the records it copies (Note [Records checked as
+    // they are copied]): a batch without record 37 reads, one with it names the same record.
+    ClickDataset ds(g, {.shuffle = false, .seed = 0});
+    ClickBatchBuffers batch;
+    EXPECT_NO_THROW(ds.fill(0, 37, batch));
+    EXPECT_NO_THROW(ds.fill(38, 12, batch));
+    msg = error_of([&] { ds.fill(30, 10, batch); });
+    EXPECT_NE(msg.find("table 1 record 37: id 20"), std::string::npos) << msg;
 
     const size_t off_at = reinterpret_cast<const char*>(&f->offsets(0)[10]) - base;
     b = bytes;
     const int64_t back = 3;  // offsets[10] = 3 < offsets[9] = 9
     std::memcpy(&b[off_at], &back, 8);
     write_bytes(dir.file("n.ctr"), b);
-    msg = error_of([&] { CtrFile::open(dir.file("n.ctr"))->validate(1); });
+    auto h = CtrFile::open(dir.file("n.ctr"));
+    msg = error_of([&] { h->validate(1); });
+    EXPECT_NE(msg.find("table 0 record 9"), std::string::npos) << msg;
+    ClickDataset hs(h, {.shuffle = true, .seed = 3});  // any order: the same record is named
+    msg = error_of([&] { hs.fill(0, 50, batch); });
     EXPECT_NE(msg.find("table 0 record 9"), std::string::npos) << msg;
 }
 

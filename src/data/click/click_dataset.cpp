@@ -100,28 +100,59 @@ void ClickDataset::fill(int64_t first, int64_t count, ClickBatchBuffers& out) co
     out.weights.resize(K);
     const auto labels = f.labels();
     const auto dense = f.dense();
+    // Records are read in shuffled order: each read below is a cache miss, so the reads a few
+    // records ahead are started early (kAhead) and a bag's start is read once.
+    constexpr int64_t kAhead = 16;
     for (int64_t j = 0; j < count; ++j) {
         const int64_t i = rec[j];
-        f.check_records(i, 1);
+        if (j + kAhead < count && F > 0) __builtin_prefetch(dense.data() + rec[j + kAhead] * F);
         out.labels[j] = labels[i];
         if (F > 0) std::memcpy(&out.dense[j * F], &dense[i * F], sizeof(float) * F);
     }
+    // Note [Records checked as they are copied]
+    // Each record's bags are checked as they are read (the file is not validated when opened: a
+    // large one opens at once). The check ran record by record over every table before the
+    // copy, a second pass of random reads over the same offsets and ids: on the DLRM example
+    // at batch 8192 it took 9% of the run's CPU (the fill's thread shares the step's 2 cores).
+    // Now the offsets are checked in the pass that sums them and the ids on the copied bags, in
+    // cache; a failure goes back to check_records record by record, so the error names the
+    // same record, table and id as before.
+    const auto fail = [&] {
+        for (int64_t j = 0; j < count; ++j) f.check_records(rec[j], 1);
+        ZT_ASSERT(false, "click data ", f.path(), ": a bag failed its check, no record did");
+    };
+    const auto rows = f.table_rows();
+    std::vector<int64_t> start(static_cast<size_t>(count));
     for (int k = 0; k < K; ++k) {
         const auto off = f.offsets(k);
         const auto ids = f.ids(k);
         const auto w = f.weights(k);
+        const int64_t nnz = static_cast<int64_t>(ids.size());
         auto& o = out.offsets[k];
         o.resize(count + 1);
         o[0] = 0;
-        for (int64_t j = 0; j < count; ++j) o[j + 1] = o[j] + (off[rec[j] + 1] - off[rec[j]]);
+        bool ok = true;
+        for (int64_t j = 0; j < count; ++j) {
+            if (j + kAhead < count) __builtin_prefetch(off.data() + rec[j + kAhead]);
+            const int64_t b = off[rec[j]], e = off[rec[j] + 1];
+            ok &= b >= 0 && b <= e && e <= nnz;
+            start[j] = b;
+            o[j + 1] = o[j] + (e - b);
+        }
+        if (!ok) fail();
         out.ids[k].resize(o[count]);
         out.weights[k].resize(f.has_weights() ? o[count] : 0);
         for (int64_t j = 0; j < count; ++j) {
-            const int64_t b = off[rec[j]], n = off[rec[j] + 1] - b;
+            if (j + kAhead < count) __builtin_prefetch(ids.data() + start[j + kAhead]);
+            const int64_t b = start[j], n = o[j + 1] - o[j];
             std::memcpy(out.ids[k].data() + o[j], ids.data() + b, sizeof(int32_t) * n);
             if (f.has_weights())
                 std::memcpy(out.weights[k].data() + o[j], w.data() + b, sizeof(float) * n);
         }
+        const auto limit = static_cast<uint32_t>(rows[static_cast<size_t>(k)]);
+        bool in = true;
+        for (int32_t id : out.ids[k]) in &= static_cast<uint32_t>(id) < limit;
+        if (!in) fail();
     }
 }
 

@@ -130,6 +130,26 @@ std::vector<int64_t> DlrmFamily::param_numels(int /*t*/, const PipeStage& /*stag
     return n;
 }
 
+std::vector<GemmShape> DlrmFamily::gemm_shapes(int64_t B, int /*t*/) const {
+    std::vector<GemmShape> g;
+    const auto mlp = [&](int64_t in, const std::vector<int64_t>& widths) {
+        for (int64_t w : widths) {
+            g.push_back({B, w, in, 1});
+            in = w;
+        }
+    };
+    mlp(model_.dense_features, model_.bottom_mlp);
+    mlp(dlrm_top_input(model_), model_.top_mlp);
+    return g;
+}
+
+std::vector<LookupShape> DlrmFamily::lookup_shapes(int64_t B) const {
+    std::vector<LookupShape> l;
+    for (const DlrmTable& t : model_.tables)
+        l.push_back({B, std::max<int64_t>(1, data_.hotness), t.rows, t.dim});
+    return l;
+}
+
 // A dynamic table's rows at its cap (evict.max_rows) with their state; 0 without a cap (its size
 // follows the data, not the config). With embedding.tier: the cache's share of the cap, or
 // cache_bytes (a cache also grows to hold one step's rows, which this does not know).

@@ -72,6 +72,8 @@ class DlrmFamily final : public ModelFamily {
     int64_t param_count() const override { return dlrm_param_count(model_) - sparse_param_count(); }
     int64_t sparse_param_count() const override;
     std::vector<int64_t> param_numels(int t, const PipeStage& stage) const override;
+    std::vector<GemmShape> gemm_shapes(int64_t B, int t) const override;
+    std::vector<LookupShape> lookup_shapes(int64_t B) const override;
     int64_t sparse_bytes_per_rank(int ranks) const override;
     void check_sparse_fit(int ranks, int64_t budget) const override;
     std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;

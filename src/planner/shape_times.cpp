@@ -1,0 +1,191 @@
+#include "planner/shape_times.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "tensor/gemm.h"
+#include "tensor/kernels/embedding_bag.h"
+#include "tensor/threads.h"
+#include "util/error.h"
+#include "util/random.h"
+#include "util/timer.h"
+
+namespace zt {
+
+// Note [Times by shape]
+// One GEMM rate per size class fits a transformer, whose products are all large and alike, and
+// not a recommendation model: the DLRM of the issue-13 benchmark has products from 2048 x 512
+// over 13 (71 GFLOP/s measured, against the class's ~200) to 2048 x 1 over 256 (9 GFLOP/s), and
+// 26 embedding-bag lookups the FLOPs do not see at all; its fp32 step was predicted at 37 ms and
+// measured at ~50. A family that names its micro-batch's products and lookups (gemm_shapes,
+// lookup_shapes) has each one timed here, once per machine, dtype, thread count and shape,
+// through the engine's own kernels: gemm() with the engine's library choice in the three lanes
+// a Linear runs (NT forward, NN input gradient, TN weight gradient), and the embedding-bag
+// forward and backward over uniform ids. The times are kept in the calibration profile, so a
+// plan measures only what it has not seen (a few milliseconds a shape); `zerotrain plan`
+// measures every candidate layout's shapes, a training run only its own. A lookup into a table
+// larger than 8M elements is timed on a table of 8M (the backward writes a dense gradient here).
+
+namespace {
+
+constexpr int64_t kLookupTableCap = int64_t{8} << 20;  // elements of the timed table
+
+template <typename Fn>
+double seconds_per_call(Fn&& fn, double min_s) {
+    fn();  // warm: primitives made, pages touched
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+        int iters = 0;
+        Stopwatch sw;
+        do {
+            fn();
+            ++iters;
+        } while (sw.elapsed_s() < min_s / 3);
+        best = std::min(best, sw.elapsed_s() / iters);
+    }
+    return best;
+}
+
+struct Lane {
+    const char* name;
+    int64_t m, n, k;  // of the call: C[m x n] over k
+};
+
+// The three calls of a forward product Y[m x n] = X[m x k] W[n x k]^T.
+std::vector<Lane> lanes_of(const GemmShape& s) {
+    return {{"NT", s.m, s.n, s.k}, {"NN", s.m, s.k, s.n}, {"TN", s.n, s.k, s.m}};
+}
+
+double time_lane(DType dt, const Lane& l, double min_s) {
+    const size_t es = dtype_size(dt);
+    // Operands as the lane stores them: NT (A m x k, B stored n x k), NN (A m x k, B k x n), TN
+    // (A stored k x m, B k x n). Values small and varied; their bits do not matter to the time.
+    std::vector<char> a(static_cast<size_t>(l.m * l.k) * es),
+        b(static_cast<size_t>(l.k * l.n) * es);
+    std::vector<float> c(static_cast<size_t>(l.m * l.n));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<char>(i % 61 == 0 ? 1 : 0);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>(i % 53 == 0 ? 1 : 0);
+    const std::string name = l.name;
+    GemmOperand A{a.data(), l.k, false}, B{b.data(), l.n, false};
+    if (name == "NT") B = {b.data(), l.k, true};
+    if (name == "TN") A = {a.data(), l.m, true};
+    return seconds_per_call(
+        [&] { gemm(l.m, l.n, l.k, 1.0f, A, B, dt, 0.0f, c.data(), l.n, DType::kF32); }, min_s);
+}
+
+double time_lookup(const LookupShape& s, double min_s) {
+    const int64_t D = std::max<int64_t>(1, s.dim);
+    const int64_t R =
+        std::max<int64_t>(1, std::min(s.rows, std::max<int64_t>(1, kLookupTableCap / D)));
+    const int64_t nnz = s.bags * s.per_bag;
+    std::vector<float> table(static_cast<size_t>(R * D), 0.01f),
+        out(static_cast<size_t>(s.bags * D));
+    std::vector<float> dtable(table.size(), 0.0f), dout(out.size(), 0.001f);
+    std::vector<int32_t> ids(static_cast<size_t>(nnz));
+    Rng rng(12345);
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(R));
+    std::vector<int64_t> offsets(static_cast<size_t>(s.bags + 1));
+    for (int64_t b = 0; b <= s.bags; ++b) offsets[b] = b * s.per_bag;
+    return seconds_per_call(
+        [&] {
+            kernels::embedding_bag_forward<float>(table.data(), ids.data(), nnz, offsets.data(),
+                                                  nullptr, kernels::BagMode::kSum, out.data(),
+                                                  s.bags, R, D);
+            kernels::embedding_bag_backward<float>(dout.data(), ids.data(), nnz, offsets.data(),
+                                                   nullptr, kernels::BagMode::kSum, dtable.data(),
+                                                   s.bags, R, D);
+        },
+        min_s);
+}
+
+}  // namespace
+
+std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, int64_t n,
+                          int64_t k) {
+    return str_cat("gemm ", dtype_name(dt), " t", threads, " ", lane, " ", m, "x", n, "x", k);
+}
+
+std::string lookup_time_key(int threads, const LookupShape& s) {
+    return str_cat("bag f32 t", threads, " ", s.bags, "x", s.per_bag, " r", s.rows, " d", s.dim);
+}
+
+std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int threads,
+                                          std::span<const GemmShape> shapes) {
+    double s = 0;
+    for (const GemmShape& g : shapes)
+        for (const Lane& l : lanes_of(g)) {
+            auto it = p.shape_s.find(gemm_time_key(dt, threads, l.name, l.m, l.n, l.k));
+            if (it == p.shape_s.end()) return std::nullopt;
+            s += it->second * static_cast<double>(g.count);
+        }
+    return s;
+}
+
+std::optional<double> lookup_shapes_seconds(const MachineProfile& p, int threads,
+                                            std::span<const LookupShape> shapes) {
+    double s = 0;
+    for (const LookupShape& l : shapes) {
+        auto it = p.shape_s.find(lookup_time_key(threads, l));
+        if (it == p.shape_s.end()) return std::nullopt;
+        s += it->second;
+    }
+    return s;
+}
+
+int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const GemmShape> gemms,
+                   std::span<const LookupShape> lookups, double seconds_each) {
+    const int before = num_threads();
+    struct Restore {
+        int n;
+        ~Restore() { set_num_threads(n); }
+    } restore{before};
+    set_num_threads(threads);
+    int measured = 0;
+    for (const GemmShape& g : gemms)
+        for (const Lane& l : lanes_of(g)) {
+            const std::string key = gemm_time_key(dt, threads, l.name, l.m, l.n, l.k);
+            if (p.shape_s.count(key) || l.m <= 0 || l.n <= 0 || l.k <= 0) continue;
+            p.shape_s[key] = time_lane(dt, l, seconds_each);
+            ++measured;
+        }
+    for (const LookupShape& l : lookups) {
+        const std::string key = lookup_time_key(threads, l);
+        if (p.shape_s.count(key) || l.bags <= 0 || l.rows <= 0 || l.dim <= 0) continue;
+        p.shape_s[key] = time_lookup(l, seconds_each);
+        ++measured;
+    }
+    return measured;
+}
+
+int measure_plan_shapes(MachineProfile& p, const PlanBase& base,
+                        std::span<const Strategy> layouts) {
+    const ModelFamily& m = *base.spec.model;
+    const DType dt = base.spec.state.compute_dtype;
+    std::set<std::tuple<int64_t, int, int>> seen;
+    int measured = 0;
+    for (const Strategy& s : layouts) {
+        const int threads = threads_per_rank(base, s);
+        if (!seen.insert({s.micro_batch, s.tp, threads}).second) continue;
+        measured += measure_shapes(p, dt, threads, m.gemm_shapes(s.micro_batch, s.tp),
+                                   m.lookup_shapes(s.micro_batch));
+    }
+    return measured;
+}
+
+void time_plan_shapes(MachineProfile& p, const std::string& given, const PlanBase& base,
+                      const SearchSpace& space, std::string* said) {
+    if (p.identity != profile_identity()) return;  // another machine's: its times are not ours
+    Stopwatch sw;
+    const int n = measure_plan_shapes(p, base, enumerate_layouts(base, space));
+    if (n == 0) return;
+    const std::string path = given.empty() ? default_profile_path() : given;
+    if (!path.empty()) save_profile(p, path);
+    if (said)
+        *said += str_cat("; ", n, " kernel shapes timed now (", sw.elapsed_s(), " s)",
+                         path.empty() ? "" : ", kept in the profile");
+}
+
+}  // namespace zt

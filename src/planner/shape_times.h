@@ -1,0 +1,48 @@
+// Kernel times by shape for the planner (Note [Times by shape] in shape_times.cpp): the
+// products and lookups a model family names (models/family.h, gemm_shapes and lookup_shapes),
+// each timed once on this machine through the engine's own kernels at the run's dtype and
+// threads, and kept in the calibration profile (MachineProfile::shape_s) under a key per shape.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "models/family.h"
+#include "planner/cost_model.h"
+#include "planner/profile.h"
+#include "planner/search.h"
+#include "tensor/dtype.h"
+
+namespace zt {
+
+// "gemm bf16 t2 NT 512x64x13": lane NT (forward), NN (input gradient) or TN (weight gradient)
+// of C[m x n] over inner k.
+std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, int64_t n, int64_t k);
+// "bag f32 t2 512x1 r2000 d16": one lookup's forward and backward.
+std::string lookup_time_key(int threads, const LookupShape& s);
+
+// Seconds of the products' forward and backward (the three lanes, times count) and of the
+// lookups, from the profile; nullopt when a shape was not measured. Pure.
+std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int threads,
+                                          std::span<const GemmShape> shapes);
+std::optional<double> lookup_shapes_seconds(const MachineProfile& p, int threads,
+                                            std::span<const LookupShape> shapes);
+
+// Times the shapes the profile lacks at `threads` (each for about `seconds_each`), into
+// p.shape_s; the intra-op thread count is restored after. Returns how many were measured.
+int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const GemmShape> gemms,
+                   std::span<const LookupShape> lookups, double seconds_each = 0.01);
+
+// measure_shapes for every distinct (micro-batch, tp, threads) of the layouts, at the base's
+// compute dtype; the family's shapes only (none for a family that names none).
+int measure_plan_shapes(MachineProfile& p, const PlanBase& base, std::span<const Strategy> layouts);
+
+// Before a search: the shapes of every layout of the space that p lacks, measured when p is
+// this machine's, and p saved back to where it came from (`given`, else the default profile
+// path) when any were. `said` (the profile's line) gets how many were timed.
+void time_plan_shapes(MachineProfile& p, const std::string& given, const PlanBase& base,
+                      const SearchSpace& space, std::string* said);
+
+}  // namespace zt

@@ -1,0 +1,155 @@
+// Kernel times by shape (Note [Times by shape], src/planner/shape_times.cpp): the keys, the sums
+// the cost model takes, what gets measured, and the DLRM family's shapes against its FLOPs.
+#include "planner/shape_times.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "models/dlrm/dlrm_family.h"
+#include "planner/cost_model.h"
+#include "planner/profile.h"
+#include "planner_test_util.h"
+#include "tensor/threads.h"
+
+namespace zt {
+namespace {
+
+using testing::round_profile;
+
+DlrmOptions small_dlrm() {
+    DlrmOptions o;
+    o.dense_features = 13;
+    for (int64_t rows : {300, 40, 7}) {
+        DlrmTable t;
+        t.rows = rows;
+        t.dim = 8;
+        o.tables.push_back(t);
+    }
+    o.bottom_mlp = {24, 8};
+    o.top_mlp = {16, 1};
+    return o;
+}
+
+PlanBase dlrm_base(int64_t global_batch) {
+    PlanBase b;
+    DlrmDataOptions d;
+    d.hotness = 2;
+    b.spec.model = std::make_shared<DlrmFamily>(small_dlrm(), d);
+    b.spec.optimizer = "AdamW";
+    b.spec.state.optimizer_states = 2;
+    b.global_batch = global_batch;
+    b.cores = 4;
+    b.threads = 1;
+    b.param_tensors = 8;  // 4 Linear weights and biases (the tables are counted apart)
+    return b;
+}
+
+// The products are the MLPs' and their FLOPs are the model's less the bias adds and the
+// interaction (Note [DLRM FLOPs]): 3 x (2 m n k) per product over forward and backward.
+TEST(ShapeTimes, DlrmProductsAreItsMlpsAndCarryItsFlops) {
+    const PlanBase base = dlrm_base(64);
+    const DlrmFamily& m = static_cast<const DlrmFamily&>(*base.spec.model);
+    const int64_t B = 32;
+    const std::vector<GemmShape> g = m.gemm_shapes(B, 1);
+    ASSERT_EQ(g.size(), 4u);  // bottom 13-24-8, top (8 + the pairs' dots)-16-1
+    EXPECT_EQ(g[0].m, B);
+    EXPECT_EQ(g[0].k, 13);
+    EXPECT_EQ(g[0].n, 24);
+    EXPECT_EQ(g[1].k, 24);
+    EXPECT_EQ(g[1].n, 8);
+    EXPECT_EQ(g[2].k, dlrm_top_input(m.options()));
+    EXPECT_EQ(g[3].n, 1);
+    double products = 0, biases = 0;
+    for (const GemmShape& s : g) {
+        products += 6.0 * static_cast<double>(s.m * s.n * s.k);
+        biases += 3.0 * static_cast<double>(s.m * s.n);
+    }
+    const DlrmOptions& o = m.options();
+    const double interaction =
+        3.0 * B * 2.0 * static_cast<double>(o.tables[0].dim * dlrm_interaction_pairs(o));
+    EXPECT_DOUBLE_EQ(products + biases + interaction, m.flops_per_sample() * B);
+    const std::vector<LookupShape> l = m.lookup_shapes(B);
+    ASSERT_EQ(l.size(), 3u);
+    EXPECT_EQ(l[1].rows, 40);
+    EXPECT_EQ(l[1].per_bag, 2);  // the data's hotness
+    EXPECT_EQ(l[1].bags, B);
+    EXPECT_EQ(l[1].dim, 8);
+}
+
+TEST(ShapeTimes, SumsTheThreeLanesOfEachProductAndEveryLookup) {
+    MachineProfile p;
+    const std::vector<GemmShape> g = {{32, 24, 13, 2}};
+    const std::vector<LookupShape> l = {{32, 2, 300, 8}, {32, 2, 40, 8}};
+    EXPECT_FALSE(gemm_shapes_seconds(p, DType::kF32, 1, g));
+    p.shape_s[gemm_time_key(DType::kF32, 1, "NT", 32, 24, 13)] = 1e-3;  // Y = X W^T
+    p.shape_s[gemm_time_key(DType::kF32, 1, "NN", 32, 13, 24)] = 2e-3;  // dX = dY W
+    EXPECT_FALSE(gemm_shapes_seconds(p, DType::kF32, 1, g));            // dW still missing
+    p.shape_s[gemm_time_key(DType::kF32, 1, "TN", 24, 13, 32)] = 4e-3;  // dW = dY^T X
+    EXPECT_NEAR(*gemm_shapes_seconds(p, DType::kF32, 1, g), 2 * 7e-3, 1e-15);
+    EXPECT_FALSE(gemm_shapes_seconds(p, DType::kBF16, 1, g));  // per dtype
+    EXPECT_FALSE(gemm_shapes_seconds(p, DType::kF32, 2, g));   // per thread count
+    p.shape_s[lookup_time_key(1, l[0])] = 5e-4;
+    EXPECT_FALSE(lookup_shapes_seconds(p, 1, l));
+    p.shape_s[lookup_time_key(1, l[1])] = 1e-4;
+    EXPECT_NEAR(*lookup_shapes_seconds(p, 1, l), 6e-4, 1e-15);
+    EXPECT_EQ(gemm_time_key(DType::kBF16, 2, "NT", 512, 64, 13), "gemm bf16 t2 NT 512x64x13");
+    EXPECT_EQ(lookup_time_key(2, {512, 1, 2000, 16}), "bag f32 t2 512x1 r2000 d16");
+}
+
+TEST(ShapeTimes, MeasuresWhatIsMissingOnceAndKeepsTheThreadCount) {
+    MachineProfile p;
+    const std::vector<GemmShape> g = {{16, 8, 5, 1}, {16, 4, 8, 1}};
+    const std::vector<LookupShape> l = {{16, 3, 50, 4}};
+    set_num_threads(1);
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 2, g, l, 1e-4), 7);  // 2 x 3 lanes + 1 lookup
+    EXPECT_EQ(num_threads(), 1);
+    EXPECT_EQ(p.shape_s.size(), 7u);
+    for (const auto& [key, s] : p.shape_s) EXPECT_GT(s, 0) << key;
+    ASSERT_TRUE(gemm_shapes_seconds(p, DType::kF32, 2, g));
+    ASSERT_TRUE(lookup_shapes_seconds(p, 2, l));
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 2, g, l, 1e-4), 0);
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 1, g, {}, 1e-4), 6);  // another count: its own
+    // Kept through the profile file's JSON; a bad entry is named.
+    MachineProfile with_rates = round_profile();
+    with_rates.shape_s = p.shape_s;
+    EXPECT_EQ(profile_from_json(profile_json(with_rates), "t").shape_s, p.shape_s);
+    nlohmann::json bad = profile_json(with_rates);
+    bad["shape_s"]["gemm f32 t1 NT 1x1x1"] = -1;
+    try {
+        profile_from_json(bad, "p.json");
+        FAIL() << "a negative time was read";
+    } catch (const Error& e) {
+        EXPECT_NE(e.message().find("shape_s[\"gemm f32 t1 NT 1x1x1\"]"), std::string::npos)
+            << e.message();
+    }
+}
+
+// With every shape timed, the step's compute takes the products and lookups at their times in
+// place of their FLOPs over the class rate and their ops' fixed cost (Note [Step time model]).
+TEST(ShapeTimes, ComputeTakesTheTimedShapesInPlaceOfTheirFlops) {
+    const PlanBase base = dlrm_base(64);
+    const ModelFamily& m = *base.spec.model;
+    MachineProfile prof = round_profile();
+    prof.rates[0].op_overhead_s = 1e-6;
+    Strategy s;
+    s.micro_batch = 32;
+    s.grad_accum = 2;
+    const PlanCost before = plan_cost(base, s, &prof);
+    const std::vector<GemmShape> g = m.gemm_shapes(32, 1);
+    const std::vector<LookupShape> l = m.lookup_shapes(32);
+    measure_plan_shapes(prof, base, {{s}});  // every key, then overwritten with round times
+    ASSERT_EQ(prof.shape_s.size(), 3 * g.size() + l.size());
+    for (auto& [key, sec] : prof.shape_s) sec = key.rfind("gemm", 0) == 0 ? 1e-5 : 3e-5;
+    const PlanCost after = plan_cost(base, s, &prof);
+    double flops = 0;
+    for (const GemmShape& x : g) flops += 6.0 * static_cast<double>(x.m * x.n * x.k);
+    // One micro-batch: every product's FLOPs at the large class's 2 GFLOP/s (a family with no
+    // transformer shape takes the large class) and 3 ops each of the 4 weights go; 4 x 3 lanes
+    // at 10 us and 3 lookups at 30 us come.
+    const double gone = flops / 2e9 + 3 * 4 * 1e-6, come = 12 * 1e-5 + 3 * 3e-5;
+    EXPECT_NEAR(after.time.compute, before.time.compute + 2 * (come - gone), 1e-12);
+}
+
+}  // namespace
+}  // namespace zt
