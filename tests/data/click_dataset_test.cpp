@@ -127,6 +127,8 @@ TEST_F(ClickData, PrefetcherMatchesFillAndFallsBackOnMismatch) {
     for (int64_t step = 0; step < 6; ++step) {
         pf.prefetch(step * 8, 8);
         const ClickBatchBuffers& b = pf.load(step * 8, 8);
+        // The fill thread yields the cores to the step (Note [Background at idle priority]).
+        EXPECT_TRUE(pf.fills_at_idle_priority());
         ds.fill(step * 8, 8, ref);
         EXPECT_EQ(b.labels, ref.labels);
         EXPECT_EQ(b.dense, ref.dense);

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "util/background_thread.h"
+
 namespace zt {
 
 ClickPrefetcher::ClickPrefetcher(const ClickDataset& ds) : ds_(ds), thread_([this] { run(); }) {}
@@ -16,6 +18,7 @@ ClickPrefetcher::~ClickPrefetcher() {
 }
 
 void ClickPrefetcher::run() {
+    at_idle_ = run_at_idle_priority() && at_idle_priority();  // Note [Background at idle priority]
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
         cv_.wait(lock, [this] { return stop_ || requested_; });

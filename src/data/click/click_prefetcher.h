@@ -1,9 +1,12 @@
 // Fills the next click batch on one background thread while the current one trains. One slot:
 // prefetch(first, count) asks for a batch; load(first, count) returns it when it matches (waiting
 // for it), else fills the asked batch on the calling thread. Either way the result equals
-// ClickDataset::fill, with index_distinct_ids done. Leaves out: more than one batch in flight.
+// ClickDataset::fill, with index_distinct_ids done. The thread runs in the idle scheduling class,
+// on cores the step leaves free (Note [Background at idle priority], util/background_thread.cpp).
+// Leaves out: more than one batch in flight.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -32,6 +35,9 @@ class ClickPrefetcher {
     // none) is prefetched or its fill failed (load() reports the error). Valid until the next
     // load or prefetch.
     const ClickBatchBuffers* peek(int64_t first, int64_t count);
+    // Whether the fill thread runs in the idle scheduling class (known once a prefetched batch
+    // was loaded or peeked; false before, and where the system has no such class).
+    bool fills_at_idle_priority() const { return at_idle_; }
 
   private:
     void run();
@@ -46,6 +52,7 @@ class ClickPrefetcher {
     bool stop_ = false;
     int64_t first_ = -1, count_ = -1;
     std::exception_ptr error_;
+    std::atomic<bool> at_idle_{false};
     std::thread thread_;  // last: starts after the members it reads
 };
 
