@@ -80,6 +80,13 @@ struct LookupShape {
     int64_t bags = 0, per_bag = 1, rows = 0, dim = 0;
 };
 
+// One pairwise dot interaction of a micro-batch (DLRM's): per sample, the dots of K + 1 vectors
+// of `dim` (the dense vector and K pooled embeddings), the vectors with themselves when `self`.
+struct InteractionShape {
+    int64_t batch = 0, k = 0, dim = 0;
+    bool self = false;
+};
+
 struct DataContext {
     uint64_t seed = 42;
     int rank = 0;   // data-parallel rank
@@ -213,6 +220,7 @@ class ModelFamily {
     // default): the planner takes the FLOPs over the GEMM rate of one size class.
     virtual std::vector<GemmShape> gemm_shapes(int64_t /*B*/, int /*t*/) const { return {}; }
     virtual std::vector<LookupShape> lookup_shapes(int64_t /*B*/) const { return {}; }
+    virtual std::vector<InteractionShape> interaction_shapes(int64_t /*B*/) const { return {}; }
     virtual std::string checkpoint_policy() const { return "none"; }
     virtual std::string checkpoint_policy_label(const std::string& policy) const { return policy; }
     // What the activation figures depend on: a legend for the estimate's text ("T = 64, C = 64,

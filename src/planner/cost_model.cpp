@@ -357,14 +357,17 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     const std::vector<GemmShape> gs = m.gemm_shapes(s.micro_batch, s.tp);
     if (const auto sec = gemm_shapes_seconds(*profile, st.compute_dtype, threads, gs)) {
         shaped_s += *sec * oversub;
-        for (const GemmShape& x : gs) {
-            shaped_flops += 6.0 * static_cast<double>(x.m * x.n) * static_cast<double>(x.k) *
-                            static_cast<double>(x.count);
+        shaped_flops += gemm_shapes_flops(gs);
+        for (const GemmShape& x : gs)
             shaped_ops += static_cast<double>(x.count);  // a weight's three calls, timed
-        }
     }
     if (const auto sec = lookup_shapes_seconds(*profile, threads, m.lookup_shapes(s.micro_batch)))
         shaped_s += *sec * oversub;
+    const std::vector<InteractionShape> is = m.interaction_shapes(s.micro_batch);
+    if (const auto sec = interaction_shapes_seconds(*profile, threads, is)) {
+        shaped_s += *sec * oversub;
+        shaped_flops += interaction_shapes_flops(is);
+    }
     const double gemm_s =
         std::max(0.0, flops - attn - shaped_flops) * share / gemm_rate + shaped_s * share;
     const double attn_s = attn * share / attn_rate;

@@ -8,6 +8,7 @@
 
 #include "tensor/gemm.h"
 #include "tensor/kernels/embedding_bag.h"
+#include "tensor/kernels/interaction.h"
 #include "tensor/threads.h"
 #include "util/error.h"
 #include "util/random.h"
@@ -23,11 +24,13 @@ namespace zt {
 // measured at ~50. A family that names its micro-batch's products and lookups (gemm_shapes,
 // lookup_shapes) has each one timed here, once per machine, dtype, thread count and shape,
 // through the engine's own kernels: gemm() with the engine's library choice in the three lanes
-// a Linear runs (NT forward, NN input gradient, TN weight gradient), and the embedding-bag
-// forward and backward over uniform ids. The times are kept in the calibration profile, so a
-// plan measures only what it has not seen (a few milliseconds a shape); `zerotrain plan`
-// measures every candidate layout's shapes, a training run only its own. A lookup into a table
-// larger than 8M elements is timed on a table of 8M (the backward writes a dense gradient here).
+// a Linear runs (NT forward, NN input gradient, TN weight gradient), the embedding-bag forward
+// and backward over uniform ids, and the dot interaction's forward and backward (its FLOPs at
+// the GEMM rate had put it at 0.14 ms of the example's batch-8192 step; perf put it at ~1 ms). The
+// times are kept in the calibration profile, so a plan measures only what it has not seen (a few
+// milliseconds a shape); `zerotrain plan` measures every candidate layout's shapes, a training run
+// only its own. A lookup into a table larger than 8M elements is timed on a table of 8M (the
+// backward writes a dense gradient here).
 
 namespace {
 
@@ -101,6 +104,29 @@ double time_lookup(const LookupShape& s, double min_s) {
         min_s);
 }
 
+double time_interaction(const InteractionShape& s, double min_s) {
+    const int64_t P = kernels::dot_interaction_pairs(s.k, s.self), n = s.batch * s.dim;
+    std::vector<float> x(static_cast<size_t>(n), 0.01f), dx(x.size());
+    std::vector<std::vector<float>> e(static_cast<size_t>(s.k),
+                                      std::vector<float>(x.size(), 0.02f));
+    std::vector<std::vector<float>> de(e.size(), std::vector<float>(x.size()));
+    std::vector<const float*> ep;
+    std::vector<float*> dep;
+    for (size_t i = 0; i < e.size(); ++i) {
+        ep.push_back(e[i].data());
+        dep.push_back(de[i].data());
+    }
+    std::vector<float> out(static_cast<size_t>(s.batch * (s.dim + P))), dout(out.size(), 1e-3f);
+    return seconds_per_call(
+        [&] {
+            kernels::dot_interaction_forward<float>(x.data(), ep.data(), s.k, s.batch, s.dim,
+                                                    s.self, out.data());
+            kernels::dot_interaction_backward<float>(x.data(), ep.data(), dout.data(), s.k, s.batch,
+                                                     s.dim, s.self, dx.data(), dep.data());
+        },
+        min_s);
+}
+
 }  // namespace
 
 std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, int64_t n,
@@ -110,6 +136,38 @@ std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, in
 
 std::string lookup_time_key(int threads, const LookupShape& s) {
     return str_cat("bag f32 t", threads, " ", s.bags, "x", s.per_bag, " r", s.rows, " d", s.dim);
+}
+
+std::string interaction_time_key(int threads, const InteractionShape& s) {
+    return str_cat(s.self ? "dot-self" : "dot", " f32 t", threads, " ", s.batch, " k", s.k, " d",
+                   s.dim);
+}
+
+double gemm_shapes_flops(std::span<const GemmShape> shapes) {
+    double f = 0;
+    for (const GemmShape& g : shapes)
+        f += 6.0 * static_cast<double>(g.m * g.n) * static_cast<double>(g.k) *
+             static_cast<double>(g.count);
+    return f;
+}
+
+double interaction_shapes_flops(std::span<const InteractionShape> shapes) {
+    double f = 0;
+    for (const InteractionShape& s : shapes)
+        f += 6.0 * static_cast<double>(s.batch * s.dim) *
+             static_cast<double>(kernels::dot_interaction_pairs(s.k, s.self));
+    return f;
+}
+
+std::optional<double> interaction_shapes_seconds(const MachineProfile& p, int threads,
+                                                 std::span<const InteractionShape> shapes) {
+    double s = 0;
+    for (const InteractionShape& x : shapes) {
+        auto it = p.shape_s.find(interaction_time_key(threads, x));
+        if (it == p.shape_s.end()) return std::nullopt;
+        s += it->second;
+    }
+    return s;
 }
 
 std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int threads,
@@ -136,7 +194,8 @@ std::optional<double> lookup_shapes_seconds(const MachineProfile& p, int threads
 }
 
 int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const GemmShape> gemms,
-                   std::span<const LookupShape> lookups, double seconds_each) {
+                   std::span<const LookupShape> lookups,
+                   std::span<const InteractionShape> interactions, double seconds_each) {
     const int before = num_threads();
     struct Restore {
         int n;
@@ -157,6 +216,12 @@ int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const Gem
         p.shape_s[key] = time_lookup(l, seconds_each);
         ++measured;
     }
+    for (const InteractionShape& x : interactions) {
+        const std::string key = interaction_time_key(threads, x);
+        if (p.shape_s.count(key) || x.batch <= 0 || x.k <= 0 || x.dim <= 0) continue;
+        p.shape_s[key] = time_interaction(x, seconds_each);
+        ++measured;
+    }
     return measured;
 }
 
@@ -169,8 +234,9 @@ int measure_plan_shapes(MachineProfile& p, const PlanBase& base,
     for (const Strategy& s : layouts) {
         const int threads = threads_per_rank(base, s);
         if (!seen.insert({s.micro_batch, s.tp, threads}).second) continue;
-        measured += measure_shapes(p, dt, threads, m.gemm_shapes(s.micro_batch, s.tp),
-                                   m.lookup_shapes(s.micro_batch));
+        measured +=
+            measure_shapes(p, dt, threads, m.gemm_shapes(s.micro_batch, s.tp),
+                           m.lookup_shapes(s.micro_batch), m.interaction_shapes(s.micro_batch));
     }
     return measured;
 }

@@ -22,6 +22,9 @@ namespace zt {
 std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, int64_t n, int64_t k);
 // "bag f32 t2 512x1 r2000 d16": one lookup's forward and backward.
 std::string lookup_time_key(int threads, const LookupShape& s);
+// "dot f32 t2 512 k8 d16": one interaction's forward and backward ("dot-self" with the
+// vectors' own dots).
+std::string interaction_time_key(int threads, const InteractionShape& s);
 
 // Seconds of the products' forward and backward (the three lanes, times count) and of the
 // lookups, from the profile; nullopt when a shape was not measured. Pure.
@@ -29,11 +32,17 @@ std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int
                                           std::span<const GemmShape> shapes);
 std::optional<double> lookup_shapes_seconds(const MachineProfile& p, int threads,
                                             std::span<const LookupShape> shapes);
+std::optional<double> interaction_shapes_seconds(const MachineProfile& p, int threads,
+                                                 std::span<const InteractionShape> shapes);
+// The FLOPs the shapes do over forward and backward, as flops_per_sample counts them.
+double gemm_shapes_flops(std::span<const GemmShape> shapes);
+double interaction_shapes_flops(std::span<const InteractionShape> shapes);
 
 // Times the shapes the profile lacks at `threads` (each for about `seconds_each`), into
 // p.shape_s; the intra-op thread count is restored after. Returns how many were measured.
 int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const GemmShape> gemms,
-                   std::span<const LookupShape> lookups, double seconds_each = 0.01);
+                   std::span<const LookupShape> lookups,
+                   std::span<const InteractionShape> interactions = {}, double seconds_each = 0.01);
 
 // measure_shapes for every distinct (micro-batch, tp, threads) of the layouts, at the base's
 // compute dtype; the family's shapes only (none for a family that names none).

@@ -69,6 +69,13 @@ TEST(ShapeTimes, DlrmProductsAreItsMlpsAndCarryItsFlops) {
     const double interaction =
         3.0 * B * 2.0 * static_cast<double>(o.tables[0].dim * dlrm_interaction_pairs(o));
     EXPECT_DOUBLE_EQ(products + biases + interaction, m.flops_per_sample() * B);
+    EXPECT_DOUBLE_EQ(gemm_shapes_flops(g), products);
+    const std::vector<InteractionShape> x = m.interaction_shapes(B);
+    ASSERT_EQ(x.size(), 1u);
+    EXPECT_EQ(x[0].batch, B);
+    EXPECT_EQ(x[0].k, 3);  // the tables
+    EXPECT_EQ(x[0].dim, 8);
+    EXPECT_DOUBLE_EQ(interaction_shapes_flops(x), interaction);
     const std::vector<LookupShape> l = m.lookup_shapes(B);
     ASSERT_EQ(l.size(), 3u);
     EXPECT_EQ(l[1].rows, 40);
@@ -95,21 +102,30 @@ TEST(ShapeTimes, SumsTheThreeLanesOfEachProductAndEveryLookup) {
     EXPECT_NEAR(*lookup_shapes_seconds(p, 1, l), 6e-4, 1e-15);
     EXPECT_EQ(gemm_time_key(DType::kBF16, 2, "NT", 512, 64, 13), "gemm bf16 t2 NT 512x64x13");
     EXPECT_EQ(lookup_time_key(2, {512, 1, 2000, 16}), "bag f32 t2 512x1 r2000 d16");
+    const std::vector<InteractionShape> x = {{32, 3, 8, false}};
+    EXPECT_FALSE(interaction_shapes_seconds(p, 1, x));
+    p.shape_s[interaction_time_key(1, x[0])] = 2e-4;
+    EXPECT_NEAR(*interaction_shapes_seconds(p, 1, x), 2e-4, 1e-15);
+    EXPECT_EQ(interaction_time_key(2, {512, 8, 16, false}), "dot f32 t2 512 k8 d16");
+    EXPECT_EQ(interaction_time_key(2, {512, 8, 16, true}), "dot-self f32 t2 512 k8 d16");
 }
 
 TEST(ShapeTimes, MeasuresWhatIsMissingOnceAndKeepsTheThreadCount) {
     MachineProfile p;
     const std::vector<GemmShape> g = {{16, 8, 5, 1}, {16, 4, 8, 1}};
     const std::vector<LookupShape> l = {{16, 3, 50, 4}};
+    const std::vector<InteractionShape> x = {{16, 3, 4, false}, {16, 3, 4, true}};
     set_num_threads(1);
-    EXPECT_EQ(measure_shapes(p, DType::kF32, 2, g, l, 1e-4), 7);  // 2 x 3 lanes + 1 lookup
+    // 2 x 3 lanes, 1 lookup, 2 interactions
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 2, g, l, x, 1e-4), 9);
     EXPECT_EQ(num_threads(), 1);
-    EXPECT_EQ(p.shape_s.size(), 7u);
+    EXPECT_EQ(p.shape_s.size(), 9u);
     for (const auto& [key, s] : p.shape_s) EXPECT_GT(s, 0) << key;
     ASSERT_TRUE(gemm_shapes_seconds(p, DType::kF32, 2, g));
     ASSERT_TRUE(lookup_shapes_seconds(p, 2, l));
-    EXPECT_EQ(measure_shapes(p, DType::kF32, 2, g, l, 1e-4), 0);
-    EXPECT_EQ(measure_shapes(p, DType::kF32, 1, g, {}, 1e-4), 6);  // another count: its own
+    ASSERT_TRUE(interaction_shapes_seconds(p, 2, x));
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 2, g, l, x, 1e-4), 0);
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 1, g, {}, {}, 1e-4), 6);  // another count: its own
     // Kept through the profile file's JSON; a bad entry is named.
     MachineProfile with_rates = round_profile();
     with_rates.shape_s = p.shape_s;
@@ -138,16 +154,17 @@ TEST(ShapeTimes, ComputeTakesTheTimedShapesInPlaceOfTheirFlops) {
     const PlanCost before = plan_cost(base, s, &prof);
     const std::vector<GemmShape> g = m.gemm_shapes(32, 1);
     const std::vector<LookupShape> l = m.lookup_shapes(32);
+    const std::vector<InteractionShape> x = m.interaction_shapes(32);
     measure_plan_shapes(prof, base, {{s}});  // every key, then overwritten with round times
-    ASSERT_EQ(prof.shape_s.size(), 3 * g.size() + l.size());
-    for (auto& [key, sec] : prof.shape_s) sec = key.rfind("gemm", 0) == 0 ? 1e-5 : 3e-5;
+    ASSERT_EQ(prof.shape_s.size(), 3 * g.size() + l.size() + x.size());
+    for (auto& [key, sec] : prof.shape_s)
+        sec = key.rfind("gemm", 0) == 0 ? 1e-5 : key.rfind("bag", 0) == 0 ? 3e-5 : 7e-5;
     const PlanCost after = plan_cost(base, s, &prof);
-    double flops = 0;
-    for (const GemmShape& x : g) flops += 6.0 * static_cast<double>(x.m * x.n * x.k);
-    // One micro-batch: every product's FLOPs at the large class's 2 GFLOP/s (a family with no
-    // transformer shape takes the large class) and 3 ops each of the 4 weights go; 4 x 3 lanes
-    // at 10 us and 3 lookups at 30 us come.
-    const double gone = flops / 2e9 + 3 * 4 * 1e-6, come = 12 * 1e-5 + 3 * 3e-5;
+    const double flops = gemm_shapes_flops(g) + interaction_shapes_flops(x);
+    // One micro-batch: the products' and the interaction's FLOPs at the large class's 2 GFLOP/s
+    // (a family with no transformer shape takes the large class) and 3 ops each of the 4
+    // weights go; 4 x 3 lanes at 10 us, 3 lookups at 30 us and the interaction's 70 us come.
+    const double gone = flops / 2e9 + 3 * 4 * 1e-6, come = 12 * 1e-5 + 3 * 3e-5 + 7e-5;
     EXPECT_NEAR(after.time.compute, before.time.compute + 2 * (come - gone), 1e-12);
 }
 

@@ -150,6 +150,11 @@ std::vector<LookupShape> DlrmFamily::lookup_shapes(int64_t B) const {
     return l;
 }
 
+std::vector<InteractionShape> DlrmFamily::interaction_shapes(int64_t B) const {
+    return {{B, static_cast<int64_t>(model_.tables.size()), model_.tables[0].dim,
+             model_.self_interaction}};
+}
+
 // A dynamic table's rows at its cap (evict.max_rows) with their state; 0 without a cap (its size
 // follows the data, not the config). With embedding.tier: the cache's share of the cap, or
 // cache_bytes (a cache also grows to hold one step's rows, which this does not know).

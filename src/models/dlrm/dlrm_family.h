@@ -74,6 +74,7 @@ class DlrmFamily final : public ModelFamily {
     std::vector<int64_t> param_numels(int t, const PipeStage& stage) const override;
     std::vector<GemmShape> gemm_shapes(int64_t B, int t) const override;
     std::vector<LookupShape> lookup_shapes(int64_t B) const override;
+    std::vector<InteractionShape> interaction_shapes(int64_t B) const override;
     int64_t sparse_bytes_per_rank(int ranks) const override;
     void check_sparse_fit(int ranks, int64_t budget) const override;
     std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;
