@@ -23,23 +23,6 @@ namespace zt {
 
 namespace {
 
-// Seconds per call of fn: one warm-up call, then the best of three runs of at least min_s/3.
-template <typename Fn>
-double time_call(Fn&& fn, double min_s) {
-    fn();
-    double best = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
-        int iters = 0;
-        Stopwatch sw;
-        do {
-            fn();
-            ++iters;
-        } while (sw.elapsed_s() < min_s / 3);
-        best = std::min(best, sw.elapsed_s() / iters);
-    }
-    return best;
-}
-
 // The engine's chosen library per class (its cached or measured choice), measured again now on
 // the class's shapes: the rates in the choice file were taken whenever it was made, perhaps on
 // a busy machine, and only had to rank the libraries. Averaged over the training lanes NN, NT, TN.
@@ -74,7 +57,7 @@ double attention_rate(double min_s) {
     for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = static_cast<float>((i * 7919) % 97) * 1e-3f;
     std::fill(dout.begin(), dout.end(), 1e-3f);
     std::vector<char> ws(static_cast<size_t>(kernels::attention_workspace_bytes(s, num_threads())));
-    const double secs = time_call(
+    const double secs = seconds_per_call(
         [&] {
             kernels::attention_forward(qkv.data(), out.data(), lse.data(), s, ws.data());
             kernels::attention_backward(qkv.data(), out.data(), dout.data(), lse.data(),
@@ -93,7 +76,7 @@ double elementwise_rate(double min_s) {
     Tensor a = Tensor::zeros(pool, {n}, DType::kF32, MemCategory::kWorkspace);
     Tensor b = Tensor::zeros(pool, {n}, DType::kF32, MemCategory::kWorkspace);
     Tensor y = Tensor::zeros(pool, {n}, DType::kF32, MemCategory::kWorkspace);
-    const double secs = time_call([&] { kernels::add(a, b, y); }, min_s);
+    const double secs = seconds_per_call([&] { kernels::add(a, b, y); }, min_s);
     return 12.0 * static_cast<double>(n) / secs;
 }
 
@@ -102,7 +85,7 @@ double elementwise_rate(double min_s) {
 double op_overhead(double min_s) {
     const int64_t m = 8, n = 64, k = 64;
     std::vector<float> a(m * k, 0.01f), b(n * k, 0.02f), c(m * n, 0.0f);
-    return time_call(
+    return seconds_per_call(
         [&] {
             gemm(m, n, k, 1.0f, {a.data(), k, false}, {b.data(), k, true}, DType::kF32, 0.0f,
                  c.data(), n, DType::kF32);

@@ -36,20 +36,16 @@ namespace {
 
 constexpr int64_t kLookupTableCap = int64_t{8} << 20;  // elements of the timed table
 
-template <typename Fn>
-double seconds_per_call(Fn&& fn, double min_s) {
-    fn();  // warm: primitives made, pages touched
-    double best = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
-        int iters = 0;
-        Stopwatch sw;
-        do {
-            fn();
-            ++iters;
-        } while (sw.elapsed_s() < min_s / 3);
-        best = std::min(best, sw.elapsed_s() / iters);
+// The profile's seconds of every shape, keyed by key(shape); nullopt when one is missing.
+template <typename Shape, typename Key>
+std::optional<double> sum_of(const MachineProfile& p, std::span<const Shape> shapes, Key key) {
+    double s = 0;
+    for (const Shape& x : shapes) {
+        auto it = p.shape_s.find(key(x));
+        if (it == p.shape_s.end()) return std::nullopt;
+        s += it->second;
     }
-    return best;
+    return s;
 }
 
 struct Lane {
@@ -161,13 +157,8 @@ double interaction_shapes_flops(std::span<const InteractionShape> shapes) {
 
 std::optional<double> interaction_shapes_seconds(const MachineProfile& p, int threads,
                                                  std::span<const InteractionShape> shapes) {
-    double s = 0;
-    for (const InteractionShape& x : shapes) {
-        auto it = p.shape_s.find(interaction_time_key(threads, x));
-        if (it == p.shape_s.end()) return std::nullopt;
-        s += it->second;
-    }
-    return s;
+    return sum_of(p, shapes,
+                  [&](const InteractionShape& x) { return interaction_time_key(threads, x); });
 }
 
 std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int threads,
@@ -184,13 +175,7 @@ std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int
 
 std::optional<double> lookup_shapes_seconds(const MachineProfile& p, int threads,
                                             std::span<const LookupShape> shapes) {
-    double s = 0;
-    for (const LookupShape& l : shapes) {
-        auto it = p.shape_s.find(lookup_time_key(threads, l));
-        if (it == p.shape_s.end()) return std::nullopt;
-        s += it->second;
-    }
-    return s;
+    return sum_of(p, shapes, [&](const LookupShape& l) { return lookup_time_key(threads, l); });
 }
 
 int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const GemmShape> gemms,
