@@ -1,6 +1,7 @@
 // `zerotrain bench calibrate [--out FILE]`: measures this machine's calibration profile
 // (planner/calibrate.h) and saves it where the planner looks (default_profile_path()), or to
-// FILE. Under mpirun every rank takes part in the MPI collectives' measurement; rank 0 writes.
+// FILE. Under mpirun every rank takes part in the MPI collectives' measurement and times its own
+// speed (`plan --rank-speed measured`); rank 0 writes.
 #include <cstdio>
 #include <memory>
 
@@ -50,6 +51,12 @@ void print_profile(const MachineProfile& p, const std::string& path) {
                     p.disk_direct ? "O_DIRECT" : "page cache",
                     rate(p.disk_write_bytes_per_s).c_str(), rate(p.disk_read_bytes_per_s).c_str(),
                     rate(p.disk_mixed_bytes_per_s).c_str());
+    if (!p.rank_speeds.empty()) {
+        std::printf("  rank speeds (%zu MPI ranks, each over the fastest):", p.rank_speeds.size());
+        for (size_t r = 0; r < p.rank_speeds.size(); ++r)
+            std::printf("%s %.2f", r ? "," : "", p.rank_speeds[r]);
+        std::printf("\n");
+    }
     std::printf("saved %s\n", path.c_str());
 }
 

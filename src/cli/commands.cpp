@@ -99,8 +99,8 @@ void Commands::add_train(CLI::App& app) {
                   "run the planner's fastest layout that fits (docs/planner.md); records it in "
                   "RUN_DIR/plan.json");
     sub->add_option("--rank-speed", rank_speed_,
-                    "with --auto: relative speed of each rank, comma-separated (as `zerotrain "
-                    "plan`)");
+                    "with --auto: relative speed of each rank, comma-separated, or \"measured\" "
+                    "(as `zerotrain plan`)");
     sub->add_option("--rank-memory", rank_memory_,
                     "with --auto: device memory of each rank, comma-separated (as `zerotrain "
                     "plan`)");

@@ -118,9 +118,11 @@ int run_plan(const PlanArgs& a) {
     nlohmann::json j = load_config_file(a.config.path);
     for (const std::string& s : a.config.sets) apply_override(j, s);
     PlanInput in = plan_input(j, a.ranks, a.threads, a.backend);
-    if (!a.rank_speed.empty()) in.base.rank_speed = parse_rank_speeds(a.rank_speed, a.ranks);
     std::string said;
     std::optional<MachineProfile> profile = profile_for_machine(a.profile, true, &said);
+    if (!a.rank_speed.empty())
+        in.base.rank_speed = rank_speeds_of(a.rank_speed, a.ranks,
+                                            profile ? profile->rank_speeds : std::vector<double>{});
     SearchSpace space;
     space.ranks = a.ranks;
     if (in.nvme) space.offload.push_back("nvme");
@@ -223,10 +225,12 @@ nlohmann::json auto_plan(const nlohmann::json& j, const AutoPlanArgs& a,
     bool mpi = false, root = true;
     const int world = world_of(j, mpi, root);
     PlanInput in = plan_input(j, world, 0, mpi ? "mpi" : "local");
-    if (!a.rank_speed.empty()) in.base.rank_speed = parse_rank_speeds(a.rank_speed, world);
     std::string said;
     // Under mpirun every rank plans alike from the saved profile; none measures on its own.
     std::optional<MachineProfile> profile = profile_for_machine("", !mpi, &said);
+    if (!a.rank_speed.empty())
+        in.base.rank_speed = rank_speeds_of(a.rank_speed, world,
+                                            profile ? profile->rank_speeds : std::vector<double>{});
     SearchSpace space;
     space.ranks = world;
     if (in.nvme) space.offload.push_back("nvme");
@@ -303,7 +307,8 @@ void add_plan(CLI::App& app, std::vector<std::pair<CLI::App*, std::function<int(
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--json", a.json, "print the plans as JSON");
     sub->add_option("--rank-speed", a.rank_speed,
-                    "relative speed of each rank, comma-separated (1,1,0.5,0.5): pipeline "
+                    "relative speed of each rank, comma-separated (1,1,0.5,0.5), or \"measured\" "
+                    "(the profile's, from `mpirun -np N zerotrain bench calibrate`): pipeline "
                     "stages sized to their slowest rank's speed (docs/planner.md)");
     sub->add_option("--rank-memory", a.rank_memory,
                     "device memory of each rank, comma-separated (16GiB,16GiB,8GiB,8GiB): "

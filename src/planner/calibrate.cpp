@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -257,6 +258,36 @@ CollectiveFit fit_collective(const std::vector<std::pair<double, double>>& point
     return f;
 }
 
+// Note [Measured rank speeds]
+// `zerotrain plan --rank-speed 1,1,0.5,0.5` sizes pipeline stages to declared speeds (Note
+// [Stages sized to speed], hetero.cpp). Under mpirun, `bench calibrate` measures them instead:
+// each rank times the engine's own large f32 product (its library choice, the three training
+// lanes averaged) at the threads it has, all ranks at once, since ranks run at once in training
+// and share whatever their hosts share; rank r's speed is its rate over the fastest rank's. The
+// speeds go into the profile (`rank_speeds`) and `--rank-speed measured` takes them. On one host
+// of equal cores they come out near 1 (the planner then sizes stages as for equal ranks, up to
+// the noise); across hosts of unequal CPUs they are what the declared figures guessed at.
+std::vector<double> measure_rank_speeds(Communicator& comm) {
+    const GemmChoice& c = current_gemm_choice();
+    double sum = 0;
+    int n = 0;
+    for (GemmTrans t : {GemmTrans::kNN, GemmTrans::kNT, GemmTrans::kTN}) {
+        const GemmClass cls{DType::kF32, t, GemmSize::kLarge};
+        const double rate = measure_gemm_class(c.library_for(cls), cls);
+        if (rate > 0) {
+            sum += rate;
+            ++n;
+        }
+    }
+    std::vector<double> rates(static_cast<size_t>(comm.size()), 0.0);
+    rates[static_cast<size_t>(comm.rank())] = n > 0 ? sum / n : 0.0;
+    comm.all_reduce(rates.data(), static_cast<int64_t>(rates.size()), CommType::kF64)->wait();
+    const double fastest = *std::max_element(rates.begin(), rates.end());
+    ZT_CHECK(fastest > 0, "calibrate: no rank measured a GEMM rate");
+    for (double& r : rates) r = std::max(r, 1e-9) / fastest;
+    return rates;
+}
+
 MachineProfile calibrate_machine(const CalibrateOptions& opts) {
     Stopwatch total;
     MachineProfile p;
@@ -270,7 +301,20 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
     // host (the others return: an idle rank polling in MPI would take a core from it).
     CommProfile mpi;
     const bool with_mpi = opts.mpi && opts.mpi->size() >= 2;
-    if (with_mpi) mpi = measure_comm(*opts.mpi, opts.seconds_per_kernel);
+    if (with_mpi) {
+        mpi = measure_comm(*opts.mpi, opts.seconds_per_kernel);
+        // At the threads a rank trains with: the host's cores over its ranks.
+        int per_host = 1;
+        for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+            if (const char* v = std::getenv(var); v && std::atoi(v) > 0) {
+                per_host = std::atoi(v);
+                break;
+            }
+        const int before = num_threads();
+        set_num_threads(std::max(1, cores / per_host));
+        p.rank_speeds = measure_rank_speeds(*opts.mpi);
+        set_num_threads(before);
+    }
     if (opts.mpi && opts.mpi->rank() != 0) return p;
     const int saved_threads = num_threads();
     for (int t : threads) {

@@ -29,6 +29,11 @@ struct CalibrateOptions {
 // 0's result holds the host's rates (the others return after the MPI collectives).
 MachineProfile calibrate_machine(const CalibrateOptions& opts);
 
+// Each rank's relative speed (Note [Measured rank speeds] in calibrate.cpp): every rank of
+// `comm` times the engine's large f32 product at its current thread count, all at once as they
+// train, and every rank gets rate_r / the fastest rate, in rank order. Every rank must call it.
+std::vector<double> measure_rank_speeds(Communicator& comm);
+
 // The disk under `dir` on the nvme tier's own path (Note [Disk calibration]): write, read and
 // both at once of about `bytes`, into p's disk fields; left 0 where dir cannot hold the file.
 void measure_disk(const std::string& dir, int64_t bytes, MachineProfile& p);

@@ -33,6 +33,19 @@ std::vector<double> parse_rank_speeds(const std::string& text, int ranks) {
     return v;
 }
 
+std::vector<double> rank_speeds_of(const std::string& text, int ranks,
+                                   const std::vector<double>& measured) {
+    if (text != "measured") return parse_rank_speeds(text, ranks);
+    ZT_CHECK(!measured.empty(),
+             "--rank-speed measured: the calibration profile has no rank speeds; measure them "
+             "with `mpirun -np ",
+             ranks, " zerotrain bench calibrate`");
+    ZT_CHECK(static_cast<int>(measured.size()) == ranks, "--rank-speed measured: the profile's ",
+             measured.size(), " rank speeds are for ", measured.size(), " ranks, not ", ranks,
+             "; calibrate again with `mpirun -np ", ranks, " zerotrain bench calibrate`");
+    return measured;
+}
+
 std::vector<int64_t> parse_rank_memory(const std::string& text, int ranks) {
     std::vector<int64_t> v;
     std::stringstream in(text);

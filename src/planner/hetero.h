@@ -17,6 +17,10 @@ namespace zt {
 // "1,1,0.5,0.5": one positive number per rank; throws zt::Error (kInput) naming --rank-speed
 // when the list is not `ranks` positive numbers.
 std::vector<double> parse_rank_speeds(const std::string& text, int ranks);
+// The same, or "measured": the profile's speeds (Note [Measured rank speeds], calibrate.cpp);
+// throws (kInput) when the profile has none or has them for another rank count.
+std::vector<double> rank_speeds_of(const std::string& text, int ranks,
+                                   const std::vector<double>& measured);
 
 // "16GiB,16GiB,8GiB,8GiB" (--rank-memory): one device budget per rank, in bytes (units as
 // --memory-budget); throws zt::Error (kInput) naming --rank-memory otherwise.

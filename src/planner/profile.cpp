@@ -122,6 +122,7 @@ nlohmann::json profile_json(const MachineProfile& p) {
                  {"mixed_bytes_per_s", p.disk_mixed_bytes_per_s},
                  {"direct", p.disk_direct}};
     j["shape_s"] = p.shape_s;
+    if (!p.rank_speeds.empty()) j["rank_speeds"] = p.rank_speeds;
     return j;
 }
 
@@ -172,6 +173,14 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
     p.disk_read_bytes_per_s = disk.value("read_bytes_per_s", 0.0);
     p.disk_mixed_bytes_per_s = disk.value("mixed_bytes_per_s", 0.0);
     p.disk_direct = disk.value("direct", false);
+    if (j.contains("rank_speeds")) {
+        ZT_CHECK(j["rank_speeds"].is_array(), what, ": \"rank_speeds\" is not an array");
+        for (const auto& v : j["rank_speeds"]) {
+            ZT_CHECK(v.is_number() && v.get<double>() > 0 && v.get<double>() <= 1, what,
+                     ": rank_speeds holds ", v.dump(), ", not a speed in (0, 1]");
+            p.rank_speeds.push_back(v.get<double>());
+        }
+    }
     if (j.contains("shape_s")) {
         ZT_CHECK(j["shape_s"].is_object(), what, ": \"shape_s\" is not an object of seconds");
         for (const auto& [k, v] : j["shape_s"].items()) {

@@ -63,6 +63,9 @@ struct MachineProfile {
     // Seconds of one kernel call by shape (planner/shape_times.h: the keys, and what is timed),
     // measured when a plan first needs them and kept with the profile.
     std::map<std::string, double> shape_s;
+    // Each MPI rank's speed relative to the fastest, measured under mpirun (Note [Measured rank
+    // speeds], calibrate.cpp); empty: not measured.
+    std::vector<double> rank_speeds;
 
     // Rates at `threads`, linear between the two nearest measured counts and proportional to
     // the thread count outside them. Needs at least one entry.

@@ -221,6 +221,19 @@ TEST_F(PlanCli, RankSpeedGivesUnequalStagesTheEngineRuns) {
                                           (dir_ / "uneven").string() + sets);
     ASSERT_EQ(t.code, 0) << t.output;
     EXPECT_NE(run_zerotrain("plan " + cfg + " --ranks 2 --rank-speed 1 --profile " + prof).code, 0);
+    // "measured": the profile's speeds (from `mpirun -np 2 zerotrain bench calibrate`) plan the
+    // same layouts as the declared ones; a profile without them is an input error.
+    EXPECT_NE(
+        run_zerotrain("plan " + cfg + " --ranks 2 --rank-speed measured --profile " + prof).code,
+        0);
+    std::optional<MachineProfile> with = load_profile(prof);
+    ASSERT_TRUE(with);
+    with->rank_speeds = {1.0, 0.5};
+    save_profile(*with, prof);
+    const CommandResult m = run_zerotrain(
+        "plan " + cfg + " --ranks 2 --rank-speed measured --json --top 0 --profile " + prof, false);
+    ASSERT_EQ(m.code, 0) << m.output;
+    EXPECT_EQ(nlohmann::json::parse(m.output)["plans"], out["plans"]);
 }
 
 TEST_F(PlanCli, RanksLayoutsAndSaysWhyOthersWereRejected) {

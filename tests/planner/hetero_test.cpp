@@ -102,6 +102,25 @@ TEST(Hetero, ParsesOneSpeedPerRank) {
     EXPECT_THROW(parse_rank_speeds("1,-1", 2), Error);
 }
 
+// "measured": the calibration profile's speeds (Note [Measured rank speeds]).
+TEST(Hetero, MeasuredSpeedsComeFromTheProfileForItsRankCount) {
+    const std::vector<double> m = {1.0, 0.8};
+    EXPECT_EQ(rank_speeds_of("measured", 2, m), m);
+    EXPECT_EQ(rank_speeds_of("1,0.5", 2, m), (std::vector<double>{1, 0.5}));
+    auto message = [](const std::string& text, int ranks, const std::vector<double>& v) {
+        try {
+            rank_speeds_of(text, ranks, v);
+        } catch (const Error& e) {
+            return e.message();
+        }
+        return std::string();
+    };
+    EXPECT_NE(message("measured", 2, {}).find("mpirun -np 2 zerotrain bench calibrate"),
+              std::string::npos);
+    EXPECT_NE(message("measured", 4, m).find("are for 2 ranks, not 4"), std::string::npos)
+        << message("measured", 4, m);
+}
+
 TEST(Hetero, CappedPartitionKeepsEachStageWithinItsCap) {
     const PipeCosts c{std::vector<double>(6, 1.0), 0, 0};
     const std::vector<double> equal = {1, 1};

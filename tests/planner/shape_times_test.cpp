@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
+#include "comm/local/local_comm.h"
 #include "models/dlrm/dlrm_family.h"
+#include "planner/calibrate.h"
 #include "planner/cost_model.h"
 #include "planner/profile.h"
 #include "planner_test_util.h"
@@ -166,6 +169,26 @@ TEST(ShapeTimes, ComputeTakesTheTimedShapesInPlaceOfTheirFlops) {
     // weights go; 4 x 3 lanes at 10 us, 3 lookups at 30 us and the interaction's 70 us come.
     const double gone = flops / 2e9 + 3 * 4 * 1e-6, come = 12 * 1e-5 + 3 * 3e-5 + 7e-5;
     EXPECT_NEAR(after.time.compute, before.time.compute + 2 * (come - gone), 1e-12);
+}
+
+// Every rank times its own large product at once and gets every rank's speed over the fastest's
+// (Note [Measured rank speeds]); kept through the profile file.
+TEST(RankSpeeds, EveryRankGetsAllSpeedsTheFastestAtOne) {
+    std::vector<std::vector<double>> got(2);
+    run_local_ranks(2, [&](Communicator& c) {
+        set_num_threads(1);
+        got[static_cast<size_t>(c.rank())] = measure_rank_speeds(c);
+    });
+    ASSERT_EQ(got[0].size(), 2u);
+    EXPECT_EQ(got[0], got[1]);
+    EXPECT_DOUBLE_EQ(*std::max_element(got[0].begin(), got[0].end()), 1.0);
+    for (double v : got[0]) EXPECT_GT(v, 0.0);
+    MachineProfile p = round_profile();
+    p.rank_speeds = got[0];
+    EXPECT_EQ(profile_from_json(profile_json(p), "t").rank_speeds, got[0]);
+    nlohmann::json bad = profile_json(p);
+    bad["rank_speeds"] = {1.0, 1.5};
+    EXPECT_THROW(profile_from_json(bad, "t"), Error);
 }
 
 }  // namespace
