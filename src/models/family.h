@@ -87,6 +87,12 @@ struct InteractionShape {
     bool self = false;
 };
 
+// FLOPs per sample that an activation checkpointing policy runs a second time in the backward,
+// split by the rate they run at (products at the GEMM rate, the attention core at its own).
+struct RecomputeFlops {
+    double gemm = 0, attention = 0;
+};
+
 struct DataContext {
     uint64_t seed = 42;
     int rank = 0;   // data-parallel rank
@@ -221,6 +227,13 @@ class ModelFamily {
     virtual std::vector<GemmShape> gemm_shapes(int64_t /*B*/, int /*t*/) const { return {}; }
     virtual std::vector<LookupShape> lookup_shapes(int64_t /*B*/) const { return {}; }
     virtual std::vector<InteractionShape> interaction_shapes(int64_t /*B*/) const { return {}; }
+    // What `policy` recomputes per sample (GPT: Note [Recompute cost] in gpt_family.cpp).
+    // The default: a third of flops_per_sample (one forward) for "every" and "every_k", nothing
+    // for the others.
+    virtual RecomputeFlops recompute_flops(const std::string& policy) const {
+        if (policy == "every" || policy == "every_k") return {flops_per_sample() / 3, 0};
+        return {};
+    }
     virtual std::string checkpoint_policy() const { return "none"; }
     virtual std::string checkpoint_policy_label(const std::string& policy) const { return policy; }
     // What the activation figures depend on: a legend for the estimate's text ("T = 64, C = 64,

@@ -27,8 +27,9 @@ namespace zt {
 //                checkpointing (written in forward, read, and their gradients written and read
 //                in backward); plus the fixed cost of the micro-batch's ops: 3 per parameter
 //                tensor (forward product, two backward), each the profile's op_overhead_s.
-//   recompute  = "every"/"every_k": the blocks' forward again (a third of compute);
-//                "selective": the attention core's forward (a third of its time).
+//   recompute  = the FLOPs the checkpointing policy runs again (ModelFamily::recompute_flops;
+//                GPT: the checkpointed blocks' forward less each block's down projection,
+//                "selective" the attention core's forward) at the GEMM and attention rates.
 //   optimizer  = (3 + 2 s) x 4 bytes per element of the rank's update range over the elementwise
 //                bandwidth (read the weight, gradient and s states, write weight and states).
 //   dp_comm    = the collectives of the ZeRO stage (docs/parallel.md): stage 0 all-reduces the
@@ -376,10 +377,9 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     const double ops_s = 3.0 * std::max(0.0, static_cast<double>(base.param_tensors) - shaped_ops) *
                          stage_share(base, s) * r.op_overhead_s * oversub;
     t.compute = (gemm_s + attn_s + elem_s + ops_s) * mb;
-    if (s.checkpoint == "every" || s.checkpoint == "every_k")
-        t.recompute = t.compute / 3;
-    else if (s.checkpoint == "selective")
-        t.recompute = attn_s / 3 * mb;
+    // The policy's second forward (the family's count, Note [Recompute cost] for GPT).
+    const RecomputeFlops rf = m.recompute_flops(s.checkpoint);
+    t.recompute = (rf.gemm * b * share / gemm_rate + rf.attention * b * share / attn_rate) * mb;
 
     // The update over this rank's range.
     const double update_numel = static_cast<double>(

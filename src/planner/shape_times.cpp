@@ -21,16 +21,16 @@ namespace zt {
 // not a recommendation model: the DLRM of the issue-13 benchmark has products from 2048 x 512
 // over 13 (71 GFLOP/s measured, against the class's ~200) to 2048 x 1 over 256 (9 GFLOP/s), and
 // 26 embedding-bag lookups the FLOPs do not see at all; its fp32 step was predicted at 37 ms and
-// measured at ~50. A family that names its micro-batch's products and lookups (gemm_shapes,
-// lookup_shapes) has each one timed here, once per machine, dtype, thread count and shape,
-// through the engine's own kernels: gemm() with the engine's library choice in the three lanes
-// a Linear runs (NT forward, NN input gradient, TN weight gradient), the embedding-bag forward
-// and backward over uniform ids, and the dot interaction's forward and backward (its FLOPs at
-// the GEMM rate had put it at 0.14 ms of the example's batch-8192 step; perf put it at ~1 ms). The
-// times are kept in the calibration profile, so a plan measures only what it has not seen (a few
-// milliseconds a shape); `zerotrain plan` measures every candidate layout's shapes, a training run
-// only its own. A lookup into a table larger than 8M elements is timed on a table of 8M (the
-// backward writes a dense gradient here).
+// measured at ~50. A family that names its micro-batch's products, lookups and interactions
+// (gemm_shapes, lookup_shapes, interaction_shapes) has each one timed here, once per machine,
+// dtype, thread count and shape, through the engine's own kernels: gemm() with the engine's library
+// choice in the three lanes a Linear runs (NT forward, NN input gradient, TN weight gradient), the
+// embedding-bag forward and backward over uniform ids, and the dot interaction's forward and
+// backward (its FLOPs at the GEMM rate had put it at 0.14 ms of the example's batch-8192 step; perf
+// put it at ~1 ms). The times are kept in the calibration profile, so a plan measures only what it
+// has not seen (a few milliseconds a shape); `zerotrain plan` measures every candidate layout's
+// shapes, a training run only its own. A lookup into a table larger than 8M elements is timed on a
+// table of 8M (the backward writes a dense gradient here).
 
 namespace {
 
@@ -62,11 +62,23 @@ double time_lane(DType dt, const Lane& l, double min_s) {
     const size_t es = dtype_size(dt);
     // Operands as the lane stores them: NT (A m x k, B stored n x k), NN (A m x k, B k x n), TN
     // (A stored k x m, B k x n). Values small and varied; their bits do not matter to the time.
+    // Every element a normal number (denormal operands can take a slow path in some units).
     std::vector<char> a(static_cast<size_t>(l.m * l.k) * es),
         b(static_cast<size_t>(l.k * l.n) * es);
     std::vector<float> c(static_cast<size_t>(l.m * l.n));
-    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<char>(i % 61 == 0 ? 1 : 0);
-    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>(i % 53 == 0 ? 1 : 0);
+    const float one_hundredth = 0.01f;
+    uint32_t bits = 0;
+    std::memcpy(&bits, &one_hundredth, 4);
+    const auto fill = [&](std::vector<char>& v) {
+        for (size_t i = 0; i + es <= v.size(); i += es) {
+            if (es == 4)
+                std::memcpy(&v[i], &bits, 4);
+            else  // bf16 and f16 both take a 16-bit pattern; 0x2000 is a small normal in each
+                std::memcpy(&v[i], es == 2 && dt == DType::kBF16 ? "\x24\x3c" : "\x00\x20", 2);
+        }
+    };
+    fill(a);
+    fill(b);
     const std::string name = l.name;
     GemmOperand A{a.data(), l.k, false}, B{b.data(), l.n, false};
     if (name == "NT") B = {b.data(), l.k, true};

@@ -109,8 +109,22 @@ TEST(CostModel, ComputeIsWorkOverRates) {
     const double want = 2 * (gemm / 1e9 + attn / 5e8 + 4.0 * none_saved / 1e10);
     EXPECT_NEAR(c.time.compute, want, want * 1e-12);
     EXPECT_EQ(c.time.recompute, 0);
+    // "every": each block's forward but its MLP down projection (Note [Recompute cost]): 16 T C^2
+    // of products and 4 T^2 C of attention core per block and sample.
     s.checkpoint = "every";
-    EXPECT_NEAR(plan_cost(base, s, &prof).time.recompute, want / 3, want * 1e-12);
+    const double block = 16 * T * C * C * b / 1e9 + 4 * T * T * C * b / 5e8;
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.recompute, 2 * L * block, want * 1e-12);
+    s.checkpoint = "selective";  // the attention core alone, in every block
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.recompute, 2 * L * 4 * T * T * C * b / 5e8,
+                want * 1e-12);
+    // every_k = 3 over 4 blocks: blocks 0 and 3.
+    PlanBase every3 = base;
+    GptOptions o3{64, 16, 32, 4, 4};
+    o3.checkpoint_every_k = 3;
+    every3.spec.model = std::make_shared<GptFamily>(o3, GptDataOptions{});
+    s.checkpoint = "every_k";
+    EXPECT_NEAR(plan_cost(every3, s, &prof).time.recompute, 2 * 2 * block, want * 1e-12);
+    s.checkpoint = "every";
     // The fixed cost of the ops: 3 per parameter tensor per micro-batch.
     PlanBase with_ops = base;
     with_ops.param_tensors = 10;

@@ -48,6 +48,7 @@ class GptFamily final : public ModelFamily {
     std::unique_ptr<RunData> open_data(const DataContext& ctx) const override;
     int64_t tokens_per_sample() const override { return model_.seq_len; }
     double flops_per_sample() const override;
+    RecomputeFlops recompute_flops(const std::string& policy) const override;
     double module_flops(const Module& m, int64_t batch, bool root) const override;
     void export_weights(const std::string& path, std::span<const NamedTensorF32> params,
                         const std::string& dtype) const override;
