@@ -5,6 +5,8 @@
 // FLOPs and models activation memory. Implementations: models/gpt/, models/dlrm/.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "models/block_recompute.h"
 #include "models/named_tensor.h"
 #include "nn/model.h"
 #include "parallel/pipeline_partition.h"
@@ -27,6 +30,38 @@ struct PolicyActivations {
     std::string policy;  // "none", "every", "every_k", "selective"
     int64_t saved = 0;   // live at the end of forward
     int64_t peak = 0;    // high-water mark over forward and backward
+};
+
+// Per-block recompute's bytes (ModelFamily::block_memory): one block under one choice keeps
+// `saved` bytes to the end of the forward, and its backward holds at most `backward` bytes beyond
+// what the blocks below it keep.
+struct BlockBytes {
+    int64_t saved = 0, backward = 0;
+};
+
+// The activation bytes of one micro-batch as a sum over its blocks: `below` (what comes before
+// the first block), each block's bytes per choice (in kBlockRecomputes order), and the head's
+// kept bytes and backward peak beyond the blocks' sum. For a list v: saved = below + the blocks'
+// saved + head_saved; peak = the largest of below + the blocks' saved + head_peak and, for each
+// block l, below + the saved of the blocks under l + l's backward.
+struct BlockMemoryModel {
+    int64_t below = 0;
+    std::vector<std::array<BlockBytes, 3>> blocks;
+    int64_t head_saved = 0, head_peak = 0;
+    static size_t index(BlockRecompute r) { return static_cast<size_t>(r); }
+    int64_t saved(std::span<const BlockRecompute> v) const {
+        int64_t sum = below + head_saved;
+        for (size_t l = 0; l < v.size(); ++l) sum += blocks[l][index(v[l])].saved;
+        return sum;
+    }
+    int64_t peak(std::span<const BlockRecompute> v) const {
+        int64_t base = below, most = 0;
+        for (size_t l = 0; l < v.size(); ++l) {
+            most = std::max(most, base + blocks[l][index(v[l])].backward);
+            base += blocks[l][index(v[l])].saved;
+        }
+        return std::max(most, base + head_peak);
+    }
 };
 
 // A run's data as one rank sees it. Samples are indexed globally (DESIGN.md: a step's samples
@@ -232,6 +267,27 @@ class ModelFamily {
     // for the others.
     virtual RecomputeFlops recompute_flops(const std::string& policy) const {
         if (policy == "every" || policy == "every_k") return {flops_per_sample() / 3, 0};
+        return {};
+    }
+    // Per-block recompute (activation_checkpointing.policy "blocks", models/block_recompute.h):
+    // whether the family runs it, one choice for each of its pipeline_blocks(); one micro-batch's
+    // activations with the blocks recomputed as `blocks` says (t, sp as in
+    // activation_policies_split); and what they recompute per sample. The planner chooses the
+    // list layer by layer (planner/layer_search.h). The defaults are for families without it:
+    // block_activations throws (kInput).
+    virtual bool recomputes_blocks() const { return false; }
+    virtual PolicyActivations block_activations(int64_t B, DType dtype, int t, bool sp,
+                                                std::span<const BlockRecompute> blocks) const;
+    // The bytes behind block_activations, block by block (nullopt: the family has no such
+    // model), and the list a named policy amounts to (empty: none).
+    virtual std::optional<BlockMemoryModel> block_memory(int64_t /*B*/, DType /*dtype*/, int /*t*/,
+                                                         bool /*sp*/) const {
+        return std::nullopt;
+    }
+    virtual std::vector<BlockRecompute> policy_blocks(const std::string& /*policy*/) const {
+        return {};
+    }
+    virtual RecomputeFlops block_recompute_flops(std::span<const BlockRecompute> /*blocks*/) const {
         return {};
     }
     virtual std::string checkpoint_policy() const { return "none"; }

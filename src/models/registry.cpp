@@ -53,6 +53,12 @@ std::unique_ptr<Model> ModelFamily::build_stage(const TensorParallel& tp,
     return build_split(tp);
 }
 
+PolicyActivations ModelFamily::block_activations(int64_t, DType, int, bool,
+                                                 std::span<const BlockRecompute>) const {
+    ZT_FAIL("activation_checkpointing.policy \"blocks\": ", name(),
+            " has no blocks to recompute one by one");
+}
+
 std::shared_ptr<const ModelFamily> parse_model_family(config_detail::Section& root,
                                                       const FamilyContext& ctx) {
     config_detail::Section model = root.section("model");
@@ -65,7 +71,8 @@ std::shared_ptr<const ModelFamily> parse_model_family(config_detail::Section& ro
         if (type == "dlrm")
             family = parse_dlrm_family(model, data, embedding, ctx.checkpoint_policy);
         else
-            family = parse_gpt_family(model, data, ctx.checkpoint_policy, ctx.checkpoint_every_k);
+            family = parse_gpt_family(model, data, ctx.checkpoint_policy, ctx.checkpoint_every_k,
+                                      ctx.checkpoint_blocks);
         if (type != "dlrm")
             root.refuse_if_nonempty("embedding", "sharded embedding tables are DLRM's "
                                                  "(model.type \"dlrm\")");

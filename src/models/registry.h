@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/family.h"
 #include "util/config_section.h"
@@ -14,6 +15,7 @@ namespace zt {
 struct FamilyContext {
     std::string checkpoint_policy = "none";  // activation_checkpointing.policy
     int64_t checkpoint_every_k = 1;          // activation_checkpointing.every_k
+    std::vector<BlockRecompute> checkpoint_blocks{};  // activation_checkpointing.blocks
 };
 
 // Reads root's "model" and "data" sections (and finishes them: their unknown keys become

@@ -161,6 +161,7 @@ std::string strategy_label(const Strategy& s) {
     std::string l =
         str_cat("dp ", s.dp, " x tp ", s.tp, " x pp ", s.pp, ", ZeRO-", s.zero_stage, ", micro ",
                 s.micro_batch, " x ", s.grad_accum, ", checkpoint ", s.checkpoint);
+    if (s.checkpoint == "blocks") l += str_cat(" (", block_recomputes_label(s.blocks), ")");
     if (s.pp > 1) {
         l += str_cat(", ", pipe_schedule_name(s.schedule));
         if (s.virtual_stages > 1) l += str_cat(" v", s.virtual_stages);
@@ -185,12 +186,79 @@ nlohmann::json strategy_json(const Strategy& s) {
                         {"offload", s.offload}};
     if (s.tp > 1) j["sequence_parallel"] = s.sequence_parallel;
     if (!s.partition.empty()) j["partition"] = s.partition;
+    if (s.checkpoint == "blocks") j["checkpoint_blocks"] = block_recomputes_json(s.blocks);
     if (s.pp > 1) {
         j["schedule"] = pipe_schedule_name(s.schedule);
         j["virtual_stages"] = s.virtual_stages;
     }
     return j;
 }
+
+PolicyActivations layout_activations(const PlanBase& base, const Strategy& s) {
+    const ModelFamily& m = *base.spec.model;
+    const DType dt = base.spec.state.compute_dtype;
+    const bool sp = s.tp > 1 && s.sequence_parallel;
+    if (s.checkpoint == "blocks") return m.block_activations(s.micro_batch, dt, s.tp, sp, s.blocks);
+    const std::vector<PolicyActivations> all =
+        s.tp > 1 ? m.activation_policies_split(s.micro_batch, dt, s.tp, sp)
+                 : m.activation_policies(s.micro_batch, dt);
+    for (const PolicyActivations& p : all)
+        if (p.policy == s.checkpoint) return p;
+    ZT_FAIL("activation_checkpointing.policy \"", s.checkpoint, "\": ", m.name(),
+            " has no such policy");
+}
+
+std::vector<int64_t> stage_blocks(const PlanBase& base, const Strategy& s, int k) {
+    std::vector<int64_t> out;
+    if (s.pp <= 1) {
+        for (int64_t l = 0; l < base.spec.model->pipeline_blocks(); ++l) out.push_back(l);
+        return out;
+    }
+    for (const BlockRange& r : pipe_stage(pipe_options(s), counts_of(base, s), k).chunks)
+        for (int64_t l = r.lo; l < r.hi; ++l) out.push_back(l);
+    return out;
+}
+
+RecomputeFlops layout_recompute_flops(const PlanBase& base, const Strategy& s, int k) {
+    const ModelFamily& m = *base.spec.model;
+    const std::vector<BlockRecompute> list =
+        s.checkpoint == "blocks" ? s.blocks : m.policy_blocks(s.checkpoint);
+    if (list.empty()) return m.recompute_flops(s.checkpoint);
+    if (k < 0 || s.pp <= 1) return m.block_recompute_flops(list);
+    std::vector<BlockRecompute> mine;
+    for (int64_t l : stage_blocks(base, s, k)) mine.push_back(list.at(static_cast<size_t>(l)));
+    return m.block_recompute_flops(mine);
+}
+
+namespace {
+
+// Note [Stage of a per-block list]
+// A pipeline stage's saved activations are the whole model's scaled by the stage's share of the
+// blocks (the embedding and head bytes spread with them). For a per-block list the share is
+// taken of the list's figure with every block recomputed whole, and each of the stage's blocks
+// then adds what its own choice keeps beyond that (block_extra_saved): a stage whose blocks are
+// recomputed holds less than one whose blocks are not. A list of one choice gives exactly the
+// named policy's figure, as the additive byte model of the family makes the extras sum up.
+// Block l's saved bytes under its list choice beyond "full" (one micro-batch, the layout's t, sp).
+std::vector<double> block_extra_saved(const PlanBase& base, const Strategy& s) {
+    const ModelFamily& m = *base.spec.model;
+    const DType dt = base.spec.state.compute_dtype;
+    const bool sp = s.tp > 1 && s.sequence_parallel;
+    const size_t n = s.blocks.size();
+    std::vector<BlockRecompute> v(n, BlockRecompute::kFull);
+    const int64_t full = m.block_activations(s.micro_batch, dt, s.tp, sp, v).saved;
+    std::vector<double> extra(n, 0.0);
+    for (size_t l = 0; l < n; ++l) {
+        if (s.blocks[l] == BlockRecompute::kFull) continue;
+        v[l] = s.blocks[l];
+        extra[l] =
+            static_cast<double>(m.block_activations(s.micro_batch, dt, s.tp, sp, v).saved - full);
+        v[l] = BlockRecompute::kFull;
+    }
+    return extra;
+}
+
+}  // namespace
 
 Estimate plan_memory(const PlanBase& base, const Strategy& s) {
     return plan_memory_of_stage(base, s, -1);
@@ -238,8 +306,13 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
     }
     Estimate e = estimate_run(spec);
     const PolicyActivations* chosen = nullptr;
+    PolicyActivations listed;
+    if (s.checkpoint == "blocks") {
+        listed = layout_activations(base, s);
+        chosen = &listed;
+    }
     for (const PolicyActivations& p : e.policies)
-        if (p.policy == s.checkpoint) chosen = &p;
+        if (!chosen && p.policy == s.checkpoint) chosen = &p;
     ZT_CHECK(chosen, "activation_checkpointing.policy \"", s.checkpoint, "\": ", m.name(),
              " has no such policy");
     PolicyActivations act = *chosen;
@@ -247,6 +320,12 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
         // Micro-batches in flight on each stage (the schedule's simulation), each holding the
         // stage's share of the blocks' saved activations, plus one whole backward's transient.
         const double blocks = static_cast<double>(m.pipeline_blocks());
+        std::vector<double> extra;
+        double all_extra = 0;
+        if (s.checkpoint == "blocks") {
+            extra = block_extra_saved(base, s);
+            for (double x : extra) all_extra += x;
+        }
         double saved = 0, peak = 0;
         for (int k = 0; k < s.pp; ++k) {
             if (!counted(k)) continue;
@@ -254,11 +333,21 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
             double held = 0;
             for (const BlockRange& r : ps.chunks) held += static_cast<double>(r.size());
             const double chunk = held / ps.chunk_count() / blocks;  // one chunk's share
+            // Per-block lists: the all-full figure's share plus the stage's own blocks' extra
+            // bytes (Note [Stage of a per-block list]).
+            double stage_saved = static_cast<double>(chosen->saved) * chunk;
+            if (s.checkpoint == "blocks") {
+                double mine = 0;
+                for (const BlockRange& r : ps.chunks)
+                    for (int64_t l = r.lo; l < r.hi; ++l) mine += extra[static_cast<size_t>(l)];
+                stage_saved = (static_cast<double>(chosen->saved) - all_extra) * chunk +
+                              mine / ps.chunk_count();
+            }
             // Zero bubble: each micro-batch between its B and its W (Note [Zero bubble memory]).
             const double deferred = static_cast<double>(m.deferred_weight_grad_bytes(
                 s.micro_batch, st.compute_dtype, static_cast<int64_t>(held), k == s.pp - 1, s.tp));
-            const double sv = static_cast<double>(chosen->saved) * chunk * pf->peak_in_flight[k] +
-                              deferred * pf->peak_pending_w[k];
+            const double sv =
+                stage_saved * pf->peak_in_flight[k] + deferred * pf->peak_pending_w[k];
             // The transient of a backward is not split: the last stage's (head, logits, loss)
             // is most of it for a small model (measured: a 4-block GPT with 64-token vocab,
             // zero bubble, checkpoint every, went past a budget the split figure fit).
@@ -317,6 +406,22 @@ int64_t plan_peak_bytes(const Estimate& e) {
     return e.device_total - std::min(comm, act + e.workspace_transient);
 }
 
+ComputeRates compute_rates(const PlanBase& base, const Strategy& s, const MachineProfile& profile) {
+    const int threads = threads_per_rank(base, s);
+    const int on_host = ranks_on_host(base, s);
+    const ThreadRates r = profile.at_threads(threads);
+    const double oversub = std::max(1.0, static_cast<double>(on_host) * threads / base.cores);
+    const ModelShape sh = shape_of(*base.spec.model);
+    const double b = static_cast<double>(s.micro_batch);
+    const int d = base.spec.state.compute_dtype == DType::kF32 ? 0 : 1;
+    const double gemm_flops_each = 2.0 * b * sh.T * sh.C * sh.C / s.tp;
+    const int z = sh.C > 0 && gemm_flops_each < kGemmSmallFlops ? 0 : 1;
+    double gemm_rate = r.gemm_flops[d][z] > 0 ? r.gemm_flops[d][z] : r.gemm_flops[0][1];
+    gemm_rate /= oversub;
+    const double attn_rate = (r.attention_flops > 0 ? r.attention_flops : gemm_rate) / oversub;
+    return {gemm_rate, attn_rate};
+}
+
 PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile* profile) {
     PlanCost c;
     c.strategy = s;
@@ -341,12 +446,8 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     // Compute of one micro-batch on the most loaded rank.
     const double flops = m.flops_per_sample() * b;
     const double attn = 12.0 * sh.L * sh.T * sh.T * sh.C * b;
-    const int d = st.compute_dtype == DType::kF32 ? 0 : 1;
-    const double gemm_flops_each = 2.0 * b * sh.T * sh.C * sh.C / s.tp;
-    const int z = sh.C > 0 && gemm_flops_each < kGemmSmallFlops ? 0 : 1;
-    double gemm_rate = r.gemm_flops[d][z] > 0 ? r.gemm_flops[d][z] : r.gemm_flops[0][1];
-    gemm_rate /= oversub;
-    const double attn_rate = (r.attention_flops > 0 ? r.attention_flops : gemm_rate) / oversub;
+    const ComputeRates rates = compute_rates(base, s, *profile);
+    const double gemm_rate = rates.gemm, attn_rate = rates.attention;
     int64_t none_saved = 0;
     for (const PolicyActivations& p : c.memory.policies)
         if (p.policy == "none") none_saved = p.saved;
@@ -378,8 +479,22 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
                          stage_share(base, s) * r.op_overhead_s * oversub;
     t.compute = (gemm_s + attn_s + elem_s + ops_s) * mb;
     // The policy's second forward (the family's count, Note [Recompute cost] for GPT).
-    const RecomputeFlops rf = m.recompute_flops(s.checkpoint);
-    t.recompute = (rf.gemm * b * share / gemm_rate + rf.attention * b * share / attn_rate) * mb;
+    const auto recompute_s = [&](const RecomputeFlops& rf, double part) {
+        return (rf.gemm * b * part / gemm_rate + rf.attention * b * part / attn_rate) * mb;
+    };
+    if (s.pp > 1 && (s.checkpoint == "blocks" || !m.policy_blocks(s.checkpoint).empty())) {
+        // The stages recompute their own blocks (unequally for a list or every_k): the slowest
+        // stage's.
+        const std::vector<double> speed =
+            static_cast<int>(base.rank_speed.size()) != s.dp * s.tp * s.pp
+                ? std::vector<double>(static_cast<size_t>(s.pp), 1.0)
+                : stage_speeds(base.rank_speed, s.dp, s.tp, s.pp);
+        for (int k = 0; k < s.pp; ++k)
+            t.recompute = std::max(t.recompute, recompute_s(layout_recompute_flops(base, s, k),
+                                                            1.0 / s.tp / speed[k]));
+    } else {
+        t.recompute = recompute_s(layout_recompute_flops(base, s, -1), share);
+    }
 
     // The update over this rank's range.
     const double update_numel = static_cast<double>(

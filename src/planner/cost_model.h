@@ -25,6 +25,9 @@ struct Strategy {
     int64_t micro_batch = 1;                          // per rank
     int64_t grad_accum = 1;           // micro-batches per step (the pipeline's micro_batches)
     std::string checkpoint = "none";  // activation_checkpointing.policy
+    // checkpoint "blocks": each block's choice (activation_checkpointing.blocks), as the
+    // per-layer search chose it (planner/layer_search.h).
+    std::vector<BlockRecompute> blocks;
     std::string offload = "none";     // zero_optimization.offload_optimizer.device
     bool sequence_parallel = false;   // parallel.sequence_parallel (tp > 1)
     // pp > 1 on ranks of unequal speed: block counts per stage (parallel.pipeline.partition,
@@ -34,7 +37,7 @@ struct Strategy {
 };
 
 // "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu",
-// ", sp", ", stages 5+3").
+// ", sp", ", stages 5+3"); per-block checkpointing: "checkpoint blocks (full 0-2, none 3-7)".
 std::string strategy_label(const Strategy& s);
 nlohmann::json strategy_json(const Strategy& s);
 
@@ -139,6 +142,22 @@ int ranks_on_host(const PlanBase& b, const Strategy& s);
 // The intra-op threads of one of the layout's ranks (PlanBase::threads, else the host's cores
 // over its ranks on the host).
 int threads_per_rank(const PlanBase& b, const Strategy& s);
+
+// The activations of one micro-batch under the layout's policy (per-block lists included), on
+// one rank of its tensor-parallel group, for the whole model.
+PolicyActivations layout_activations(const PlanBase& base, const Strategy& s);
+// The blocks pipeline stage k of the layout holds (all of them without a pipeline).
+std::vector<int64_t> stage_blocks(const PlanBase& base, const Strategy& s, int k);
+// What the layout's policy recomputes per sample on pipeline stage k's blocks (k < 0 or no
+// pipeline: the whole model's).
+RecomputeFlops layout_recompute_flops(const PlanBase& base, const Strategy& s, int k);
+
+// FLOP/s of the layout's products and of its attention core on one of its ranks, as its step
+// time takes them (the profile's rates at the rank's threads, shared with the host's other ranks).
+struct ComputeRates {
+    double gemm = 0, attention = 0;
+};
+ComputeRates compute_rates(const PlanBase& base, const Strategy& s, const MachineProfile& profile);
 
 // Memory and, with a profile, step time.
 PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile* profile);

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "planner/hetero.h"
+#include "planner/layer_search.h"
 #include "util/error.h"
 #include "util/units.h"
 
@@ -34,7 +36,7 @@ std::vector<std::string> policies_of(const PlanBase& base, const SearchSpace& sp
     std::vector<std::string> names;
     for (const PolicyActivations& p :
          base.spec.model->activation_policies(1, base.spec.state.compute_dtype))
-        names.push_back(p.policy);
+        if (p.policy != "blocks") names.push_back(p.policy);  // lists: per_block_layout's
     return names;
 }
 
@@ -269,24 +271,25 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
                 continue;
             }
         }
-        for (const Strategy& s : g.members) {
+        // Costs one layout; false when it is rejected.
+        const auto consider = [&](const Strategy& s) {
             PlanCost c;
             try {
                 c = plan_cost(base, s, profile);
             } catch (const Error& e) {
                 reject(s, e.message(), 0);
-                continue;
+                return false;
             }
             ++res.costed;
             note_smallest(c);
             if (opt.budget > 0 && c.device_bytes > opt.budget) {
                 reject(s, over_budget_reason(c, opt.budget), c.device_bytes);
-                continue;
+                return false;
             }
             if (!base.rank_memory.empty()) {
                 if (const std::string why = over_rank_memory(base, c); !why.empty()) {
                     reject(s, why, c.device_bytes);
-                    continue;
+                    return false;
                 }
             }
             if (const int64_t host = c.memory.host_total * ranks_on_host(base, s);
@@ -301,9 +304,25 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
                                format_bytes(static_cast<double>(largest)),
                                " per rank; nvme holds it on disk"),
                        c.device_bytes);
-                continue;
+                return false;
             }
             fits.push_back(std::move(c));
+            return true;
+        };
+        for (const Strategy& s : g.members) {
+            // A layout that keeps every activation and does not fit: the per-block list that
+            // fits with the least recompute (Note [Per-layer recompute], layer_search.cpp).
+            if (consider(s) || s.checkpoint != "none" || !space.per_block) continue;
+            std::optional<Strategy> listed;
+            try {
+                listed = per_block_layout(base, s, opt.budget, profile);
+            } catch (const Error& e) {
+                reject(s, e.message(), 0);
+            }
+            if (listed) {
+                ++res.candidates;
+                consider(*listed);
+            }
         }
     }
     std::sort(fits.begin(), fits.end(), faster);

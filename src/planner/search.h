@@ -1,10 +1,11 @@
 // The planner's search (`zerotrain plan`, docs/planner.md): every whole-model layout of N ranks
 // (dp x tp x pp factorizations, ZeRO stage, pipeline schedule, micro-batch split, checkpointing
-// policy, optimizer offload), each costed by cost_model.h, kept when it fits the per-rank memory
-// budget and the config accepts it, ranked by predicted step time. Deterministic: ties go by the
-// layout's label. Pruning: a layout group whose model state alone passes the budget is rejected
-// once, without costing its activations and schedules (the result equals the exhaustive one, a
-// property the tests check).
+// policy, optimizer offload), and for each that does not fit with every activation kept, the
+// per-layer recompute list that fits (layer_search.h), each costed by cost_model.h, kept when it
+// fits the per-rank memory budget and the config accepts it, ranked by predicted step time.
+// Deterministic: ties go by the layout's label. Pruning: a layout group whose model state alone
+// passes the budget is rejected once, without costing its activations and schedules (the result
+// equals the exhaustive one, a property the tests check).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,9 @@ struct SearchSpace {
     int ranks = 1;  // N = dp x tp x pp
     std::vector<int> zero_stages = {0, 1, 2, 3};
     std::vector<std::string> checkpoint;                 // empty: every policy the family has
+    // Per-block recompute lists (planner/layer_search.h) for layouts that do not fit with every
+    // activation kept, where the family has them.
+    bool per_block = true;
     std::vector<std::string> offload = {"none", "cpu"};  // "nvme" when the config has a path
     std::vector<PipeSchedule> schedules = {PipeSchedule::kGpipe, PipeSchedule::kOneFOneB,
                                            PipeSchedule::kInterleaved, PipeSchedule::kZeroBubble};

@@ -436,8 +436,23 @@ void parse_activation_checkpointing(Section& root, CheckpointingConfig& ck) {
     if (const json* n = a.take("number_checkpoints"))
         ZT_CHECK(n->is_null() || *n == false, a.key("number_checkpoints"),
                  ": not supported; use \"policy\": \"every_k\" with \"every_k\"");
-    ck.policy = a.get_choice("policy", "none", {"none", "every", "every_k", "selective"});
+    ck.policy = a.get_choice("policy", "none", {"none", "every", "every_k", "selective", "blocks"});
     ck.every_k = a.get_int("every_k", 1, 1);
+    // "blocks": one choice per block; its length is checked by the model family.
+    if (const json* b = a.take("blocks")) {
+        a.guard([&] {
+            ZT_CHECK(ck.policy == "blocks", a.key("blocks"),
+                     ": only read with \"policy\": \"blocks\" (got \"", ck.policy,
+                     "\"); remove it or set the policy");
+            ck.blocks = block_recomputes_from_json(*b, a.key("blocks"));
+        });
+    } else {
+        a.guard([&] {
+            ZT_CHECK(ck.policy != "blocks", a.key("blocks"),
+                     ": expected one of \"none\", \"selective\", \"full\" per block with "
+                     "\"policy\": \"blocks\", got nothing");
+        });
+    }
     a.finish();
 }
 
@@ -645,7 +660,8 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] { parse_activation_checkpointing(root, c.activation_checkpointing); });
     root.guard([&] {
         c.model = parse_model_family(root, FamilyContext{c.activation_checkpointing.policy,
-                                                         c.activation_checkpointing.every_k});
+                                                         c.activation_checkpointing.every_k,
+                                                         c.activation_checkpointing.blocks});
     });
     c.tp = mesh.tp;
     root.guard([&] {

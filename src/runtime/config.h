@@ -55,9 +55,11 @@ struct Fp16Config {
 
 // "activation_checkpointing": policy "none" | "every" (each block) | "every_k" (every k-th
 // block) | "selective" (attention internals only, as Megatron's selective recompute).
+// | "blocks" (each block's own choice, models/block_recompute.h).
 struct CheckpointingConfig {
     std::string policy = "none";
     int64_t every_k = 1;
+    std::vector<BlockRecompute> blocks;  // "blocks": one per block
 };
 
 // DeepSpeed's "zero_optimization" section; sizes count elements, as DeepSpeed counts them.

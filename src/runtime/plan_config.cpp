@@ -43,6 +43,7 @@ Strategy strategy_of(const TrainConfig& cfg) {
     s.micro_batch = cfg.micro_batch;
     s.grad_accum = cfg.grad_accum;
     s.checkpoint = cfg.activation_checkpointing.policy;
+    s.blocks = cfg.activation_checkpointing.blocks;
     s.offload = cfg.zero.offload_optimizer.device;
     s.sequence_parallel = cfg.sequence_parallel;
     if (cfg.pipe.stages > 1 && cfg.pipe.partition_given) s.partition = cfg.pipe.partition;
@@ -75,6 +76,10 @@ nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_
     if (!off.is_object()) off = nlohmann::json::object();
     off["device"] = s.offload;
     j["activation_checkpointing"]["policy"] = s.checkpoint;
+    if (s.checkpoint == "blocks")
+        j["activation_checkpointing"]["blocks"] = block_recomputes_json(s.blocks);
+    else
+        j["activation_checkpointing"].erase("blocks");
     if (j.contains("comm") && j["comm"].is_object() && j["comm"].value("backend", "") == "local")
         j["comm"]["local_ranks"] = s.dp * s.tp * s.pp;
     return j;
@@ -87,6 +92,9 @@ std::vector<std::string> config_sets(const Strategy& s, int64_t global) {
                                   str_cat("zero_optimization.stage=", s.zero_stage),
                                   str_cat("activation_checkpointing.policy=\"", s.checkpoint, "\""),
                                   str_cat("parallel.tensor=", s.tp)};
+    if (s.checkpoint == "blocks")
+        v.push_back(
+            str_cat("activation_checkpointing.blocks=", block_recomputes_json(s.blocks).dump()));
     if (s.pp > 1) {
         std::string part;
         if (!s.partition.empty()) {

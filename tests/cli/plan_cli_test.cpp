@@ -416,6 +416,71 @@ TEST_F(PlanCli, ZeroBubbleWithCheckpointingRunsWithinItsPredictedPeak) {
     ASSERT_EQ(t.code, 0) << "budget " << zb << ": " << t.output;
 }
 
+// Note [Per-layer recompute]: under a budget between "every" and "none", the plan of a per-block
+// list ranks above every named policy of the same micro-batches, and the run of its --set
+// arguments stays within the budget and its predicted peak.
+TEST_F(PlanCli, PerBlockListFitsTheBudgetAndRunsWithinIt) {
+    nlohmann::json j = config();
+    j["model"]["n_layers"] = 4;
+    j["model"]["d_model"] = 32;
+    j["train_batch_size"] = 8;
+    j["train_micro_batch_size_per_gpu"] = 8;
+    const std::string cfg = write_config(j, "blocks.json");
+    const std::string prof = write_profile();
+    const std::string plan =
+        std::string(ZT_BINARY) + " plan " + cfg + " --ranks 1 --json --top 0 --profile " + prof;
+    const CommandResult all = run_command(plan, false);
+    ASSERT_EQ(all.code, 0) << all.output;
+    const std::string head = "dp 1 x tp 1 x pp 1, ZeRO-0, micro 8 x 1, checkpoint ";
+    auto peak_of = [&](const nlohmann::json& out, const std::string& label) -> int64_t {
+        for (const nlohmann::json& p : out["plans"])
+            if (p["label"] == label) return p["device_bytes"]["total"].get<int64_t>();
+        return 0;
+    };
+    const nlohmann::json free = nlohmann::json::parse(all.output);
+    const int64_t none = peak_of(free, head + "none"), every = peak_of(free, head + "every");
+    ASSERT_GT(every, 0) << all.output.substr(0, 2000);
+    ASSERT_GT(none, every);
+    const int64_t budget = every + (none - every) * 6 / 10;
+    const CommandResult tight =
+        run_command(plan + " --memory-budget " + std::to_string(budget), false);
+    ASSERT_EQ(tight.code, 0) << tight.output;
+    const nlohmann::json out = nlohmann::json::parse(tight.output);
+    int listed = -1, every_at = -1, selective_at = -1;
+    for (size_t i = 0; i < out["plans"].size(); ++i) {
+        const std::string l = out["plans"][i]["label"];
+        if (l.rfind(head + "blocks (", 0) == 0 && listed < 0) listed = static_cast<int>(i);
+        if (l == head + "every") every_at = static_cast<int>(i);
+        if (l == head + "selective") selective_at = static_cast<int>(i);
+    }
+    ASSERT_GE(listed, 0) << tight.output.substr(0, 3000);
+    ASSERT_GE(every_at, 0) << tight.output.substr(0, 3000);  // "every" fits too, and is slower
+    EXPECT_LT(listed, every_at);
+    if (selective_at >= 0) {
+        EXPECT_LT(listed, selective_at);
+    }
+    const nlohmann::json& p = out["plans"][static_cast<size_t>(listed)];
+    EXPECT_LE(p["device_bytes"]["total"].get<int64_t>(), budget);
+    EXPECT_EQ(p["strategy"]["checkpoint"], "blocks");
+    ASSERT_EQ(p["strategy"]["checkpoint_blocks"].size(), 4u) << p.dump();
+    std::string sets;
+    bool blocks_set = false;
+    for (const nlohmann::json& s : p["config_sets"]) {
+        sets += " --set '" + s.get<std::string>() + "'";
+        blocks_set |= s.get<std::string>().rfind("activation_checkpointing.blocks=[", 0) == 0;
+    }
+    EXPECT_TRUE(blocks_set) << p.dump();
+    j["memory"] = {{"budget_per_rank", budget}};
+    const CommandResult r = train_run(j, "blocks", sets);
+    ASSERT_EQ(r.code, 0) << "budget " << budget << sets << ": " << r.output;
+    const CommandResult c =
+        run_zerotrain("plan --json --check " + (dir_ / "blocks").string(), false);
+    ASSERT_EQ(c.code, 0) << c.output;
+    const nlohmann::json peak = nlohmann::json::parse(c.output)["peak_bytes"];
+    EXPECT_LE(peak["max_ratio"].get<double>(), 1.0) << peak.dump();
+    EXPECT_GE(peak["min_ratio"].get<double>(), 0.9) << peak.dump();
+}
+
 // 1-bit Adam's residuals live beside the activations all step: the predicted peak covers the
 // measured one once the compressed phase has begun (it fell 28% short before they were counted).
 TEST_F(PlanCli, OneBitAdamPeakCoversItsResiduals) {

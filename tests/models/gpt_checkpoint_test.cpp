@@ -32,14 +32,22 @@ namespace {
 struct Policy {
     std::string name;
     int64_t k = 1;
-    std::string label() const { return name == "every_k" ? "every_k=" + std::to_string(k) : name; }
+    std::vector<BlockRecompute> blocks = {};  // "blocks"
+    std::string label() const {
+        if (name == "blocks") return "blocks (" + block_recomputes_label(blocks) + ")";
+        return name == "every_k" ? "every_k=" + std::to_string(k) : name;
+    }
 };
 
 GptOptions with_policy(GptOptions o, const Policy& p) {
     o.checkpoint_policy = p.name;
     o.checkpoint_every_k = p.k;
+    o.checkpoint_blocks = p.blocks;
     return o;
 }
+
+constexpr BlockRecompute kF = BlockRecompute::kFull, kS = BlockRecompute::kSelective,
+                         kN = BlockRecompute::kNone;
 
 std::vector<int32_t> tokens(int64_t n, int64_t V, uint64_t stream) {
     std::vector<int32_t> v(static_cast<size_t>(n));
@@ -77,6 +85,14 @@ TEST(GptCheckpoint, RejectsUnknownPolicyAndBadK) {
         EXPECT_NE(std::string(e.what()).find("activation_checkpointing.every_k"), std::string::npos)
             << e.what();
     }
+    try {
+        Gpt m(with_policy(o, {"blocks", 1, {kF, kS, kN}}));
+        ADD_FAILURE() << "accepted 3 entries for 2 blocks";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("one entry per block (model.n_layers = 2), got 3"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 TEST(GptCheckpoint, BlocksCheckpointedByPolicy) {
@@ -92,6 +108,10 @@ TEST(GptCheckpoint, BlocksCheckpointedByPolicy) {
     EXPECT_EQ(blocks({"every_k", 2}), (std::vector<bool>{true, false, true, false, true}));
     EXPECT_EQ(blocks({"every_k", 3}), (std::vector<bool>{true, false, false, true, false}));
     EXPECT_EQ(blocks({"selective"}), std::vector<bool>(5, false));  // inside blocks instead
+    const Policy mixed{"blocks", 1, {kF, kS, kN, kF, kS}};
+    EXPECT_EQ(blocks(mixed), (std::vector<bool>{true, false, false, true, false}));
+    for (int64_t l = 0; l < o.n_layers; ++l)
+        EXPECT_EQ(recomputes_core(with_policy(o, mixed), l), l == 1 || l == 4) << l;
 }
 
 struct Trace {
@@ -124,7 +144,8 @@ TEST(GptCheckpoint, EveryPolicyTrainsBitForBitLikeNone) {
                        .n_heads = 2};
     for (DType dt : {DType::kF32, DType::kBF16}) {
         const Trace ref = train(o, dt);
-        for (const Policy& p : {Policy{"every"}, Policy{"every_k", 2}, Policy{"selective"}}) {
+        for (const Policy& p : {Policy{"every"}, Policy{"every_k", 2}, Policy{"selective"},
+                                Policy{"blocks", 1, {kS, kN, kF}}}) {
             const Trace tr = train(with_policy(o, p), dt);
             EXPECT_EQ(tr.micro_losses, ref.micro_losses) << p.label() << " " << dtype_name(dt);
             EXPECT_EQ(tr.grad_norms, ref.grad_norms) << p.label() << " " << dtype_name(dt);
@@ -201,7 +222,11 @@ Measured measure(const GptOptions& o, int64_t B, DType dt) {
 }
 
 void expect_formula(const GptOptions& o, int64_t B) {
-    const Policy policies[] = {{"none"}, {"every"}, {"every_k", 2}, {"every_k", 3}, {"selective"}};
+    // A per-block list mixing the three choices, from the top block down.
+    std::vector<BlockRecompute> mixed(static_cast<size_t>(o.n_layers), kN);
+    for (size_t l = 0; l < mixed.size(); ++l) mixed[mixed.size() - 1 - l] = kBlockRecomputes[l % 3];
+    const Policy policies[] = {{"none"},       {"every"},     {"every_k", 2},
+                               {"every_k", 3}, {"selective"}, {"blocks", 1, mixed}};
     for (DType dt : {DType::kF32, DType::kBF16}) {
         int64_t none_peak = 0;
         for (const Policy& p : policies) {
@@ -268,7 +293,9 @@ TEST(GptCheckpoint, CliRunsGiveIdenticalMetricsLosses) {
     const auto none = cli_losses("");
     ASSERT_EQ(none.size(), 20u);
     for (const char* args : {" --set activation_checkpointing.policy=every",
-                             " --set activation_checkpointing.policy=selective"})
+                             " --set activation_checkpointing.policy=selective",
+                             " --set activation_checkpointing.policy=blocks"
+                             " --set 'activation_checkpointing.blocks=[\"selective\", \"full\"]'"})
         EXPECT_EQ(cli_losses(args), none) << args;
 }
 

@@ -114,9 +114,9 @@ TEST(CostModel, ComputeIsWorkOverRates) {
     s.checkpoint = "every";
     const double block = 16 * T * C * C * b / 1e9 + 4 * T * T * C * b / 5e8;
     EXPECT_NEAR(plan_cost(base, s, &prof).time.recompute, 2 * L * block, want * 1e-12);
-    s.checkpoint = "selective";  // the attention core alone, in every block
-    EXPECT_NEAR(plan_cost(base, s, &prof).time.recompute, 2 * L * 4 * T * T * C * b / 5e8,
-                want * 1e-12);
+    s.checkpoint = "selective";  // c_attn (6 T C^2) and the attention core, in every block
+    EXPECT_NEAR(plan_cost(base, s, &prof).time.recompute,
+                2 * L * (6 * T * C * C * b / 1e9 + 4 * T * T * C * b / 5e8), want * 1e-12);
     // every_k = 3 over 4 blocks: blocks 0 and 3.
     PlanBase every3 = base;
     GptOptions o3{64, 16, 32, 4, 4};

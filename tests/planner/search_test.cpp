@@ -38,6 +38,7 @@ TEST(Search, PrunedSearchFindsTheExhaustiveOptimum) {
         const PlanBase base = tiny_gpt_base(8);
         SearchSpace space;
         space.ranks = ranks;
+        space.per_block = false;  // lists: LayerSearch.ChosenListIsTheFastestOfEveryListThatFits
         // Budgets from loose to tight: the state floor prunes more groups as they shrink.
         const std::vector<PlanCost> loose = brute_force(base, space, prof, 0);
         ASSERT_FALSE(loose.empty());

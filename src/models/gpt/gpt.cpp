@@ -10,10 +10,13 @@ namespace zt {
 
 void validate_checkpointing(const GptOptions& o) {
     const std::string& p = o.checkpoint_policy;
-    ZT_CHECK(p == "none" || p == "every" || p == "every_k" || p == "selective",
-             "activation_checkpointing.policy: expected \"none\", \"every\", \"every_k\" or "
-             "\"selective\", got \"",
+    ZT_CHECK(p == "none" || p == "every" || p == "every_k" || p == "selective" || p == "blocks",
+             "activation_checkpointing.policy: expected \"none\", \"every\", \"every_k\", "
+             "\"selective\" or \"blocks\", got \"",
              p, "\"");
+    ZT_CHECK(p != "blocks" || static_cast<int64_t>(o.checkpoint_blocks.size()) == o.n_layers,
+             "activation_checkpointing.blocks: expected one entry per block (model.n_layers = ",
+             o.n_layers, "), got ", o.checkpoint_blocks.size());
     ZT_CHECK(o.checkpoint_every_k >= 1, "activation_checkpointing.every_k: expected >= 1, got ",
              o.checkpoint_every_k);
 }
@@ -109,7 +112,7 @@ GptTransformer::GptTransformer(const GptOptions& o) {
     for (int64_t l = 0; l < o.n_layers; ++l) {
         if (!st.chunks.empty() && !st.holds_block(l)) continue;
         Block& b = register_module<Block>("h." + std::to_string(l), o, proj_std);
-        b.attn.recompute_core = o.checkpoint_policy == "selective";
+        b.attn.recompute_core = recomputes_core(o, l);
         h[static_cast<size_t>(l)] = &b;
     }
     if (last) ln_f = &register_module<LayerNorm>("ln_f", o.d_model);
@@ -188,9 +191,20 @@ Var TiedHead::forward(Tape& tape, const Var& x) {
                 [&] { return ops::linear(tape, ops::tp_copy(tape, x, tp), weight.var, nullptr); });
 }
 
-bool checkpoints_block(const GptOptions& o, int64_t l) {
+BlockRecompute block_recompute(const GptOptions& o, int64_t l) {
     const std::string& p = o.checkpoint_policy;
-    return p == "every" || (p == "every_k" && l % o.checkpoint_every_k == 0);
+    if (p == "blocks") return o.checkpoint_blocks.at(static_cast<size_t>(l));
+    if (p == "every" || (p == "every_k" && l % o.checkpoint_every_k == 0))
+        return BlockRecompute::kFull;
+    return p == "selective" ? BlockRecompute::kSelective : BlockRecompute::kNone;
+}
+
+bool checkpoints_block(const GptOptions& o, int64_t l) {
+    return block_recompute(o, l) == BlockRecompute::kFull;
+}
+
+bool recomputes_core(const GptOptions& o, int64_t l) {
+    return block_recompute(o, l) == BlockRecompute::kSelective;
 }
 
 Var Gpt::forward_block(Tape& tape, int64_t l, const Var& x, int64_t B, int64_t T) {

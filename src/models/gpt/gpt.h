@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compression/prune_groups.h"
+#include "models/block_recompute.h"
 #include "models/pipeline_model.h"
 #include "nn/layers.h"
 #include "parallel/tensor_parallel.h"
@@ -37,6 +38,8 @@ struct GptOptions {
     // c_attn and the attention core are one region whose input is ln_1's output).
     std::string checkpoint_policy = "none";
     int64_t checkpoint_every_k = 1;  // activation_checkpointing.every_k, >= 1
+    // "blocks": each block's own choice (activation_checkpointing.blocks, n_layers of them).
+    std::vector<BlockRecompute> checkpoint_blocks{};
     // parallel.tensor: Megatron's split (parallel/tensor_parallel.h): attention heads, the MLP's
     // hidden features and the vocabulary across the group; n_heads, 4 d_model and vocab_size
     // must be divisible by its size.
@@ -53,9 +56,13 @@ void validate_checkpointing(const GptOptions& o);
 // Throws zt::Error (kInput) naming parallel.tensor when t does not divide the heads or the
 // vocabulary.
 void validate_tensor_parallel(const GptOptions& o, int t);
-// Whether block l is a recompute region as a whole ("every", "every_k"; "selective" recomputes
-// inside every block instead).
+// Whether block l is a recompute region as a whole ("every", "every_k", "blocks" with "full";
+// "selective" recomputes inside the block instead).
 bool checkpoints_block(const GptOptions& o, int64_t l);
+// Whether block l recomputes its attention core alone ("selective", "blocks" with "selective").
+bool recomputes_core(const GptOptions& o, int64_t l);
+// Block l's choice under any policy (every_k: full on its blocks).
+BlockRecompute block_recompute(const GptOptions& o, int64_t l);
 
 class CausalSelfAttention : public Module {
   public:

@@ -109,18 +109,55 @@ double GptFamily::flops_per_sample() const {
 // output unread (ops::OutputUse::kGradOnly), so the MLP's down projection, a third of the
 // block's products, is skipped: per sample 2 T (3 + 1 + 4) C^2 of products and the attention
 // core's 4 T^2 C, for each checkpointed block ("every": all L; "every_k": blocks 0, k, 2k, ...).
-// "selective" recomputes the attention core alone, in every block. Measured on GPT config S
+// "selective" recomputes its region, c_attn (2 T 3 C^2) and the attention core, in every block
+// (it counted the core alone before the per-block lists). Measured on GPT config S
 // (micro-batch 8, 2 threads): the backward 365 ms longer with "every", the blocks' forward
 // 530 ms, the model's 0.39 s (a whole forward, the planner's figure before: 0.68 s).
 RecomputeFlops GptFamily::recompute_flops(const std::string& policy) const {
     const double T = static_cast<double>(model_.seq_len), C = static_cast<double>(model_.d_model);
     const double L = static_cast<double>(model_.n_layers);
+    if (policy == "blocks") return block_recompute_flops(model_.checkpoint_blocks);
     double blocks = 0;
     if (policy == "every") blocks = L;
     if (policy == "every_k")
         blocks = static_cast<double>((model_.n_layers - 1) / model_.checkpoint_every_k + 1);
-    if (policy == "selective") return {0, L * 4 * T * T * C};
+    if (policy == "selective") return {L * 6 * T * C * C, L * 4 * T * T * C};
     return {blocks * 16 * T * C * C, blocks * 4 * T * T * C};
+}
+
+// Per block as recompute_flops counts a policy's: "full" as "every"'s block, "selective" as
+// "selective"'s.
+RecomputeFlops GptFamily::block_recompute_flops(std::span<const BlockRecompute> blocks) const {
+    const double T = static_cast<double>(model_.seq_len), C = static_cast<double>(model_.d_model);
+    RecomputeFlops f;
+    for (BlockRecompute r : blocks) {
+        if (r == BlockRecompute::kNone) continue;
+        f.gemm += (r == BlockRecompute::kFull ? 16 : 6) * T * C * C;
+        f.attention += 4 * T * T * C;
+    }
+    return f;
+}
+
+std::optional<BlockMemoryModel> GptFamily::block_memory(int64_t B, DType dtype, int t,
+                                                        bool sp) const {
+    return gpt_block_memory(model_, B, model_.seq_len, dtype, t, sp);
+}
+
+std::vector<BlockRecompute> GptFamily::policy_blocks(const std::string& policy) const {
+    GptOptions m = model_;
+    m.checkpoint_policy = policy;
+    std::vector<BlockRecompute> v;
+    for (int64_t l = 0; l < m.n_layers; ++l) v.push_back(block_recompute(m, l));
+    return v;
+}
+
+PolicyActivations GptFamily::block_activations(int64_t B, DType dtype, int t, bool sp,
+                                               std::span<const BlockRecompute> blocks) const {
+    GptOptions m = model_;
+    m.checkpoint_policy = "blocks";
+    m.checkpoint_blocks.assign(blocks.begin(), blocks.end());
+    return {"blocks", gpt_activation_bytes(m, B, m.seq_len, dtype, false, t, sp),
+            gpt_activation_bytes(m, B, m.seq_len, dtype, true, t, sp)};
 }
 
 void GptFamily::export_weights(const std::string& path, std::span<const NamedTensorF32> params,
@@ -147,6 +184,9 @@ std::vector<PolicyActivations> GptFamily::activation_policies_split(int64_t B, D
         out.push_back({policy, gpt_activation_bytes(m, B, m.seq_len, dtype, false, t, sp),
                        gpt_activation_bytes(m, B, m.seq_len, dtype, true, t, sp)});
     }
+    // The run's own list (the planner costs other lists by block_activations).
+    if (model_.checkpoint_policy == "blocks")
+        out.push_back(block_activations(B, dtype, t, sp, model_.checkpoint_blocks));
     return out;
 }
 
@@ -156,6 +196,8 @@ int64_t GptFamily::deferred_weight_grad_bytes(int64_t B, DType dtype, int64_t bl
 }
 
 std::string GptFamily::checkpoint_policy_label(const std::string& policy) const {
+    if (policy == "blocks" && model_.checkpoint_policy == "blocks")
+        return str_cat(policy, " (", block_recomputes_label(model_.checkpoint_blocks), ")");
     if (policy != "every_k") return policy;
     return str_cat(policy, " (k=", model_.checkpoint_every_k, ")");
 }
@@ -230,8 +272,11 @@ GptDataOptions parse_data(Section& s) {
 
 std::shared_ptr<const GptFamily> parse_gpt_family(Section& model, Section& data,
                                                   const std::string& checkpoint_policy,
-                                                  int64_t every_k) {
+                                                  int64_t every_k,
+                                                  std::vector<BlockRecompute> blocks) {
     GptOptions m = parse_model(model, checkpoint_policy, every_k);
+    m.checkpoint_blocks = std::move(blocks);
+    model.guard([&] { validate_checkpointing(m); });
     GptDataOptions d = parse_data(data);
     return std::make_shared<const GptFamily>(std::move(m), std::move(d));
 }

@@ -63,6 +63,13 @@ class GptFamily final : public ModelFamily {
                                                              bool sp) const override;
     int64_t deferred_weight_grad_bytes(int64_t B, DType dtype, int64_t blocks, bool last,
                                        int t) const override;
+    bool recomputes_blocks() const override { return true; }
+    PolicyActivations block_activations(int64_t B, DType dtype, int t, bool sp,
+                                        std::span<const BlockRecompute> blocks) const override;
+    RecomputeFlops block_recompute_flops(std::span<const BlockRecompute> blocks) const override;
+    std::optional<BlockMemoryModel> block_memory(int64_t B, DType dtype, int t,
+                                                 bool sp) const override;
+    std::vector<BlockRecompute> policy_blocks(const std::string& policy) const override;
     std::string checkpoint_policy() const override { return model_.checkpoint_policy; }
     std::string checkpoint_policy_label(const std::string& policy) const override;
     std::string activation_legend() const override;
@@ -80,7 +87,8 @@ class GptFamily final : public ModelFamily {
 std::shared_ptr<const GptFamily> parse_gpt_family(config_detail::Section& model,
                                                   config_detail::Section& data,
                                                   const std::string& checkpoint_policy,
-                                                  int64_t every_k);
+                                                  int64_t every_k,
+                                                  std::vector<BlockRecompute> blocks = {});
 
 // The GPT family of a config (a checked downcast: a zt::Error when the model is not a GPT).
 const GptFamily& as_gpt(const ModelFamily& family);

@@ -29,9 +29,8 @@ int64_t gpt_deferred_weight_grad_bytes(const GptOptions& o, int64_t B, DType dty
     return blocks * block + (head ? lin(C, o.vocab_size / t) : 0);
 }
 
-int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak,
-                             int64_t t, bool sp) {
-    validate_checkpointing(o);
+BlockMemoryModel gpt_block_memory(const GptOptions& o, int64_t B, int64_t T, DType dtype, int64_t t,
+                                  bool sp) {
     const int64_t N = B * T, C = o.d_model, V = o.vocab_size, H = o.n_heads;
     const int64_t A = o.attn_width(), F = o.mlp_width();  // 4C and C for GPT-2
     const auto d = static_cast<int64_t>(dtype_size(dtype));
@@ -62,28 +61,32 @@ int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dt
     // is inside it.
     const int64_t block_selective = block_full - qkv - lse - gathered;
     const int64_t block_region = r;  // a region keeps its output only
-    const bool selective = o.checkpoint_policy == "selective";
-
-    // base: embeddings (wte, wpe, their sum; split: wte's partial lookup and its sum or rows)
-    // plus what the blocks below keep.
-    int64_t base = split ? a + 3 * r : 3 * a;
-    int64_t block_peak = 0;
-    for (int64_t l = 0; l < o.n_layers; ++l) {
-        // Backward of block l (recomputed or stored, the same tensors are live) peaks in gelu's
-        // backward: the block's tensors but its output and mlp.c_proj, the output gradient, the
-        // (N, F/t) gradients of gelu's output and input, and the loss the caller holds.
-        const int64_t at_gelu =
-            block_full - r - row_out + r + 2 * f - (selective ? qkv + lse + gathered : 0);
-        block_peak = std::max(block_peak, base + at_gelu + scalar);
-        base += checkpoints_block(o, l) ? block_region : selective ? block_selective : block_full;
-    }
+    BlockMemoryModel mm;
+    // below: embeddings (wte, wpe, their sum; split: wte's partial lookup and its sum or rows).
+    mm.below = split ? a + 3 * r : 3 * a;
+    // Backward of a block (recomputed or stored, the same tensors are live) peaks in gelu's
+    // backward: the block's tensors but its output and mlp.c_proj, the output gradient, the
+    // (N, F/t) gradients of gelu's output and input, and the loss the caller holds.
+    const int64_t at_gelu = block_full - r - row_out + r + 2 * f + scalar;
+    mm.blocks.assign(static_cast<size_t>(o.n_layers),
+                     {BlockBytes{block_full, at_gelu},
+                      BlockBytes{block_selective, at_gelu - qkv - lse - gathered},
+                      BlockBytes{block_region, at_gelu}});
     // Head: ln_f output and stats, (sp: its rows gathered), logits, cross-entropy stats, loss.
-    const int64_t stored = base + r + s + gathered + logits + ce + scalar;
-    if (!peak) return stored;
+    mm.head_saved = r + s + gathered + logits + ce + scalar;
     // Backward of the head: cross-entropy adds dlogits (and the seed); the tied head's linear then
     // adds dx while dlogits is live, after the cross-entropy stats were freed.
-    const int64_t head_peak = std::max(stored + scalar + logits, stored - ce + logits + a);
-    return std::max(head_peak, block_peak);
+    mm.head_peak = std::max(mm.head_saved + scalar + logits, mm.head_saved - ce + logits + a);
+    return mm;
+}
+
+int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak,
+                             int64_t t, bool sp) {
+    validate_checkpointing(o);
+    const BlockMemoryModel mm = gpt_block_memory(o, B, T, dtype, t, sp);
+    std::vector<BlockRecompute> v(static_cast<size_t>(o.n_layers));
+    for (int64_t l = 0; l < o.n_layers; ++l) v[static_cast<size_t>(l)] = block_recompute(o, l);
+    return peak ? mm.peak(v) : mm.saved(v);
 }
 
 int64_t gpt_param_count(const GptOptions& m, int64_t t) {

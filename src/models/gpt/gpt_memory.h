@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "models/family.h"
 #include "models/gpt/gpt.h"
 #include "tensor/dtype.h"
 
@@ -20,6 +21,10 @@ namespace zt {
 // the split layers on N/t rows, a column layer's input gathered whole).
 int64_t gpt_activation_bytes(const GptOptions& o, int64_t B, int64_t T, DType dtype, bool peak,
                              int64_t t = 1, bool sp = false);
+// The same bytes by block and choice (ModelFamily::block_memory), which gpt_activation_bytes
+// sums for the policy's list.
+BlockMemoryModel gpt_block_memory(const GptOptions& o, int64_t B, int64_t T, DType dtype,
+                                  int64_t t = 1, bool sp = false);
 
 // V C + T C + L (12 C^2 + 13 C) + 2 C: embeddings, blocks, ln_f (the head is tied to wte).
 // t: a rank's count under parallel.tensor = t (its parts of the split tensors, the whole ones).
