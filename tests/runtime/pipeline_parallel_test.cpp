@@ -39,6 +39,7 @@ struct Layout {
     int zero = 0;
     DType compute = DType::kF32;
     std::string checkpointing = "none";
+    std::vector<BlockRecompute> blocks = {};  // checkpointing "blocks"
     int64_t steps = 20;
     double clip = 0.5;
     std::vector<int64_t> partition;  // empty: even
@@ -75,6 +76,7 @@ void train_rank(const Layout& l, Communicator& world, PpRun* out, std::mutex* mu
     RunMesh mesh = split_run_mesh(&world, l.tp, l.pp);
     GptOptions go{kV, kT, 16, l.layers, 4};
     go.checkpoint_policy = l.checkpointing;
+    go.checkpoint_blocks = l.blocks;
     go.tp = mesh.tp;
     const PipeOptions po{l.pp, static_cast<int>(l.micro_batches), l.virtual_stages, l.schedule};
     if (l.pp > 1) go.pipe = pipe_stage(po, partition_of(l), mesh.coord.pp);
@@ -284,6 +286,12 @@ TEST(PipelineParallel, MeshesWithDataAndTensorParallelismTrainLikeOneProcess) {
     c.checkpointing = "every";
     c.schedule = PipeSchedule::kZeroBubble;
     expect_equivalent(c);
+    Layout b;  // a per-block list, as the planner gives a 1F1B pipeline (more on stage 0)
+    b.pp = 2;
+    b.checkpointing = "blocks";
+    b.blocks = {BlockRecompute::kFull, BlockRecompute::kSelective, BlockRecompute::kNone,
+                BlockRecompute::kNone};
+    expect_equivalent(b);
 }
 
 // Half precision: bf16 within DESIGN's bf16 tolerance; fp16 with one loss scale for all stages
