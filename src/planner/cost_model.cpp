@@ -120,8 +120,19 @@ const std::vector<int64_t>& counts_of(const PlanBase& b, const Strategy& s) {
 // the most loaded stage's, or on ranks of unequal speed the largest cost over speed
 // (planner/hetero.h; without a pipeline, the slowest rank's 1 / speed).
 double stage_share(const PlanBase& b, const Strategy& s) {
-    if (!b.rank_speed.empty() && static_cast<int>(b.rank_speed.size()) == s.dp * s.tp * s.pp &&
-        s.virtual_stages == 1) {
+    const bool speeds =
+        !b.rank_speed.empty() && static_cast<int>(b.rank_speed.size()) == s.dp * s.tp * s.pp;
+    if (!s.batch_shares.empty() && s.pp <= 1) {
+        // Unequal batch shares: the rank with the most work for its speed.
+        const std::vector<double> v = speeds ? dp_speeds(b.rank_speed, s.dp, s.tp)
+                                             : std::vector<double>(s.batch_shares.size(), 1.0);
+        double most = 0;
+        for (size_t r = 0; r < s.batch_shares.size(); ++r)
+            most = std::max(most, static_cast<double>(s.batch_shares[r]) /
+                                      static_cast<double>(s.micro_batch) / v[r]);
+        return most;
+    }
+    if (speeds && s.virtual_stages == 1) {
         const std::vector<double> sp = stage_speeds(b.rank_speed, s.dp, s.tp, s.pp);
         if (s.pp <= 1) return 1.0 / sp[0];
         return speed_share(b.spec.model->pipeline_costs(), counts_of(b, s), sp);
@@ -172,6 +183,11 @@ std::string strategy_label(const Strategy& s) {
         l += ", stages ";
         for (size_t k = 0; k < s.partition.size(); ++k) l += str_cat(k ? "+" : "", s.partition[k]);
     }
+    if (!s.batch_shares.empty()) {
+        l += ", shares ";
+        for (size_t k = 0; k < s.batch_shares.size(); ++k)
+            l += str_cat(k ? "+" : "", s.batch_shares[k]);
+    }
     return l;
 }
 
@@ -187,6 +203,7 @@ nlohmann::json strategy_json(const Strategy& s) {
     if (s.tp > 1) j["sequence_parallel"] = s.sequence_parallel;
     if (!s.partition.empty()) j["partition"] = s.partition;
     if (s.checkpoint == "blocks") j["checkpoint_blocks"] = block_recomputes_json(s.blocks);
+    if (!s.batch_shares.empty()) j["batch_shares"] = s.batch_shares;
     if (s.pp > 1) {
         j["schedule"] = pipe_schedule_name(s.schedule);
         j["virtual_stages"] = s.virtual_stages;
@@ -194,14 +211,20 @@ nlohmann::json strategy_json(const Strategy& s) {
     return j;
 }
 
+int64_t largest_micro_batch(const Strategy& s) {
+    int64_t b = s.micro_batch;
+    for (int64_t x : s.batch_shares) b = std::max(b, x);
+    return b;
+}
+
 PolicyActivations layout_activations(const PlanBase& base, const Strategy& s) {
     const ModelFamily& m = *base.spec.model;
     const DType dt = base.spec.state.compute_dtype;
     const bool sp = s.tp > 1 && s.sequence_parallel;
-    if (s.checkpoint == "blocks") return m.block_activations(s.micro_batch, dt, s.tp, sp, s.blocks);
+    const int64_t b = largest_micro_batch(s);
+    if (s.checkpoint == "blocks") return m.block_activations(b, dt, s.tp, sp, s.blocks);
     const std::vector<PolicyActivations> all =
-        s.tp > 1 ? m.activation_policies_split(s.micro_batch, dt, s.tp, sp)
-                 : m.activation_policies(s.micro_batch, dt);
+        s.tp > 1 ? m.activation_policies_split(b, dt, s.tp, sp) : m.activation_policies(b, dt);
     for (const PolicyActivations& p : all)
         if (p.policy == s.checkpoint) return p;
     ZT_FAIL("activation_checkpointing.policy \"", s.checkpoint, "\": ", m.name(),
@@ -246,13 +269,13 @@ std::vector<double> block_extra_saved(const PlanBase& base, const Strategy& s) {
     const bool sp = s.tp > 1 && s.sequence_parallel;
     const size_t n = s.blocks.size();
     std::vector<BlockRecompute> v(n, BlockRecompute::kFull);
-    const int64_t full = m.block_activations(s.micro_batch, dt, s.tp, sp, v).saved;
+    const int64_t b = largest_micro_batch(s);
+    const int64_t full = m.block_activations(b, dt, s.tp, sp, v).saved;
     std::vector<double> extra(n, 0.0);
     for (size_t l = 0; l < n; ++l) {
         if (s.blocks[l] == BlockRecompute::kFull) continue;
         v[l] = s.blocks[l];
-        extra[l] =
-            static_cast<double>(m.block_activations(s.micro_batch, dt, s.tp, sp, v).saved - full);
+        extra[l] = static_cast<double>(m.block_activations(b, dt, s.tp, sp, v).saved - full);
         v[l] = BlockRecompute::kFull;
     }
     return extra;
@@ -271,7 +294,7 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
     const auto counted = [only](int k) { return only < 0 || k == only; };
     const ModelFamily& m = *base.spec.model;
     EstimateSpec spec = base.spec;
-    spec.micro_batch = s.micro_batch;
+    spec.micro_batch = largest_micro_batch(s);  // the rank of the largest share holds the most
     spec.tp = s.tp;
     spec.sequence_parallel = s.tp > 1 && s.sequence_parallel;
     spec.pp = s.pp;
@@ -451,6 +474,12 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     int64_t none_saved = 0;
     for (const PolicyActivations& p : c.memory.policies)
         if (p.policy == "none") none_saved = p.saved;
+    if (!s.batch_shares.empty()) {  // the memory's are the largest share's; the mean rank's here
+        Strategy mean = s;
+        mean.batch_shares.clear();
+        mean.checkpoint = "none";
+        none_saved = layout_activations(base, mean).saved;
+    }
     const double elem_bytes = 4.0 * static_cast<double>(none_saved);
     // Products and lookups the family names, at their measured times where the profile has
     // them (Note [Times by shape], planner/shape_times.cpp); the rest of the FLOPs at the class

@@ -33,11 +33,15 @@ struct Strategy {
     // pp > 1 on ranks of unequal speed: block counts per stage (parallel.pipeline.partition,
     // planner/hetero.h); empty: the engine's balanced partition.
     std::vector<int64_t> partition;
+    // dp > 1 on ranks of unequal speed, no pipeline: samples per micro-batch of each dp rank
+    // (parallel.batch_shares, summing to micro_batch x dp); empty: micro_batch each.
+    std::vector<int64_t> batch_shares;
     bool operator==(const Strategy&) const = default;
 };
 
 // "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu",
-// ", sp", ", stages 5+3"); per-block checkpointing: "checkpoint blocks (full 0-2, none 3-7)".
+// ", sp", ", stages 5+3", ", shares 5+3"); per-block checkpointing: "checkpoint blocks (full 0-2,
+// none 3-7)".
 std::string strategy_label(const Strategy& s);
 nlohmann::json strategy_json(const Strategy& s);
 
@@ -142,6 +146,9 @@ int ranks_on_host(const PlanBase& b, const Strategy& s);
 // The intra-op threads of one of the layout's ranks (PlanBase::threads, else the host's cores
 // over its ranks on the host).
 int threads_per_rank(const PlanBase& b, const Strategy& s);
+
+// The most samples a rank of the layout takes a micro-step (its largest batch share).
+int64_t largest_micro_batch(const Strategy& s);
 
 // The activations of one micro-batch under the layout's policy (per-block lists included), on
 // one rank of its tensor-parallel group, for the whole model.

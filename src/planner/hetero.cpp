@@ -87,6 +87,55 @@ std::vector<double> stage_speeds(const std::vector<double>& rank_speed, int dp, 
     return stage_minimum(rank_speed, dp, tp, pp, "stage_speeds");
 }
 
+std::vector<double> dp_speeds(const std::vector<double>& rank_speed, int dp, int tp) {
+    ZT_ASSERT(static_cast<int>(rank_speed.size()) == dp * tp, "dp_speeds: ", rank_speed.size(),
+              " speeds for ", dp, " x ", tp, " ranks");
+    std::vector<double> out(static_cast<size_t>(dp));
+    for (int d = 0; d < dp; ++d) {
+        double v = rank_speed[static_cast<size_t>(d * tp)];
+        for (int t = 1; t < tp; ++t) v = std::min(v, rank_speed[static_cast<size_t>(d * tp + t)]);
+        out[static_cast<size_t>(d)] = v;
+    }
+    return out;
+}
+
+std::vector<int64_t> shares_by_speed(int64_t total, const std::vector<double>& speed) {
+    const int64_t n = static_cast<int64_t>(speed.size());
+    ZT_CHECK(n >= 1 && total >= n, "batch shares: ", total, " samples for ", n, " ranks");
+    double sum = 0;
+    for (double v : speed) sum += v;
+    // Each rank's 1 first, the rest in proportion to speed.
+    const int64_t rest = total - n;
+    std::vector<int64_t> out(static_cast<size_t>(n), 1);
+    std::vector<double> frac(static_cast<size_t>(n));
+    int64_t given = 0;
+    for (int64_t r = 0; r < n; ++r) {
+        const double want = static_cast<double>(total) * speed[static_cast<size_t>(r)] / sum - 1;
+        const double w = std::clamp(want, 0.0, static_cast<double>(rest));
+        const int64_t whole = static_cast<int64_t>(std::floor(w + 1e-9));
+        out[static_cast<size_t>(r)] += whole;
+        frac[static_cast<size_t>(r)] = w - static_cast<double>(whole);
+        given += whole;
+    }
+    while (given > rest) {  // clamping at 1 gave the slow ranks more than their part
+        int64_t most = 0;
+        for (int64_t r = 1; r < n; ++r)
+            if (out[static_cast<size_t>(r)] * speed[static_cast<size_t>(most)] >
+                out[static_cast<size_t>(most)] * speed[static_cast<size_t>(r)])
+                most = r;  // the largest share per speed gives one back
+        --out[static_cast<size_t>(most)];
+        --given;
+    }
+    for (; given < rest; ++given) {
+        int64_t best = 0;
+        for (int64_t r = 1; r < n; ++r)
+            if (frac[static_cast<size_t>(r)] > frac[static_cast<size_t>(best)]) best = r;
+        ++out[static_cast<size_t>(best)];
+        frac[static_cast<size_t>(best)] = -1;
+    }
+    return out;
+}
+
 std::vector<int64_t> speed_partition(const PipeCosts& costs, const std::vector<double>& speed) {
     const int64_t blocks = static_cast<int64_t>(costs.block.size());
     const int64_t n = static_cast<int64_t>(speed.size());

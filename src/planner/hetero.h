@@ -39,6 +39,15 @@ std::vector<int64_t> capped_partition(const PipeCosts& costs, const std::vector<
 // [k dp tp, (k + 1) dp tp), parallel/mesh.h).
 std::vector<double> stage_speeds(const std::vector<double>& rank_speed, int dp, int tp, int pp);
 
+// Each data-parallel rank's speed in a layout without a pipeline: the slowest of its tp ranks
+// (the mesh puts dp rank d's at [d tp, (d + 1) tp)).
+std::vector<double> dp_speeds(const std::vector<double>& rank_speed, int dp, int tp);
+
+// parallel.batch_shares for ranks of these speeds: `total` samples (each micro-step's dp x
+// micro-batch) split in proportion to speed, each rank at least 1, the remainder to the largest
+// fractions (ties to the earlier rank). Equal speeds give equal shares where total divides.
+std::vector<int64_t> shares_by_speed(int64_t total, const std::vector<double>& speed);
+
 // Block counts of p = speed.size() contiguous pieces (each >= 1 block, the embedding's cost on
 // the first and the head's on the last) that minimise max_k cost_k / speed_k. Equal speeds give
 // balanced_partition's counts.

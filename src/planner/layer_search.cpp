@@ -147,7 +147,7 @@ std::optional<Strategy> per_block_layout(const PlanBase& base, Strategy s, int64
     bool solved = false;
     if (p == 1) {
         if (const std::optional<BlockMemoryModel> mm =
-                m.block_memory(s.micro_batch, dt, s.tp, sp)) {
+                m.block_memory(largest_micro_batch(s), dt, s.tp, sp)) {
             const Estimate e = plan_memory(base, full);
             const double room = static_cast<double>(cap[0]) -
                                 static_cast<double>(plan_peak_bytes(e) - e.activations.peak) -
@@ -171,13 +171,13 @@ std::optional<Strategy> per_block_layout(const PlanBase& base, Strategy s, int64
         const Strategy none = with_list(s, std::vector<BlockRecompute>(nb, BlockRecompute::kNone));
         // Each block's bytes beyond "full" for each choice, one micro-batch.
         std::vector<BlockRecompute> v(nb, BlockRecompute::kFull);
-        const int64_t all_full = m.block_activations(s.micro_batch, dt, s.tp, sp, v).saved;
+        const int64_t all_full = m.block_activations(largest_micro_batch(s), dt, s.tp, sp, v).saved;
         std::vector<std::array<double, 3>> extra(nb);
         for (size_t l = 0; l < nb; ++l)
             for (size_t c = 0; c < 3; ++c) {
                 v[l] = kBlockRecomputes[c];
                 extra[l][c] = static_cast<double>(
-                    m.block_activations(s.micro_batch, dt, s.tp, sp, v).saved - all_full);
+                    m.block_activations(largest_micro_batch(s), dt, s.tp, sp, v).saved - all_full);
                 v[l] = BlockRecompute::kFull;
             }
         std::vector<double> capacity(static_cast<size_t>(p));

@@ -104,6 +104,14 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
     if (uneven && !base.rank_speed.empty())
         s.partition = speed_partition(base.spec.model->pipeline_costs(),
                                       stage_speeds(base.rank_speed, s.dp, s.tp, s.pp));
+    // Data-parallel ranks of unequal speed without a pipeline: batch shares by speed too.
+    std::vector<double> dp_speed;
+    if (!base.rank_speed.empty() && s.pp == 1 && s.dp > 1) {
+        dp_speed = dp_speeds(base.rank_speed, s.dp, s.tp);
+        if (std::all_of(dp_speed.begin(), dp_speed.end(),
+                        [&](double v) { return v == dp_speed.front(); }))
+            dp_speed.clear();
+    }
     for (int accum : divisors(per_rank)) {
         s.grad_accum = accum;
         s.micro_batch = per_rank / accum;
@@ -127,6 +135,12 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
                     if (sp && s.tp == 1) continue;
                     s.sequence_parallel = sp;
                     out.push_back(by_memory ? memory_sized(base, s) : s);
+                    if (dp_speed.empty()) continue;
+                    Strategy shared = s;
+                    shared.batch_shares = shares_by_speed(s.micro_batch * s.dp, dp_speed);
+                    if (std::any_of(shared.batch_shares.begin(), shared.batch_shares.end(),
+                                    [&](int64_t b) { return b != s.micro_batch; }))
+                        out.push_back(std::move(shared));
                 }
             }
         }

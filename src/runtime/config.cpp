@@ -19,6 +19,7 @@
 
 #include "models/registry.h"
 #include "parallel/mesh.h"
+#include "runtime/batch_shares.h"
 #include "runtime/config_compression.h"
 #include "runtime/config_monitor.h"
 #include "runtime/config_optimizer.h"
@@ -538,6 +539,8 @@ MeshShape parse_parallel(Section& root, int64_t world, TrainConfig& c,
              ": splits the rows of a tensor-parallel group; it needs parallel.tensor > 1 (got ", tp,
              ")");
     config_detail::parse_pipeline(s, c.pipe, pipe_micro);
+    if (const json* b = s.take("batch_shares"))
+        s.guard([&] { c.batch_shares = batch_shares_from_json(*b, s.key("batch_shares")); });
     s.finish();
     ZT_CHECK(world <= INT_MAX, "world size: expected at most ", INT_MAX, " ranks, got ", world);
     // Names world, tensor and pipeline when tensor x pipeline does not divide the world.
@@ -688,6 +691,7 @@ ParsedConfig parse_config(const json& j, int64_t world_size) {
     root.guard([&] { parse_breakdowns(root, c); });
     root.guard([&] { refuse_features(root, out.warnings); });
     root.guard([&] { config_detail::check_onebit_adam(c); });
+    root.guard([&] { check_batch_shares(c); });
     root.finish();
     throw_config_errors(errors);
     return out;

@@ -201,6 +201,9 @@ struct TrainConfig {
     int64_t dp = 1;                  // data-parallel ranks: world / (tensor x pipeline)
     int64_t tp = 1;                  // parallel.tensor: ranks each model is split over
     bool sequence_parallel = false;  // parallel.sequence_parallel (tensor-parallel row split)
+    // parallel.batch_shares: samples per micro-batch of each dp rank (runtime/batch_shares.h);
+    // empty: micro_batch each.
+    std::vector<int64_t> batch_shares;
     PipelineConfig pipe;             // parallel.pipeline
     PruningOptions pruning;          // compression.pruning (compression/prune_schedule.h)
     QatOptions quantization;         // compression.quantization (compression/qat.h)

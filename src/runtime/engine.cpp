@@ -197,9 +197,9 @@ void Engine::backward(const Var& loss) {
     const double micro_batches = static_cast<double>(options_.grad_accum * dp_->ranks());
     // 1-bit Adam's compressed phase keeps the gradients local (Note [1-bit Adam]).
     dp_->begin_backward(micro_done_ + 1 == options_.grad_accum && !onebit_compressing());
-    tape_.backward(loss, static_cast<float>(scale / micro_batches));
+    tape_.backward(loss, static_cast<float>(scale * options_.batch_share / micro_batches));
     dp_->end_backward();
-    loss_sum_ += loss->value.data<float>()[0];
+    loss_sum_ += options_.batch_share * loss->value.data<float>()[0];
     ++micro_done_;
 }
 

@@ -37,6 +37,9 @@ struct EngineOptions {
     NanPolicy nan_policy = NanPolicy::kSkip;
     int64_t grad_accum = 1;          // micro-batches per optimizer step
     int64_t micro_batch = 1;         // samples per micro-batch (sizing embedding plans)
+    // parallel.batch_shares: this dp rank's samples over the micro-batch (runtime/batch_shares.h);
+    // its loss and gradients weigh so much in the dp average.
+    double batch_share = 1.0;
     double gradient_clipping = 0.0;  // max global norm; 0: off
     uint64_t seed = 42;              // initial weights depend on (seed, name, index) only
     std::unique_ptr<Optimizer> optimizer;

@@ -44,6 +44,7 @@ Strategy strategy_of(const TrainConfig& cfg) {
     s.grad_accum = cfg.grad_accum;
     s.checkpoint = cfg.activation_checkpointing.policy;
     s.blocks = cfg.activation_checkpointing.blocks;
+    s.batch_shares = cfg.batch_shares;
     s.offload = cfg.zero.offload_optimizer.device;
     s.sequence_parallel = cfg.sequence_parallel;
     if (cfg.pipe.stages > 1 && cfg.pipe.partition_given) s.partition = cfg.pipe.partition;
@@ -67,6 +68,10 @@ nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_
         if (!s.partition.empty()) par["pipeline"]["partition"] = s.partition;
     } else
         par.erase("pipeline");
+    if (s.batch_shares.empty())
+        par.erase("batch_shares");
+    else
+        par["batch_shares"] = s.batch_shares;
     j["parallel"] = par;
     j["train_batch_size"] = global_batch;
     j["train_micro_batch_size_per_gpu"] = s.micro_batch;
@@ -95,6 +100,8 @@ std::vector<std::string> config_sets(const Strategy& s, int64_t global) {
     if (s.checkpoint == "blocks")
         v.push_back(
             str_cat("activation_checkpointing.blocks=", block_recomputes_json(s.blocks).dump()));
+    if (!s.batch_shares.empty())
+        v.push_back(str_cat("parallel.batch_shares=", nlohmann::json(s.batch_shares).dump()));
     if (s.pp > 1) {
         std::string part;
         if (!s.partition.empty()) {

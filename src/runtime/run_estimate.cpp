@@ -12,6 +12,8 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     EstimateSpec spec;
     spec.model = cfg.model;
     spec.micro_batch = cfg.micro_batch;
+    for (int64_t b : cfg.batch_shares)  // the rank of the largest share holds the most
+        spec.micro_batch = std::max(spec.micro_batch, b);
     spec.optimizer = cfg.optimizer.type;
     spec.threads = cfg.threads > 0 ? cfg.threads : num_threads();
     StateSpec& st = spec.state;

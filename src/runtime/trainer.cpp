@@ -15,6 +15,7 @@
 #include "data/tokens/token_dataset.h"
 #include "optim/onebit_adam.h"
 #include "parallel/tensor_parallel_weights.h"
+#include "runtime/batch_shares.h"
 #include "runtime/checkpointer.h"
 #include "runtime/comm_compression_metrics.h"
 #include "runtime/evaluation.h"
@@ -353,6 +354,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
     const double flops_per_sample = family.flops_per_sample();
     const int64_t tokens_per_sample = family.tokens_per_sample();
     EngineOptions eo = engine_options(cfg);
+    eo.batch_share = batch_share_weight(cfg, dp_rank);
+    const int64_t micro = rank_micro_batch(cfg, dp_rank);  // this rank's samples a micro-step
     eo.zero.hpz_group = mesh.hpz;
     eo.zero.priority = cfg.comm.priority;
     eo.comm = mesh.dp;
@@ -485,6 +488,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                     dp_ranks > 1
                         ? str_cat(" x ", dp_ranks, dp_ranks < ranks ? " dp ranks" : " ranks")
                         : std::string(),
+                    cfg.batch_shares.empty() ? std::string()
+                                             : str_cat(", shares ", shares_words(cfg.batch_shares)),
                     ")"));
         // The step being trained, for fault injection's kill_in_writeback.
         auto training_step = std::make_shared<int64_t>(start_step + 1);
@@ -562,22 +567,20 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             {
                 MemScope phase(pool, MemPhase::kForward);  // Tape::backward switches to backward
                 for (int64_t m = 0; m < cfg.grad_accum; ++m) {
-                    int64_t k0 = global_sample_index(step, m, dp_rank, cfg.micro_batch,
-                                                     cfg.grad_accum, dp_ranks, 0);
+                    int64_t k0 = shared_sample_index(cfg, step, m, dp_rank, 0);
                     Stopwatch io;
-                    const Batch batch = data->train_batch(k0, cfg.micro_batch);
+                    const Batch batch = data->train_batch(k0, micro);
                     // The next micro-batch (of this step or the next) decodes while this one
                     // computes (readers that can, RunData::prefetch_train).
                     const bool last = m + 1 == cfg.grad_accum;
                     if (!last || step + 1 < cfg.steps) {
-                        const int64_t next =
-                            global_sample_index(last ? step + 1 : step, last ? 0 : m + 1, dp_rank,
-                                                cfg.micro_batch, cfg.grad_accum, dp_ranks, 0);
-                        data->prefetch_train(next, cfg.micro_batch);
+                        const int64_t next = shared_sample_index(cfg, last ? step + 1 : step,
+                                                                 last ? 0 : m + 1, dp_rank, 0);
+                        data->prefetch_train(next, micro);
                         // A model that reads ahead (embedding.tier) gets the next one's ids
                         // (an empty batch where the reader cannot say: every rank takes part).
                         if (lookahead) {
-                            const std::optional<Batch> nb = data->peek_train(next, cfg.micro_batch);
+                            const std::optional<Batch> nb = data->peek_train(next, micro);
                             engine.model().lookahead(nb ? *nb : Batch{});
                         }
                     }

@@ -220,6 +220,26 @@ TEST_F(PlanCli, RankSpeedGivesUnequalStagesTheEngineRuns) {
     const CommandResult t = run_zerotrain("train " + cfg + " --quiet --ranks 2 --run-dir " +
                                           (dir_ / "uneven").string() + sets);
     ASSERT_EQ(t.code, 0) << t.output;
+    // Without a pipeline, the fast rank takes the larger batch share (parallel.batch_shares);
+    // the run of the layout's arguments stays within its predicted peak (the larger share's).
+    const nlohmann::json* shared = nullptr;
+    for (const nlohmann::json& p : out["plans"])
+        if (p["strategy"].contains("batch_shares") && !shared) shared = &p;
+    ASSERT_NE(shared, nullptr) << r.output;
+    const std::vector<int64_t> shares = (*shared)["strategy"]["batch_shares"];
+    ASSERT_EQ(shares.size(), 2u);
+    EXPECT_GT(shares[0], shares[1]);
+    sets.clear();
+    for (const nlohmann::json& s : (*shared)["config_sets"])
+        sets += " --set '" + s.get<std::string>() + "'";
+    const CommandResult u = run_zerotrain("train " + cfg + " --quiet --ranks 2 --run-dir " +
+                                          (dir_ / "shared").string() + sets);
+    ASSERT_EQ(u.code, 0) << sets << ": " << u.output;
+    const CommandResult c =
+        run_zerotrain("plan --json --check " + (dir_ / "shared").string(), false);
+    ASSERT_EQ(c.code, 0) << c.output;
+    EXPECT_LE(nlohmann::json::parse(c.output)["peak_bytes"]["max_ratio"].get<double>(), 1.0)
+        << c.output;
     EXPECT_NE(run_zerotrain("plan " + cfg + " --ranks 2 --rank-speed 1 --profile " + prof).code, 0);
     // "measured": the profile's speeds (from `mpirun -np 2 zerotrain bench calibrate`) plan the
     // same layouts as the declared ones; a profile without them is an input error.

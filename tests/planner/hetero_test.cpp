@@ -257,5 +257,63 @@ TEST(Hetero, SearchSizesStagesToTheirSpeed) {
                 speed_share(pc, want, {1, 0.5}) / share_even, 1e-9);
 }
 
+TEST(Hetero, BatchSharesFollowSpeed) {
+    EXPECT_EQ(shares_by_speed(64, {1, 0.5}), (std::vector<int64_t>{43, 21}));
+    EXPECT_EQ(shares_by_speed(8, {1, 1}), (std::vector<int64_t>{4, 4}));
+    EXPECT_EQ(shares_by_speed(3, {1, 1}), (std::vector<int64_t>{2, 1}));  // ties to the earlier
+    EXPECT_EQ(shares_by_speed(4, {1, 0.001, 0.001}), (std::vector<int64_t>{2, 1, 1}));  // >= 1
+    for (int64_t total : {3, 8, 17, 64})
+        for (const std::vector<double>& v :
+             {std::vector<double>{1, 0.5, 0.25}, std::vector<double>{0.3, 1, 0.7, 0.01}}) {
+            if (total < static_cast<int64_t>(v.size())) continue;
+            const std::vector<int64_t> got = shares_by_speed(total, v);
+            int64_t sum = 0;
+            double vsum = 0;
+            for (size_t r = 0; r < v.size(); ++r) {
+                EXPECT_GE(got[r], 1);
+                sum += got[r];
+                vsum += v[r];
+            }
+            EXPECT_EQ(sum, total);
+            for (size_t r = 0; r < v.size(); ++r)  // within one sample of proportional
+                EXPECT_LE(std::abs(static_cast<double>(got[r]) -
+                                   std::max(1.0, static_cast<double>(total) * v[r] / vsum)),
+                          1.0 + 1e-9)
+                    << total << " rank " << r;
+        }
+    EXPECT_EQ(dp_speeds({1, 0.5, 0.8, 0.9}, 2, 2), (std::vector<double>{0.5, 0.8}));
+}
+
+// Data-parallel ranks of unequal speed: the layout with shares by speed is costed at its slowest
+// rank's work for its speed, and ranks above the same layout of equal shares.
+TEST(Hetero, SearchGivesFasterRanksMoreOfTheBatch) {
+    PlanBase base = tiny_gpt_base(8);
+    base.rank_speed = {1, 0.5};
+    const MachineProfile prof = round_profile();
+    Strategy even;
+    even.dp = 2;
+    even.micro_batch = 4;
+    Strategy shared = even;
+    shared.batch_shares = {5, 3};
+    const PlanCost a = plan_cost(base, even, &prof), b = plan_cost(base, shared, &prof);
+    // Compute scales with the slowest rank's samples over its speed: 4 / 0.5 against 3 / 0.5.
+    EXPECT_NEAR(b.time.compute / a.time.compute, 3.0 / 4.0, 1e-9);
+    EXPECT_GT(b.device_bytes, a.device_bytes);  // the rank of 5 samples holds more activations
+    SearchSpace space;
+    space.ranks = 2;
+    space.offload = {"none"};
+    space.max_pp = 1;
+    space.max_tp = 1;
+    SearchOptions opt;
+    opt.top = 0;
+    const SearchResult r = search_plans(base, space, &prof, opt);
+    ASSERT_FALSE(r.ranked.empty());
+    EXPECT_EQ(r.ranked.front().strategy.batch_shares.size(), 2u)
+        << strategy_label(r.ranked.front().strategy);
+    base.rank_speed = {1, 1};  // equal ranks: no shares
+    for (const PlanCost& c : search_plans(base, space, &prof, opt).ranked)
+        EXPECT_TRUE(c.strategy.batch_shares.empty()) << strategy_label(c.strategy);
+}
+
 }  // namespace
 }  // namespace zt
