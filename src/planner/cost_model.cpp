@@ -264,24 +264,42 @@ namespace {
 // named policy's figure, as the additive byte model of the family makes the extras sum up.
 // Block l's saved bytes under its list choice beyond "full" (one micro-batch, the layout's t, sp).
 std::vector<double> block_extra_saved(const PlanBase& base, const Strategy& s) {
-    const ModelFamily& m = *base.spec.model;
-    const DType dt = base.spec.state.compute_dtype;
-    const bool sp = s.tp > 1 && s.sequence_parallel;
-    const size_t n = s.blocks.size();
-    std::vector<BlockRecompute> v(n, BlockRecompute::kFull);
-    const int64_t b = largest_micro_batch(s);
-    const int64_t full = m.block_activations(b, dt, s.tp, sp, v).saved;
-    std::vector<double> extra(n, 0.0);
-    for (size_t l = 0; l < n; ++l) {
-        if (s.blocks[l] == BlockRecompute::kFull) continue;
-        v[l] = s.blocks[l];
-        extra[l] = static_cast<double>(m.block_activations(b, dt, s.tp, sp, v).saved - full);
-        v[l] = BlockRecompute::kFull;
-    }
+    const std::vector<std::array<double, 3>> all = block_extra_bytes(base, s);
+    std::vector<double> extra(s.blocks.size(), 0.0);
+    for (size_t l = 0; l < extra.size(); ++l)
+        extra[l] = all[l][BlockMemoryModel::index(s.blocks[l])];
     return extra;
 }
 
 }  // namespace
+
+std::vector<std::array<double, 3>> block_extra_bytes(const PlanBase& base, const Strategy& s) {
+    const ModelFamily& m = *base.spec.model;
+    const DType dt = base.spec.state.compute_dtype;
+    const bool sp = s.tp > 1 && s.sequence_parallel;
+    const size_t n = static_cast<size_t>(m.pipeline_blocks());
+    const int64_t b = largest_micro_batch(s);
+    std::vector<std::array<double, 3>> extra(n);
+    const size_t full = BlockMemoryModel::index(BlockRecompute::kFull);
+    if (const std::optional<BlockMemoryModel> mm = m.block_memory(b, dt, s.tp, sp)) {
+        for (size_t l = 0; l < n; ++l)
+            for (size_t c = 0; c < 3; ++c)
+                extra[l][c] =
+                    static_cast<double>(mm->blocks[l][c].saved - mm->blocks[l][full].saved);
+        return extra;
+    }
+    // A family without the model by block: each block changed alone in the all-full list.
+    std::vector<BlockRecompute> v(n, BlockRecompute::kFull);
+    const int64_t all_full = m.block_activations(b, dt, s.tp, sp, v).saved;
+    for (size_t l = 0; l < n; ++l)
+        for (size_t c = 0; c < 3; ++c) {
+            v[l] = kBlockRecomputes[c];
+            extra[l][c] =
+                static_cast<double>(m.block_activations(b, dt, s.tp, sp, v).saved - all_full);
+            v[l] = BlockRecompute::kFull;
+        }
+    return extra;
+}
 
 Estimate plan_memory(const PlanBase& base, const Strategy& s) {
     return plan_memory_of_stage(base, s, -1);
@@ -511,16 +529,26 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     const auto recompute_s = [&](const RecomputeFlops& rf, double part) {
         return (rf.gemm * b * part / gemm_rate + rf.attention * b * part / attn_rate) * mb;
     };
-    if (s.pp > 1 && (s.checkpoint == "blocks" || !m.policy_blocks(s.checkpoint).empty())) {
+    const std::vector<BlockRecompute> list =
+        s.pp > 1 ? (s.checkpoint == "blocks" ? s.blocks : m.policy_blocks(s.checkpoint))
+                 : std::vector<BlockRecompute>{};
+    if (!list.empty()) {
         // The stages recompute their own blocks (unequally for a list or every_k): the slowest
         // stage's.
         const std::vector<double> speed =
             static_cast<int>(base.rank_speed.size()) != s.dp * s.tp * s.pp
                 ? std::vector<double>(static_cast<size_t>(s.pp), 1.0)
                 : stage_speeds(base.rank_speed, s.dp, s.tp, s.pp);
-        for (int k = 0; k < s.pp; ++k)
-            t.recompute = std::max(t.recompute, recompute_s(layout_recompute_flops(base, s, k),
-                                                            1.0 / s.tp / speed[k]));
+        const PipeOptions o = pipe_options(s);
+        const std::vector<int64_t>& counts = counts_of(base, s);
+        std::vector<BlockRecompute> mine;
+        for (int k = 0; k < s.pp; ++k) {
+            mine.clear();
+            for (const BlockRange& r : pipe_stage(o, counts, k).chunks)
+                mine.insert(mine.end(), list.begin() + r.lo, list.begin() + r.hi);
+            t.recompute = std::max(
+                t.recompute, recompute_s(m.block_recompute_flops(mine), 1.0 / s.tp / speed[k]));
+        }
     } else {
         t.recompute = recompute_s(layout_recompute_flops(base, s, -1), share);
     }

@@ -6,6 +6,7 @@
 // [Step time model] in cost_model.cpp saying which work goes over which rate.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -153,6 +154,11 @@ int64_t largest_micro_batch(const Strategy& s);
 // The activations of one micro-batch under the layout's policy (per-block lists included), on
 // one rank of its tensor-parallel group, for the whole model.
 PolicyActivations layout_activations(const PlanBase& base, const Strategy& s);
+// Each block's saved bytes of one micro-batch (the layout's largest, t and sp) beyond being
+// recomputed whole, per choice in kBlockRecomputes order (ModelFamily::block_memory, or each
+// block changed alone in ModelFamily::block_activations).
+std::vector<std::array<double, 3>> block_extra_bytes(const PlanBase& base, const Strategy& s);
+
 // The blocks pipeline stage k of the layout holds (all of them without a pipeline).
 std::vector<int64_t> stage_blocks(const PlanBase& base, const Strategy& s, int k);
 // What the layout's policy recomputes per sample on pipeline stage k's blocks (k < 0 or no

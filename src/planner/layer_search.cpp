@@ -101,8 +101,8 @@ Strategy with_list(Strategy s, std::vector<BlockRecompute> v) {
 //   is solved on its own (the pipeline's recompute is the slowest stage's, and each stage's
 //   least is the least of the slowest); a stage the linear model let past its budget has its
 //   capacity cut by the excess and is solved again.
-// A last pass from the top block down then keeps any block's activations that still fit (what
-// the linear model or the rounding of bytes to steps missed), and the list is costed exactly
+// On one stage, a last pass from the top block down keeps any block's activations that still fit
+// on the byte model (what the rounding of bytes to steps missed). The list is then costed exactly
 // like any layout.
 std::optional<Strategy> per_block_layout(const PlanBase& base, Strategy s, int64_t budget,
                                          const MachineProfile* profile) {
@@ -163,23 +163,35 @@ std::optional<Strategy> per_block_layout(const PlanBase& base, Strategy s, int64
                 cheapest_within(layers, room, 2048, static_cast<double>(mm->head_peak));
             if (pick) {
                 for (size_t l = 0; l < nb; ++l) list[l] = kBlockRecomputes[(*pick)[l]];
+                // Keep what the rounding of bytes to steps missed, from the top block down, the
+                // cheaper choices first, on the same byte model (an O(n) check each).
+                const double other = static_cast<double>(cap[0]) - room;  // with mm->below
+                const auto fits = [&] {
+                    return other - static_cast<double>(mm->below) +
+                               static_cast<double>(mm->peak(list)) <=
+                           static_cast<double>(cap[0]);
+                };
+                const std::vector<BlockRecompute> picked = list;
+                for (size_t l = nb; l-- > 0;)
+                    for (BlockRecompute c : kBlockRecomputes) {
+                        if (seconds(c) >= seconds(list[l])) continue;
+                        const BlockRecompute was = list[l];
+                        list[l] = c;
+                        if (fits()) break;
+                        list[l] = was;
+                    }
                 solved = first_over(list, &excess) < 0;
+                if (!solved) {  // the byte model and the layout's estimate disagree
+                    list = picked;
+                    solved = first_over(list, &excess) < 0;
+                }
             }
         }
     }
     if (!solved) {
         const Strategy none = with_list(s, std::vector<BlockRecompute>(nb, BlockRecompute::kNone));
         // Each block's bytes beyond "full" for each choice, one micro-batch.
-        std::vector<BlockRecompute> v(nb, BlockRecompute::kFull);
-        const int64_t all_full = m.block_activations(largest_micro_batch(s), dt, s.tp, sp, v).saved;
-        std::vector<std::array<double, 3>> extra(nb);
-        for (size_t l = 0; l < nb; ++l)
-            for (size_t c = 0; c < 3; ++c) {
-                v[l] = kBlockRecomputes[c];
-                extra[l][c] = static_cast<double>(
-                    m.block_activations(largest_micro_batch(s), dt, s.tp, sp, v).saved - all_full);
-                v[l] = BlockRecompute::kFull;
-            }
+        const std::vector<std::array<double, 3>> extra = block_extra_bytes(base, s);
         std::vector<double> capacity(static_cast<size_t>(p));
         std::vector<double> slope(static_cast<size_t>(p), 1.0);
         std::vector<std::vector<int64_t>> held(static_cast<size_t>(p));
@@ -218,16 +230,6 @@ std::optional<Strategy> per_block_layout(const PlanBase& base, Strategy s, int64
             solve(k);
         }
     }
-    // Keep what still fits (the linear model's misses, the rounding's), from the top block
-    // down, the cheaper choices first.
-    for (size_t l = nb; l-- > 0;)
-        for (BlockRecompute c : kBlockRecomputes) {
-            if (seconds(c) >= seconds(list[l])) continue;
-            const BlockRecompute was = list[l];
-            list[l] = c;
-            if (first_over(list, &excess) < 0) break;
-            list[l] = was;
-        }
     if (std::all_of(list.begin(), list.end(), [&](BlockRecompute r) { return r == list[0]; }))
         return std::nullopt;
     return with_list(std::move(s), std::move(list));

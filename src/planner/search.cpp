@@ -1,6 +1,7 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -261,6 +262,48 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
         if (!have_smallest || smaller(c, res.smallest)) res.smallest = c;
         have_smallest = true;
     };
+    PlanCost last;  // the layout consider() costed last
+    // Costs one layout; false when it is rejected.
+    const auto consider = [&](const Strategy& s) {
+        PlanCost c;
+        try {
+            c = plan_cost(base, s, profile);
+        } catch (const Error& e) {
+            reject(s, e.message(), 0);
+            return false;
+        }
+        ++res.costed;
+        note_smallest(c);
+        last = c;
+        if (opt.budget > 0 && c.device_bytes > opt.budget) {
+            reject(s, over_budget_reason(c, opt.budget), c.device_bytes);
+            return false;
+        }
+        if (!base.rank_memory.empty()) {
+            if (const std::string why = over_rank_memory(base, c); !why.empty()) {
+                reject(s, why, c.device_bytes);
+                return false;
+            }
+        }
+        if (const int64_t host = c.memory.host_total * ranks_on_host(base, s);
+            opt.host_budget > 0 && host > opt.host_budget) {
+            const auto [name, largest] = largest_category(c.memory.host);
+            reject(s,
+                   str_cat(stage_words(s), " needs ",
+                           format_bytes(static_cast<double>(c.memory.host_total)),
+                           " of host memory per rank x ", ranks_on_host(base, s), " on a host > ",
+                           format_bytes(static_cast<double>(opt.host_budget)), " (--host-memory): ",
+                           name, " ", format_bytes(static_cast<double>(largest)),
+                           " per rank; nvme holds it on disk"),
+                   c.device_bytes);
+            return false;
+        }
+        fits.push_back(std::move(c));
+        return true;
+    };
+    // Layouts that keep every activation and do not fit, with their time: the least a per-block
+    // list of the same layout can take (its recompute adds to it).
+    std::vector<std::pair<double, Strategy>> pending;
     for (const Group& g : groups_of(base, space)) {
         res.candidates += static_cast<int64_t>(g.members.size());
         if (opt.prune && opt.budget > 0) {
@@ -285,61 +328,34 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
                 continue;
             }
         }
-        // Costs one layout; false when it is rejected.
-        const auto consider = [&](const Strategy& s) {
-            PlanCost c;
-            try {
-                c = plan_cost(base, s, profile);
-            } catch (const Error& e) {
-                reject(s, e.message(), 0);
-                return false;
-            }
-            ++res.costed;
-            note_smallest(c);
-            if (opt.budget > 0 && c.device_bytes > opt.budget) {
-                reject(s, over_budget_reason(c, opt.budget), c.device_bytes);
-                return false;
-            }
-            if (!base.rank_memory.empty()) {
-                if (const std::string why = over_rank_memory(base, c); !why.empty()) {
-                    reject(s, why, c.device_bytes);
-                    return false;
-                }
-            }
-            if (const int64_t host = c.memory.host_total * ranks_on_host(base, s);
-                opt.host_budget > 0 && host > opt.host_budget) {
-                const auto [name, largest] = largest_category(c.memory.host);
-                reject(s,
-                       str_cat(stage_words(s), " needs ",
-                               format_bytes(static_cast<double>(c.memory.host_total)),
-                               " of host memory per rank x ", ranks_on_host(base, s),
-                               " on a host > ", format_bytes(static_cast<double>(opt.host_budget)),
-                               " (--host-memory): ", name, " ",
-                               format_bytes(static_cast<double>(largest)),
-                               " per rank; nvme holds it on disk"),
-                       c.device_bytes);
-                return false;
-            }
-            fits.push_back(std::move(c));
-            return true;
-        };
         for (const Strategy& s : g.members) {
-            // A layout that keeps every activation and does not fit: the per-block list that
-            // fits with the least recompute (Note [Per-layer recompute], layer_search.cpp).
-            if (consider(s) || s.checkpoint != "none" || !space.per_block) continue;
-            std::optional<Strategy> listed;
-            try {
-                listed = per_block_layout(base, s, opt.budget, profile);
-            } catch (const Error& e) {
-                reject(s, e.message(), 0);
-            }
-            if (listed) {
-                ++res.candidates;
-                consider(*listed);
-            }
+            const bool fit = consider(s);
+            if (!fit && s.checkpoint == "none" && space.per_block && profile && last.timed &&
+                last.strategy == s)
+                pending.emplace_back(last.time.total(), s);
         }
     }
     std::sort(fits.begin(), fits.end(), faster);
+    // Per-block lists (Note [Per-layer recompute], layer_search.cpp) for the layouts that did not
+    // fit keeping every activation, the fastest first, as long as one could still rank among
+    // the first (branch and bound on their time without recompute; with a margin for layouts
+    // the config check rejects later). Without a profile the ranking is by memory, where a list
+    // never passes "every": none are made.
+    std::stable_sort(pending.begin(), pending.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    const size_t keep = opt.top > 0 ? static_cast<size_t>(opt.top) * 2 + 5 : SIZE_MAX;
+    for (const auto& [bound, s] : pending) {
+        if (fits.size() >= keep && bound >= fits[keep - 1].time.total()) break;
+        std::optional<Strategy> listed;
+        try {
+            listed = per_block_layout(base, s, opt.budget, profile);
+        } catch (const Error& e) {
+            reject(s, e.message(), 0);
+        }
+        if (!listed) continue;
+        ++res.candidates;
+        if (consider(*listed)) std::sort(fits.begin(), fits.end(), faster);
+    }
     for (PlanCost& c : fits) {
         if (opt.top > 0 && static_cast<int>(res.ranked.size()) >= opt.top) break;
         if (check) {
