@@ -57,6 +57,13 @@ void check_inputs(const std::vector<EmbeddingTableSpec>& tables, const Embedding
         ZT_CHECK(std::isfinite(t.ids_per_sample) && t.ids_per_sample >= 0, "embedding: table '",
                  t.name, "' reads ", t.ids_per_sample, " ids a sample; expected a mean >= 0");
     }
+    ZT_CHECK(o.rank_weights.empty() || static_cast<int>(o.rank_weights.size()) == o.ranks,
+             "embedding.rank_weights: expected one weight per rank (", o.ranks, "), got ",
+             o.rank_weights.size());
+    for (size_t r = 0; r < o.rank_weights.size(); ++r)
+        ZT_CHECK(std::isfinite(o.rank_weights[r]) && o.rank_weights[r] > 0,
+                 "embedding.rank_weights[", r, "]: expected a positive number, got ",
+                 o.rank_weights[r]);
     ZT_CHECK(o.samples_per_rank >= 0 && o.micro_batches >= 1,
              "embedding: expected samples_per_rank >= 0 and micro_batches >= 1, got ",
              o.samples_per_rank, " and ", o.micro_batches);
@@ -125,12 +132,20 @@ void place_tables(const std::vector<EmbeddingTableSpec>& tables, const Embedding
         if (fa != fb) return fa > fb;
         return a < b;
     });
+    const auto weight = [&](size_t r) { return o.rank_weights.empty() ? 1.0 : o.rank_weights[r]; };
     for (size_t t : order) {
-        const auto least = std::min_element(plan.rank_bytes.begin(), plan.rank_bytes.end());
-        const TableShard s{static_cast<int>(least - plan.rank_bytes.begin()), 0, tables[t].rows, 0,
-                           tables[t].dim};
+        // The rank whose bytes with the table, over its weight, are the least (ties: the lowest).
+        const TableShard whole{0, 0, tables[t].rows, 0, tables[t].dim};
+        const double add = static_cast<double>(shard_bytes(tables[t], whole, o));
+        size_t best = 0;
+        for (size_t r = 1; r < plan.rank_bytes.size(); ++r)
+            if ((static_cast<double>(plan.rank_bytes[r]) + add) / weight(r) <
+                (static_cast<double>(plan.rank_bytes[best]) + add) / weight(best))
+                best = r;
+        TableShard s = whole;
+        s.rank = static_cast<int>(best);
         plan.placement[t].shards = {s};
-        *least += shard_bytes(tables[t], s, o);
+        plan.rank_bytes[best] += shard_bytes(tables[t], s, o);
     }
 }
 

@@ -3,7 +3,8 @@
 // budget. Kinds:
 // - data_parallel: the table is replicated on every rank and trained as a dense parameter (its
 //   gradient reduced like the MLPs'); for small tables.
-// - table: the whole table on one rank, chosen greedily to balance rows x dim x access frequency.
+// - table: the whole table on one rank, chosen greedily to balance rows x dim x access frequency
+//   (in proportion to rank_weights when given).
 // - row: rows split into contiguous, nearly equal ranges over all ranks (the first rows % ranks
 //   ranges one row longer).
 // - column: columns split into min(ranks, dim) nearly equal ranges, range j on rank j (Intel's
@@ -50,6 +51,10 @@ struct EmbeddingPlanOptions {
                                         // (a column shard holds its share of it)
     int64_t dense_bytes_per_elem = 12;  // replicated tables: weight + gradient + optimizer state
     int64_t budget_bytes_per_rank = 0;  // 0: no budget
+    // embedding.rank_weights: each rank's relative share of the table-wise tables (ranks of
+    // unequal speed or memory); empty: equal. Table-wise tables then go to the rank whose bytes
+    // over its weight stay the least.
+    std::vector<double> rank_weights;
     // embedding.tier (row_tier.h): sharded tables live in a store outside the budget behind a
     // cache of this fraction of each shard's rows, or of these bytes per rank (0 and 0: no tier,
     // every row in memory).

@@ -79,6 +79,34 @@ TEST_F(Cli, ShardedTablesOverMpiMatchThreadsByteForByte) {
     }
 }
 
+// embedding.rank_weights: the table-wise tables go 3 : 1 to the ranks, and the run trains as
+// the unweighted one does (only where the tables live changed).
+TEST_F(Cli, RankWeightsPlaceTablesAndTrainAlike) {
+    nlohmann::json j = sharded_config();
+    j["embedding"]["sharding"] = "table";
+    j["model"]["table_rows"] = {3001, 3001, 3001, 3001};
+    j.erase("checkpoint");
+    const CommandResult even = train_run(j, "even", "", 2);
+    ASSERT_EQ(even.code, 0) << even.output;
+    j["embedding"]["rank_weights"] = {3, 1};
+    const std::string cfg = write_config(j, "weighted.json");
+    const CommandResult r = run_zerotrain(
+        zt::str_cat("train ", cfg, " --ranks 2 --run-dir ", (dir_ / "weighted").string()));
+    ASSERT_EQ(r.code, 0) << r.output;
+    size_t on0 = 0;
+    for (size_t at = r.output.find("table on rank 0"); at != std::string::npos;
+         at = r.output.find("table on rank 0", at + 1))
+        ++on0;
+    EXPECT_EQ(on0, 3u) << r.output;
+    expect_close(read_run("weighted"), read_run("even"), "rank_weights 3:1");
+    j["embedding"]["rank_weights"] = {1, 1, 1};
+    const CommandResult bad = train_run(j, "bad", "", 2);
+    EXPECT_EQ(bad.code, 2) << bad.output;
+    EXPECT_NE(bad.output.find("embedding.rank_weights: expected one weight per rank (2), got 3"),
+              std::string::npos)
+        << bad.output;
+}
+
 TEST_F(Cli, ShardedTablesPastEveryBudgetExit2) {
     nlohmann::json j = sharded_config();
     j["model"]["table_rows"] = {4000000, 3000000, 40, 1500};

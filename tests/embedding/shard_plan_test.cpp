@@ -197,6 +197,32 @@ TEST(ShardPlan, TableWiseBalancesGreedily) {
     EXPECT_EQ(a.to_json(), plan_embeddings(many, options(4, ShardKind::kTable)).to_json());
 }
 
+// embedding.rank_weights: table-wise tables in proportion to each rank's weight (ranks of
+// unequal speed or memory); equal weights are the unweighted plan.
+TEST(ShardPlan, RankWeightsGiveHeavierRanksMoreTables) {
+    std::vector<EmbeddingTableSpec> tables;
+    for (int i = 0; i < 8; ++i) tables.push_back(table(str_cat("t", i), 100, 4));
+    EmbeddingPlanOptions o = options(2, ShardKind::kTable);
+    o.rank_weights = {3, 1};
+    const EmbeddingPlan plan = plan_embeddings(tables, o);
+    const std::vector<int> owners = plan_owners(plan);
+    EXPECT_EQ(std::count(owners.begin(), owners.end(), 0), 6);  // 3 : 1 of the 8 equal tables
+    EXPECT_EQ(plan.rank_bytes[0], 3 * plan.rank_bytes[1]);
+    o.rank_weights = {2, 2};
+    EXPECT_EQ(plan_embeddings(tables, o).to_json(),
+              plan_embeddings(tables, options(2, ShardKind::kTable)).to_json());
+    o.rank_weights = {1, 1, 1};
+    try {
+        plan_embeddings(tables, o);
+        ADD_FAILURE() << "3 weights for 2 ranks accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("embedding.rank_weights: expected one weight per "
+                                             "rank (2), got 3"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 TEST(ShardPlan, AutoChoosesAtItsThresholds) {
     const int64_t dim = 16, wb = 4;
     const int64_t small_rows = kAutoReplicateBytes / (dim * wb);  // exactly the threshold

@@ -149,6 +149,7 @@ EmbeddingPlan dlrm_embedding_plan(const DlrmOptions& o, int ranks, int64_t micro
     po.weight_bytes_per_elem = 4;  // f32, or the two bf16 halves
     po.state_floats_per_row = sparse_state_per_row(e.optimizer.kind, o.tables[0].dim);
     po.budget_bytes_per_rank = budget;
+    po.rank_weights = e.rank_weights;
     if (e.tier.on()) {
         po.tier_cache_ratio = e.tier.cache_ratio;
         po.tier_cache_bytes = e.tier.cache_bytes;

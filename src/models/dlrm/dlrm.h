@@ -67,6 +67,8 @@ struct DlrmEmbedding {
     CodecKind backward_comm = CodecKind::kF32;
     EmbeddingTierOptions tier;  // tier: where the sharded tables' rows live beyond a cache
     int staleness = 0;          // 1: a step's table update applied a step late
+    // rank_weights: each rank's share of the table-wise tables (shard_plan.h); empty: equal.
+    std::vector<double> rank_weights;
     // Whether table k stays a replicated dense parameter (the plan's rule, shard_plan.h).
     bool replicated(const DlrmTable& t, size_t k) const;
 };

@@ -288,6 +288,17 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
         });
         if (e.sharding.empty()) e.sharding = {ShardKind::kAuto};
     }
+    if (const nlohmann::json* w = s.take("rank_weights")) {
+        s.guard([&] {
+            ZT_CHECK(w->is_array() && !w->empty(), s.key("rank_weights"),
+                     ": expected one positive number per rank, got ", w->dump());
+            for (size_t r = 0; r < w->size(); ++r) {
+                ZT_CHECK((*w)[r].is_number() && (*w)[r].get<double>() > 0, s.key("rank_weights"),
+                         "[", r, "]: expected a positive number, got ", (*w)[r].dump());
+                e.rank_weights.push_back((*w)[r].get<double>());
+            }
+        });
+    }
     e.storage =
         s.get_choice("dtype", "fp32", {"fp32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
     Section o = s.section("optimizer");
