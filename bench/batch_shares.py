@@ -12,6 +12,7 @@ median step time of each with the planner's predictions. Python 3 standard libra
   python3 bench/batch_shares.py --zerotrain build/zerotrain --rounds 2 --markdown shares.md
 """
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -19,27 +20,13 @@ import subprocess
 import sys
 import tempfile
 
-GPT_S = {
-    "train_batch_size": 8,
-    "train_micro_batch_size_per_gpu": 4,
-    "steps": 6,
-    "steps_per_print": 1,
-    "seed": 1,
-    "threads": 1,
-    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
-    "model": {"type": "gpt", "vocab_size": 8192, "seq_len": 256, "d_model": 512,
-              "n_layers": 8, "n_heads": 8},
-    "data": {"type": "builtin"},
-    "comm": {"backend": "mpi"},
-}
+from planner import GPT_S as _GPT_S, run  # config S, and a command that must succeed
+
+# Config S as 2 MPI ranks of one thread, 4 sequences each (equal shares).
+GPT_S = copy.deepcopy(_GPT_S)
+GPT_S.update({"train_micro_batch_size_per_gpu": 4, "steps": 6, "threads": 1,
+              "comm": {"backend": "mpi"}})
 MPIRUN = ["mpirun", "-np", "2", "--bind-to", "core", "--mca", "btl", "self,vader"]
-
-
-def run(cmd, env):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p
 
 
 def step_times(run_dir):

@@ -14,30 +14,18 @@ fits. Python 3 standard library only.
   python3 bench/per_layer.py --zerotrain build/zerotrain --rounds 2 --markdown per_layer.md
 """
 import argparse
+import copy
 import json
 import os
 import subprocess
 import tempfile
 
-GPT_S = {
-    "train_batch_size": 8,
-    "train_micro_batch_size_per_gpu": 8,
-    "steps": 4,
-    "steps_per_print": 1,
-    "seed": 1,
-    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
-    "model": {"type": "gpt", "vocab_size": 8192, "seq_len": 256, "d_model": 512,
-              "n_layers": 8, "n_heads": 8},
-    "data": {"type": "builtin"},
-}
+from planner import GPT_S as _GPT_S, run  # config S, and a command that must succeed
+
+# Config S on one rank, its 8 sequences in one micro-batch (--batch, --seq-len change it).
+GPT_S = copy.deepcopy(_GPT_S)
+GPT_S["train_micro_batch_size_per_gpu"] = 8
 HEAD = "dp 1 x tp 1 x pp 1, ZeRO-0, micro {b} x 1, checkpoint "
-
-
-def run(cmd, env):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p
 
 
 def plans(zt, cfg, env, budget=None):
