@@ -1,8 +1,11 @@
 #include "planner/estimate_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "util/error.h"
 #include "util/units.h"
@@ -126,18 +129,24 @@ void write_activations(std::ostringstream& os, const Estimate& est) {
        << est.spec.model->activation_legend()
        << ", e = " << dtype_size(est.spec.state.compute_dtype)
        << " bytes), by activation_checkpointing.policy:\n";
-    char line[200];
-    std::snprintf(line, sizeof line, "  %-16s %16s %12s %16s %12s\n", "policy", "kept", "", "peak",
-                  "");
-    os << line;
+    // The policy column as wide as its longest label (a per-block list names its runs).
+    std::vector<std::string> labels;
+    int width = 16;
     for (const PolicyActivations& p : est.policies) {
-        std::string label = policy_label(est, p.policy);
-        if (p.policy == est.spec.model->checkpoint_policy()) label += " *";
-        std::snprintf(
-            line, sizeof line, "  %-16s %16s %12s %16s %12s\n", label.c_str(),
-            group_digits(p.saved).c_str(), format_bytes(static_cast<double>(p.saved)).c_str(),
-            group_digits(p.peak).c_str(), format_bytes(static_cast<double>(p.peak)).c_str());
-        os << line;
+        labels.push_back(policy_label(est, p.policy));
+        if (p.policy == est.spec.model->checkpoint_policy()) labels.back() += " *";
+        width = std::max(width, static_cast<int>(labels.back().size()));
+    }
+    char line[200];
+    std::snprintf(line, sizeof line, " %16s %12s %16s %12s\n", "kept", "", "peak", "");
+    os << "  " << std::string("policy").append(static_cast<size_t>(width) - 6, ' ') << line;
+    for (size_t i = 0; i < est.policies.size(); ++i) {
+        const PolicyActivations& p = est.policies[i];
+        std::snprintf(line, sizeof line, " %16s %12s %16s %12s\n", group_digits(p.saved).c_str(),
+                      format_bytes(static_cast<double>(p.saved)).c_str(),
+                      group_digits(p.peak).c_str(),
+                      format_bytes(static_cast<double>(p.peak)).c_str());
+        os << "  " << labels[i].append(static_cast<size_t>(width) - labels[i].size(), ' ') << line;
     }
     os << "  (* the config's policy; kept = live after forward; N = B T rows)\n"
        << "  per block kept with policy none: 18NCe + 16N + 4BHT; embeddings 3NCe; "
