@@ -242,15 +242,23 @@ std::vector<int64_t> stage_blocks(const PlanBase& base, const Strategy& s, int k
     return out;
 }
 
-RecomputeFlops layout_recompute_flops(const PlanBase& base, const Strategy& s, int k) {
+std::vector<RecomputeFlops> stage_recompute_flops(const PlanBase& base, const Strategy& s) {
     const ModelFamily& m = *base.spec.model;
     const std::vector<BlockRecompute> list =
         s.checkpoint == "blocks" ? s.blocks : m.policy_blocks(s.checkpoint);
-    if (list.empty()) return m.recompute_flops(s.checkpoint);
-    if (k < 0 || s.pp <= 1) return m.block_recompute_flops(list);
+    if (list.empty()) return {m.recompute_flops(s.checkpoint)};
+    if (s.pp <= 1) return {m.block_recompute_flops(list)};
+    const PipeOptions o = pipe_options(s);
+    const std::vector<int64_t>& counts = counts_of(base, s);
+    std::vector<RecomputeFlops> out;
     std::vector<BlockRecompute> mine;
-    for (int64_t l : stage_blocks(base, s, k)) mine.push_back(list.at(static_cast<size_t>(l)));
-    return m.block_recompute_flops(mine);
+    for (int k = 0; k < s.pp; ++k) {
+        mine.clear();
+        for (const BlockRange& r : pipe_stage(o, counts, k).chunks)
+            mine.insert(mine.end(), list.begin() + r.lo, list.begin() + r.hi);
+        out.push_back(m.block_recompute_flops(mine));
+    }
+    return out;
 }
 
 namespace {
@@ -529,28 +537,18 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     const auto recompute_s = [&](const RecomputeFlops& rf, double part) {
         return (rf.gemm * b * part / gemm_rate + rf.attention * b * part / attn_rate) * mb;
     };
-    const std::vector<BlockRecompute> list =
-        s.pp > 1 ? (s.checkpoint == "blocks" ? s.blocks : m.policy_blocks(s.checkpoint))
-                 : std::vector<BlockRecompute>{};
-    if (!list.empty()) {
+    const std::vector<RecomputeFlops> stages = stage_recompute_flops(base, s);
+    if (stages.size() > 1) {
         // The stages recompute their own blocks (unequally for a list or every_k): the slowest
         // stage's.
         const std::vector<double> speed =
             static_cast<int>(base.rank_speed.size()) != s.dp * s.tp * s.pp
                 ? std::vector<double>(static_cast<size_t>(s.pp), 1.0)
                 : stage_speeds(base.rank_speed, s.dp, s.tp, s.pp);
-        const PipeOptions o = pipe_options(s);
-        const std::vector<int64_t>& counts = counts_of(base, s);
-        std::vector<BlockRecompute> mine;
-        for (int k = 0; k < s.pp; ++k) {
-            mine.clear();
-            for (const BlockRange& r : pipe_stage(o, counts, k).chunks)
-                mine.insert(mine.end(), list.begin() + r.lo, list.begin() + r.hi);
-            t.recompute = std::max(
-                t.recompute, recompute_s(m.block_recompute_flops(mine), 1.0 / s.tp / speed[k]));
-        }
+        for (size_t k = 0; k < stages.size(); ++k)
+            t.recompute = std::max(t.recompute, recompute_s(stages[k], 1.0 / s.tp / speed[k]));
     } else {
-        t.recompute = recompute_s(layout_recompute_flops(base, s, -1), share);
+        t.recompute = recompute_s(stages.front(), share);
     }
 
     // The update over this rank's range.

@@ -161,9 +161,9 @@ std::vector<std::array<double, 3>> block_extra_bytes(const PlanBase& base, const
 
 // The blocks pipeline stage k of the layout holds (all of them without a pipeline).
 std::vector<int64_t> stage_blocks(const PlanBase& base, const Strategy& s, int k);
-// What the layout's policy recomputes per sample on pipeline stage k's blocks (k < 0 or no
-// pipeline: the whole model's).
-RecomputeFlops layout_recompute_flops(const PlanBase& base, const Strategy& s, int k);
+// What the layout's policy recomputes per sample: one entry per pipeline stage (its own blocks)
+// where the policy is chosen block by block, else one entry for the whole model.
+std::vector<RecomputeFlops> stage_recompute_flops(const PlanBase& base, const Strategy& s);
 
 // FLOP/s of the layout's products and of its attention core on one of its ranks, as its step
 // time takes them (the profile's rates at the rank's threads, shared with the host's other ranks).

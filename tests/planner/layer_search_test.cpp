@@ -137,15 +137,33 @@ TEST(LayerSearch, ListsOfOneChoiceCostLikeTheNamedPolicies) {
         }
 }
 
+// A 5-block model at micro-batch 8 with the device bytes of keeping every activation (none)
+// and of recomputing every block whole (full): budgets between them need mixed lists.
+struct Bracket {
+    PlanBase base;
+    MachineProfile prof;
+    Strategy s;
+    int64_t none = 0;
+    int64_t full = 0;
+};
+
+Bracket five_block_bracket() {
+    Bracket k{tiny_gpt_base(8, 5), round_profile(), {}, 0, 0};
+    k.s.micro_batch = 8;
+    k.none = plan_cost(k.base, k.s, &k.prof).device_bytes;
+    k.full = plan_cost(k.base, listed(k.s, BlockRecompute::kFull, 5), &k.prof).device_bytes;
+    return k;
+}
+
 // Every list of a 5-block model: the least recompute among those that fit, which the search's
 // list must equal.
 TEST(LayerSearch, ChosenListIsTheFastestOfEveryListThatFits) {
-    const PlanBase base = tiny_gpt_base(8, 5);
-    const MachineProfile prof = round_profile();
-    Strategy s;
-    s.micro_batch = 8;
-    const int64_t none = plan_cost(base, s, &prof).device_bytes;
-    const int64_t full = plan_cost(base, listed(s, BlockRecompute::kFull, 5), &prof).device_bytes;
+    const Bracket k = five_block_bracket();
+    const PlanBase& base = k.base;
+    const MachineProfile& prof = k.prof;
+    const Strategy& s = k.s;
+    const int64_t none = k.none;
+    const int64_t full = k.full;
     ASSERT_LT(full, none);
     int mixed = 0;
     for (int step = 1; step < 10; ++step) {
@@ -205,19 +223,14 @@ TEST(LayerSearch, EarlierPipelineStagesRecomputeMore) {
 }
 
 TEST(LayerSearch, SearchRanksTheListAboveEveryNamedPolicyThatFits) {
-    const PlanBase base = tiny_gpt_base(8, 5);
-    const MachineProfile prof = round_profile();
-    Strategy s;
-    s.micro_batch = 8;
-    const int64_t none = plan_cost(base, s, &prof).device_bytes;
-    const int64_t full = plan_cost(base, listed(s, BlockRecompute::kFull, 5), &prof).device_bytes;
+    const Bracket k = five_block_bracket();
     SearchSpace space;
     space.ranks = 1;
     space.offload = {"none"};
     SearchOptions opt;
-    opt.budget = full + (none - full) * 6 / 10;
+    opt.budget = k.full + (k.none - k.full) * 6 / 10;
     opt.top = 0;
-    const SearchResult r = search_plans(base, space, &prof, opt);
+    const SearchResult r = search_plans(k.base, space, &k.prof, opt);
     // Among the layouts of whole micro-batches (smaller ones may fit without recompute), the
     // list comes first, before "every" (which fits too) and "selective" where it fits.
     std::vector<const PlanCost*> whole;
@@ -234,7 +247,7 @@ TEST(LayerSearch, SearchRanksTheListAboveEveryNamedPolicyThatFits) {
     }
     EXPECT_TRUE(every);
     space.per_block = false;
-    for (const PlanCost& c : search_plans(base, space, &prof, opt).ranked)
+    for (const PlanCost& c : search_plans(k.base, space, &k.prof, opt).ranked)
         EXPECT_NE(c.strategy.checkpoint, "blocks");
 }
 
