@@ -55,10 +55,11 @@ struct PipeCosts {
 std::vector<int64_t> min_max_partition(
     int64_t blocks, int64_t n, const std::function<double(int64_t, int64_t, int64_t)>& cost);
 
-// Block counts of the p v pieces, in virtual-stage order, that minimise the most expensive
-// piece (each piece at least one block); ties go to the earliest split. Interleaved runs take an
-// even split (validate_pipe demands blocks % (p v) == 0), as Megatron-LM does; an explicit
-// partition may give them uneven pieces (a large head on the last piece, for one).
+// Block counts of the p pieces that minimise the most expensive piece (each piece at least one
+// block); ties go to the earliest split. Interleaved runs (p v pieces in virtual-stage order,
+// validate_pipe demands blocks % (p v) == 0) start from equal pieces, Megatron-LM's split, and
+// move blocks between pieces while the schedule's simulated step gets shorter (Note [Balanced
+// interleaved pieces]): a large head takes blocks off the rank that holds it.
 std::vector<int64_t> balanced_partition(const PipeOptions& o, const PipeCosts& costs);
 
 // Checks an explicit `parallel.pipeline.partition` (block counts per piece) against the

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -91,10 +92,12 @@ struct PipeTimeline {
 //   backward at k needs its own forward and backward at k + 1 (the last virtual stage only its
 //   forward); W needs its own B.
 // Costs are per op and chunk: t_f forward, t_b backward (B), t_w weight gradient; outside zero
-// bubble a backward costs t_b + t_w. Throws as check_pipe_order does on an order that is
-// incomplete or deadlocks.
+// bubble a backward costs t_b + t_w. Uneven pieces: piece_scale[k] (k = chunk * p + stage, the
+// partition's piece order; p v entries) multiplies the costs of piece k's ops (empty: all 1).
+// Throws as check_pipe_order does on an order that is incomplete or deadlocks.
 PipeTimeline simulate_pipe(const PipeOptions& o, const std::vector<std::vector<PipeOp>>& ops,
-                           double t_f, double t_b, double t_w);
+                           double t_f, double t_b, double t_w,
+                           std::span<const double> piece_scale = {});
 
 // The bubble (as in PipeTimeline) each schedule is known for, with zero communication time:
 //   gpipe, 1f1b:  (p - 1) / m;

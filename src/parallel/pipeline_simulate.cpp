@@ -3,6 +3,7 @@
 // is reported with the op each stuck stage is blocked at and what that op waits for.
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "parallel/pipeline_schedule.h"
@@ -29,7 +30,8 @@ class PipeRun {
     }
 
     // Executes the lists to the end; throws zt::Error naming the stuck stages on a deadlock.
-    PipeTimeline run(double t_f, double t_b, double t_w);
+    // An op of virtual stage k costs its kind's cost times scale[k] (1 where scale is empty).
+    PipeTimeline run(double t_f, double t_b, double t_w, std::span<const double> scale);
 
   private:
     double& done(PipeOpKind k, int vstage, int micro) {
@@ -99,7 +101,7 @@ std::string PipeRun::describe_wait(int stage, const PipeOp& op, const PlacedOp& 
     return s;
 }
 
-PipeTimeline PipeRun::run(double t_f, double t_b, double t_w) {
+PipeTimeline PipeRun::run(double t_f, double t_b, double t_w, std::span<const double> scale) {
     const bool split = o_.schedule == PipeSchedule::kZeroBubble;
     const double cost[kKinds] = {t_f, split ? t_b : t_b + t_w, t_w};
     std::vector<size_t> next(static_cast<size_t>(p_), 0);
@@ -120,8 +122,10 @@ PipeTimeline PipeRun::run(double t_f, double t_b, double t_w) {
                 double start = stage_free[s];
                 for (const PlacedOp& in : inputs(s, op))
                     start = std::max(start, done(in.kind, in.vstage, in.micro));
-                const double c = cost[static_cast<int>(op.kind)];
-                stage_free[s] = done(op.kind, place(s, op).vstage, op.micro) = start + c;
+                const int vs = place(s, op).vstage;
+                const double c = cost[static_cast<int>(op.kind)] *
+                                 (scale.empty() ? 1.0 : scale[static_cast<size_t>(vs)]);
+                stage_free[s] = done(op.kind, vs, op.micro) = start + c;
                 t.busy[s] += c;
                 ++next[s];
                 --left;
@@ -195,14 +199,21 @@ void check_pipe_order(const PipeOptions& o, const std::vector<std::vector<PipeOp
 }
 
 PipeTimeline simulate_pipe(const PipeOptions& o, const std::vector<std::vector<PipeOp>>& ops,
-                           double t_f, double t_b, double t_w) {
+                           double t_f, double t_b, double t_w,
+                           std::span<const double> piece_scale) {
     ZT_CHECK(o.stages >= 1 && o.micro_batches >= 1 && o.virtual_stages >= 1,
              "pipeline simulator: stages (", o.stages, "), micro-batches (", o.micro_batches,
              ") and virtual stages (", o.virtual_stages, ") must be >= 1");
     ZT_CHECK(t_f >= 0 && t_b >= 0 && t_w >= 0, "pipeline simulator: op costs must be >= 0 (t_f ",
              t_f, ", t_b ", t_b, ", t_w ", t_w, ")");
+    ZT_CHECK(piece_scale.empty() ||
+                 piece_scale.size() == static_cast<size_t>(o.stages) * o.virtual_stages,
+             "pipeline simulator: ", piece_scale.size(), " piece costs for ",
+             o.stages * o.virtual_stages, " pieces");
+    for (double x : piece_scale)
+        ZT_CHECK(x >= 0, "pipeline simulator: piece costs must be >= 0 (got ", x, ")");
     check_complete(o, ops);
-    return PipeRun(o, ops).run(t_f, t_b, t_w);
+    return PipeRun(o, ops).run(t_f, t_b, t_w, piece_scale);
 }
 
 }  // namespace zt

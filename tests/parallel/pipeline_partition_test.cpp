@@ -63,13 +63,81 @@ TEST(PipePartition, Gpt2SmallOnTwoStagesMovesBlocksOffTheHeadsStage) {
               (std::vector<int64_t>{8, 4}));
 }
 
-TEST(PipePartition, InterleavedTakesEqualPiecesAndRanksTheirChunks) {
+// The schedule's simulated step for a cut, each piece's ops scaled by its cost.
+double span_of(const PipeOptions& o, const std::vector<int64_t>& counts, const PipeCosts& c) {
+    const std::vector<double> pc = piece_costs(counts, c);
+    return simulate_pipe(o, pipe_schedule(o), 1.0, 2.0, 0.0, pc).makespan;
+}
+
+// Every cut of the blocks into n pieces of at least one block.
+void every_cut(int64_t blocks, int64_t n,
+               const std::function<void(const std::vector<int64_t>&)>& f) {
+    std::vector<int64_t> counts;
+    std::function<void(int64_t)> go = [&](int64_t left) {
+        if (static_cast<int64_t>(counts.size()) == n - 1) {
+            counts.push_back(left);
+            f(counts);
+            counts.pop_back();
+            return;
+        }
+        for (int64_t k = 1; k <= left - (n - 1 - static_cast<int64_t>(counts.size())); ++k) {
+            counts.push_back(k);
+            go(left - k);
+            counts.pop_back();
+        }
+    };
+    go(blocks);
+}
+
+TEST(PipePartition, InterleavedEqualBlocksWithoutAHeadKeepEqualPieces) {
     PipeCosts c;
     c.block.assign(8, 1.0);
-    c.last = 5;
-    const PipeOptions o{2, 2, 2, PipeSchedule::kInterleaved};
+    const PipeOptions o{2, 4, 2, PipeSchedule::kInterleaved};
+    EXPECT_EQ(balanced_partition(o, c), (std::vector<int64_t>{2, 2, 2, 2}));
+}
+
+TEST(PipePartition, InterleavedPiecesTakeBlocksOffTheHeadsRank) {
+    // GPT-2 small's 12 blocks with its head (4.47 blocks) on 2 ranks x 2 chunks: equal pieces
+    // leave rank 1 with 10.47 block-units against rank 0's 6.
+    const double C = 768, T = 1024, V = 50304;
+    PipeCosts c;
+    c.block.assign(12, 24 * C * C + 4 * T * C);
+    c.last = 2 * C * V;
+    const PipeOptions o{2, 8, 2, PipeSchedule::kInterleaved};
     const std::vector<int64_t> counts = balanced_partition(o, c);
-    EXPECT_EQ(counts, (std::vector<int64_t>{2, 2, 2, 2}));
+    check_partition(o, counts, 12);
+    const std::vector<double> pc = piece_costs(counts, c);
+    const double rank0 = pc[0] + pc[2], rank1 = pc[1] + pc[3];
+    EXPECT_LT(counts[1] + counts[3], 6) << "the head's rank holds fewer blocks";
+    EXPECT_LT(std::max(rank0, rank1), (6 + 4.47 + 0.01) * c.block[0]);
+    const std::vector<int64_t> equal(4, 3);
+    EXPECT_LT(span_of(o, counts, c), 0.9 * span_of(o, equal, c));
+}
+
+TEST(PipePartition, InterleavedPiecesAreNearTheBestCut) {
+    // Against every cut of 12 blocks: the local search's step is the best cut's.
+    for (int p : {2, 3})
+        for (int m : {p, 2 * p})
+            for (double head : {0.0, 1.5, 4.0, 7.0}) {
+                PipeCosts c;
+                for (int i = 0; i < 12; ++i) c.block.push_back(1.0 + 0.25 * (i % 3));
+                c.first = 0.3;
+                c.last = head;
+                const PipeOptions o{p, m, 2, PipeSchedule::kInterleaved};
+                const std::vector<int64_t> got = balanced_partition(o, c);
+                check_partition(o, got, 12);
+                double best = 1e300;
+                every_cut(12, 2 * p, [&](const std::vector<int64_t>& k) {
+                    best = std::min(best, span_of(o, k, c));
+                });
+                EXPECT_NEAR(span_of(o, got, c), best, 1e-9 * best)
+                    << "p " << p << " m " << m << " head " << head;
+            }
+}
+
+TEST(PipePartition, InterleavedChunksGoToTheirRanks) {
+    const PipeOptions o{2, 2, 2, PipeSchedule::kInterleaved};
+    const std::vector<int64_t> counts{2, 2, 2, 2};
     const PipeStage s0 = pipe_stage(o, counts, 0), s1 = pipe_stage(o, counts, 1);
     EXPECT_EQ(s0.chunks, (std::vector<BlockRange>{{0, 2}, {4, 6}}));
     EXPECT_EQ(s1.chunks, (std::vector<BlockRange>{{2, 4}, {6, 8}}));
