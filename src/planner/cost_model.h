@@ -29,8 +29,8 @@ struct Strategy {
     // checkpoint "blocks": each block's choice (activation_checkpointing.blocks), as the
     // per-layer search chose it (planner/layer_search.h).
     std::vector<BlockRecompute> blocks;
-    std::string offload = "none";     // zero_optimization.offload_optimizer.device
-    bool sequence_parallel = false;   // parallel.sequence_parallel (tp > 1)
+    std::string offload = "none";    // zero_optimization.offload_optimizer.device
+    bool sequence_parallel = false;  // parallel.sequence_parallel (tp > 1)
     // pp > 1 on ranks of unequal speed: block counts per stage (parallel.pipeline.partition,
     // planner/hetero.h); empty: the engine's balanced partition.
     std::vector<int64_t> partition;
@@ -48,12 +48,16 @@ nlohmann::json strategy_json(const Strategy& s);
 
 // What a pipeline layout's cost needs from the schedule and the partition, for p stages, m
 // micro-batches, v virtual stages and a schedule: the balanced partition's block counts, the
-// micro-batches in flight per stage (simulated) and the most loaded rank's share of the costs.
+// micro-batches in flight per stage (simulated), the most loaded rank's share of the costs and
+// the schedule's idle time on that rank.
 struct PipeFacts {
     std::vector<int64_t> counts;
     std::vector<int> peak_in_flight;
     std::vector<int> peak_pending_w;  // zero bubble: B done, W not yet (pipeline_schedule.h)
     double share = 1.0;
+    // The schedule's span over the busiest rank's compute, minus 1, simulated with each piece's
+    // ops scaled by its cost (Note [Bubble of uneven pieces]); pipe_bubble_formula at equal pieces.
+    double idle = 0.0;
 };
 
 // Memo of PipeFacts per (family, p, m, v, schedule): simulating a schedule of many
