@@ -1,9 +1,10 @@
 // Pipeline parallelism as a user runs it (docs/pipeline-parallel.md): "parallel": {"pipeline":
 // {...}} trains a GPT like one process with the same samples per step (losses and the exported
-// weights within fp32 tolerance), on threads and under mpirun, alone and with dp and tp; the
-// weights file has the one-process names and shapes; the metrics carry the measured bubble; a
-// stage that skips a send ends the job with the watchdog's report; what this version does not
-// pipeline is refused with exit code 2 before any work.
+// weights within fp32 tolerance), on threads and under mpirun (pp 2, and tp 2 x pp 2 on 4
+// processes), alone and with dp and tp; the weights file has the one-process names and shapes;
+// the metrics carry the measured bubble; a stage that skips a send ends the job with the
+// watchdog's report; what this version does not pipeline is refused with exit code 2 before
+// any work.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,6 +95,24 @@ TEST_F(PipelineCli, UnderMpirunLikeOnThreads) {
     const RunLog a = read_run("threads"), b = read_run("mpi");
     EXPECT_EQ(a.loss, b.loss);
     EXPECT_EQ(a.weights, b.weights);
+}
+
+// tp 2 x pp 2 as 4 processes (oversubscribed): trains like one process, and like 4 threads to
+// the bit. Zero bubble, so that its deferred weight-gradient passes run between MPI's
+// nonblocking sends too (the 2-rank case above is 1F1B).
+TEST_F(PipelineCli, TensorAndPipelineUnderMpirunOnFourRanksTrainLikeOneProcess) {
+    ASSERT_EQ(train_run(config(3, 1, one()), "one", "", 1).code, 0);
+    nlohmann::json j = config(3, 1, pipe(2, "zero_bubble"), 2);
+    const CommandResult t = train_run(j, "threads", "", 4);
+    ASSERT_EQ(t.code, 0) << t.output;
+    j["comm"] = {{"backend", "mpi"}};
+    const CommandResult m = mpirun_train(j, "mpi", 4);
+    ASSERT_EQ(m.code, 0) << m.output;
+    const RunLog ref = read_run("one"), got = read_run("mpi");
+    ASSERT_EQ(ref.loss.size(), 3u);
+    expect_close(got, ref, "tp2_pp2 zero_bubble, mpirun -np 4");
+    EXPECT_EQ(got.loss, read_run("threads").loss);
+    EXPECT_EQ(got.weights, read_run("threads").weights);
 }
 
 namespace {

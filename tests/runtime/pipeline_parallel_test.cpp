@@ -1,11 +1,13 @@
 // Pipeline parallelism (runtime/pipeline_runner.h) under the equivalence rule (DESIGN.md): a GPT
-// cut into p stages, with each schedule, alone or on a dp x tp x pp mesh of up to 4 ranks with
-// ZeRO stage 0 or 1, trains like one process with the same samples per step: the same initial
-// weights to the bit, and the same loss and gradient-norm trajectory over 20 steps within
-// DESIGN's fp32 tolerance (the largest difference seen is printed). Also: each stage runs exactly
-// its schedule's ops in order, 1F1B holds at most p micro-batches' activations, and a stage that
-// skips a send is reported by the pipeline watchdog. Ranks are threads (local backend);
-// tests/cli/pipeline_cli_test.cpp runs the trainer under mpirun.
+// cut into p stages, with each schedule, alone or on every dp x tp x pp mesh of up to 4 ranks
+// (tp with and without sequence parallelism) with ZeRO stage 0 or 1, trains like one process
+// with the same samples per step: the same initial weights to the bit, and the same loss and
+// gradient-norm trajectory over 20 steps within DESIGN's fp32 tolerance (the largest difference
+// seen is printed; docs/pipeline-parallel.md lists them). Also: each stage runs exactly its
+// schedule's ops in order, 1F1B holds at most p micro-batches' activations (interleaved within
+// Megatron-LM's warm-up), and a stage that skips a send is reported by the pipeline watchdog.
+// Ranks are threads (local backend); tests/cli/pipeline_cli_test.cpp runs the trainer under
+// mpirun.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,6 +34,7 @@ constexpr int64_t kV = 48, kT = 8, kMicro = 2;
 
 struct Layout {
     int dp = 1, tp = 1, pp = 1;
+    bool sequence_parallel = false;  // with tp 2: LayerNorm and residual rows split over tp
     int64_t layers = 4;
     PipeSchedule schedule = PipeSchedule::kOneFOneB;
     int virtual_stages = 1;
@@ -73,7 +76,9 @@ std::vector<int64_t> partition_of(const Layout& l) {
 
 void train_rank(const Layout& l, Communicator& world, PpRun* out, std::mutex* mu) {
     set_num_threads(1);
-    RunMesh mesh = split_run_mesh(&world, l.tp, l.pp);
+    MeshOptions mo;
+    mo.sequence_parallel = l.sequence_parallel;
+    RunMesh mesh = split_run_mesh(&world, l.tp, l.pp, mo);
     GptOptions go{kV, kT, 16, l.layers, 4};
     go.checkpoint_policy = l.checkpointing;
     go.checkpoint_blocks = l.blocks;
@@ -206,6 +211,7 @@ double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
 void expect_equivalent(const Layout& l, double tol = 1e-4) {
     Layout one = l;
     one.dp = one.tp = one.pp = 1;
+    one.sequence_parallel = false;
     one.zero = 0;
     one.virtual_stages = 1;
     one.schedule = PipeSchedule::kOneFOneB;
@@ -219,28 +225,39 @@ void expect_equivalent(const Layout& l, double tol = 1e-4) {
         EXPECT_EQ(values, ref.init.at(name)) << name << ": initial weights depend on the layout";
     }
     const double dl = max_rel(got.loss, ref.loss), dn = max_rel(got.grad_norm, ref.grad_norm);
-    std::printf("dp %d x tp %d x pp %d %s v%d zero %d %s: loss %.2e, grad norm %.2e\n", l.dp, l.tp,
-                l.pp, pipe_schedule_name(l.schedule), l.virtual_stages, l.zero,
-                dtype_name(l.compute), dl, dn);
+    std::printf(
+        "dp %d x tp %d%s x pp %d %s v%d m%lld L%lld zero %d %s: loss %.2e, grad norm %.2e\n", l.dp,
+        l.tp, l.sequence_parallel ? " sp" : "", l.pp, pipe_schedule_name(l.schedule),
+        l.virtual_stages, static_cast<long long>(l.micro_batches), static_cast<long long>(l.layers),
+        l.zero, dtype_name(l.compute), dl, dn);
     EXPECT_LE(dl, tol);
     EXPECT_LE(dn, 10 * tol);
     EXPECT_TRUE(got.tied_in_sync) << "the tied embedding's copies drifted apart";
     EXPECT_LT(ref.loss.back(), ref.loss.front() - 0.3) << "the reference does not learn";
 }
 
-TEST(PipelineParallel, EverySchedulOnTwoStagesTrainsLikeOneProcess) {
-    for (PipeSchedule s :
-         {PipeSchedule::kGpipe, PipeSchedule::kOneFOneB, PipeSchedule::kZeroBubble}) {
+constexpr PipeSchedule kSchedules[] = {PipeSchedule::kGpipe, PipeSchedule::kOneFOneB,
+                                       PipeSchedule::kInterleaved, PipeSchedule::kZeroBubble};
+
+// l with schedule s. Interleaved takes 2 chunks per stage on the smallest model it runs:
+// blocks a multiple of p v and micro-batches a multiple of p (validate_pipe's rules).
+Layout scheduled(Layout l, PipeSchedule s) {
+    l.schedule = s;
+    if (s == PipeSchedule::kInterleaved) {
+        l.virtual_stages = 2;
+        const int64_t pieces = static_cast<int64_t>(l.pp) * l.virtual_stages;
+        l.layers = (l.layers + pieces - 1) / pieces * pieces;
+        l.micro_batches = (l.micro_batches + l.pp - 1) / l.pp * l.pp;
+    }
+    return l;
+}
+
+TEST(PipelineParallel, EveryScheduleOnTwoStagesTrainsLikeOneProcess) {
+    for (PipeSchedule s : kSchedules) {
         Layout l;
         l.pp = 2;
-        l.schedule = s;
-        expect_equivalent(l);
+        expect_equivalent(scheduled(l, s));
     }
-    Layout l;
-    l.pp = 2;
-    l.schedule = PipeSchedule::kInterleaved;
-    l.virtual_stages = 2;
-    expect_equivalent(l);
 }
 
 // Interleaved with uneven pieces (an explicit partition; the head's piece smaller).
@@ -255,11 +272,10 @@ TEST(PipelineParallel, InterleavedWithUnevenPiecesTrainsLikeOneProcess) {
 }
 
 TEST(PipelineParallel, FourStagesAndUnevenStagesTrainLikeOneProcess) {
-    for (PipeSchedule s : {PipeSchedule::kOneFOneB, PipeSchedule::kZeroBubble}) {
+    for (PipeSchedule s : kSchedules) {  // interleaved: 8 blocks, one per virtual stage
         Layout l;
         l.pp = 4;
-        l.schedule = s;
-        expect_equivalent(l);
+        expect_equivalent(scheduled(l, s));
     }
     Layout l;
     l.pp = 2;
@@ -268,19 +284,25 @@ TEST(PipelineParallel, FourStagesAndUnevenStagesTrainLikeOneProcess) {
     expect_equivalent(l);
 }
 
+// Every 4-rank mesh with a pipeline and each schedule: dp 2 x pp 2 (ZeRO stage 0 and 1) and
+// tp 2 x pp 2, with and without sequence parallelism.
 TEST(PipelineParallel, MeshesWithDataAndTensorParallelismTrainLikeOneProcess) {
-    for (int zero : {0, 1}) {
-        Layout l;
-        l.dp = 2;
-        l.pp = 2;
-        l.zero = zero;
-        expect_equivalent(l);
+    for (PipeSchedule s : kSchedules) {
+        for (int zero : {0, 1}) {
+            Layout l;
+            l.dp = 2;
+            l.pp = 2;
+            l.zero = zero;
+            expect_equivalent(scheduled(l, s));
+        }
+        for (bool sp : {false, true}) {
+            Layout l;
+            l.tp = 2;
+            l.pp = 2;
+            l.sequence_parallel = sp;
+            expect_equivalent(scheduled(l, s));
+        }
     }
-    Layout l;
-    l.tp = 2;
-    l.pp = 2;
-    l.schedule = PipeSchedule::kZeroBubble;
-    expect_equivalent(l);
     Layout c;  // activation checkpointing per stage
     c.pp = 2;
     c.checkpointing = "every";
@@ -306,25 +328,43 @@ TEST(PipelineParallel, HalfPrecisionTrainsLikeOneProcess) {
     expect_equivalent(l, 1e-2);
 }
 
+// The most (micro-batch, chunk) pairs a stage's op list holds alive at once: forward done,
+// backward (B) not yet.
+int peak_alive(const std::vector<PipeOp>& ops) {
+    int alive = 0, peak = 0;
+    for (const PipeOp& op : ops) {
+        if (op.kind == PipeOpKind::kForward) peak = std::max(peak, ++alive);
+        if (op.kind == PipeOpKind::kBackward) --alive;
+    }
+    return peak;
+}
+
 TEST(PipelineParallel, StagesRunTheirScheduleInOrderWithinTheMemoryBound) {
-    for (PipeSchedule s :
-         {PipeSchedule::kGpipe, PipeSchedule::kOneFOneB, PipeSchedule::kZeroBubble}) {
+    for (PipeSchedule s : kSchedules) {
         Layout l;
         l.pp = 4;
-        l.schedule = s;
         l.micro_batches = 6;
         l.steps = 1;
+        l = scheduled(l, s);  // interleaved: v 2, 8 blocks, m 8
         const PpRun r = train(l);
+        const std::vector<std::vector<PipeOp>> want =
+            pipe_schedule({l.pp, static_cast<int>(l.micro_batches), l.virtual_stages, l.schedule});
         for (int st = 0; st < l.pp; ++st) {
             const auto i = static_cast<size_t>(st);
-            const std::vector<PipeOp> want =
-                pipe_schedule({l.pp, static_cast<int>(l.micro_batches), 1, s})[i];
-            EXPECT_EQ(r.executed[i], want) << pipe_schedule_name(s) << " stage " << st;
-            if (s == PipeSchedule::kGpipe)
+            EXPECT_EQ(r.executed[i], want[i]) << pipe_schedule_name(s) << " stage " << st;
+            if (s == PipeSchedule::kGpipe) {
                 EXPECT_EQ(r.peak_in_flight[i], l.micro_batches);
-            else  // 1F1B's bound: at most p - s micro-batches alive on stage s
+            } else if (s == PipeSchedule::kInterleaved) {
+                // Megatron-LM's warm-up, 2 (p - s - 1) + (v - 1) p chunks, then one more in
+                // the steady state: fewer than GPipe's v m
+                const int bound = 2 * (l.pp - st - 1) + (l.virtual_stages - 1) * l.pp + 1;
+                EXPECT_EQ(r.peak_in_flight[i], peak_alive(want[i])) << "stage " << st;
+                EXPECT_LE(r.peak_in_flight[i], bound) << "stage " << st;
+                EXPECT_LT(r.peak_in_flight[i], l.virtual_stages * l.micro_batches);
+            } else {  // 1F1B's bound: at most p - s micro-batches alive on stage s
                 EXPECT_EQ(r.peak_in_flight[i], std::min<int>(l.pp - st, l.micro_batches))
                     << pipe_schedule_name(s) << " stage " << st;
+            }
         }
     }
 }
