@@ -1,13 +1,15 @@
 // `zerotrain estimate CONFIG [--ranks N] [--zero-stage S] [--offload-optimizer none|cpu|nvme]
 // [--json]`: per-rank memory of a config for any ZeRO stage, rank count and optimizer offload tier,
 // by tier (device, host, nvme), before anything is allocated. The config is parsed for one rank
-// (its micro-batch is the per-rank one).
+// (its micro-batch is the per-rank one); with parallel.pipeline, for one rank of each stage, and
+// the report adds each stage's bytes (planner/stage_memory.h).
 #include "planner/estimate.h"
 
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "planner/estimate_report.h"
+#include "planner/stage_memory.h"
 #include "runtime/config.h"
 #include "runtime/run_estimate.h"
 #include "tensor/threads.h"
@@ -27,7 +29,7 @@ int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
                                j["parallel"]["tensor"].is_number_integer()
                            ? std::max<int64_t>(1, j["parallel"]["tensor"].get<int64_t>())
                            : 1;
-    // And one of each pipeline stage: the estimate is the most loaded stage's.
+    // And one of each pipeline stage: each stage's, and the most loaded stage's above them.
     int64_t pp = 1;
     if (j.contains("parallel") && j["parallel"].contains("pipeline")) {
         const nlohmann::json& p = j["parallel"]["pipeline"];
@@ -40,12 +42,29 @@ int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
     if (!args.offload_optimizer.empty()) oo.device = args.offload_optimizer;
     const int stage = args.zero_stage >= 0 ? args.zero_stage : parsed.config.zero.stage;
     for (const std::string& w : parsed.warnings) log_warn("config: ", w);
-    const Estimate est =
-        estimate_run(estimate_spec(parsed.config, stage, oo.device != "none", args.ranks));
-    if (args.json)
-        std::printf("%s\n", estimate_json(est, config.path).dump(2).c_str());
-    else
-        std::printf("%s", estimate_text(est, config.path).c_str());
+    const EstimateSpec spec = estimate_spec(parsed.config, stage, oo.device != "none", args.ranks);
+    Estimate est;
+    std::vector<StageMemory> stages;
+    if (parsed.config.pipe.active()) {
+        // The cost model's figures: each stage's, and above them the most loaded stage's
+        // (each category the largest over the stages), activations in flight included.
+        const EstimateLayout l = estimate_layout(parsed.config, spec);
+        est = plan_memory(l.base, l.strategy);
+        stages = stage_memories(l.base, l.strategy);
+    } else {
+        est = estimate_run(spec);
+    }
+    if (args.json) {
+        nlohmann::json j = estimate_json(est, config.path);
+        if (!stages.empty()) {
+            j["stages"] = stage_memory_json(stages);
+            j["most_loaded_stage"] = stages[most_loaded_stage(stages)].stage;
+        }
+        std::printf("%s\n", j.dump(2).c_str());
+    } else {
+        std::printf("%s%s", estimate_text(est, config.path).c_str(),
+                    stage_memory_text(stages).c_str());
+    }
     return 0;
 }
 

@@ -25,8 +25,9 @@ struct EstimateSpec {
     // (ModelFamily::activation_policies_split; a family without its own: the one-process figure).
     int tp = 1;
     bool sequence_parallel = false;  // parallel.sequence_parallel (with tp > 1)
-    // parallel.pipeline: state.param_count is the most loaded stage's; activations as above
-    // (one micro-batch of the whole model).
+    // parallel.pipeline: state.param_count is the most loaded stage's; estimate_run's
+    // activations as above (one micro-batch of the whole model), the cost model's
+    // (plan_memory_of_stage, planner/stage_memory.h) those a stage holds in flight.
     int pp = 1;
 };
 

@@ -87,7 +87,9 @@ void write_buffers(std::ostringstream& os, const Estimate& est) {
 
 void write_categories(std::ostringstream& os, const Estimate& est) {
     os << "\nper-rank bytes by category (activations: policy "
-       << policy_label(est, est.spec.model->checkpoint_policy()) << ", peak of one micro-batch):\n";
+       << policy_label(est, est.spec.model->checkpoint_policy())
+       << (est.spec.pp > 1 ? ", peak of the micro-batches a stage holds in flight):\n"
+                           : ", peak of one micro-batch):\n");
     char line[200];
     const bool nvme = est.nvme_total > 0;
     std::snprintf(line, sizeof line, "  %-13s %16s %12s   %16s %12s%s\n", "category", "device", "",
@@ -180,7 +182,8 @@ std::string estimate_text(const Estimate& est, const std::string& source) {
                                      " (activations: one rank's)")
                            : std::string())
        << (est.spec.pp > 1 ? str_cat(" on the most loaded of parallel.pipeline = ", est.spec.pp,
-                                     " stages (activations: one micro-batch of the whole model)")
+                                     " stages (each figure the largest over the stages; each "
+                                     "stage's at the end)")
                            : std::string())
        << "\n"
        << "run: " << precision_name(st.compute_dtype) << ", gradients "

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compression/masked_optimizer.h"
+#include "runtime/plan_config.h"
 #include "tensor/threads.h"
 
 namespace zt {
@@ -62,6 +63,21 @@ int64_t certain_bytes(const Estimate& e) {
                           MemCategory::kEmbedding})
         b += e.device[static_cast<int>(c)];
     return b;
+}
+
+EstimateLayout estimate_layout(const TrainConfig& cfg, const EstimateSpec& spec) {
+    EstimateLayout l;
+    l.base.spec = spec;
+    l.base.threads = spec.threads;
+    Strategy& s = l.strategy;
+    s = strategy_of(cfg);
+    s.dp = static_cast<int>(spec.state.ranks);
+    s.tp = spec.tp;
+    s.zero_stage = spec.state.zero_stage;
+    s.offload = !spec.state.offload_optimizer ? "none" : spec.state.offload_nvme ? "nvme" : "cpu";
+    s.sequence_parallel = spec.sequence_parallel;
+    if (cfg.pipe.active()) s.partition = cfg.pipe.partition;  // given or balanced, as built
+    return l;
 }
 
 }  // namespace zt

@@ -1,9 +1,11 @@
 // The estimator's view of a training config: the EstimateSpec of a TrainConfig (for `zerotrain
-// estimate` and the budget check before a run's first step).
+// estimate` and the budget check before a run's first step), and for a pipeline config the
+// layout the cost model takes to give each stage's bytes (planner/stage_memory.h).
 #pragma once
 
 #include <cstdint>
 
+#include "planner/cost_model.h"
 #include "planner/estimate.h"
 #include "runtime/config.h"
 
@@ -17,5 +19,14 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
 // budget is already too small before anything is allocated; the transient peaks on top are left
 // to the pool's own check.
 int64_t certain_bytes(const Estimate& e);
+
+// The layout of `spec` (estimate_spec's: its dp ranks, ZeRO stage, offload and tp) on cfg's
+// pipeline, with the partition the run builds (cfg.pipe.partition): what plan_memory and
+// stage_memories (planner/stage_memory.h) take for `zerotrain estimate`'s figures per stage.
+struct EstimateLayout {
+    PlanBase base;
+    Strategy strategy;
+};
+EstimateLayout estimate_layout(const TrainConfig& cfg, const EstimateSpec& spec);
 
 }  // namespace zt
