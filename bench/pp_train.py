@@ -8,9 +8,10 @@ tokens), micro-batch 1 sequence, one thread per rank:
             tp2        zerotrain, parallel.tensor 2, 8 micro-batches
             pp2-gpipe, pp2-1f1b, pp2-interleaved (2 virtual stages), pp2-zero_bubble
                        zerotrain, parallel.pipeline 2 stages, 8 micro-batches, balanced partition
-  4 ranks   pp4-1f1b, pp4-zero_bubble, dp2-pp2-1f1b, tp2-pp2-1f1b (oversubscribed: 4 ranks on
-            the machine's cores; their times measure correctness of the schedule under load more
-            than speed)
+            tp2-sp     the same with parallel.sequence_parallel
+  4 ranks   pp4-{gpipe,1f1b,interleaved (3 virtual stages),zero_bubble}, dp2-tp2,
+            dp2-pp2-{schedule}, tp2-pp2-{schedule} (oversubscribed: 4 ranks on the machine's
+            cores; their times measure correctness of the schedule under load more than speed)
 
 zerotrain runs under `mpirun --oversubscribe --mca btl self,vader -np N` with comm.backend mpi,
 threads 1, OMP_WAIT_POLICY=passive; each rank under /usr/bin/time for its peak RSS. For each
@@ -23,11 +24,12 @@ a copy of build/ that nobody rebuilds meanwhile (--zerotrain).
 
   python3 bench/pp_train.py --rounds 1 --json pp.json --markdown pp.md
 
-PyTorch peer: torch.distributed.pipelining (ScheduleGPipe, Schedule1F1B) on the peer model
+PyTorch peer: torch.distributed.pipelining (ScheduleGPipe, Schedule1F1B on one stage per rank;
+ScheduleInterleaved1F1B and ScheduleInterleavedZeroBubble on two) on the peer model
 ../shared/peers/gpt_model.py (imported, not copied), cut like zerotrain's balanced partition, 2
 processes over gloo, tcmalloc preloaded, fused AdamW; its head is an untied copy of wte (the API
-does not tie parameters across stages). Its zero-bubble schedules need 2 stages per rank (V or
-interleaved) and are not run. Python 3 standard library only for the harness; the torch worker
+does not tie parameters across stages). Its zero-bubble schedule is the interleaved one (two
+pieces per rank), not zerotrain's ZB-H1 on one. Python 3 standard library only for the harness; the torch worker
 (`--torch-worker`, started by the harness) needs torch. See docs/benchmarks-3d.md.
 """
 import argparse
@@ -55,20 +57,35 @@ LAYOUTS = {
     # head's 4.47 blocks of work) cost about what rank 0's 8 blocks do
     "pp2-interleaved-uneven": (2, 1, 1, 2, "interleaved", 2, 0),
     "pp2-zero_bubble": (2, 1, 1, 2, "zero_bubble", 1, 0),
+    "tp2-sp": (2, 1, 2, 1, None, 1, 0),  # with parallel.sequence_parallel
+    "pp4-gpipe": (4, 1, 1, 4, "gpipe", 1, 0),
     "pp4-1f1b": (4, 1, 1, 4, "1f1b", 1, 0),
+    "pp4-interleaved": (4, 1, 1, 4, "interleaved", 3, 0),  # 12 pieces of one block
     "pp4-zero_bubble": (4, 1, 1, 4, "zero_bubble", 1, 0),
+    "dp2-tp2": (4, 2, 2, 1, None, 1, 1),
+    "dp2-pp2-gpipe": (4, 2, 1, 2, "gpipe", 1, 1),
     "dp2-pp2-1f1b": (4, 2, 1, 2, "1f1b", 1, 1),
+    "dp2-pp2-interleaved": (4, 2, 1, 2, "interleaved", 2, 1),
+    "dp2-pp2-zero_bubble": (4, 2, 1, 2, "zero_bubble", 1, 1),
+    "tp2-pp2-gpipe": (4, 1, 2, 2, "gpipe", 1, 0),
     "tp2-pp2-1f1b": (4, 1, 2, 2, "1f1b", 1, 0),
-    # PyTorch's pipelining (torch.distributed.pipelining) on the peer model, 2 processes over gloo
+    "tp2-pp2-interleaved": (4, 1, 2, 2, "interleaved", 2, 0),
+    "tp2-pp2-zero_bubble": (4, 1, 2, 2, "zero_bubble", 1, 0),
+    # PyTorch's pipelining (torch.distributed.pipelining) on the peer model, 2 processes over
+    # gloo: one stage per rank (GPipe, 1F1B) or two (Interleaved1F1B, InterleavedZeroBubble)
     "torch-pp2-gpipe": (2, 1, 1, 2, "gpipe", 1, 0),
     "torch-pp2-1f1b": (2, 1, 1, 2, "1f1b", 1, 0),
+    "torch-pp2-interleaved": (2, 1, 1, 2, "interleaved", 2, 0),
+    "torch-pp2-izb": (2, 1, 1, 2, "interleaved_zero_bubble", 2, 0),
 }
+SEQUENCE_PARALLEL = {"tp2-sp"}
 PARTITIONS = {"pp2-interleaved-uneven": [4, 2, 4, 2]}
 DEFAULT = ("dp2-z1,tp2,pp2-gpipe,pp2-1f1b,pp2-interleaved,pp2-zero_bubble,torch-pp2-gpipe,"
            "torch-pp2-1f1b")
-# Blocks of stage 0 for the PyTorch peer: zerotrain's balanced partition of config M on 2 stages
-# (8 blocks, then 4 with the head), so both pipelines cut the model alike.
-TORCH_SPLIT = 8
+# Blocks per piece for the PyTorch peer, zerotrain's balanced partitions of config M, so both
+# pipelines cut the model alike: 2 stages [8, 4] (the head on the second), 2 ranks x 2 chunks
+# [3, 3, 5, 1] (Note [Balanced interleaved pieces]: the head's rank holds fewer blocks).
+TORCH_PIECES = {1: [8, 4], 2: [3, 3, 5, 1]}
 
 
 def bubble_formula(p, m, v, schedule):
@@ -102,6 +119,8 @@ def zt_config(layout, steps):
         "comm": {"backend": "mpi"},
         "parallel": {"tensor": tp},
     }
+    if layout in SEQUENCE_PARALLEL:
+        cfg["parallel"]["sequence_parallel"] = True
     if pp > 1:
         cfg["parallel"]["pipeline"] = {"stages": pp, "schedule": schedule, "virtual_stages": v,
                                        "micro_batches": accum}
@@ -147,9 +166,10 @@ def run_zerotrain(args, layout, workdir):
 
 
 def torch_worker(a):
-    """One rank of PyTorch's pipeline: stage 0 holds the embeddings and the first TORCH_SPLIT
-    blocks, stage 1 the rest, ln_f and the head (a copy of wte: torch.distributed.pipelining does
-    not tie parameters across stages, so the head's copy is not summed with the embedding)."""
+    """One rank of PyTorch's pipeline over the pieces of TORCH_PIECES: the first piece holds the
+    embeddings, the last ln_f and the head (a copy of wte: torch.distributed.pipelining does not
+    tie parameters across stages, so the head's copy is not summed with the embedding). With two
+    pieces per rank, rank r holds pieces r and r + 2, as the interleaved schedules place them."""
     import resource
     import time
     import traceback
@@ -166,52 +186,58 @@ def torch_worker(a):
     torch.set_num_threads(1)
     out = dict(ok=False, torch=torch.__version__, rank=rank, stage="import")
     try:
-        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+        from torch.distributed import pipelining as tpp
         torch.manual_seed(0)
         g = gpt_model.GPT(vocab=CFG["vocab"], d_model=CFG["d_model"], n_layer=CFG["n_layers"],
                           n_head=CFG["n_heads"], seq=CFG["seq"])
+        per_rank = 2 if a.schedule.startswith("interleaved") else 1
+        pieces = TORCH_PIECES[per_rank]
+        starts = [sum(pieces[:k]) for k in range(len(pieces) + 1)]
 
-        class First(nn.Module):
-            def __init__(self):
+        class Piece(nn.Module):
+            def __init__(self, k):
                 super().__init__()
-                self.wte, self.wpe = g.wte, g.wpe
-                self.blocks = nn.ModuleList(g.blocks[:TORCH_SPLIT])
-
-            def forward(self, idx):
-                x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-                for b in self.blocks:
-                    x = b(x)
-                return x
-
-        class Last(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.blocks = nn.ModuleList(g.blocks[TORCH_SPLIT:])
-                self.ln_f = g.ln_f
-                self.head = nn.Linear(CFG["d_model"], CFG["vocab"], bias=False)
-                with torch.no_grad():
-                    self.head.weight.copy_(g.wte.weight)
+                self.first, self.last = k == 0, k == len(pieces) - 1
+                if self.first:
+                    self.wte, self.wpe = g.wte, g.wpe
+                self.blocks = nn.ModuleList(g.blocks[starts[k]:starts[k + 1]])
+                if self.last:
+                    self.ln_f = g.ln_f
+                    self.head = nn.Linear(CFG["d_model"], CFG["vocab"], bias=False)
+                    with torch.no_grad():
+                        self.head.weight.copy_(g.wte.weight)
 
             def forward(self, x):
+                if self.first:
+                    x = self.wte(x) + self.wpe(torch.arange(x.shape[1]))
                 for b in self.blocks:
                     x = b(x)
-                return self.head(self.ln_f(x)).float()
+                return self.head(self.ln_f(x)).float() if self.last else x
 
-        mod = First() if rank == 0 else Last()
-        out["weight_bytes"] = sum(p.numel() * p.element_size() for p in mod.parameters())
+        mine = [rank + c * world for c in range(per_rank)]
+        mods = [Piece(k) for k in mine]
+        params = [q for mod in mods for q in mod.parameters()]
+        out["weight_bytes"] = sum(q.numel() * q.element_size() for q in params)
         m = GLOBAL_SEQS
-        stage = PipelineStage(mod, rank, world, torch.device("cpu"))
-
+        stages = [tpp.PipelineStage(mod, k, len(pieces), torch.device("cpu"))
+                  for mod, k in zip(mods, mine)]
+        holds_first, holds_last = 0 in mine, len(pieces) - 1 in mine
         def loss_fn(logits, tgt):
             return F.cross_entropy(logits.view(-1, logits.size(-1)), tgt.view(-1))
 
-        cls = ScheduleGPipe if a.schedule == "gpipe" else Schedule1F1B
-        sched = cls(stage, n_microbatches=m, loss_fn=loss_fn)
+        out["stage"] = "schedule"
+        if per_rank == 1:
+            cls = tpp.ScheduleGPipe if a.schedule == "gpipe" else tpp.Schedule1F1B
+            sched = cls(stages[0], n_microbatches=m, loss_fn=loss_fn)
+        else:
+            cls = (tpp.ScheduleInterleaved1F1B if a.schedule == "interleaved"
+                   else tpp.ScheduleInterleavedZeroBubble)
+            sched = cls(stages, n_microbatches=m, loss_fn=loss_fn)
         try:
-            opt = torch.optim.AdamW(mod.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+            opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.1, fused=True)
             adamw = "fused"
         except (RuntimeError, TypeError, ValueError):
-            opt = torch.optim.AdamW(mod.parameters(), lr=3e-4, weight_decay=0.1)
+            opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.1)
             adamw = "default"
         gen = torch.Generator().manual_seed(1000)
         V, T = CFG["vocab"], CFG["seq"]
@@ -223,11 +249,14 @@ def torch_worker(a):
             idx, tgt = batches[s % len(batches)]
             dist.barrier()
             t0 = time.perf_counter()
-            if rank == 0:
+            ls = []
+            if holds_first and holds_last:
+                sched.step(idx, target=tgt, losses=ls)
+            elif holds_first:
                 sched.step(idx)
             else:
-                ls = []
                 sched.step(target=tgt, losses=ls)
+            if ls:
                 losses.append(float(sum(x.item() for x in ls) / len(ls)))
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -294,7 +323,8 @@ def run_torch(args, layout, workdir):
                    rss_per_rank_mib=[x["peak_rss_mib"] for x in ranks],
                    weight_bytes_per_rank=[x["weight_bytes"] for x in ranks],
                    tracked_peak_per_rank_mib=None, bubble_measured=None,
-                   bubble_formula=bubble_formula(2, GLOBAL_SEQS, 1, schedule),
+                   bubble_formula=bubble_formula(2, GLOBAL_SEQS, LAYOUTS[layout][5],
+                                                 schedule),
                    loss_first=ranks[1]["loss_first"], loss_last=ranks[1]["loss_last"],
                    other_cores_steps=other_cores_last(r["samples"],
                                                       sum(ranks[0]["step_times_s"])))
