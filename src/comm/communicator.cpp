@@ -77,6 +77,11 @@ namespace comm_detail {
 void Work::wait() {
     std::unique_lock lock(mu_);
     const bool blocks = !done_;
+    if (blocks) {
+        lock.unlock();
+        mark_awaited();
+        lock.lock();
+    }
     cv_.wait(lock, [&] { return done_; });
     if (blocks && stats_) stats_->waited(t_issue_, now_s());
     if (error_) std::rethrow_exception(error_);
@@ -91,6 +96,21 @@ void Work::count_waits_in(std::shared_ptr<StatsRecorder> stats, double t_issue) 
 bool Work::test() {
     std::lock_guard lock(mu_);
     return done_;
+}
+
+void Work::on_awaited(std::function<void()> f) {
+    std::lock_guard lock(mu_);
+    on_awaited_ = std::move(f);
+}
+
+void Work::mark_awaited() {
+    if (awaited_.exchange(true, std::memory_order_acq_rel)) return;
+    std::function<void()> f;
+    {
+        std::lock_guard lock(mu_);
+        f = on_awaited_;
+    }
+    if (f) f();
 }
 
 void Work::complete(std::exception_ptr error) {

@@ -63,15 +63,19 @@ struct CommStats {
 // A handle to an issued op. wait() may be called more than once; a destroyed handle does not
 // cancel its op.
 class CommWork {
-public:
+  public:
     virtual ~CommWork() = default;
-    virtual void wait() = 0;   // blocks until done; rethrows the op's error
-    virtual bool test() = 0;   // true when done (wait() then returns at once)
+    virtual void wait() = 0;  // blocks until done; rethrows the op's error
+    virtual bool test() = 0;  // true when done (wait() then returns at once)
+    // The caller now needs the op and will poll test() until it is done (wait() says so itself):
+    // a backend that polls slowly for ops nobody needs yet polls this one fast (Note [Idle
+    // polling], comm/mpi/mpi_comm.cpp). A hint; no effect on the result.
+    virtual void need() {}
 };
 using CommHandle = std::shared_ptr<CommWork>;
 
 class Communicator {
-public:
+  public:
     virtual ~Communicator() = default;
     virtual int rank() const = 0;
     virtual int size() const = 0;

@@ -3,8 +3,10 @@
 // communicator.h and a backend's factory header).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -19,17 +21,28 @@ class StatsRecorder;
 
 // The shared state of an issued op: done flag and error, completed once by a backend's worker.
 class Work final : public CommWork {
-public:
+  public:
     void wait() override;
     bool test() override;
+    void need() override { mark_awaited(); }
     // Marks the op done (error empty on success) and wakes waiters. Called exactly once.
     void complete(std::exception_ptr error);
     // A wait that blocks adds [t_issue, the moment the waiter woke] to stats' busy time, so that
     // the time a caller waited always lies within it (Note [Busy time]). Set before returning the
     // handle.
     void count_waits_in(std::shared_ptr<StatsRecorder> stats, double t_issue);
+    // Called once, the first time a caller waits for the op or says it needs it (need()): a
+    // backend that polls slowly for ops nobody needs yet polls fast from then on (Note [Idle
+    // polling], mpi_comm.cpp). Set before returning the handle.
+    void on_awaited(std::function<void()> f);
+    // Whether a caller has waited for the op or said it needs it.
+    bool awaited() const { return awaited_.load(std::memory_order_acquire); }
 
-private:
+  private:
+    void mark_awaited();
+
+    std::atomic<bool> awaited_{false};
+    std::function<void()> on_awaited_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool done_ = false;
@@ -42,12 +55,13 @@ private:
 // Note [Busy time]: busy_s is the length of the union of the recorded ops' [issue, done]
 // intervals, each extended to the moment a caller blocked in wait() woke up (a waiter may wake a
 // little after the worker completed the op; that latency is waiting on communication too, so the
-// time callers waited is always a part of busy_s). They arrive as ops complete, out of order of issue, so the recorder keeps the union
-// as sorted disjoint intervals and folds into a plain sum those that ended more than
-// kBusyHorizonS before the latest completion (an op in flight that long is a hang the watchdog
-// reports; one that still completed would be counted in full, at worst a few overlapping seconds).
+// time callers waited is always a part of busy_s). They arrive as ops complete, out of order of
+// issue, so the recorder keeps the union as sorted disjoint intervals and folds into a plain sum
+// those that ended more than kBusyHorizonS before the latest completion (an op in flight that long
+// is a hang the watchdog reports; one that still completed would be counted in full, at worst a few
+// overlapping seconds).
 class StatsRecorder {
-public:
+  public:
     // An op is counted, with its bytes, when it is issued (Note [Counted at issue]); its seconds
     // and busy time when it completes.
     void issued(CollectiveKind k, int64_t bytes_sent);
@@ -59,7 +73,7 @@ public:
 
     static constexpr double kBusyHorizonS = 900;
 
-private:
+  private:
     void add_busy(double a, double b);  // under mu_
 
     mutable std::mutex mu_;

@@ -142,6 +142,7 @@ void PipelineRunner::wait(const CommHandle& h, bool activations, bool receiving,
         status_->set(waiting);
         Stopwatch sw;
         int polls = 0;
+        h->need();
         while (!h->test()) {
             status_->serve();
             if (o_.timeout_s > 0 && sw.elapsed_s() > o_.timeout_s) {

@@ -85,6 +85,7 @@ std::optional<StageActivity> PipelineStatus::ask(int stage, double seconds) {
     auto* answer = new Msg{};  // left allocated when no answer comes (it may come later)
     CommHandle h = chan_->recv(answer->data(), 8, CommType::kI64, stage, kReplyTag);
     Stopwatch sw;
+    h->need();
     while (!h->test()) {
         serve();
         if (sw.elapsed_s() > seconds) return std::nullopt;

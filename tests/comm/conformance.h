@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -372,6 +373,29 @@ inline void check_send_recv(Communicator& c) {
     }
 }
 
+// Point-to-point ops left in flight while the rank does other work (a pipeline's sends during
+// the next micro-batch's compute; the MPI worker then polls them slowly, Note [Idle polling]):
+// the receivers post late, the data still arrives, and a receive the caller then needs (need(),
+// polled with test(), as the pipeline runner waits) completes.
+inline void check_send_recv_in_flight(Communicator& c) {
+    const int n = c.size(), r = c.rank();
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    const CommType t = CommType::kF32;
+    const int64_t count = 40000;  // past eager sizes: a rendezvous the receiver completes
+    const auto out = inputs(t, r, 0, count, 12);
+    auto hs = c.send(out.data(), count, t, next, 12);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // "compute"
+    std::vector<char> in(static_cast<size_t>(count) * comm_type_size(t) + 1);
+    auto hr = c.recv(in.data(), count, t, prev, 12);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    hr->need();
+    while (!hr->test()) std::this_thread::yield();
+    hr->wait();
+    hs->wait();
+    ZT_CHECK(in == inputs(t, prev, 0, count, 12), "rank ", r, ": send/recv in flight from rank ",
+             prev, " differs");
+}
+
 inline void check_barrier(Communicator& c) {
     for (int k = 0; k < 3; ++k) c.barrier()->wait();
 }
@@ -465,6 +489,7 @@ inline const std::vector<Check>& checks() {
         {"all_to_all", check_all_to_all},
         {"compressed_all_to_all", check_compressed_all_to_all},
         {"send_recv", check_send_recv},
+        {"send_recv_in_flight", check_send_recv_in_flight},
         {"barrier", check_barrier},
         {"split", check_split},
         {"async_overlap", check_async_overlap},
