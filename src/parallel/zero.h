@@ -86,6 +86,17 @@ class ZeroDataParallel {
     // What the gradient reductions sent through compression.gradients' codec so far, and the
     // codec's error-feedback residuals (grad_transport.h).
     CompressionStats grad_compression_stats() const;
+    // What stage 3's parameter gathers sent through zero_quantized_weights' codec so far (zeros
+    // otherwise): bytes before and after encoding, and the decoded weights' error.
+    CompressionStats weight_compression_stats() const {
+        return stage_->gather().compression_stats();
+    }
+    // zero_quantized_weights' codec where stage 3's gathers use it (several ranks), else null.
+    const CodecOptions* weight_codec() const {
+        return ctx_.options.quantized_weights && ctx_.ranks > 1 && stage() == 3
+                   ? &ctx_.options.weight_codec
+                   : nullptr;
+    }
     GradTransport& grad_transport() { return *ctx_.transport; }
     // Stage 3: elements of gathered parameters alive now (persistent ones included).
     int64_t live_gathered() const { return stage_->gather().live_gathered(); }

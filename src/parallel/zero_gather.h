@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "comm/compressed.h"
 #include "parallel/zero_context.h"
 
 namespace zt {
@@ -22,6 +23,8 @@ class ParamGather {
     virtual void end_forward_only() {}
     // Elements of gathered parameters alive now.
     virtual int64_t live_gathered() const { return 0; }
+    // What the gathers sent through a codec so far (zero_quantized_weights), this rank's.
+    virtual CompressionStats compression_stats() const { return {}; }
 };
 
 class LocalWeights final : public ParamGather {

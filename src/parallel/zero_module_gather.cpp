@@ -148,6 +148,7 @@ void ModuleGather::issue_gather(Group& G, const char* src) {
             ctx_.pool, *ctx_.comm, *weight_codec_, rank_counts(G.range, ctx_.padded(), ctx_.ranks),
             comm_type_of(ct));
         G.handle = G.exchange->start_all_gather(x, nullptr);
+        weight_stats_.add(G.exchange->stats());  // a fresh exchange: this gather's alone
     } else if (ctx_.ranks > 1)
         G.handle = ctx_.comm->all_gather(
             src, G.buffer.raw(), rank_counts(G.range, ctx_.padded(), ctx_.ranks), comm_type_of(ct));

@@ -33,6 +33,10 @@ class ModuleGather final : public ParamGather {
     void end_backward() override;  // ends the recording of the gather order; drops transients
     void end_forward_only() override;
     int64_t live_gathered() const override { return live_elems_; }
+    // quantized_weights: every gather's bytes and error, counted when it is issued (a prefetch
+    // that is dropped unused was still sent). The error is the codec's residual, which encoding
+    // computes anyway: the decoded weights against the compute weights a plain gather sends.
+    CompressionStats compression_stats() const override { return weight_stats_; }
 
   private:
     struct Group;  // one gather unit
@@ -56,6 +60,7 @@ class ModuleGather final : public ParamGather {
     size_t cursor_ = 0;
     bool backward_ = false;  // inside a backward (the last hook was a pre-backward one)
     int64_t live_elems_ = 0;
+    CompressionStats weight_stats_;  // this rank's encodings of its owned slices
 };
 
 }  // namespace zt

@@ -18,4 +18,10 @@ nlohmann::json momentum_compression_metrics(bool compressed, const CompressionSt
     return {{"momentum", add_compression_json(m, now.minus(before))}};
 }
 
+nlohmann::json weight_compression_metrics(const CodecOptions& codec, const CompressionStats& now,
+                                          const CompressionStats& before) {
+    nlohmann::json w = {{"codec", codec_kind_name(codec.kind)}, {"error_feedback", false}};
+    return {{"weights", add_compression_json(w, now.minus(before))}};
+}
+
 }  // namespace zt

@@ -1,7 +1,8 @@
 // A step line's "compression" entry (docs/compression.md): for compression.gradients, the codec,
 // the bytes the gradient reductions would have sent and sent on this rank during the step, their
 // ratio, and the relative error of the encodings, sqrt(sum (decoded - input)^2 / sum input^2);
-// for 1-bit Adam, the same for its momentum exchange.
+// for 1-bit Adam, the same for its momentum exchange; for zero_quantized_weights, the same for
+// stage 3's parameter gathers ("weights").
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -18,5 +19,9 @@ nlohmann::json grad_compression_metrics(const GradCompressionOptions& o,
 // the step ("warmup": nothing compressed, "compressed") and the same figures.
 nlohmann::json momentum_compression_metrics(bool compressed, const CompressionStats& now,
                                             const CompressionStats& before);
+// zero_quantized_weights (ZeRO++ qwZ): "weights" with the codec and the same figures for the
+// parameter gathers this rank issued during the step (parallel/zero_module_gather.h).
+nlohmann::json weight_compression_metrics(const CodecOptions& codec, const CompressionStats& now,
+                                          const CompressionStats& before);
 
 }  // namespace zt

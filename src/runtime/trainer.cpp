@@ -556,6 +556,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             const CommStats comm_before = mesh.stats(model_channels);
             const int64_t cross_before = mesh.cross_host_bytes();
             const CompressionStats compression_before = dp.grad_compression_stats();
+            const CompressionStats weights_before = dp.weight_compression_stats();
             const bool onebit_compressed = engine.onebit_compressing();
             const CompressionStats momentum_before = engine.momentum_compression_stats()
                                                          ? *engine.momentum_compression_stats()
@@ -674,6 +675,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (const CompressionStats* m = engine.momentum_compression_stats())
                     line["compression"] =
                         momentum_compression_metrics(onebit_compressed, *m, momentum_before);
+                if (const CodecOptions* wc = dp.weight_codec())  // beside the gradients' entry
+                    line["compression"].update(weight_compression_metrics(
+                        *wc, dp.weight_compression_stats(), weights_before));
                 if (cfg.quantization.enabled)
                     line["quantization"] =
                         quantization_metrics(quant_error, cfg.quantization, step + 1);

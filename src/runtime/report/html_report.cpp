@@ -7,6 +7,7 @@
 #include <map>
 
 #include "runtime/config.h"
+#include "runtime/report/compression_report.h"
 #include "runtime/report/report_tables.h"
 #include "runtime/report/svg_plot.h"
 #include "runtime/run_estimate.h"
@@ -305,6 +306,7 @@ std::string render_run_report(const RunDirContents& run) {
     body += errors_section(run.log);
     body += plots(run.log);
     body += comm_table(comm_totals(run.log));
+    body += compression_section(run.log);
     body += plan_table(run);
     body += restarts_section(run.restarts);
     body += config_section(run.config);

@@ -39,6 +39,21 @@ std::string text(const json& j, const char* key) {
     return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
+CompressionRecord compression_record(const json& j) {
+    CompressionRecord c;
+    c.codec = text(j, "codec");
+    if (j.contains("forward") || j.contains("backward"))
+        c.codec = "forward " + text(j, "forward") + ", backward " + text(j, "backward");
+    if (auto ef = j.find("error_feedback"); ef != j.end() && ef->is_boolean() && ef->get<bool>())
+        c.codec += ", error feedback";
+    if (std::string phase = text(j, "phase"); !phase.empty()) c.codec += " (" + phase + ")";
+    c.raw_bytes = number(j, "raw_bytes");
+    c.wire_bytes = number(j, "wire_bytes");
+    c.ratio = number(j, "ratio");
+    c.relative_error = number(j, "relative_error");
+    return c;
+}
+
 StepRecord step_record(const json& j) {
     StepRecord r;
     r.step = integer(j, "step", 0);
@@ -59,6 +74,14 @@ StepRecord step_record(const json& j) {
             for (auto it = t->begin(); it != t->end(); ++it)
                 if (it->is_number()) r.table_rows[it.key()] = it->get<double>();
     }
+    if (auto c = j.find("compression"); c != j.end() && c->is_object())
+        for (auto it = c->begin(); it != c->end(); ++it)
+            if (it->is_object()) r.compression[it.key()] = compression_record(*it);
+    for (const char* owner : {"embedding", "pipeline"})
+        if (auto o = j.find(owner); o != j.end() && o->is_object())
+            if (auto c = o->find("comm_compression"); c != o->end() && c->is_object())
+                r.compression[owner] = compression_record(*c);
+    r.cross_host_bytes = number(j, "comm_cross_host_bytes");
     if (auto p = j.find("plan"); p != j.end() && p->is_object()) {
         if (auto t = p->find("step_s"); t != p->end() && t->is_object())
             r.plan_step_s = number(*t, "predicted");

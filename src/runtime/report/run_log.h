@@ -22,6 +22,14 @@ struct CommKindRecord {
     double seconds = 0;
 };
 
+// One channel's compressed traffic on a step line (docs/compression.md, "Metrics"): a
+// "compression" entry (gradients, momentum, weights) or a "comm_compression" entry (embedding,
+// pipeline). NaN: absent.
+struct CompressionRecord {
+    std::string codec;  // "int8"; "forward fp16, backward bf16" for the two-way channels
+    double raw_bytes = NAN, wire_bytes = NAN, ratio = NAN, relative_error = NAN;
+};
+
 struct RankRecord {
     int64_t rank = 0;
     double comm_s = 0;                   // exposed communication
@@ -47,6 +55,10 @@ struct StepRecord {
     // The plan field (docs/planner.md): the planner's predicted step time and peak bytes for
     // the run's layout (NaN: absent; step time is predicted only with a calibration profile).
     double plan_step_s = NAN, plan_peak_bytes = NAN;
+    // Compressed channels by name: "gradients", "momentum", "weights" (compression.*),
+    // "embedding" (embedding.comm_compression), "pipeline" (pipeline.comm_compression).
+    std::map<std::string, CompressionRecord> compression;
+    double cross_host_bytes = NAN;  // comm_cross_host_bytes (comm.hierarchical)
 };
 
 struct EvalRecord {
