@@ -43,16 +43,13 @@ int run_estimate(const ConfigArgs& config, const EstimateArgs& args) {
     const int stage = args.zero_stage >= 0 ? args.zero_stage : parsed.config.zero.stage;
     for (const std::string& w : parsed.warnings) log_warn("config: ", w);
     const EstimateSpec spec = estimate_spec(parsed.config, stage, oo.device != "none", args.ranks);
-    Estimate est;
+    // On a pipeline the cost model's figures: each stage's, and above them the most loaded
+    // stage's (each category the largest over the stages), activations in flight included.
+    const Estimate est = estimate_config(parsed.config, spec);
     std::vector<StageMemory> stages;
     if (parsed.config.pipe.active()) {
-        // The cost model's figures: each stage's, and above them the most loaded stage's
-        // (each category the largest over the stages), activations in flight included.
         const EstimateLayout l = estimate_layout(parsed.config, spec);
-        est = plan_memory(l.base, l.strategy);
         stages = stage_memories(l.base, l.strategy);
-    } else {
-        est = estimate_run(spec);
     }
     if (args.json) {
         nlohmann::json j = estimate_json(est, config.path);

@@ -80,4 +80,10 @@ EstimateLayout estimate_layout(const TrainConfig& cfg, const EstimateSpec& spec)
     return l;
 }
 
+Estimate estimate_config(const TrainConfig& cfg, const EstimateSpec& spec) {
+    if (!cfg.pipe.active()) return estimate_run(spec);
+    const EstimateLayout l = estimate_layout(cfg, spec);
+    return plan_memory(l.base, l.strategy);
+}
+
 }  // namespace zt

@@ -29,4 +29,9 @@ struct EstimateLayout {
 };
 EstimateLayout estimate_layout(const TrainConfig& cfg, const EstimateSpec& spec);
 
+// cfg's estimate at `spec`: estimate_run's, or on a pipeline the cost model's for the layout
+// (plan_memory: each category the largest over the stages, the activations each stage holds in
+// flight under its schedule), as `zerotrain estimate` prints it and the budget check takes it.
+Estimate estimate_config(const TrainConfig& cfg, const EstimateSpec& spec);
+
 }  // namespace zt

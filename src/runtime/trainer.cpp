@@ -207,7 +207,7 @@ void check_budget_before_start(const TrainConfig& cfg) {
     // Sharded embedding tables that cannot fit: the plan says which sharding would.
     cfg.model->check_sparse_fit(static_cast<int>(cfg.dp), cfg.memory_budget);
     const bool offloaded = cfg.zero.offload_optimizer.device != "none";
-    const Estimate e = estimate_run(estimate_spec(cfg, cfg.zero.stage, offloaded, cfg.dp));
+    const Estimate e = estimate_config(cfg, estimate_spec(cfg, cfg.zero.stage, offloaded, cfg.dp));
     const int64_t need = certain_bytes(e);
     if (need <= cfg.memory_budget) return;
     std::string lines;
@@ -219,7 +219,7 @@ void check_budget_before_start(const TrainConfig& cfg) {
     std::string offload;
     if (!offloaded) {
         const int64_t per_rank =
-            certain_bytes(estimate_run(estimate_spec(cfg, cfg.zero.stage, true, cfg.dp)));
+            certain_bytes(estimate_config(cfg, estimate_spec(cfg, cfg.zero.stage, true, cfg.dp)));
         if (per_rank <= cfg.memory_budget)
             offload = str_cat(
                 ", or offload the optimizer: zero_optimization.offload_optimizer "
@@ -229,8 +229,9 @@ void check_budget_before_start(const TrainConfig& cfg) {
     // The fewest ranks over which ZeRO stage 3 (every parameter, embedding tables included,
     // partitioned) brings the same micro-batch under the budget, if any does.
     std::string sharded;
-    for (int64_t n = std::max<int64_t>(2, cfg.dp); n <= 4096; n *= 2) {
-        const int64_t per_rank = certain_bytes(estimate_run(estimate_spec(cfg, 3, offloaded, n)));
+    for (int64_t n = std::max<int64_t>(2, cfg.dp); !cfg.pipe.active() && n <= 4096; n *= 2) {
+        const int64_t per_rank =
+            certain_bytes(estimate_config(cfg, estimate_spec(cfg, 3, offloaded, n)));
         if (per_rank <= cfg.memory_budget) {
             sharded = str_cat("; or zero_optimization.stage 3 over ", n, " ranks (",
                               format_bytes(static_cast<double>(per_rank)), " per rank)");

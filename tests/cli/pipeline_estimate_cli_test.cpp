@@ -119,3 +119,32 @@ TEST_F(PipelineEstimateCli, JsonCarriesEachStage) {
     // The headline is the most loaded stage's: the larger parameter count.
     EXPECT_EQ(e["param_count"], st[0]["param_count"]);
 }
+
+// The budget check before the first step takes the most loaded stage with the micro-batches it
+// holds in flight (1F1B: stage 0 keeps 2 of them), as `zerotrain estimate` prints it: a budget
+// one byte under that stage's model state plus saved activations stops the run before any step
+// (one micro-batch of the whole model would have let it start and fail inside a step), and a
+// budget of the stage's whole device total trains.
+TEST_F(PipelineEstimateCli, BudgetCheckTakesTheMostLoadedStageInFlight) {
+    nlohmann::json j = config({{"stages", 2}, {"micro_batches", 4}, {"partition", {3, 1}}});
+    j["steps"] = 2;
+    const CommandResult r = estimate(j, " --json");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const nlohmann::json e = nlohmann::json::parse(r.output);
+    const nlohmann::json& s0 = e["stages"][0];
+    ASSERT_EQ(s0["in_flight"], 2);
+    const nlohmann::json& d = s0["device"];
+    const int64_t certain = d["params"].get<int64_t>() + d["grads"].get<int64_t>() +
+                            d["optimizer"].get<int64_t>() +
+                            s0["activations"]["saved"].get<int64_t>();
+    j["memory"]["budget_per_rank"] = certain - 1;
+    const CommandResult refused = train_run(j, "tight", "", 2);
+    EXPECT_EQ(refused.code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("out of memory before the first step"), std::string::npos)
+        << refused.output;
+    EXPECT_TRUE(step_lines("tight").empty());
+    j["memory"]["budget_per_rank"] = d["total"].get<int64_t>() + 4096;
+    const CommandResult ok = train_run(j, "fits", "", 2);
+    ASSERT_EQ(ok.code, 0) << ok.output;
+    EXPECT_EQ(step_lines("fits").size(), 2u);
+}
