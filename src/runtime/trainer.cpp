@@ -541,6 +541,24 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
         bool stream_ended = false;      // a stream (RunData::wait_for_train) ran out of records
         Stopwatch since_save;           // checkpoint.interval_seconds
         int64_t saved_at = start_step;  // the step of the last checkpoint (or the resumed one)
+        // Note [Freshness at visibility]
+        // A streamed record is fresh once a checkpoint that learned from it can be read: an
+        // asynchronous checkpoint becomes visible steps after save() (poll() sees every rank's
+        // write done), so the data source hears of a checkpoint (data->saved, which measures
+        // the freshness) when it is visible, not when it is started.
+        int64_t unseen_step = -1, unseen_end = 0;  // the last saved checkpoint not yet visible
+        const auto tell_visible = [&] {
+            if (unseen_step >= 0 && checkpointer.last_visible_step() >= unseen_step) {
+                data->saved(unseen_end);
+                unseen_step = -1;
+            }
+        };
+        const auto saved_now = [&](int64_t steps) {
+            tell_visible();  // save() finished the previous checkpoint first
+            unseen_step = steps;
+            unseen_end = steps * cfg.train_batch_size;
+            tell_visible();  // synchronous: visible already
+        };
         const bool lookahead = !pipe && engine.model().wants_lookahead();
         const std::vector<const Communicator*> model_channels =  // the tables' own, if any
             engine.sparse_params() ? engine.sparse_params()->channels()
@@ -718,6 +736,7 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 say(str_cat("step ", step + 1, ": ", said));
             }
             checkpointer.poll();
+            tell_visible();
             const bool interval =
                 (co.interval_steps > 0 && (step + 1) % co.interval_steps == 0) ||
                 (cfg.checkpoint.interval_seconds > 0 &&
@@ -728,10 +747,11 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 engine.apply_held_sparse();  // a checkpoint holds every update
                 checkpointer.save();
                 last_checkpoint_s = checkpointer.last_save_stall_s();
-                data->saved((step + 1) * cfg.train_batch_size);
+                saved_now(step + 1);
             }
             if (stop) {
                 checkpointer.finish();
+                tell_visible();
                 result.preempted = true;
                 if (root)
                     log_info("stopped by a signal after step ", step + 1, ": checkpoint ",
@@ -743,9 +763,10 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             result.steps > saved_at) {
             engine.apply_held_sparse();
             checkpointer.save();  // what the stream gave since the last checkpoint
-            data->saved(result.steps * cfg.train_batch_size);
+            saved_now(result.steps);
         }
         checkpointer.finish();
+        tell_visible();
         if (pipe) pipe->finish();
         profilers.finish();
         if (timeline) {  // the file ends with the state at the end of training, not the teardown

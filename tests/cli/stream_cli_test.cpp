@@ -109,7 +109,8 @@ TEST_F(StreamCli, WaitsForPartsThatArriveWhileItTrains) {
         late = write_parts(3, 2, 800);
     });
     nlohmann::json j = config(2.0);
-    j["checkpoint"] = {{"interval_seconds", 0.1}};  // the freshness below needs checkpoints
+    // The freshness below needs checkpoints; asynchronous ones report it once visible.
+    j["checkpoint"] = {{"interval_seconds", 0.1}, {"async", true}};
     const CommandResult r = train_run(j, "live", "", 1);
     writer.join();
     ASSERT_EQ(late.code, 0) << late.output;
