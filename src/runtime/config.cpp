@@ -553,6 +553,7 @@ void parse_checkpoint(Section& root, CheckpointConfig& c) {
     c.dir = s.get_string("dir", "");
     c.interval_steps = s.get_int("interval_steps", 0, 0);
     c.interval_seconds = s.get_number("interval_seconds", 0.0, 0.0);
+    c.interval_records = s.get_int("interval_records", 0, 0);
     c.keep_last = s.get_int("keep_last", 0, 0);
     c.async = s.get_bool("async", false);
     c.on_error = s.get_choice("on_error", "stop", {"stop", "continue"});

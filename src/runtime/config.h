@@ -112,6 +112,7 @@ struct CheckpointConfig {
     std::string dir;                // empty: RUN_DIR/checkpoints
     int64_t interval_steps = 0;     // a checkpoint every this many optimizer steps; 0: none
     double interval_seconds = 0;    // and after a step ending this long after the last; 0: none
+    int64_t interval_records = 0;   // and once this many samples trained since the last; 0: none
     int64_t keep_last = 0;          // newest checkpoints kept; 0: all
     bool async = false;             // written by a background thread while training goes on
     std::string on_error = "stop";  // a failed write: "stop" training or "continue" without it
@@ -204,9 +205,9 @@ struct TrainConfig {
     // parallel.batch_shares: samples per micro-batch of each dp rank (runtime/batch_shares.h);
     // empty: micro_batch each.
     std::vector<int64_t> batch_shares;
-    PipelineConfig pipe;             // parallel.pipeline
-    PruningOptions pruning;          // compression.pruning (compression/prune_schedule.h)
-    QatOptions quantization;         // compression.quantization (compression/qat.h)
+    PipelineConfig pipe;                      // parallel.pipeline
+    PruningOptions pruning;                   // compression.pruning (compression/prune_schedule.h)
+    QatOptions quantization;                  // compression.quantization (compression/qat.h)
     GradCompressionOptions grad_compression;  // compression.gradients (parallel/grad_transport.h)
 
     int64_t steps = 100;  // optimizer steps to run

@@ -739,6 +739,8 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             tell_visible();
             const bool interval =
                 (co.interval_steps > 0 && (step + 1) % co.interval_steps == 0) ||
+                (cfg.checkpoint.interval_records > 0 &&
+                 (step + 1 - saved_at) * cfg.train_batch_size >= cfg.checkpoint.interval_records) ||
                 (cfg.checkpoint.interval_seconds > 0 &&
                  on_any_rank(comm, since_save.elapsed_s() >= cfg.checkpoint.interval_seconds));
             if (interval || stop) {
@@ -759,7 +761,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 break;
             }
         }
-        if (stream_ended && (co.interval_steps > 0 || cfg.checkpoint.interval_seconds > 0) &&
+        if (stream_ended &&
+            (co.interval_steps > 0 || cfg.checkpoint.interval_seconds > 0 ||
+             cfg.checkpoint.interval_records > 0) &&
             result.steps > saved_at) {
             engine.apply_held_sparse();
             checkpointer.save();  // what the stream gave since the last checkpoint

@@ -7,6 +7,7 @@
 // cannot be is refused before any work.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -139,6 +140,21 @@ TEST_F(StreamCli, WaitsForPartsThatArriveWhileItTrains) {
 // from it. With a window of one step's samples, a line's log loss is that step's own loss (the
 // mean of the same binary cross-entropies over every rank's micro-batches), and its AUC is the
 // AUC of those predictions; with a larger window the lines count the samples seen so far.
+// checkpoint.interval_records: a checkpoint after the first step that brings the records
+// trained since the last to N (64 a step, N = 150: every 3 steps), and one for the rest when the
+// stream ends.
+TEST_F(StreamCli, CheckpointsEveryNRecords) {
+    ASSERT_EQ(write_parts(2).code, 0);  // 512 records: 8 steps
+    nlohmann::json j = config();
+    j["checkpoint"] = {{"interval_records", 150}};
+    ASSERT_EQ(train_run(j, "rec", "", 1).code, 0);
+    std::vector<std::string> got;
+    for (const auto& e : fs::directory_iterator(dir_ / "rec" / "checkpoints"))
+        if (e.is_directory()) got.push_back(e.path().filename().string());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, (std::vector<std::string>{"step_00000003", "step_00000006", "step_00000008"}));
+}
+
 TEST_F(StreamCli, ProgressiveValidationScoresEachSampleBeforeTrainingOnIt) {
     ASSERT_EQ(write_parts(2).code, 0);
     nlohmann::json j = config();
