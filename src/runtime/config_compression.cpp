@@ -138,9 +138,11 @@ void parse_powersgd(Section& s, GradCompressionOptions& g) {
 // onebit, powersgd).
 void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c,
                      std::vector<std::string>& warnings) {
-    const std::string type = s.get_choice("type", "int8",
-                                          {"f32", "bf16", "fp16", "int8", "int4", "fp8_e4m3",
-                                           "fp8_e5m2", "topk", "onebit", "powersgd"});
+    // "fp8" is fp8_e4m3, as in comm_precision (comm/comm_precision.h) and DeepSpeed's names.
+    std::string type = s.get_choice("type", "int8",
+                                    {"f32", "bf16", "fp16", "int8", "int4", "fp8", "fp8_e4m3",
+                                     "fp8_e5m2", "topk", "onebit", "powersgd"});
+    if (type == "fp8") type = "fp8_e4m3";
     g.enabled = true;
     if (type == "powersgd") {
         parse_powersgd(s, g);
