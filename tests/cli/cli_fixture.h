@@ -117,6 +117,26 @@ class Cli : public ::testing::Test {
                 {"eval_iters", 1},
                 {"threads", 1}};
     }
+    // tiny() as the compression tests train it: 8 samples a step in 2 micro-steps of `micro` per
+    // rank, 2 layers, buckets of 2000 elements (several per step, uneven over the ranks),
+    // clipping at 0.5 (a global norm of the decoded gradients), ZeRO `stage`, no evaluation.
+    static nlohmann::json bucketed(int steps, int micro, int stage) {
+        nlohmann::json j = tiny();
+        j["steps"] = steps;
+        j["train_batch_size"] = 8;
+        j["gradient_accumulation_steps"] = 2;
+        j["train_micro_batch_size_per_gpu"] = micro;
+        j["model"]["n_layers"] = 2;
+        j["data"]["builtin_tokens"] = 1 << 15;
+        j["eval_interval"] = 0;
+        j["gradient_clipping"] = 0.5;
+        j["optimizer"]["params"] = {{"lr", 3e-3}, {"weight_decay", 0.1}};
+        j["zero_optimization"] = {{"stage", stage},
+                                  {"reduce_bucket_size", 2000},
+                                  {"allgather_bucket_size", 3000},
+                                  {"stage3_param_persistence_threshold", 100}};
+        return j;
+    }
     fs::path dir_;
 };
 

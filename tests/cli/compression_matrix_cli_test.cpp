@@ -104,25 +104,10 @@ struct Layout {
 
 class CompressionMatrixCli : public Cli {
   protected:
-    // dp 2 (8 samples a step, 2 micro-steps of 2 per rank), 2 layers of 4 heads, buckets of 2000
-    // elements (several per step, uneven over the ranks), clipping on (a global norm of the
-    // decoded gradients).
+    // dp 2 (8 samples a step, 2 micro-steps of 2 per rank, Cli::bucketed), 2 layers of 4 heads.
     static nlohmann::json gpt(int stage) {
-        nlohmann::json j = tiny();
-        j["steps"] = kSteps;
-        j["train_batch_size"] = 8;
-        j["gradient_accumulation_steps"] = 2;
-        j["train_micro_batch_size_per_gpu"] = 2;
-        j["model"]["n_layers"] = 2;
+        nlohmann::json j = bucketed(kSteps, 2, stage);
         j["model"]["n_heads"] = 4;
-        j["data"]["builtin_tokens"] = 1 << 15;
-        j["eval_interval"] = 0;
-        j["gradient_clipping"] = 0.5;
-        j["optimizer"]["params"] = {{"lr", 3e-3}, {"weight_decay", 0.1}};
-        j["zero_optimization"] = {{"stage", stage},
-                                  {"reduce_bucket_size", 2000},
-                                  {"allgather_bucket_size", 3000},
-                                  {"stage3_param_persistence_threshold", 100}};
         return j;
     }
     static Layout zero(int stage) { return {"zero" + std::to_string(stage), 2, gpt(stage)}; }

@@ -21,25 +21,8 @@ namespace {
 
 class GradCompressionCli : public Cli {
   protected:
-    // 8 samples a step over `dp` ranks, 2 micro-steps each; 2 layers; buckets of 2000 elements
-    // (several per step, uneven over the ranks).
-    nlohmann::json config(int steps, int dp, int stage) {
-        nlohmann::json j = tiny();
-        j["steps"] = steps;
-        j["train_batch_size"] = 8;
-        j["gradient_accumulation_steps"] = 2;
-        j["train_micro_batch_size_per_gpu"] = 4 / dp;
-        j["model"]["n_layers"] = 2;
-        j["data"]["builtin_tokens"] = 1 << 15;
-        j["eval_interval"] = 0;
-        j["gradient_clipping"] = 0.5;
-        j["optimizer"]["params"] = {{"lr", 3e-3}, {"weight_decay", 0.1}};
-        j["zero_optimization"] = {{"stage", stage},
-                                  {"reduce_bucket_size", 2000},
-                                  {"allgather_bucket_size", 3000},
-                                  {"stage3_param_persistence_threshold", 100}};
-        return j;
-    }
+    // 8 samples a step over `dp` ranks, 2 micro-steps each (Cli::bucketed).
+    nlohmann::json config(int steps, int dp, int stage) { return bucketed(steps, 4 / dp, stage); }
     static nlohmann::json with(nlohmann::json j, const nlohmann::json& gradients) {
         j["compression"]["gradients"] = gradients;
         return j;

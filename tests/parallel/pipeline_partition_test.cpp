@@ -12,17 +12,14 @@
 namespace zt {
 namespace {
 
-// The least possible most expensive piece over every cut of the blocks into n pieces.
-double brute_force_best(const PipeCosts& c, int n) {
-    const int64_t blocks = static_cast<int64_t>(c.block.size());
-    double best = 1e300;
+// Every cut of the blocks into n pieces of at least one block.
+void every_cut(int64_t blocks, int64_t n,
+               const std::function<void(const std::vector<int64_t>&)>& f) {
     std::vector<int64_t> counts;
     std::function<void(int64_t)> go = [&](int64_t left) {
-        if (static_cast<int>(counts.size()) == n - 1) {
-            if (left < 1) return;
+        if (static_cast<int64_t>(counts.size()) == n - 1) {
             counts.push_back(left);
-            const std::vector<double> pc = piece_costs(counts, c);
-            best = std::min(best, *std::max_element(pc.begin(), pc.end()));
+            f(counts);
             counts.pop_back();
             return;
         }
@@ -33,6 +30,15 @@ double brute_force_best(const PipeCosts& c, int n) {
         }
     };
     go(blocks);
+}
+
+// The least possible most expensive piece over every cut of the blocks into n pieces.
+double brute_force_best(const PipeCosts& c, int n) {
+    double best = 1e300;
+    every_cut(static_cast<int64_t>(c.block.size()), n, [&](const std::vector<int64_t>& counts) {
+        const std::vector<double> pc = piece_costs(counts, c);
+        best = std::min(best, *std::max_element(pc.begin(), pc.end()));
+    });
     return best;
 }
 
@@ -67,26 +73,6 @@ TEST(PipePartition, Gpt2SmallOnTwoStagesMovesBlocksOffTheHeadsStage) {
 double span_of(const PipeOptions& o, const std::vector<int64_t>& counts, const PipeCosts& c) {
     const std::vector<double> pc = piece_costs(counts, c);
     return simulate_pipe(o, pipe_schedule(o), 1.0, 2.0, 0.0, pc).makespan;
-}
-
-// Every cut of the blocks into n pieces of at least one block.
-void every_cut(int64_t blocks, int64_t n,
-               const std::function<void(const std::vector<int64_t>&)>& f) {
-    std::vector<int64_t> counts;
-    std::function<void(int64_t)> go = [&](int64_t left) {
-        if (static_cast<int64_t>(counts.size()) == n - 1) {
-            counts.push_back(left);
-            f(counts);
-            counts.pop_back();
-            return;
-        }
-        for (int64_t k = 1; k <= left - (n - 1 - static_cast<int64_t>(counts.size())); ++k) {
-            counts.push_back(k);
-            go(left - k);
-            counts.pop_back();
-        }
-    };
-    go(blocks);
 }
 
 TEST(PipePartition, InterleavedEqualBlocksWithoutAHeadKeepEqualPieces) {
