@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/cli_fixture.h"
+#include "cli/dlrm_cli_util.h"
 
 namespace zt::testing {
 namespace {
@@ -124,20 +125,8 @@ class CompressionMatrixCli : public Cli {
     // A row-sharded, a table-sharded and a replicated table over 2 ranks (ZeRO stage 0); MLPs of
     // 32 so that PowerSGD's rank 4 compresses their larger matrices (13 x 32, 14 x 32).
     static Layout dlrm() {
-        nlohmann::json j = {{"train_micro_batch_size_per_gpu", 16},
-                            {"steps", kSteps},
-                            {"steps_per_print", 1},
-                            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
-                            {"model",
-                             {{"type", "dlrm"},
-                              {"table_rows", {3001, 700, 40}},
-                              {"embedding_dim", 8},
-                              {"bottom_mlp", {32, 8}},
-                              {"top_mlp", {32}}}},
-                            {"embedding", {{"sharding", {"row", "table", "data_parallel"}}}},
-                            {"data", {{"type", "synthetic"}, {"records", 2000}}},
-                            {"eval_interval", 0},
-                            {"threads", 1}};
+        nlohmann::json j = compression_dlrm(kSteps, 32);
+        j["eval_interval"] = 0;
         return {"dlrm", 2, j};
     }
     static nlohmann::json with(nlohmann::json j, const Codec& c) {

@@ -38,6 +38,24 @@ inline nlohmann::json small_sharded_dlrm(int64_t steps) {
             {"threads", 1}};
 }
 
+// The compression tests' DLRM: a row-sharded, a table-sharded and a replicated table (dim 8),
+// SGD for everything, one micro-batch of 16 a step, MLPs `width` wide, synthetic data.
+inline nlohmann::json compression_dlrm(int64_t steps, int64_t width) {
+    return {{"train_micro_batch_size_per_gpu", 16},
+            {"steps", steps},
+            {"steps_per_print", 1},
+            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+            {"model",
+             {{"type", "dlrm"},
+              {"table_rows", {3001, 700, 40}},
+              {"embedding_dim", 8},
+              {"bottom_mlp", {width, 8}},
+              {"top_mlp", {width}}}},
+            {"embedding", {{"sharding", {"row", "table", "data_parallel"}}}},
+            {"data", {{"type", "synthetic"}, {"records", 2000}}},
+            {"threads", 1}};
+}
+
 inline std::string slurp(const std::filesystem::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::stringstream ss;

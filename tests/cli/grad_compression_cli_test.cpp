@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "cli/cli_fixture.h"
+#include "cli/dlrm_cli_util.h"
 #include "util/error.h"
 
 using zt::testing::Cli;
@@ -137,19 +138,7 @@ TEST_F(GradCompressionCli, OverlappedAllReducesFinishInTheSameOrderEverywhere) {
 }
 
 TEST_F(GradCompressionCli, BesideShardedEmbeddings) {
-    nlohmann::json j = {{"train_micro_batch_size_per_gpu", 16},
-                        {"steps", 4},
-                        {"steps_per_print", 1},
-                        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
-                        {"model",
-                         {{"type", "dlrm"},
-                          {"table_rows", {3001, 700, 40}},
-                          {"embedding_dim", 8},
-                          {"bottom_mlp", {16, 8}},
-                          {"top_mlp", {16}}}},
-                        {"embedding", {{"sharding", {"row", "table", "data_parallel"}}}},
-                        {"data", {{"type", "synthetic"}, {"records", 2000}}},
-                        {"threads", 1}};
+    nlohmann::json j = zt::testing::compression_dlrm(4, 16);
     train_ok(j, "plain", 2);
     train_ok(with(j, {{"type", "f32"}}), "f32", 2);
     EXPECT_EQ(read_run("f32").loss, read_run("plain").loss);
