@@ -22,9 +22,11 @@ MetricsWriter::MetricsWriter(const std::string& path, int64_t keep_through_step)
                 kept += line + "\n";
         }
     }
-    file_ = std::fopen(path.c_str(), "w");
+    // A resumed run replaces the file by its kept lines in one rename: truncating it in place
+    // would lose every line if the process were killed before they were written back.
+    if (keep_through_step >= 0) write_file_atomic(path, kept);
+    file_ = std::fopen(path.c_str(), keep_through_step >= 0 ? "a" : "w");
     ZT_CHECK(file_ != nullptr, "metrics: cannot open ", path, " for writing: ", std::strerror(errno));
-    if (!kept.empty()) std::fputs(kept.c_str(), file_);
 }
 
 MetricsWriter::~MetricsWriter() {

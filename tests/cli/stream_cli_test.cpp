@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <thread>
 
@@ -90,6 +91,47 @@ TEST_F(StreamCli, KilledTenTimesEveryRecordIsTrainedOnceLikeTheUninterruptedRun)
     const nlohmann::json want = step_lines("full").back()["progressive"];
     EXPECT_EQ(want["samples"], steps * kBatch);
     EXPECT_EQ(step_lines("killed").back()["progressive"], want);
+}
+
+// The same, with SIGKILL at random moments of wall-clock time instead of at step boundaries: a
+// kill may land during start-up, a resume's load, a step, an asynchronous checkpoint's write or
+// the wait for more parts. `--resume auto` starts afresh when no checkpoint was completed yet.
+TEST_F(StreamCli, KilledAtRandomMomentsTenTimesEveryRecordIsTrainedOnce) {
+    ASSERT_EQ(write_parts(6).code, 0);
+    const int64_t steps = 6 * kPartRecords / kBatch;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(train_run(config(), "full", "", 2).code, 0);
+    const double full_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const RunLog ref = read_run("full");
+    ASSERT_EQ(static_cast<int64_t>(ref.loss.size()), steps);
+
+    nlohmann::json j = config();
+    j["checkpoint"]["async"] = true;
+    const std::string cfg = write_config(j, "killed.json");
+    const std::string run = (dir_ / "killed").string();
+    const std::string train =
+        zt::str_cat(ZT_BINARY, " train ", cfg, " --quiet --run-dir ", run, " --ranks 2 --resume auto");
+    std::mt19937 rng(23);
+    int kills = 0;
+    for (int attempt = 0; attempt < 40 && kills < 10; ++attempt) {
+        // Uniform over the uninterrupted run's wall time: every phase of a run gets hit.
+        const double after_s = full_s * std::uniform_real_distribution<double>(0.05, 1.0)(rng);
+        const CommandResult r =
+            zt::testing::run_command(zt::str_cat("timeout -s KILL ", after_s, " ", train));
+        if (r.code == 0) {  // it finished first: start over, so that the kills land mid-stream
+            fs::remove_all(run);
+            continue;
+        }
+        ASSERT_EQ(r.code, 128 + 9) << "kill " << kills << " after " << after_s << " s: " << r.output;
+        ++kills;
+    }
+    ASSERT_EQ(kills, 10);
+    const CommandResult last = zt::testing::run_command(train);
+    ASSERT_EQ(last.code, 0) << last.output;
+    const RunLog got = read_run("killed");
+    EXPECT_EQ(got.loss, ref.loss);
+    EXPECT_EQ(got.weights, ref.weights);
+    EXPECT_EQ(step_lines("killed").back()["progressive"], step_lines("full").back()["progressive"]);
 }
 
 // Parts that arrive while the run trains are waited for; the run trains them all, in order, as

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/durable_file.h"
 #include "util/error.h"
 
 namespace zt {
@@ -27,19 +28,24 @@ std::FILE* CsvSink::open_tag(const std::string& tag) {
         if (c == '/' || c == ' ') c = '_';
     const std::string path = dir_ + "/" + file + ".csv";
     // A resumed run keeps the header and the rows of steps it has already done.
+    // Only whole lines: one cut short by a kill would read as a wrong value. The kept lines
+    // replace the file in one rename, so a kill while they are written back loses none.
     std::string kept;
     if (keep_through_step_ >= 0) {
-        std::ifstream in(path);
-        std::string line;
-        for (bool first = true; std::getline(in, line); first = false)
-            if (first || std::strtoll(line.c_str(), nullptr, 10) <= keep_through_step_)
+        std::ifstream in(path, std::ios::binary);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        size_t begin = 0;
+        for (size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
+            const std::string line = text.substr(begin, end - begin);
+            if (begin == 0 || std::strtoll(line.c_str(), nullptr, 10) <= keep_through_step_)
                 kept += line + "\n";
+        }
     }
-    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (kept.empty()) kept = "step," + tag.substr(tag.rfind('/') + 1) + "\n";
+    write_file_atomic(path, kept);
+    std::FILE* f = std::fopen(path.c_str(), "a");
     ZT_CHECK(f != nullptr, "csv_monitor: cannot create ", path, ": ", std::strerror(errno),
              "; check csv_monitor.output_path");
-    if (kept.empty()) kept = "step," + tag.substr(tag.rfind('/') + 1) + "\n";
-    std::fputs(kept.c_str(), f);
     files_[tag] = f;
     return f;
 }
