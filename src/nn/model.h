@@ -52,6 +52,13 @@ class Model : public Module {
                      std::vector<float>& /*labels*/) {
         return loss(tape, batch);
     }
+    // A training forward that also reports outputs as eval() does (progressive validation scores
+    // each sample by the forward that trains on it). A model that treats its training forward
+    // apart from evaluation (DLRM's read-ahead) overrides it.
+    virtual Var train_outputs(Tape& tape, const Batch& batch, std::vector<float>& outputs,
+                              std::vector<float>& labels) {
+        return eval(tape, batch, outputs, labels);
+    }
     // Model FLOPs per token for MFU (0 if unknown).
     virtual double flops_per_token() const { return 0; }
     // Called once by the engine after the arena is placed: a model with parameters outside the

@@ -188,7 +188,7 @@ Var Engine::forward(const Batch& batch) {
     if (pruner_ && pruner_->counts_rows() && batch.click != nullptr &&
         steps_done_ < pruner_->options().end_step)  // counts after end_step choose nothing
         pruner_->count(*batch.click);
-    if (fwd_outputs_) return model_->eval(tape_, batch, *fwd_outputs_, *fwd_labels_);
+    if (fwd_outputs_) return model_->train_outputs(tape_, batch, *fwd_outputs_, *fwd_labels_);
     return model_->loss(tape_, batch);
 }
 

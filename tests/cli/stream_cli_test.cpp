@@ -27,11 +27,12 @@ constexpr int64_t kPartRecords = 256, kBatch = 64;
 class StreamCli : public Cli {
   protected:
     // Parts first .. first + files - 1 of the seeded stream into dir_/parts.
-    CommandResult write_parts(int64_t files, int64_t first = 0, double rate = 0) {
+    CommandResult write_parts(int64_t files, int64_t first = 0, double rate = 0,
+                              const std::string& tables = "300,200,50") {
         return zt::testing::run_zerotrain(
             zt::str_cat("data synth-ctr --stream ", (dir_ / "parts").string(), " --files ", files,
                         " --first-file ", first, " --rows ", kPartRecords, " --rate ", rate,
-                        " --seed 5 --tables 300,200,50 --drift 0.05 --threads 1"));
+                        " --seed 5 --tables ", tables, " --drift 0.05 --threads 1"));
     }
     nlohmann::json config(double idle_timeout_s = 0.5) {
         return {{"train_micro_batch_size_per_gpu", kBatch / 4},
@@ -132,6 +133,32 @@ TEST_F(StreamCli, KilledAtRandomMomentsTenTimesEveryRecordIsTrainedOnce) {
     EXPECT_EQ(got.loss, ref.loss);
     EXPECT_EQ(got.weights, ref.weights);
     EXPECT_EQ(step_lines("killed").back()["progressive"], step_lines("full").back()["progressive"]);
+}
+
+// Tiered tables on a stream read the next micro-batch's rows ahead (Note [Stream read-ahead] in
+// dlrm_stream_data.cpp) where its records are in parts already opened, and train the bits of the
+// same tables in memory.
+TEST_F(StreamCli, TieredTablesReadTheNextRowsAheadAndTrainLikeTablesInMemory) {
+    ASSERT_EQ(write_parts(4, 0, 0, "20000,200,50").code, 0);  // rows over many 4 KiB pages
+    nlohmann::json j = config();
+    j["model"]["table_rows"] = {20000, 200, 50};
+    j["embedding"] = {{"sharding", {"row", "data_parallel", "data_parallel"}}};
+    ASSERT_EQ(train_run(j, "mem", "", 2).code, 0);
+    j["embedding"]["tier"] = {{"device", "cpu"}, {"cache_ratio", 0.05}};
+    const CommandResult r = train_run(j, "tier", "", 2);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const RunLog mem = read_run("mem"), tier = read_run("tier");
+    ASSERT_EQ(static_cast<int64_t>(mem.loss.size()), 4 * kPartRecords / kBatch);
+    EXPECT_EQ(tier.loss, mem.loss);
+    EXPECT_EQ(tier.weights, mem.weights);
+    int64_t read_ahead = 0, misses = 0;
+    for (const nlohmann::json& l : step_lines("tier")) {
+        ASSERT_TRUE(l["embedding"].contains("tier")) << l.dump();
+        read_ahead += l["embedding"]["tier"]["prefetch_hits"].get<int64_t>();
+        misses += l["embedding"]["tier"]["misses"].get<int64_t>();
+    }
+    EXPECT_GT(misses, 0);
+    EXPECT_GT(read_ahead, 0);  // without read-ahead a stream's misses are all fetched on demand
 }
 
 // Parts that arrive while the run trains are waited for; the run trains them all, in order, as

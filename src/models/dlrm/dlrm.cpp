@@ -273,27 +273,40 @@ Var Dlrm::logits(Tape& tape, const ClickBatch& b) {
 
 Var Dlrm::loss(Tape& tape, const Batch& batch) {
     ZT_CHECK(batch.click, "DLRM: a batch without click data");
+    return ops::bce_with_logits(tape, training_logits(tape, *batch.click), batch.click->labels);
+}
+
+Var Dlrm::training_logits(Tape& tape, const ClickBatch& b) {
     training_ = true;
     Var lg;
     try {
-        lg = logits(tape, *batch.click);
+        lg = logits(tape, b);
     } catch (...) {
         training_ = false;
         throw;
     }
     training_ = false;
-    return ops::bce_with_logits(tape, lg, batch.click->labels);
+    return lg;
+}
+
+Var Dlrm::scored(Tape& tape, const ClickBatch& b, Var lg, std::vector<float>& outputs,
+                 std::vector<float>& labels) {
+    const std::vector<float> z = lg->value.to_vector();
+    for (float zi : z) outputs.push_back(static_cast<float>(1.0 / (1.0 + std::exp(-double{zi}))));
+    labels.insert(labels.end(), b.labels.begin(), b.labels.end());
+    return ops::bce_with_logits(tape, lg, b.labels);
 }
 
 Var Dlrm::eval(Tape& tape, const Batch& batch, std::vector<float>& outputs,
                std::vector<float>& labels) {
     ZT_CHECK(batch.click, "DLRM: a batch without click data");
-    const ClickBatch& b = *batch.click;
-    Var lg = logits(tape, b);
-    const std::vector<float> z = lg->value.to_vector();
-    for (float zi : z) outputs.push_back(static_cast<float>(1.0 / (1.0 + std::exp(-double{zi}))));
-    labels.insert(labels.end(), b.labels.begin(), b.labels.end());
-    return ops::bce_with_logits(tape, lg, b.labels);
+    return scored(tape, *batch.click, logits(tape, *batch.click), outputs, labels);
+}
+
+Var Dlrm::train_outputs(Tape& tape, const Batch& batch, std::vector<float>& outputs,
+                        std::vector<float>& labels) {
+    ZT_CHECK(batch.click, "DLRM: a batch without click data");
+    return scored(tape, *batch.click, training_logits(tape, *batch.click), outputs, labels);
 }
 
 std::vector<PruneRowTable> Dlrm::prune_row_tables() const {

@@ -129,6 +129,9 @@ class Dlrm : public Model, public RowPrunable {
     // The loss, and sigmoid(logit) per sample with its label.
     Var eval(Tape& tape, const Batch& batch, std::vector<float>& outputs,
              std::vector<float>& labels) override;
+    // As eval(), as a training forward (the tiers read the next micro-batch's rows ahead).
+    Var train_outputs(Tape& tape, const Batch& batch, std::vector<float>& outputs,
+                      std::vector<float>& labels) override;
     const DlrmOptions& options() const { return options_; }
     // Places the sharded tables (embedding.enabled): plans them over ctx.comm's ranks.
     void attach(const ModelContext& ctx) override;
@@ -155,6 +158,10 @@ class Dlrm : public Model, public RowPrunable {
 
   private:
     Var mlp(Tape& tape, Var x, const std::vector<Linear*>& layers, bool relu_last);
+    Var training_logits(Tape& tape, const ClickBatch& b);  // logits() with training_ set
+    // The loss of logits lg, each sample's probability and label appended.
+    static Var scored(Tape& tape, const ClickBatch& b, Var lg, std::vector<float>& outputs,
+                      std::vector<float>& labels);
 
     DlrmOptions options_;
     std::vector<int> sharded_index_;  // tables outside the arena

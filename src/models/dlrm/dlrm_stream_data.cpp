@@ -7,7 +7,9 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "data/click/click_dataset.h"
 #include "data/click/click_stream.h"
@@ -141,9 +143,28 @@ class DlrmStreamData final : public RunData {
     }
 
     Batch train_batch(int64_t k0, int64_t count) override {
-        stream_.fill(k0, count, train_buf_);
-        index_distinct_ids(train_buf_);
+        if (peeked_k0_ == k0 && peeked_count_ == count) {
+            std::swap(train_buf_, peek_buf_);  // decoded already (peek_train)
+        } else {
+            stream_.fill(k0, count, train_buf_);
+            index_distinct_ids(train_buf_);
+        }
+        peeked_k0_ = -1;
         return click_batch(train_buf_, train_click_);
+    }
+    // Note [Stream read-ahead]: the next micro-batch, for a model that reads its rows ahead
+    // (embedding.tier), when its records are in parts already opened. A peek never waits and
+    // never lists the directory: whether more records arrived is agreed over the ranks once a
+    // step (wait_for_train), and a new part's layout is checked there before anything reads it.
+    // Within a part every micro-batch is known ahead; the first micro-batch of a part that was
+    // not yet opened goes without read-ahead. The decoded batch is kept for its train_batch.
+    std::optional<Batch> peek_train(int64_t k0, int64_t count) override {
+        if (checked_ < stream_.parts() || k0 + count > stream_.records()) return std::nullopt;
+        stream_.fill(k0, count, peek_buf_);
+        index_distinct_ids(peek_buf_);
+        peeked_k0_ = k0;
+        peeked_count_ = count;
+        return click_batch(peek_buf_, peek_click_);
     }
     bool has_eval() const override { return eval_ != nullptr; }
     int64_t progressive_window() const override { return progressive_window_; }
@@ -201,8 +222,9 @@ class DlrmStreamData final : public RunData {
     std::unique_ptr<StreamProducer> producer_;
     ClickStream stream_;
     std::unique_ptr<ClickDataset> eval_;
-    ClickBatchBuffers train_buf_, eval_buf_;
-    ClickBatch train_click_, eval_click_;
+    ClickBatchBuffers train_buf_, eval_buf_, peek_buf_;
+    ClickBatch train_click_, eval_click_, peek_click_;
+    int64_t peeked_k0_ = -1, peeked_count_ = 0;  // what peek_buf_ holds (-1: nothing)
     int64_t checked_ = 0;      // parts whose layout was checked
     int64_t wanted_ = 0;       // samples [0, wanted_) have been waited for
     int64_t saved_end_ = 0;    // samples in the last checkpoint
