@@ -268,6 +268,24 @@ TEST_F(StreamCli, GeneratedStreamExampleShortened) {
     EXPECT_NE(r.output.find("step 1 | loss"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("ETA"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("the stream ended"), std::string::npos) << r.output;
+    // A run killed while it writes its stream cannot remove the directory; the next run does
+    // (Note [Orphaned temporary files]).
+    const std::string slow = zt::str_cat(
+        ZT_BINARY, " train ", ZT_SOURCE_DIR,
+        "/examples/dlrm-stream.json --threads 1 --quiet --run-dir ", (dir_ / "killed").string(),
+        " --set data.records=100000 --set data.part_records=1000 --set data.rate=2000");
+    const CommandResult killed = zt::testing::run_command(
+        zt::str_cat("TMPDIR=", tmp.string(), " timeout -s KILL 1.5 ", slow));
+    ASSERT_EQ(killed.code, 128 + 9) << killed.output;
+    EXPECT_FALSE(fs::is_empty(tmp));
+    const CommandResult next = zt::testing::run_command(zt::str_cat(
+        "TMPDIR=", tmp.string(), " ", ZT_BINARY, " train ", ZT_SOURCE_DIR,
+        "/examples/dlrm-stream.json --threads 1 --quiet --run-dir ", (dir_ / "next").string(),
+        " --set data.records=1000 --set data.part_records=1000 --set data.rate=0",
+        " --set data.idle_timeout_s=0.2 --set checkpoint.interval_seconds=0"));
+    ASSERT_EQ(next.code, 0) << next.output;
+    for (const auto& e : fs::directory_iterator(tmp))
+        ADD_FAILURE() << "the killed run's " << e.path() << " was left behind";
 }
 
 // Criteo TSV lines: from a file that keeps growing while the run trains (its second half, a line

@@ -2,9 +2,7 @@
 // teacher, a prepared binary click file, or a Criteo TSV converted when the run starts. Generated
 // and converted files live in the temporary directory only while they are being opened: they are
 // unlinked once mapped, so nothing is left behind however the run ends.
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -17,19 +15,13 @@
 #include "models/dlrm/dlrm_family.h"
 #include "models/dlrm/dlrm_stream_data.h"
 #include "util/error.h"
+#include "util/temp_files.h"
 
 namespace zt {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// A path in the temporary directory unique to this process and call.
-std::string temp_path(const std::string& what) {
-    static std::atomic<int> counter{0};
-    const fs::path dir = fs::temp_directory_path();
-    return (dir / str_cat("zerotrain-", ::getpid(), "-", counter++, "-", what)).string();
-}
 
 // Opens a file made for this run and unlinks it: the mapping keeps the data alive.
 std::shared_ptr<const CtrFile> open_and_unlink(const std::string& path) {
@@ -111,8 +103,8 @@ DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
         SynthCtrOptions so = dlrm_synth_options(model, dc);
         so.records = dc.records;
         so.eval_records = dc.eval_records;
-        const std::string train_path = temp_path("synth.ctr");
-        const std::string eval_path = dc.eval_records > 0 ? temp_path("synth-eval.ctr") : "";
+        const std::string train_path = make_temp_path("synth.ctr");
+        const std::string eval_path = dc.eval_records > 0 ? make_temp_path("synth-eval.ctr") : "";
         const SynthCtrResult r = write_synth_ctr(so, train_path, eval_path);
         train_file_ = open_and_unlink(train_path);
         if (!eval_path.empty()) eval_file_ = open_and_unlink(eval_path);
@@ -123,12 +115,12 @@ DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
                                  " on the held-out records (the best reachable)"));
     } else if (dc.type == "criteo_tsv") {
         const BadRecord bad = dc.on_bad_record == "skip" ? BadRecord::kSkip : BadRecord::kFatal;
-        const std::string train_path = temp_path("criteo.ctr");
+        const std::string train_path = make_temp_path("criteo.ctr");
         const CriteoConvertResult r = convert_criteo_tsv(dc.path, train_path, rows, bad);
         train_file_ = open_and_unlink(train_path);
         skipped_ = r.skipped;
         if (!dc.eval_path.empty()) {
-            const std::string eval_path = temp_path("criteo-eval.ctr");
+            const std::string eval_path = make_temp_path("criteo-eval.ctr");
             const CriteoConvertResult e = convert_criteo_tsv(dc.eval_path, eval_path, rows, bad);
             eval_file_ = open_and_unlink(eval_path);
             skipped_ += e.skipped;

@@ -1,7 +1,5 @@
 #include "models/dlrm/dlrm_stream_data.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,6 +14,7 @@
 #include "data/click/criteo_tsv_stream.h"
 #include "data/click/synth_ctr_stream.h"
 #include "util/error.h"
+#include "util/temp_files.h"
 
 namespace zt {
 
@@ -35,10 +34,7 @@ double wall_now_s() {
 class StreamProducer {
   public:
     StreamProducer(const DlrmOptions& model, const DlrmDataOptions& dc) {
-        static std::atomic<int> counter{0};
-        dir_.path = (fs::temp_directory_path() /
-                     str_cat("zerotrain-", ::getpid(), "-", counter++, "-stream"))
-                        .string();
+        dir_.path = make_temp_path("stream");  // Note [Orphaned temporary files]
         fs::create_directories(parts());  // removed by dir_ also when this constructor throws
         std::vector<int64_t> rows;
         for (const DlrmTable& t : model.tables) rows.push_back(dlrm_id_range(t));
