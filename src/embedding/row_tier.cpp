@@ -538,6 +538,17 @@ void RowTier::prefetch(std::span<const int64_t> rows) {
     stats_.prefetched += static_cast<int64_t>(pages.size());
 }
 
+void RowTier::fetch_for_update(std::span<const int64_t> rows, int64_t* slots) {
+    counting_ = false;
+    try {
+        fetch(rows, slots);
+    } catch (...) {
+        counting_ = true;
+        throw;
+    }
+    counting_ = true;
+}
+
 void RowTier::resident_slots(std::span<const int64_t> rows, int64_t* slots) const {
     for (size_t i = 0; i < rows.size(); ++i) {
         slots[i] = slot_of_.find(static_cast<uint64_t>(rows[i]));

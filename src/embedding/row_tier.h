@@ -103,6 +103,10 @@ class RowTier {
     void prefetch(std::span<const int64_t> rows);
     // Waits for write-backs in flight and drops prefetched pages.
     void settle();
+    // fetch() for an update of rows this step's lookups need not have fetched (a stale update,
+    // Note [Stale updates on a tier] in embedding/sharded_tables.cpp): pinned until end_step(),
+    // not counted as lookups (hits, misses).
+    void fetch_for_update(std::span<const int64_t> rows, int64_t* slots);
     // The slots of rows that are resident (fetched in this step, so pinned); not counted as
     // lookups.
     void resident_slots(std::span<const int64_t> rows, int64_t* slots) const;
@@ -177,7 +181,7 @@ class RowTier {
     MemoryPool& pool_;
     std::string name_;
     bool grow_when_full_ = false;
-    bool counting_ = true;  // fetch() counts hits and misses (not relocate()'s)
+    bool counting_ = true;  // fetch() counts hits and misses (not relocate()'s, fetch_for_update's)
     int64_t rows_, cols_, sc_, capacity_;
     int64_t rec_floats_, rpp_;
     size_t page_bytes_;

@@ -295,6 +295,15 @@ void ShardedTables::merge_grads(Shard& s) {
 // same trajectory bit for bit. Staleness 0 is the synchronous engine, unchanged. A step skipped
 // for a non-finite loss drops the update it would have applied (the oldest held step's). Memory:
 // s steps' gradient rows, sent and received, outside the budget.
+//
+// Note [Stale updates on a tier]
+// With embedding.tier a synchronous step updates rows its own lookups fetched and pinned. A stale
+// update lands on rows looked up s steps earlier, which the cache may have let go since: step()
+// fetches them again for the update (RowTier::fetch_for_update: misses read from the store, not
+// counted as lookups) and pins them with this step's rows until end_step, so the cache must hold
+// both steps' rows of a shard (the run stops saying so when it cannot). The cache holds exact
+// copies, so the trajectory is the in-memory tables' bit for bit. The held all-to-alls stay in
+// flight as without a tier; the fetch of the landing rows is what a tier adds to the step.
 void ShardedTables::finish_grads() {
     complete_grads();
     if (options_.staleness > 0) {  // this step's rows stay in flight; the oldest held land
@@ -402,9 +411,14 @@ void ShardedTables::step(double lr, double base_lr, int64_t update) {
     for (auto& s : shards_) {
         if (s->merged_rows.empty()) continue;
         mark_changed(*s);
-        if (s->tier) {  // every row the step updates was fetched by its lookups, and is pinned
+        if (s->tier) {
+            // Synchronous: every row the step updates was fetched by its lookups, and is pinned.
+            // Stale: the update's rows were looked up s steps ago (Note [Stale updates on a tier]).
             slots_.resize(s->merged_rows.size());
-            s->tier->resident_slots(s->merged_rows, slots_.data());
+            if (options_.staleness > 0)
+                s->tier->fetch_for_update(s->merged_rows, slots_.data());
+            else
+                s->tier->resident_slots(s->merged_rows, slots_.data());
             SparseRowStorage cache = s->tier->cache_storage();
             optimizer_.step(cache, s->tier->cache_state(), slots_, s->merged.data(),
                             static_cast<float>(rate), update);
@@ -427,6 +441,7 @@ void ShardedTables::apply_oldest(double lr, double base_lr, int64_t update) {
     for (auto& s : shards_) merge_grads(*s);
     step(lr, base_lr, update);
     for (auto& s : shards_) {
+        if (s->tier) s->tier->end_step();  // between steps: each held update pins its own rows
         s->merged_rows.clear();
         s->merged.clear();
     }

@@ -365,11 +365,6 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
                  " (each held step keeps its gradient rows in flight, in memory)");
     });
     s.guard([&] {
-        ZT_CHECK(e.staleness == 0 || !e.tier.on(), s.key("staleness"),
-                 ": a tiered table (embedding.tier) updates the rows its step pinned; use "
-                 "staleness 0 with a tier");
-    });
-    s.guard([&] {
         ZT_CHECK(
             e.staleness == 0 || std::find(dynamic.begin(), dynamic.end(), true) == dynamic.end(),
             s.key("staleness"),
