@@ -112,6 +112,8 @@ std::vector<Var> DynamicTables::lookup(Tape& tape, const ClickBatch& batch,
     const size_t nrecv = recv.size() / 2;
     lk->recv_table.resize(nrecv);
     lk->recv_slot.resize(nrecv);
+    const bool stale = train && options_.staleness > 0;  // Note [Stale dynamic updates]
+    if (stale) lk->recv_id.resize(nrecv);
     lk->serve_counts.assign(R, 0);
     std::vector<std::vector<int64_t>> want(nt);  // per table: the slots asked for, in order
     size_t q = 0;
@@ -124,6 +126,7 @@ std::vector<Var> DynamicTables::lookup(Tape& tape, const ClickBatch& batch,
             const int64_t slot = train ? t.see(id) : t.find(id);
             lk->recv_table[q] = static_cast<int32_t>(i);
             lk->recv_slot[q] = slot;
+            if (stale) lk->recv_id[q] = id;
             lk->serve_counts[s] += t.dim();
             if (slot >= 0) want[i].push_back(slot);
             if (train && slot < 0) ++ids_unadmitted_;
@@ -207,11 +210,13 @@ std::vector<Var> DynamicTables::lookup(Tape& tape, const ClickBatch& batch,
     return out;
 }
 
-// Requester: each request's row gradient to its owner; owner: into the step's accumulators,
-// sources in rank order; the unadmitted ids' gradients of one source, in its request order, into
-// a part from zero added into the default row's.
+// Requester: each request's row gradient to its owner; owner: into the step's accumulators
+// (accept_grads). With staleness the exchange is held instead (Note [Stale dynamic updates]).
 void DynamicTables::backward(Lookup& lk) {
-    std::vector<float> grads;
+    const bool stale = options_.staleness > 0;
+    auto held = stale ? std::make_unique<HeldGrads>() : nullptr;
+    std::vector<float> own;
+    std::vector<float>& grads = stale ? held->send : own;
     grads.reserve(static_cast<size_t>(total(lk.reply_counts)));
     for (size_t r = 0; r < lk.req_table.size(); ++r) {
         const auto i = static_cast<size_t>(lk.req_table[r]);
@@ -220,6 +225,11 @@ void DynamicTables::backward(Lookup& lk) {
         grads.insert(grads.end(), g, g + dim);
     }
     lk.compact.clear();
+    if (stale) {
+        hold(lk, std::move(held));
+        if (exchange_done_) exchange_done_();  // issued: what comes next queues behind the rows
+        return;
+    }
     std::vector<float> received;
     if (comm_) {
         received.resize(static_cast<size_t>(total(lk.serve_counts)));
@@ -230,18 +240,27 @@ void DynamicTables::backward(Lookup& lk) {
     } else {
         received = std::move(grads);
     }
-    const float* g = received.data();
+    accept_grads(lk.recv_table, lk.recv_slot, lk.recv_counts, received.data());
+    if (exchange_done_) exchange_done_();
+}
+
+// Sources in rank order; within one, its requests in order into the rows' accumulators (from
+// zero, first touch order), and its unadmitted ids' gradients into a part from zero added into
+// the default row's.
+void DynamicTables::accept_grads(std::span<const int32_t> table, std::span<const int64_t> slots,
+                                 std::span<const int64_t> counts, const float* g) {
     size_t q = 0;
     std::vector<std::vector<float>> part(tables_.size());
     for (size_t s = 0; s < static_cast<size_t>(ranks_); ++s) {
-        for (int64_t k = 0; k < lk.recv_counts[s]; ++k, ++q) {
-            const auto i = static_cast<size_t>(lk.recv_table[q]);
+        for (int64_t k = 0; k < counts[s]; ++k, ++q) {
+            const auto i = static_cast<size_t>(table[q]);
             DynamicTable& t = *tables_[i];
             Acc& a = *acc_[i];
             const int64_t dim = t.dim();
-            const int64_t slot = lk.recv_slot[q];
+            const int64_t slot = slots[q];
             const float* gq = g;
             g += dim;
+            if (slot == kDroppedSlot) continue;
             if (slot < 0) {
                 if (!t.default_row()) continue;  // zeros: nothing to train
                 if (part[i].empty()) part[i].assign(static_cast<size_t>(dim), 0.0f);
@@ -267,7 +286,6 @@ void DynamicTables::backward(Lookup& lk) {
             part[i].clear();
         }
     }
-    if (exchange_done_) exchange_done_();
 }
 
 }  // namespace zt

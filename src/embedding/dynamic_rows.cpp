@@ -213,6 +213,19 @@ void TieredRows::update(const SparseRowOptimizer& opt, std::span<const int64_t> 
     tier_->mark_dirty(handles_);
 }
 
+// Note [Stale dynamic updates] (dynamic_stale.cpp): the rows were fetched s steps ago and may have
+// left the cache since (RowTier::fetch_for_update, as Note [Stale updates on a tier]); the cache
+// grows on demand to hold them with this step's rows.
+void TieredRows::update_late(const SparseRowOptimizer& opt, std::span<const int64_t> slots,
+                             const float* grads, float lr, int64_t update) {
+    flush_fresh();
+    handles_.resize(slots.size());
+    tier_->fetch_for_update(slots, handles_.data());
+    SparseRowStorage cache = tier_->cache_storage();
+    opt.step(cache, tier_->cache_state(), handles_, grads, lr, update);
+    tier_->mark_dirty(handles_);
+}
+
 void TieredRows::end_step() {
     flush_fresh();
     tier_->end_step();

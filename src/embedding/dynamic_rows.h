@@ -58,6 +58,12 @@ class DynamicRows {
     // The step's sparse update of `slots` (fetched in this step, distinct).
     virtual void update(const SparseRowOptimizer& opt, std::span<const int64_t> slots,
                         const float* grads, float lr, int64_t update) = 0;
+    // The same for rows fetched in an earlier step (a stale update): a tier fetches them again
+    // (not counted as lookups) and keeps them pinned until end_step().
+    virtual void update_late(const SparseRowOptimizer& opt, std::span<const int64_t> slots,
+                             const float* grads, float lr, int64_t update) {
+        this->update(opt, slots, grads, lr, update);
+    }
     // The step is over (its rows unpinned).
     virtual void end_step() = 0;
     // Evictions (Note [Eviction]): the rows of `dropped` are gone; each (from, to) moves a row.
@@ -118,6 +124,8 @@ class TieredRows final : public DynamicRows {
     void write_range(int64_t s0, int64_t n, const float* w, const float* state) override;
     void update(const SparseRowOptimizer& opt, std::span<const int64_t> slots, const float* grads,
                 float lr, int64_t update) override;
+    void update_late(const SparseRowOptimizer& opt, std::span<const int64_t> slots,
+                     const float* grads, float lr, int64_t update) override;
     void end_step() override;
     void compact(std::span<const int64_t> dropped,
                  std::span<const std::pair<int64_t, int64_t>> moves) override;

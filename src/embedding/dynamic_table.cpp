@@ -179,7 +179,7 @@ void DynamicTable::remove_row(int64_t slot, std::unordered_map<int64_t, int64_t>
     changed_.pop_back();
 }
 
-void DynamicTable::end_step() {
+std::vector<uint64_t> DynamicTable::end_step() {
     rows_->end_step();  // the step's update has run
     const int64_t t = step_;
     const int64_t S = options_.evict_unseen_steps;
@@ -221,6 +221,7 @@ void DynamicTable::end_step() {
               [](const auto& a, const auto& b) { return a.second < b.second; });
     if (!dropped.empty()) rows_->compact(dropped, moves);
     ++step_;
+    return leave;
 }
 
 std::vector<uint64_t> DynamicTable::take_evicted() {

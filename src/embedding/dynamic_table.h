@@ -92,6 +92,14 @@ class DynamicTable {
                 float lr, int64_t update) {
         rows_->update(opt, slots, grads, lr, update);
     }
+    // The same for rows fetched in an earlier step (a stale update, Note [Stale dynamic
+    // updates] in dynamic_stale.cpp): a tier fetches them again. unpin(): the rows fetched so
+    // far may leave a tier's cache (between two held updates; the table's step goes on).
+    void update_late(const SparseRowOptimizer& opt, std::span<const int64_t> slots,
+                     const float* grads, float lr, int64_t update) {
+        rows_->update_late(opt, slots, grads, lr, update);
+    }
+    void unpin() { rows_->end_step(); }
     void prefetch(std::span<const int64_t> slots) { rows_->prefetch(slots); }
     // The tier (embedding.tier), or null.
     RowTier* tier() { return rows_->tier(); }
@@ -101,8 +109,9 @@ class DynamicTable {
     SparseRowStorage default_storage();
     float* default_state();
 
-    // Ends the current step: evicts (Note [Eviction]) and counts the step.
-    void end_step();
+    // Ends the current step: evicts (Note [Eviction]) and counts the step. The ids that left,
+    // ascending.
+    std::vector<uint64_t> end_step();
     // Ids evicted since the last call, ascending; the log is emptied.
     std::vector<uint64_t> take_evicted();
     const std::vector<uint64_t>& evicted() const { return evicted_; }

@@ -42,6 +42,8 @@ DynamicTables::DynamicTables(MemoryPool& pool, std::vector<DynamicTableOptions> 
     global_rows_.assign(tables_.size(), 0);
     gathered_ids_.resize(tables_.size());
     group_stats_.resize(tables_.size());
+    if (options_.staleness > 0 && comm_)  // collective: every rank builds it
+        stale_comm_ = comm_->split(0, rank_);
 }
 
 std::vector<uint64_t> DynamicTables::all_words(const std::vector<uint64_t>& mine) const {
@@ -57,9 +59,20 @@ std::vector<uint64_t> DynamicTables::all_words(const std::vector<uint64_t>& mine
     return all;
 }
 
-DynamicTables::~DynamicTables() = default;
-
 void DynamicTables::finish_grads() {
+    if (options_.staleness > 0) {  // Note [Stale dynamic updates]
+        auto step = std::make_unique<HeldStep>();
+        step->exchanges = std::move(stale_);
+        stale_.clear();
+        step->left.resize(tables_.size());
+        held_.push_back(std::move(step));
+        if (std::ssize(held_) > options_.staleness) land_oldest();
+    }
+    merge_grads();
+    reduce_default_grads();
+}
+
+void DynamicTables::merge_grads() {
     for (size_t i = 0; i < tables_.size(); ++i) {
         const DynamicTable& t = *tables_[i];
         Acc& a = *acc_[i];
@@ -80,7 +93,6 @@ void DynamicTables::finish_grads() {
         a.slots.clear();
         a.grads.clear();
     }
-    reduce_default_grads();
 }
 
 // The default rows' gradients: each rank's part (the unadmitted ids it owns) added over the ranks
@@ -143,20 +155,32 @@ void DynamicTables::scale_grads(float coef) {
 void DynamicTables::step(double lr, double base_lr, int64_t update) {
     const double rate = options_.lr > 0 && base_lr > 0 ? options_.lr * (lr / base_lr) : lr;
     for (size_t i = 0; i < tables_.size(); ++i) {
-        DynamicTable& t = *tables_[i];
-        Acc& a = *acc_[i];
-        if (!a.merged_slots.empty())
-            t.update(optimizer_, a.merged_slots, a.merged.data(), static_cast<float>(rate), update);
-        if (a.merged_default) {
-            SparseRowStorage w = t.default_storage();
-            const int64_t zero = 0;
-            optimizer_.step(w, t.default_state(), std::span<const int64_t>(&zero, 1),
-                            a.default_grad.data(), static_cast<float>(rate), update);
-        }
-        t.end_step();  // evictions: after the update, so no gradient is pending
+        update_table(i, static_cast<float>(rate), update);
+        // Evictions: after the update, so no gradient is pending; with staleness the held steps'
+        // updates of the rows that leave are dropped when they land (Note [Stale dynamic
+        // updates]).
+        std::vector<uint64_t> left = tables_[i]->end_step();
+        if (options_.staleness > 0 && !held_.empty()) held_.back()->left[i] = std::move(left);
     }
     zero_grads();
     gather_stats();
+}
+
+void DynamicTables::update_table(size_t i, float rate, int64_t update) {
+    DynamicTable& t = *tables_[i];
+    Acc& a = *acc_[i];
+    if (!a.merged_slots.empty()) {
+        if (options_.staleness > 0)  // rows looked up s steps ago: a tier fetches them again
+            t.update_late(optimizer_, a.merged_slots, a.merged.data(), rate, update);
+        else
+            t.update(optimizer_, a.merged_slots, a.merged.data(), rate, update);
+    }
+    if (a.merged_default) {
+        SparseRowStorage w = t.default_storage();
+        const int64_t zero = 0;
+        optimizer_.step(w, t.default_state(), std::span<const int64_t>(&zero, 1),
+                        a.default_grad.data(), rate, update);
+    }
 }
 
 // The tables' figures summed over the ranks (load factor: all rows over all map slots), and the ids
@@ -168,9 +192,11 @@ void DynamicTables::gather_stats() {
         for (int64_t v : {st.rows, st.pending, st.admissions, st.evictions, st.bytes, st.map_slots})
             mine.push_back(static_cast<uint64_t>(v));
     }
+    const size_t ids_at = mine.size();
     mine.push_back(static_cast<uint64_t>(ids_seen_));
     mine.push_back(static_cast<uint64_t>(ids_unadmitted_));
-    ids_seen_ = ids_unadmitted_ = 0;
+    if (options_.staleness > 0) mine.push_back(static_cast<uint64_t>(stale_dropped_));
+    ids_seen_ = ids_unadmitted_ = stale_dropped_ = 0;
     // embedding.tier: this rank's step (a double's bits per word) and its cache rows.
     RowTierStats now;
     int64_t cache_rows = 0;
@@ -219,8 +245,9 @@ void DynamicTables::gather_stats() {
         g.load_factor = f[5] ? static_cast<double>(f[0]) / static_cast<double>(f[5]) : 0.0;
         global_rows_[i] = g.rows;
     }
-    last_ids_seen_ = static_cast<int64_t>(sum[tier_at - 2]);
-    last_ids_unadmitted_ = static_cast<int64_t>(sum[tier_at - 1]);
+    last_ids_seen_ = static_cast<int64_t>(sum[ids_at]);
+    last_ids_unadmitted_ = static_cast<int64_t>(sum[ids_at + 1]);
+    if (options_.staleness > 0) last_stale_dropped_ = static_cast<int64_t>(sum[ids_at + 2]);
 }
 
 void DynamicTables::zero_grads() {
@@ -444,6 +471,7 @@ nlohmann::json DynamicTables::step_counters() const {
     nlohmann::json j = {{"dynamic_tables", tables},
                         {"dynamic_ids", last_ids_seen_},
                         {"dynamic_ids_unadmitted", last_ids_unadmitted_}};
+    if (options_.staleness > 0) j["stale_dropped"] = last_stale_dropped_;
     if (tiered_) {
         // embedding.tier (docs/embedding-tier.md): the step's fetches over the group.
         j["tier"] = tier_step_.metrics();

@@ -12,9 +12,11 @@
 // changed since the last one; on another rank count each rank keeps the ids it owns from every
 // block. With embedding.tier each table's rows live on a tier behind a cache of hot rows
 // (dynamic_rows.h), bit for bit like rows in memory; the step's figures go to metrics as
-// embedding.tier. Leaves out: bf16 rows.
+// embedding.tier. With embedding.staleness s a step's update lands s steps later, keyed by id
+// (Note [Stale dynamic updates] in dynamic_stale.cpp). Leaves out: bf16 rows.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -35,6 +37,9 @@ struct DynamicTablesOptions {
     // table's slots), or cache_bytes per rank: the same number of cache rows for every table.
     DynamicTierOptions tier;
     int64_t tier_cache_bytes = 0;
+    // embedding.staleness: 0, every step updates the rows it used (synchronous); s > 0, a step's
+    // update lands at the end of the s-th step after it (Note [Stale dynamic updates]).
+    int staleness = 0;
 };
 
 class DynamicTables : public SparseParams {
@@ -65,6 +70,7 @@ class DynamicTables : public SparseParams {
     void scale_grads(float coef) override;
     void step(double lr, double base_lr, int64_t update) override;
     void zero_grads() override;
+    void apply_held(double lr, double base_lr, int64_t update) override;
 
     // Tensor i is table i's live rows over all ranks, ascending by id: (rows, dim); shape() gives
     // the rows as of the last step or gather().
@@ -101,10 +107,16 @@ class DynamicTables : public SparseParams {
         exchange_done_ = std::move(done);
     }
     void on_tier_writeback(std::function<void()> hook) override;
+    std::vector<const Communicator*> channels() const override {
+        if (!stale_comm_) return {};
+        return {stale_comm_.get()};
+    }
 
     // Implementation types (dynamic_tables_detail.h).
-    struct Acc;     // one table's gradients of a step
-    struct Lookup;  // one lookup's routing
+    struct Acc;        // one table's gradients of a step
+    struct Lookup;     // one lookup's routing
+    struct HeldGrads;  // staleness > 0: one backward exchange held until its step lands
+    struct HeldStep;   // staleness > 0: one step's held exchanges
 
   private:
     // A block named by its writer (rows [rank, rank + 1) of a layout of ranks_ columns) holding
@@ -113,7 +125,21 @@ class DynamicTables : public SparseParams {
     std::function<void()> exchange_done_;  // on_backward_exchange
     int owner(uint64_t id) const;
     void backward(Lookup& lk);
+    // Owner: the gradient rows g of requests (table, slot) into the step's accumulators, counts[s]
+    // of them from source s in rank order; slot -1: an unadmitted id's (the default row's),
+    // kDroppedSlot: none (a stale update whose row left).
+    static constexpr int64_t kDroppedSlot = -2;
+    void accept_grads(std::span<const int32_t> table, std::span<const int64_t> slot,
+                      std::span<const int64_t> counts, const float* g);
+    // Each table's accumulated rows ascending by id into merged_slots / merged.
+    void merge_grads();
     void reduce_default_grads();
+    // Table i's update of its merged rows and default row.
+    void update_table(size_t i, float rate, int64_t update);
+    // Note [Stale dynamic updates] (dynamic_stale.cpp): this lookup's gradient exchange, issued on
+    // the tables' own channel and held; the oldest held step's rows into the accumulators.
+    void hold(Lookup& lk, std::unique_ptr<HeldGrads> h);
+    void land_oldest();
     void gather_stats();
     // All ranks' u64 words, concatenated in rank order (every rank gets them).
     std::vector<uint64_t> all_words(const std::vector<uint64_t>& mine) const;
@@ -137,6 +163,14 @@ class DynamicTables : public SparseParams {
     RowTierStats tier_before_, tier_step_;
     int64_t tier_cache_rows_ = 0;
     std::vector<std::vector<uint64_t>> gathered_ids_;
+    // embedding.staleness > 0: the held exchanges' own channel (a duplicate of comm_ with its own
+    // worker, so the next steps' lookups do not queue behind them), this step's exchanges, the
+    // held steps (oldest first), and the rows whose held update was dropped since the last step
+    // (this rank's; the group's sum as of the last step).
+    std::unique_ptr<Communicator> stale_comm_;
+    std::vector<std::unique_ptr<HeldGrads>> stale_;
+    std::deque<std::unique_ptr<HeldStep>> held_;
+    int64_t stale_dropped_ = 0, last_stale_dropped_ = 0;
 };
 
 }  // namespace zt

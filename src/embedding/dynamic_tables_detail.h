@@ -2,8 +2,10 @@
 // checkpoints, export) and dynamic_exchange.cpp (lookups). Not for other users.
 #pragma once
 
+#include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "embedding/dynamic_tables.h"
 
 namespace zt {
@@ -36,6 +38,28 @@ struct DynamicTables::Lookup {
     std::vector<int32_t> recv_table;
     std::vector<int64_t> recv_slot;
     std::vector<int64_t> recv_counts, serve_counts;
+    // embedding.staleness > 0: each request's id, which names its row when the update lands (the
+    // slot may have changed by then, Note [Stale dynamic updates]).
+    std::vector<uint64_t> recv_id;
+};
+
+// embedding.staleness > 0 (Note [Stale dynamic updates]): one backward exchange of gradient rows,
+// in flight on the tables' own channel until its step lands, with what the owner needs then: the
+// Lookup's owner side (its slots only as admitted or not) and the exchange's buffers.
+struct DynamicTables::HeldGrads {
+    CommHandle handle;  // null: nothing in flight (one rank)
+    std::vector<float> send, recv;
+    std::vector<int32_t> recv_table;
+    std::vector<int64_t> recv_slot;  // at the lookup: >= 0 a row, -1 unadmitted
+    std::vector<uint64_t> recv_id;
+    std::vector<int64_t> recv_counts, serve_counts;
+};
+
+// One step's held exchanges (one per micro-batch), and per table the ids its end_step evicted
+// (a held update of an earlier step drops them).
+struct DynamicTables::HeldStep {
+    std::vector<std::unique_ptr<HeldGrads>> exchanges;
+    std::vector<std::vector<uint64_t>> left;
 };
 
 }  // namespace zt

@@ -187,6 +187,7 @@ void Dlrm::attach(const ModelContext& ctx) {
             dopt.tier.queue_depth = e.tier.queue_depth;
             dopt.tier_cache_bytes = e.tier.cache_bytes;
         }
+        dopt.staleness = e.staleness;  // Note [Stale dynamic updates]
         dynamic_ = std::make_unique<DynamicTables>(*ctx.pool, std::move(dyn), dynamic_index_,
                                                    ctx.comm, dopt);
         sparse_ = dynamic_.get();

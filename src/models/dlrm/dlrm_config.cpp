@@ -356,20 +356,14 @@ DlrmEmbedding parse_embedding(Section& s, const std::vector<DlrmTable>& model_ta
                  "tier, and no static table here is tiered (dynamic tables are checkpointed "
                  "whole); remove it");
     });
-    // Note [Stale embedding updates] (embedding/sharded_tables.cpp).
+    // Note [Stale embedding updates] (embedding/sharded_tables.cpp); dynamic tables: Note [Stale
+    // dynamic updates] (embedding/dynamic_stale.cpp).
     constexpr int kMaxStaleness = 64;
     e.staleness = static_cast<int>(s.get_int("staleness", 0, 0, 1000000));
     s.guard([&] {
         ZT_CHECK(e.staleness <= kMaxStaleness, s.key("staleness"), ": ", e.staleness,
                  " steps; at most ", kMaxStaleness,
                  " (each held step keeps its gradient rows in flight, in memory)");
-    });
-    s.guard([&] {
-        ZT_CHECK(
-            e.staleness == 0 || std::find(dynamic.begin(), dynamic.end(), true) == dynamic.end(),
-            s.key("staleness"),
-            ": dynamic tables admit and evict rows at each step, synchronously; use "
-            "staleness 0 with dynamic tables");
     });
     return e;
 }
