@@ -147,13 +147,62 @@ class CompressedTransport final : public GradTransport {
     CompressionStats stats_;
 };
 
+// Note [Uncompressed warm-up]
+// compression.gradients.start_step N (PyTorch's start_powerSGD_iter, 1-bit Adam's freeze_step):
+// the reductions of optimizer steps 1..N travel through the plain collectives, so those steps
+// are the uncompressed run's bits; from step N + 1 the codec's transport takes over. Codecs that
+// drop most of each step (top-k, onebit) cost most in the first steps, where the gradients are
+// large and change fast (measured in docs/compression.md, "Recommended settings"). The codec's
+// residuals are made at its first reduction (zeros) and PowerSGD's Q is its initial draw, so
+// compression starts from zero state. The switch is by the engine's step
+// count (restored on resume), between steps, never with a reduction in flight; the state
+// checkpointed is the codec's (none made yet during the warm-up).
+class WarmupTransport final : public GradTransport {
+  public:
+    WarmupTransport(ZeroContext& ctx, std::unique_ptr<GradTransport> compressed, int64_t start_step)
+        : plain_(ctx), compressed_(std::move(compressed)), start_step_(start_step) {}
+
+    void begin_step(int64_t steps_done) override { plain_now_ = steps_done < start_step_; }
+    void start_all_reduce(BucketReduction& r, const Tensor& wire) override {
+        now().start_all_reduce(r, wire);
+    }
+    void finish_all_reduce(BucketReduction& r, const Tensor& wire) override {
+        now().finish_all_reduce(r, wire);
+    }
+    void start_reduce_scatter(BucketReduction& r, const Tensor& wire) override {
+        now().start_reduce_scatter(r, wire);
+    }
+    void finish_reduce_scatter(BucketReduction& r) override { now().finish_reduce_scatter(r); }
+    CompressionStats stats() const override { return compressed_->stats(); }
+    std::vector<Tensor*> residuals() override { return compressed_->residuals(); }
+    std::string residual_layout() const override { return compressed_->residual_layout(); }
+    void load_residual(size_t i, std::span<const float> data) override {
+        compressed_->load_residual(i, data);
+    }
+
+  private:
+    GradTransport& now() { return plain_now_ ? static_cast<GradTransport&>(plain_) : *compressed_; }
+
+    PlainTransport plain_;
+    std::unique_ptr<GradTransport> compressed_;
+    int64_t start_step_;
+    bool plain_now_ = true;  // until begin_step says otherwise: step 1
+};
+
+std::unique_ptr<GradTransport> make_compressed(ZeroContext& ctx, const GradCompressionOptions& o) {
+    if (o.powersgd.enabled) return make_powersgd_transport(ctx, o);
+    return std::make_unique<CompressedTransport>(ctx, o);
+}
+
 }  // namespace
 
 std::unique_ptr<GradTransport> make_grad_transport(ZeroContext& ctx,
                                                    const GradCompressionOptions& o) {
     if (!o.enabled || ctx.ranks == 1) return std::make_unique<PlainTransport>(ctx);
-    if (o.powersgd.enabled) return make_powersgd_transport(ctx, o);
-    return std::make_unique<CompressedTransport>(ctx, o);
+    ZT_CHECK(o.start_step >= 0, "compression.gradients.start_step: expected an integer >= 0, got ",
+             o.start_step);
+    if (o.start_step == 0) return make_compressed(ctx, o);
+    return std::make_unique<WarmupTransport>(ctx, make_compressed(ctx, o), o.start_step);
 }
 
 }  // namespace zt

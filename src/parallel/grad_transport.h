@@ -4,7 +4,8 @@
 // transport only moves it. One transport per ZeroContext, chosen once (make_grad_transport).
 // The compressed transport keeps, per bucket, the worker's error-feedback residual (the whole
 // bucket) and, for all-reduces, the server's (this rank's segment of it), when the codec uses
-// error feedback.
+// error feedback. With compression.gradients.start_step N the first N optimizer steps reduce
+// through the plain collectives (Note [Uncompressed warm-up] in grad_transport.cpp).
 #pragma once
 
 #include <memory>
@@ -32,6 +33,9 @@ class GradTransport : public ResidualState {
     virtual void finish_reduce_scatter(BucketReduction& r) = 0;
     // What went through codecs since the transport was made (zeros for the plain one).
     virtual CompressionStats stats() const { return {}; }
+    // Before the reductions of optimizer step steps_done + 1 (every micro-step's backward): the
+    // warm-up transport chooses its collectives for the step here. Same value on every rank.
+    virtual void begin_step(int64_t /*steps_done*/) {}
 };
 
 std::unique_ptr<GradTransport> make_grad_transport(ZeroContext& ctx,

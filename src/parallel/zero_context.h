@@ -25,6 +25,7 @@ struct GradCompressionOptions {
     CodecOptions codec;
     bool error_feedback = false;
     PowerSgdOptions powersgd;  // enabled: low-rank factors instead of codec (comm/powersgd.h)
+    int64_t start_step = 0;    // optimizer steps reduced plain first (grad_transport.h)
 };
 
 class GradTransport;

@@ -2,11 +2,12 @@
 
 namespace zt {
 
-nlohmann::json grad_compression_metrics(const GradCompressionOptions& o,
+nlohmann::json grad_compression_metrics(const GradCompressionOptions& o, int64_t step,
                                         const CompressionStats& now,
                                         const CompressionStats& before) {
     nlohmann::json g = {{"codec", o.powersgd.enabled ? "powersgd" : codec_kind_name(o.codec.kind)},
                         {"error_feedback", o.error_feedback}};
+    if (o.start_step > 0) g["phase"] = step <= o.start_step ? "warmup" : "compressed";
     return {{"gradients", add_compression_json(g, now.minus(before))}};
 }
 

@@ -5,6 +5,7 @@
 // stage 3's parameter gathers ("weights").
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "comm/compressed.h"
@@ -12,7 +13,9 @@
 
 namespace zt {
 
-nlohmann::json grad_compression_metrics(const GradCompressionOptions& o,
+// With compression.gradients.start_step, "phase": "warmup" for steps 1..start_step (reduced
+// uncompressed: no bytes counted) and "compressed" after; `step` counts from 1.
+nlohmann::json grad_compression_metrics(const GradCompressionOptions& o, int64_t step,
                                         const CompressionStats& now,
                                         const CompressionStats& before);
 // 1-bit Adam's momentum exchange (optim/onebit_adam.h): "momentum" with the codec, the phase of

@@ -170,7 +170,13 @@ void parse_gradients(Section& s, GradCompressionOptions& g, const TrainConfig& c
                  type, "\"");
     g.error_feedback = s.get_bool("error_feedback", type == "topk" || type == "int4" ||
                                                         type == "onebit" || type == "powersgd");
+    // The first start_step optimizer steps reduce uncompressed (Note [Uncompressed warm-up] in
+    // parallel/grad_transport.cpp).
+    g.start_step = s.get_int("start_step", 0, 0);
     s.finish();
+    if (g.start_step >= c.steps)
+        warnings.push_back(str_cat(s.key("start_step"), ": ", g.start_step, " >= steps (", c.steps,
+                                   "): no step of this run is compressed"));
     ZT_CHECK(c.communication_data_type == c.grad_accum_dtype, s.key("type"),
              ": communication_data_type \"", c.communication_data_type,
              "\" and compression.gradients both choose how gradients travel; remove "

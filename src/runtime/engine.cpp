@@ -6,6 +6,7 @@
 #include "compression/masked_optimizer.h"
 #include "models/pipeline_model.h"
 #include "optim/clip.h"
+#include "parallel/grad_transport.h"
 #include "tensor/kernels/elementwise.h"
 
 // Note [Non-finite steps]
@@ -195,6 +196,7 @@ Var Engine::forward(const Batch& batch) {
 void Engine::backward(const Var& loss) {
     const double scale = scaler_ ? scaler_->scale() : 1.0;
     const double micro_batches = static_cast<double>(options_.grad_accum * dp_->ranks());
+    dp_->grad_transport().begin_step(steps_done_);  // Note [Uncompressed warm-up]
     // 1-bit Adam's compressed phase keeps the gradients local (Note [1-bit Adam]).
     dp_->begin_backward(micro_done_ + 1 == options_.grad_accum && !onebit_compressing());
     tape_.backward(loss, static_cast<float>(scale * options_.batch_share / micro_batches));
@@ -225,6 +227,7 @@ void Engine::pipeline_reduce_grads() {
         for (Parameter* p : tied_)
             options_.tied->all_reduce(p->grad.raw(), p->grad.numel(), comm_type_of(p->grad.dtype()))
                 ->wait();
+    dp_->grad_transport().begin_step(steps_done_);  // Note [Uncompressed warm-up]
     dp_->begin_backward(true);
     dp_->end_backward();
 }

@@ -639,8 +639,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
                 if (auto r = checkpointer.take_report()) line["checkpoint"] = *r;
                 if (pipe) line["pipeline"] = pipe->metrics();
                 if (cfg.grad_compression.enabled)
-                    line["compression"] = grad_compression_metrics(
-                        cfg.grad_compression, dp.grad_compression_stats(), compression_before);
+                    line["compression"] =
+                        grad_compression_metrics(cfg.grad_compression, step + 1,
+                                                 dp.grad_compression_stats(), compression_before);
                 if (const CompressionStats* m = engine.momentum_compression_stats())
                     line["compression"] =
                         momentum_compression_metrics(onebit_compressed, *m, momentum_before);

@@ -104,7 +104,8 @@ TEST_F(GradCompressionCli, LossyCodecsConvergeNearTheUncompressedLoss) {
         EXPECT_LT(err, name == "int4" ? 0.3 : 0.05) << name;
     }
     // onebit: one sign bit a value and an f32 scale per 256; with Adam it trails the others
-    // (docs/compression.md), so only its bytes and error are checked here.
+    // (docs/compression.md, "Recommended settings"; its convergence is checked in
+    // compression_convergence_cli_test.cpp), so only its bytes and error are checked here.
     train_ok(with(config(4, 2, 0), {{"type", "onebit"}}), "onebit", 2);
     const nlohmann::json g = step_lines("onebit").back()["compression"]["gradients"];
     EXPECT_LE(g["ratio"].get<double>(), 4.0 / (1.0 / 8 + 4.0 / 256) * 1.0001);
@@ -161,6 +162,9 @@ TEST_F(GradCompressionCli, WhatCannotComposeIsRefusedBeforeTheFirstStep) {
         {{{"type", "int8"}, {"ratio", 0.1}}, "", "only \"topk\" keeps a ratio"},
         {{{"type", "topk"}, {"ratio", 0}}, "", "compression.gradients.ratio"},
         {{{"type", "int8"}, {"block", 0}}, "", "compression.gradients.block"},
+        {{{"type", "topk"}, {"start_step", -1}},
+         "",
+         "compression.gradients.start_step: expected an integer >= 0"},
         {{{"type", "int8"}}, "bf16", "communication_data_type"},
     };
     int i = 0;
@@ -249,4 +253,51 @@ TEST_F(GradCompressionCli, ErrorFeedbackResidualsResumeBitForBit) {
     EXPECT_NE(o.output.find("restart at zero: they were written for another layout"),
               std::string::npos)
         << o.output;
+}
+
+TEST_F(GradCompressionCli, StartStepWarmsUpUncompressedAndResumesBitForBit) {
+    // start_step 3 (Note [Uncompressed warm-up]): steps 1-3 reduce through the plain collectives,
+    // so losses 1-4 are the uncompressed run's bits; the codec takes over at step 4 (its
+    // residuals from zero). Stopped in the warm-up (step 2, no residuals yet) or after it (step
+    // 5) and resumed, the run continues exactly as the uninterrupted one. Top-k at stage 2
+    // (reduce-scatter, per-bucket residuals) and PowerSGD at stage 0 (all-reduce, Q and
+    // residuals).
+    const nlohmann::json codecs[] = {{{"type", "topk"}, {"ratio", 0.05}},
+                                     {{"type", "powersgd"}, {"rank", 1}}};
+    for (const nlohmann::json& codec : codecs) {
+        const std::string name = codec["type"].get<std::string>();
+        const int stage = name == "topk" ? 2 : 0;
+        nlohmann::json gradients = codec;
+        gradients["start_step"] = 3;
+        auto cfg = [&](int steps, int interval) {
+            nlohmann::json j = with(config(steps, 2, stage), gradients);
+            j["checkpoint"] = {{"interval_steps", interval}};
+            return j;
+        };
+        train_ok(config(7, 2, stage), name + "_plain", 2);
+        train_ok(cfg(7, 2), name + "_full", 2);
+        const RunLog plain = read_run(name + "_plain"), full = read_run(name + "_full");
+        ASSERT_EQ(full.loss.size(), 7u) << name;
+        for (size_t i = 0; i < 4; ++i) EXPECT_EQ(full.loss[i], plain.loss[i]) << name << " " << i;
+        EXPECT_NE(full.loss[4], plain.loss[4]) << name << ": step 4 was not compressed";
+        const std::vector<nlohmann::json> lines = step_lines(name + "_full");
+        for (size_t i = 0; i < lines.size(); ++i) {
+            const nlohmann::json& g = lines[i]["compression"]["gradients"];
+            EXPECT_EQ(g["phase"], i < 3 ? "warmup" : "compressed") << name << " " << i;
+            if (i < 3)
+                EXPECT_EQ(g["wire_bytes"], 0) << name << " " << i;
+            else
+                EXPECT_GT(g["wire_bytes"].get<int64_t>(), 0) << name << " " << i;
+        }
+        for (const int stop : {2, 5}) {
+            const std::string run = name + "_resumed" + std::to_string(stop);
+            train_ok(cfg(stop, stop), run, 2);
+            const CommandResult r = train_run(cfg(7, stop), run, "--resume", 2);
+            ASSERT_EQ(r.code, 0) << r.output;
+            EXPECT_EQ(r.output.find("restart at zero"), std::string::npos) << r.output;
+            const RunLog resumed = read_run(run);
+            EXPECT_EQ(resumed.loss, full.loss) << run;
+            EXPECT_EQ(resumed.weights, full.weights) << run;
+        }
+    }
 }
