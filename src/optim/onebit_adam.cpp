@@ -92,10 +92,6 @@ std::string onebit_adam_refusal(const OneBitAdamLayout& l) {
         why = "fp16 loss scaling is not supported with it yet; use bf16.enabled or fp32";
     else if (l.offload_optimizer)
         why = "zero_optimization.offload_optimizer is not supported with it yet";
-    else if (l.sharded_embeddings)
-        why =
-            "sharded embedding tables keep their own optimizer; use embedding.sharding "
-            "\"data_parallel\" or another optimizer";
     else if (l.pruning)
         why = "compression.pruning is not supported with it yet";
     else if (l.grad_compression)

@@ -59,7 +59,6 @@ struct OneBitAdamLayout {
     double gradient_clipping = 0;
     bool fp16 = false;
     bool offload_optimizer = false;
-    bool sharded_embeddings = false;
     bool pruning = false;
     bool grad_compression = false;
 };

@@ -265,7 +265,12 @@ StepStats Engine::step() {
     if (pruner_) pruner_->mask_grads(grads);  // pruned weights are not parameters
     const bool onebit_local = onebit_compressing();
     if (onebit_local) {  // the gradients were never reduced
-        st.grad_norm = onebit_grad_norm(grads);
+        double sq = onebit_grad_sq(grads);
+        if (sparse_) {  // the tables' own exchange ran: their gradient is the global one
+            sparse_->finish_grads();
+            sq += dp_->sum_over_ranks(sparse_->grad_sq_sum());
+        }
+        st.grad_norm = std::sqrt(sq);
     } else if (scaler_) {  // unscale fused with the norm, which is also the overflow check
         st.loss_scale = scaler_->scale();
         st.grad_norm = std::sqrt(grad_sq_norm(grads, static_cast<float>(1.0 / st.loss_scale)));

@@ -194,7 +194,7 @@ class Engine {
     // exchange; in the compressed phase, the gradient norm from the ranks' local gradients, and
     // the agreed momentum written over the local gradients g (n values).
     void init_onebit();
-    double onebit_grad_norm(float* g);
+    double onebit_grad_sq(float* g);
     void onebit_momentum(float* g, int64_t n);
 
     MemoryPool& pool_;

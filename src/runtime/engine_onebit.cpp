@@ -25,8 +25,15 @@
 // What 1-bit Adam does not compose with is refused by the config parser and again when the engine
 // is built (onebit_adam_refusal): ZeRO stages 1-3 (they partition the momentum that is exchanged
 // whole), tensor and pipeline parallelism, gradient clipping (no global gradient to clip), fp16
-// loss scaling, offloaded optimizer state, sharded embedding tables, pruning, and
-// compression.gradients (1-bit Adam compresses the momentum itself).
+// loss scaling, offloaded optimizer state, pruning, and compression.gradients (1-bit Adam
+// compresses the momentum itself).
+// Sharded and dynamic embedding tables (SparseParams) keep their own sparse optimizer and their
+// own exchange of gradient rows in both phases; only the arena's parameters (the MLPs, and tables
+// replicated as dense parameters) take 1-bit Adam. The step's grad_norm then adds the tables'
+// exact global gradient to the ranks' local root mean square. Replicated tables are the wrong
+// place for it: rows a batch seldom touches freeze a near-zero variance, and the compressed
+// momentum's per-block scale then moves them by huge steps (measured: the DLRM example diverges
+// within steps of the freeze); shard them (docs/compression.md).
 
 namespace zt {
 
@@ -37,7 +44,6 @@ void Engine::init_onebit() {
     l.gradient_clipping = options_.gradient_clipping;
     l.fp16 = scaler_ != nullptr;
     l.offload_optimizer = options_.offload_optimizer.device != "none";
-    l.sharded_embeddings = sparse_ != nullptr;
     l.pruning = options_.pruning.enabled();
     l.grad_compression = options_.zero.grad_compression.enabled;
     const std::string why = onebit_adam_refusal(l);
@@ -56,11 +62,11 @@ ResidualState& Engine::comm_state() {
     return dp_->grad_transport();
 }
 
-double Engine::onebit_grad_norm(float* g) {
+double Engine::onebit_grad_sq(float* g) {
     // Stage 0: partitioned_sum adds every partition's part locally, with no collective.
     const double local = dp_->partitioned_sum(g, grad_sq_sum_l2);
     const double ranks = dp_->ranks();
-    return std::sqrt(dp_->sum_over_ranks(local) * ranks);  // sum_i |R g_i/R|^2 / R
+    return dp_->sum_over_ranks(local) * ranks;  // sum_i |R g_i/R|^2 / R
 }
 
 void Engine::onebit_momentum(float* g, int64_t n) {

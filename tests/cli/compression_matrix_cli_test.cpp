@@ -79,16 +79,13 @@ struct Refusal {
 };
 constexpr const char* kOneBitZero =
     "optimizer.type \"OneBitAdam\": ZeRO stages 1-3 partition the momentum";
-constexpr const char* kOneBitSharded =
-    "optimizer.type \"OneBitAdam\": sharded embedding tables keep their own optimizer";
 constexpr const char* kOneBitMesh =
     "optimizer.type \"OneBitAdam\": tensor and pipeline parallelism are not supported";
 const std::vector<Refusal> kRefused = {
     {"OneBitAdam", "zero1", kOneBitZero},        {"OneBitAdam", "zero2", kOneBitZero},
     {"OneBitAdam", "zero3", kOneBitZero},        {"OneBitAdam", "zero3_qw", kOneBitZero},
     {"OneBitAdam", "tp2", kOneBitMesh},          {"OneBitAdam", "pp2", kOneBitMesh},
-    {"OneBitAdam", "pp2_bf16", kOneBitMesh},     {"OneBitAdam", "dlrm", kOneBitSharded},
-    {"OneBitAdam", "dlrm_int8", kOneBitSharded},
+    {"OneBitAdam", "pp2_bf16", kOneBitMesh},
 };
 
 const Refusal* refusal(const std::string& codec, const std::string& layout) {

@@ -126,15 +126,14 @@ TEST(OneBitAdam, RefusesWhatItDoesNotComposeWith) {
         OneBitAdamLayout l;
         const char* says;
     };
-    std::vector<Case> cases(8);
+    std::vector<Case> cases(7);
     cases[0].l.zero_stage = 2, cases[0].says = "zero_optimization.stage 0";
     cases[1].l.tensor_or_pipeline = true, cases[1].says = "pipeline parallelism";
     cases[2].l.gradient_clipping = 1.0, cases[2].says = "gradient_clipping";
     cases[3].l.fp16 = true, cases[3].says = "fp16";
     cases[4].l.offload_optimizer = true, cases[4].says = "offload_optimizer";
-    cases[5].l.sharded_embeddings = true, cases[5].says = "embedding.sharding";
-    cases[6].l.pruning = true, cases[6].says = "compression.pruning";
-    cases[7].l.grad_compression = true, cases[7].says = "compression.gradients";
+    cases[5].l.pruning = true, cases[5].says = "compression.pruning";
+    cases[6].l.grad_compression = true, cases[6].says = "compression.gradients";
     for (const Case& c : cases) {
         const std::string why = onebit_adam_refusal(c.l);
         EXPECT_NE(why.find("OneBitAdam"), std::string::npos) << why;
