@@ -17,6 +17,17 @@
 
 namespace zt::testing {
 
+// The last evaluation loss in a run's metrics.jsonl; -1 when none ran.
+inline double last_eval_loss(const std::filesystem::path& run) {
+    double loss = -1;
+    std::ifstream in(run / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+        const nlohmann::json j = nlohmann::json::parse(line);
+        if (j.contains("eval_loss")) loss = j["eval_loss"].get<double>();
+    }
+    return loss;
+}
+
 // Two ranks' worth of a DLRM with a row-sharded, a table-sharded and a replicated table (dim 8),
 // lazy Adam for the tables, SGD for the MLPs, two micro-batches of 32 a step, synthetic data.
 inline nlohmann::json small_sharded_dlrm(int64_t steps) {

@@ -45,16 +45,6 @@ nlohmann::json dynamic_stale_config(int64_t steps) {
             {"threads", 1}};
 }
 
-double last_eval_loss(const fs::path& run) {
-    double loss = -1;
-    std::ifstream in(run / "metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-        const nlohmann::json j = nlohmann::json::parse(line);
-        if (j.contains("eval_loss")) loss = j["eval_loss"].get<double>();
-    }
-    return loss;
-}
-
 TEST_F(Cli, DynamicStalenessZeroIsSynchronousAndSDelaysTheFirstUpdateBySSteps) {
     nlohmann::json j = dynamic_stale_config(60);
     ASSERT_EQ(train_run(j, "sync", "", 2).code, 0);

@@ -24,16 +24,6 @@ nlohmann::json stale_config(int64_t steps) {
     return j;
 }
 
-double last_eval_loss(const fs::path& run) {
-    double loss = -1;
-    std::ifstream in(run / "metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-        const nlohmann::json j = nlohmann::json::parse(line);
-        if (j.contains("eval_loss")) loss = j["eval_loss"].get<double>();
-    }
-    return loss;
-}
-
 TEST_F(Cli, StalenessZeroIsSynchronousAndOneReadsRowsAStepOld) {
     nlohmann::json j = stale_config(60);
     ASSERT_EQ(train_run(j, "sync", "", 2).code, 0);
