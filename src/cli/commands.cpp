@@ -190,6 +190,8 @@ void Commands::train_on_ranks(const nlohmann::json& j, const TrainOptions& opts)
         if (comm) comm->set_timeout(error.empty() ? cfg.comm.timeout_s : raw_comm_timeout_s(j));
         if (world > 1) agree_on_config(*comm, hash_string(j.dump()), error);
         if (comm) comm->set_check_sequence(cfg.comm.check_sequence);
+        // Note [Chunked ops]: chunks only serve urgent ops, which only priority issues.
+        if (comm) comm->set_chunk_bytes(cfg.comm.priority ? cfg.comm.chunk_bytes : 0);
         started = true;
         run_training(cfg, opts, comm);
     };

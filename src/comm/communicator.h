@@ -6,8 +6,8 @@
 // Semantics shared by every backend:
 // - Every op is asynchronous: it is queued and returns a handle; wait() blocks until it completes
 //   (and rethrows its error, a zt::Error). Buffers must stay valid and untouched until then. Ops
-//   of one communicator run in the order they were issued, and every rank of the group issues the
-//   same collectives in the same order (as in MPI).
+//   of one communicator run in the order they were issued (urgent ones may overtake: Note [Urgent
+//   ops]), and every rank of the group issues the same collectives in the same order (as in MPI).
 // - Reductions are sums with a fixed order: element i of the result is
 //   ((x_0[i] + x_1[i]) + x_2[i]) + ... in rank order, accumulated in f32 (f64 for kF64) and, for
 //   bf16/f16, rounded once at the end. So a repeated run gives the same bits, and all_reduce gives
@@ -17,6 +17,8 @@
 // - Hang detection (Note [Hang detection], comm/watchdog.h): collectives are numbered per
 //   communicator (#1, #2, ...); one that waits past timeout_s reports what every rank of the group
 //   is in and ends the job (MPI) or fails every rank's ops (local).
+// - Priority (Note [Urgent ops]): an op issued while set_urgent(true) holds may overtake bulk ops
+//   issued before it; bulk ops over set_chunk_bytes move in chunks, so it waits for a few at most.
 #pragma once
 
 #include <cstdint>
@@ -118,6 +120,54 @@ class Communicator {
     // mismatch fails at once on every rank, naming what each issued. A debugging aid: one more
     // small message per rank pair and collective.
     virtual void set_check_sequence(bool on) = 0;
+
+    // Note [Urgent ops]
+    // Priority between the transfers of one communicator (comm.priority, docs/compression.md).
+    // An op issued while set_urgent(true) holds is urgent, every other op is bulk. Urgent ops run
+    // in issue order among themselves, bulk ops too; an urgent op does not wait for the bulk ops
+    // issued before it that have not started, and starts beside a running bulk op that moves in
+    // chunks (set_chunk_bytes); so the transfer the computation needs first (the next module's
+    // ZeRO-3 gathers, embedding rows) waits for the few chunks of gradient traffic in flight
+    // instead of every reduction queued before it. Both stay in progress until done, so ranks
+    // that reach the urgent op at different chunk boundaries, or a rank that waits for the bulk
+    // op before issuing the urgent one, cannot deadlock. Urgency changes when bytes move, never
+    // which bytes, their messages or the bits, and ranks may disagree about it. Only all_reduce,
+    // reduce_scatter, all_gather and all_to_all can be urgent (the others ignore it). A caller
+    // must not assume that a bulk op issued before an urgent one is done when the urgent one is.
+    // The MPI backend implements it (Note [Two collectives in flight] in comm/mpi/mpi_comm.cpp,
+    // Note [Chunked ops] in comm/mpi/mpi_chunks.h); the local backend runs every op in issue
+    // order (its collectives meet at barriers and finish at once, there is no link to share), so
+    // urgency and chunks are accepted there and change nothing. set_urgent returns the previous
+    // setting (UrgentScope restores it). It applies to ops issued afterwards from any thread; set
+    // it from the thread that issues.
+    virtual bool set_urgent(bool on) {
+        (void)on;
+        return false;
+    }
+    // Bulk all_reduce, reduce_scatter and all_gather over more than `bytes` (of the whole vector:
+    // count or sum(counts) elements) move in chunks of about that size, a few in flight at a
+    // time; 0 (the default): whole. Applies to ops issued afterwards and is inherited by
+    // communicators split from this one later. It decides how the messages are cut: set the same
+    // value on every rank at the same point of the program.
+    virtual void set_chunk_bytes(int64_t bytes) { (void)bytes; }
+};
+
+// The ops issued on `c` while in scope are urgent (Note [Urgent ops]) when `on`; restores the
+// previous setting. c may be null (one rank: nothing to issue).
+class UrgentScope {
+  public:
+    explicit UrgentScope(Communicator* c, bool on = true) : c_(on ? c : nullptr) {
+        if (c_) prev_ = c_->set_urgent(true);
+    }
+    ~UrgentScope() {
+        if (c_) c_->set_urgent(prev_);
+    }
+    UrgentScope(const UrgentScope&) = delete;
+    UrgentScope& operator=(const UrgentScope&) = delete;
+
+  private:
+    Communicator* c_;
+    bool prev_ = false;
 };
 
 }  // namespace zt

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include "comm/detail.h"
 #include "util/error.h"
@@ -64,10 +65,10 @@ class HierarchicalComm final : public Communicator {
         auto part = std::make_shared<std::vector<char>>(static_cast<size_t>(mine) * es + 1);
         CommHandle first = intra_->reduce_scatter(buf, part->data(), *chunks, t);
         std::vector<PhasedWork::Phase> rest = {
-            [this, part, mine, t] { return inter_->all_reduce(part->data(), mine, t); },
-            [this, part, chunks, buf, t] {
+            urgent([this, part, mine, t] { return inter_->all_reduce(part->data(), mine, t); }),
+            urgent([this, part, chunks, buf, t] {
                 return intra_->all_gather(part->data(), buf, *chunks, t);
-            }};
+            })};
         return std::make_shared<PhasedWork>(std::move(first), std::move(rest));
     }
 
@@ -84,9 +85,9 @@ class HierarchicalComm final : public Communicator {
         const int64_t mine = (*chunks)[static_cast<size_t>(local_)];
         auto part = std::make_shared<std::vector<char>>(static_cast<size_t>(mine) * es + 1);
         CommHandle first = intra_->reduce_scatter(grouped->data(), part->data(), *chunks, t);
-        std::vector<PhasedWork::Phase> rest = {[this, grouped, part, recv, counts, t] {
+        std::vector<PhasedWork::Phase> rest = {urgent([this, grouped, part, recv, counts, t] {
             return inter_->reduce_scatter(part->data(), recv, across(counts), t);
-        }};
+        })};
         return std::make_shared<PhasedWork>(std::move(first), std::move(rest));
     }
 
@@ -101,9 +102,9 @@ class HierarchicalComm final : public Communicator {
         auto grouped = std::make_shared<std::vector<char>>(regroup_bytes(counts, es) + 1);
         CommHandle first = inter_->all_gather(send, part->data(), across(counts), t);
         std::vector<PhasedWork::Phase> rest = {
-            [this, part, grouped, chunks, t] {
+            urgent([this, part, grouped, chunks, t] {
                 return intra_->all_gather(part->data(), grouped->data(), *chunks, t);
-            },
+            }),
             [this, grouped, recv, counts, es]() -> CommHandle {
                 regroup(grouped->data(), counts, es, static_cast<char*>(recv), true);
                 return nullptr;
@@ -155,6 +156,18 @@ class HierarchicalComm final : public Communicator {
         intra_->set_check_sequence(on);
         inter_->set_check_sequence(on);
     }
+    // Urgency holds for every phase of an op, those wait() issues later included (urgent()).
+    bool set_urgent(bool on) override {
+        flat_.set_urgent(on);
+        intra_->set_urgent(on);
+        inter_->set_urgent(on);
+        return std::exchange(urgent_, on);
+    }
+    void set_chunk_bytes(int64_t bytes) override {
+        flat_.set_chunk_bytes(bytes);
+        intra_->set_chunk_bytes(bytes);
+        inter_->set_chunk_bytes(bytes);
+    }
 
     const Communicator& inter() const { return *inter_; }
 
@@ -198,9 +211,19 @@ class HierarchicalComm final : public Communicator {
             }
     }
 
+    // A later phase of an op issued now: issued, when wait() gets to it, as urgent as the op.
+    PhasedWork::Phase urgent(PhasedWork::Phase p) const {
+        if (!urgent_) return p;
+        return [this, p = std::move(p)] {
+            UrgentScope a(intra_.get()), b(inter_.get());
+            return p();
+        };
+    }
+
     Communicator& flat_;
     int L_, H_, host_ = 0, local_ = 0;
     std::unique_ptr<Communicator> intra_, inter_;
+    bool urgent_ = false;  // Note [Urgent ops]
 };
 
 }  // namespace

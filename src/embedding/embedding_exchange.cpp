@@ -161,6 +161,9 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     complete_grads();  // its buffers are about to be reused
     ZT_ASSERT(tables.size() == pooling.size(), "one pooling per table");
     Stopwatch timer;
+    // comm.priority (on_backward_exchange set): the lookup's all-to-alls go ahead of dense
+    // gradient buckets in flight (Note [Urgent ops], comm/communicator.h).
+    UrgentScope urgent(comm_, static_cast<bool>(exchange_done_));
     auto ex = std::make_shared<Exchange>();
     // Distinct ids per table and each position's index into them: prepared by the data thread
     // while the previous batch trained (ClickBatch::distinct), else here, tables in parallel.
@@ -332,10 +335,13 @@ void ShardedTables::backward_exchange(Exchange& ex) {
     if (bwd_a2a_)  // embedding.comm_precision's backward codec
         bwd_a2a_->run(comm_, grads.data(), ex.reply_counts, received.data(), ex.serve_counts,
                       acc_comm_stats_);
-    else if (comm_)  // in flight (Note [Gradient rows in flight]); stale: on their own channel
+    else if (comm_) {  // in flight (Note [Gradient rows in flight]); stale: on their own channel
+        // comm.priority: the rows the step's sparse update needs go ahead of dense buckets.
+        UrgentScope urgent(comm_, exchange_done_ && !stale_comm_);
         p->handle = (stale_comm_ ? stale_comm_.get() : comm_)
                         ->all_to_all(grads.data(), ex.reply_counts, received.data(),
                                      ex.serve_counts, CommType::kF32);
+    }
     p->recv_requests = std::move(ex.recv_requests);
     p->recv_counts = std::move(ex.recv_counts);
     p->serve_counts = std::move(ex.serve_counts);

@@ -20,6 +20,11 @@
 // ZeroContext::launch_deferred), and at the latest until the end of the backward. Launches happen
 // at the same program points on every rank, so the order of the collectives stays the same on
 // every rank; the bits do not change, only which transfer goes first.
+// Issue order alone cannot help a gather issued while a reduction is already in flight, nor one
+// behind several deferred buckets launched together. So with comm.priority the gathers (and hpZ's)
+// are also urgent ops (Note [Urgent ops], comm/communicator.h; ModuleGather::issue_gather): the
+// MPI backend starts them ahead of the reductions queued before them, and beside the one in
+// flight at its next chunk boundary (comm.chunk_bytes, Note [Chunked ops]).
 // Sparse parameters (sharded or dynamic embedding tables) exchange their gradient rows with an
 // all-to-all in the middle of the backward, on the same communicator. Buckets that fill before it
 // (a DLRM's top MLP and interaction) wait until it has been issued

@@ -118,6 +118,7 @@ void ModuleGather::start_gather(int g) {
     G.unbound = true;
     G.from_secondary = backward_ && G.secondary_valid;
     if (G.from_secondary) {  // hpZ: the forward's weights, from the group's slices
+        UrgentScope urgent(ctx_.options.hpz_group, ctx_.options.priority);  // Note [Priority]
         G.handle = ctx_.options.hpz_group->all_gather(G.secondary.raw(), G.buffer.raw(),
                                                       secondary_counts(G), comm_type_of(ct));
         return;
@@ -136,6 +137,9 @@ void ModuleGather::issue_gather(Group& G, const char* src) {
     const DType ct = ctx_.arena.options().compute_dtype;
     const Range mine = intersect(G.range, ctx_.owned);
     const size_t es = dtype_size(ct);
+    // The computation waits for these weights: ahead of the gradient buckets in flight (Note
+    // [Priority] in zero_grad_buckets.cpp).
+    UrgentScope urgent(ctx_.comm, ctx_.options.priority);
     if (weight_codec_) {  // the owned slice in f32, encoded; decoded in finish_gather
         Tensor mine_f32;
         const float* x = reinterpret_cast<const float*>(src);

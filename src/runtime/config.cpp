@@ -511,6 +511,15 @@ int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
     cc.timeout_s = s.get_number("timeout_s", kDefaultCommTimeoutS, 0.0);
     cc.check_sequence = s.get_bool("check_sequence", false);
     cc.priority = s.get_bool("priority", true);
+    if (const json* v = s.take("chunk_bytes")) {
+        s.guard([&] {
+            cc.chunk_bytes = v->is_string()
+                                 ? parse_bytes(v->get<std::string>(), s.key("chunk_bytes"))
+                                 : as_int(*v, s.key("chunk_bytes"));
+            ZT_CHECK(cc.chunk_bytes >= 0, s.key("chunk_bytes"),
+                     ": expected a size in bytes >= 0 (0: whole transfers), got ", show(*v));
+        });
+    }
     if (const json* h = s.take("hierarchical")) {
         s.guard([&] {
             if (h->is_boolean())

@@ -103,8 +103,14 @@ struct CommConfig {
     // "on" (true) or "auto".
     std::string hierarchical = "off";
     // Stage 3 with overlap_comm: a full gradient bucket is issued after the gathers of the
-    // backward's next module (Note [Priority] in parallel/zero_grad_buckets.cpp).
+    // backward's next module (Note [Priority] in parallel/zero_grad_buckets.cpp); ZeRO-3 gathers
+    // and embedding all-to-alls are urgent ops (Note [Urgent ops] in comm/communicator.h).
     bool priority = true;
+    // With priority: bulk reductions and gathers over this many bytes move in chunks of about
+    // this size, so that an urgent op waits for two chunks, not the whole op (Note [Chunked ops]
+    // in comm/mpi/mpi_chunks.h); 0: whole. 1 MiB: measured in docs/compression.md, "Priority".
+    int64_t chunk_bytes = kDefaultChunkBytes;
+    static constexpr int64_t kDefaultChunkBytes = 1 << 20;  // 1 MiB
 };
 
 // "checkpoint": sharded atomic checkpoints (docs/checkpoints.md).

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "comm/conformance.h"
+#include "comm/conformance_priority.h"
 #include "util/error.h"
 
 namespace zt {
@@ -33,6 +34,25 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Range(1, 5)),
     [](const auto& info) {
         return std::string(conformance::checks()[std::get<0>(info.param)].name) + "_np" +
+               std::to_string(std::get<1>(info.param));
+    });
+
+// Priority and chunks (conformance_priority.h): accepted here, and ops still run in issue order.
+class LocalPriorityConformance : public ::testing::TestWithParam<std::tuple<size_t, int>> {};
+
+TEST_P(LocalPriorityConformance, Passes) {
+    const auto& check = conformance::priority_checks()[std::get<0>(GetParam())];
+    const int n = std::get<1>(GetParam());
+    EXPECT_NO_THROW(run_local_ranks(n, [&](Communicator& c) { check.fn(c); }))
+        << check.name << " on " << n << " ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Comm, LocalPriorityConformance,
+    ::testing::Combine(::testing::Range<size_t>(0, conformance::priority_checks().size()),
+                       ::testing::Range(1, 5)),
+    [](const auto& info) {
+        return std::string(conformance::priority_checks()[std::get<0>(info.param)].name) + "_np" +
                std::to_string(std::get<1>(info.param));
     });
 

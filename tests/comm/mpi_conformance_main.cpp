@@ -1,5 +1,6 @@
-// The comm conformance suite (conformance.h) on the MPI backend, as one MPI program: run it with
-// no launcher (an MPI singleton) or under mpirun/srun. Registered in ctest as comm.mpi_np1/2/4.
+// The comm conformance suite (conformance.h, conformance_priority.h) on the MPI backend, as one
+// MPI program: run it with no launcher (an MPI singleton) or under mpirun/srun. Registered in
+// ctest as comm.mpi_np1/2/4.
 // Usage: mpi_conformance [--expect-size N] [--expect-launcher 0|1]
 // Exits 0 when every check passes on every rank; a failing rank aborts the whole job.
 #include <cstdio>
@@ -8,16 +9,19 @@
 #include <string>
 
 #include "comm/conformance.h"
+#include "comm/conformance_priority.h"
 #include "comm/mpi/mpi_comm.h"
 #include "tensor/threads.h"
 
 namespace {
 
 void run_suite(zt::Communicator& c, const char* label) {
-    for (const auto& check : zt::conformance::checks()) {
-        check.fn(c);
-        c.barrier()->wait();
-        if (c.rank() == 0) std::printf("ok  %-26s %s, %d ranks\n", check.name, label, c.size());
+    for (const auto* list : {&zt::conformance::checks(), &zt::conformance::priority_checks()}) {
+        for (const auto& check : *list) {
+            check.fn(c);
+            c.barrier()->wait();
+            if (c.rank() == 0) std::printf("ok  %-26s %s, %d ranks\n", check.name, label, c.size());
+        }
     }
 }
 

@@ -338,6 +338,21 @@ TEST(ConfigZero, CommHangDetectionKeys) {
                     {"comm.check_sequence: expected true or false"});
 }
 
+// comm.chunk_bytes (Note [Chunked ops]): a byte count or a size, 0 for whole transfers.
+TEST(ConfigZero, CommChunkBytes) {
+    const CommConfig def = parse_config(json::object()).config.comm;
+    EXPECT_TRUE(def.priority);
+    EXPECT_EQ(def.chunk_bytes, CommConfig::kDefaultChunkBytes);
+    EXPECT_EQ(parse_config({{"comm", {{"chunk_bytes", 65536}}}}).config.comm.chunk_bytes, 65536);
+    EXPECT_EQ(parse_config({{"comm", {{"chunk_bytes", "2MiB"}}}}).config.comm.chunk_bytes,
+              int64_t{2} << 20);
+    EXPECT_EQ(parse_config({{"comm", {{"chunk_bytes", 0}}}}).config.comm.chunk_bytes, 0);  // whole
+    expect_mentions(error_of({{"comm", {{"chunk_bytes", -1}}}}),
+                    {"comm.chunk_bytes: expected a size in bytes >= 0"});
+    expect_mentions(error_of({{"comm", {{"chunk_bytes", true}}}}), {"comm.chunk_bytes"});
+    expect_mentions(error_of({{"comm", {{"chunk_bytes", "lots"}}}}), {"comm.chunk_bytes"});
+}
+
 TEST(ConfigZero, DpComesFromTheMesh) {
     const json j = {{"parallel", {{"tensor", 1}, {"pipeline", 1}}}};
     EXPECT_EQ(parse_config(j, 6).config.dp, 6);

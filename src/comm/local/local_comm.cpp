@@ -3,6 +3,10 @@
 // reads their buffers directly, and meets them again before returning, so no rank reuses a buffer
 // another may still read. Point-to-point is eager: a send whose receive is not posted yet copies
 // its bytes into the mailbox and completes, so send/recv pairs in any order never deadlock.
+// Urgent ops and chunks (Note [Urgent ops], comm/communicator.h) change nothing here: ops run in
+// issue order, each collective meeting the other ranks at barriers and finishing at once, with no
+// link between them to share; so LocalComm keeps the base class's set_urgent and set_chunk_bytes,
+// which accept the settings and ignore them.
 #include "comm/local/local_comm.h"
 
 #include <algorithm>

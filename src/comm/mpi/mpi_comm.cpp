@@ -2,9 +2,10 @@
 // ops from a FIFO queue, posts their nonblocking requests and polls them with MPI_Testall and a
 // short back-off (never a blocking MPI_Wait), so the watchdog bounds every wait (Note [Hang
 // detection], comm/watchdog.h; mpi_watchdog.h).
-// Collectives run one at a time, in issue order, on a duplicate communicator of their own;
-// point-to-point ops start in issue order on the user communicator and stay in flight beside them
-// (an Irecv issued before a collective does not block it, as in MPI).
+// Collectives run in issue order, on a duplicate communicator of their own, one at a time except
+// that an urgent one may start beside a bulk one that moves in chunks (Note [Two collectives in
+// flight]); point-to-point ops start in issue order on the user communicator and stay in flight
+// beside them (an Irecv issued before a collective does not block it, as in MPI).
 // Note [Fixed-order reduction] (comm/reduce.h): reduce_scatter sends each owner its segment from
 // every rank; the owner sums the n contributions in rank order. all_reduce is that over even
 // segments, then an all_gather.
@@ -13,6 +14,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -22,8 +24,11 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 #include "comm/detail.h"
+#include "comm/mpi/mpi_chunks.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "comm/mpi/mpi_watchdog.h"
 #include "comm/reduce.h"
@@ -37,6 +42,7 @@ namespace {
 using comm_detail::OpState;
 using comm_detail::StatsRecorder;
 using comm_detail::Work;
+using mpi_detail::Chunks;
 
 constexpr int kSpinYields = 16;              // sched_yield polls before sleeping between polls
 constexpr long kPollSleepNs = 30'000;        // 30 us between polls once the op is slow
@@ -78,8 +84,51 @@ constexpr double kServeEveryS = 0.001;  // 1 ms: how often a busy worker answers
 
 // The tag of collective #seq's messages on the collectives' communicator: a rank in another
 // collective (a mismatch) never matches them, so it hangs and is reported instead of exchanging
-// wrong data. Under 32767, MPI's least MPI_TAG_UB.
+// wrong data, and two collectives in flight together never take each other's messages (Note
+// [Two collectives in flight]). Under 32767, MPI's least MPI_TAG_UB.
 int coll_tag(uint64_t seq, int op) { return static_cast<int>(seq % 2048) * 16 + op; }
+
+// Note [Two collectives in flight]
+// Note [Urgent ops] (comm/communicator.h) on this backend. The worker starts queued ops in issue
+// order, with one exception: an urgent collective starts ahead of the bulk collectives queued
+// before it, as soon as no other urgent one runs and the running bulk collective, if any, streams
+// its chunks (Note [Chunked ops]; an unchunked one goes first, whole). The bulk op then posts its
+// next chunks behind the urgent op's messages, so at most the two chunks it has in flight go
+// first. Point-to-point ops and split are never overtaken (an urgent op that started before a
+// split another rank already blocks in would wait for it forever). The two then progress side by
+// side, each posting its next chunk or phase when its own requests have completed, so neither
+// waits for the other: every op waits only for ops issued before it, which every rank completes,
+// and so no rank can deadlock, whichever chunk boundary each rank started the urgent op at, even
+// one whose caller waits for the bulk op before issuing the urgent one. (Pausing the bulk op
+// while an urgent one runs would give the urgent one the whole link, and deadlock that rank.) A
+// bulk collective may start beside a running urgent one; when a slot frees, queued urgent ops are
+// looked at first. Each op posts with its own tag (coll_tag_ is set to it while the op
+// progresses), and an op whose tag equals a running collective's (numbers 2048 apart) waits for
+// it. The collectives built on MPI's own (broadcast, barrier, split), whose order on a
+// communicator must be the same on every rank, are never urgent, so they keep issue order. The
+// watchdog reports the oldest collective running; each has its own timeout from its start.
+
+// Chunks of one op posted a few at a time (Note [Chunked ops]): post(k) posts chunk k's
+// requests; arrived(k), if set, runs once they have completed, chunks in order.
+struct Stream {
+    Chunks chunks;
+    std::function<void(int64_t, std::vector<MPI_Request>&)> post;
+    std::function<void(int64_t)> arrived;
+    int64_t posted = 0;
+    int64_t arrived_count = 0;
+    std::deque<std::vector<MPI_Request>> in_flight;  // chunks posted, oldest first
+};
+
+// A step of an op: requests posted at once (the next step runs when all have completed), or a
+// stream of chunks (the next step runs when every chunk has arrived).
+struct Phase {
+    template <typename F,
+              typename = std::enable_if_t<std::is_invocable_v<F&, std::vector<MPI_Request>&>>>
+    Phase(F f) : post(std::move(f)) {}  // NOLINT(google-explicit-constructor): a plain phase
+    explicit Phase(std::shared_ptr<Stream> s) : stream(std::move(s)) {}
+    std::function<void(std::vector<MPI_Request>&)> post;
+    std::shared_ptr<Stream> stream;
+};
 
 // An op as phases: each posts nonblocking requests (and may compute first); the next runs when
 // every request of the previous has completed.
@@ -92,14 +141,18 @@ struct Op {
     int64_t bytes = 0;
     bool record = true;
     bool collective = true;
+    bool urgent = false;    // a collective that may overtake bulk ones (Note [Two collectives ...])
+    bool streamed = false;  // moves chunk by chunk: an urgent op may start beside it
+    int tag = 0;            // a collective's coll_tag (set by enqueue)
     double t_issue = 0;
     double t_start = 0;    // a collective: when it started on the worker
     OpState state;         // a collective: what the watchdog reports (seq set by enqueue)
     double timeout_s = 0;  // 0: no limit
     std::shared_ptr<Work> work;
-    std::vector<std::function<void(std::vector<MPI_Request>&)>> phases;
+    std::vector<Phase> phases;
     size_t next_phase = 0;
     std::vector<MPI_Request> reqs;
+    Stream* stream = nullptr;  // the phase running, when a stream
 };
 
 const char* cbytes(const void* p, int64_t elems, size_t es) {
@@ -176,6 +229,11 @@ class MpiComm final : public Communicator {
         q_cv_.notify_all();  // an idle worker starts answering the watchdog
     }
     void set_check_sequence(bool on) override { check_sequence_ = on; }
+    bool set_urgent(bool on) override { return urgent_.exchange(on); }
+    void set_chunk_bytes(int64_t bytes) override {
+        ZT_CHECK(bytes >= 0, "comm set_chunk_bytes: ", bytes, "; expected >= 0 (0: whole)");
+        chunk_bytes_ = bytes;
+    }
 
   private:
     CommHandle enqueue(Op op) {
@@ -193,6 +251,7 @@ class MpiComm final : public Communicator {
                     return h;
                 }
                 op.state.seq = ++issued_seq_;
+                op.tag = coll_tag(op.state.seq, op.state.op);
                 op.timeout_s = timeout_s_;
                 if (check_sequence_) add_check_phases(op);
             }
@@ -206,12 +265,18 @@ class MpiComm final : public Communicator {
     // check_sequence: exchange op.state with every rank before the op's own phases.
     void add_check_phases(Op& op);
     // Worker: answers state requests (at most every kServeEveryS while busy); ends the job when
-    // the running collective has waited past its limit.
-    void watch(const Op* coll);
+    // a running collective has waited past its limit.
+    void watch(const std::deque<Op>& active);
 
     void worker_loop();
     bool abandon_at_stop(std::deque<Op>& active);
     bool start_ready_ops(std::deque<Op>& active);
+    // Whether queued op may start now (Note [Two collectives in flight]). waiting: an op queued
+    // before it has not started; overtakable: all those are bulk collectives other than split.
+    bool may_start(const Op& op, const std::deque<Op>& active, bool waiting,
+                   bool overtakable) const;
+    // cur_: the state of the oldest collective running, else of the last one started.
+    void refresh_cur(const std::deque<Op>& active);
     bool progress(Op& op);  // true when op finished (successfully or not)
     void finish(Op& op, std::exception_ptr error);
 
@@ -241,13 +306,18 @@ class MpiComm final : public Communicator {
         ZT_CHECK(peer >= 0 && peer < size_, "comm ", op, ": peer ", peer,
                  " out of range; expected 0..", size_ - 1);
     }
-    // The phases of a fixed-order reduce_scatter of send (segments at off) into recv, appended to
-    // phases; tmp holds the other ranks' contributions to this rank's segment.
-    void post_gather(void* recv, const std::vector<int64_t>& counts,
-                     const std::vector<int64_t>& off, CommType t,
-                     std::vector<MPI_Request>& reqs) const;
+    // Chunks of an op over `elems` elements of t issued now (Note [Chunked ops]); marks op urgent
+    // or streamed.
+    Chunks chunks_for(Op& op, int64_t elems, CommType t) const;
+    // Appends the gather of every rank's segment of recv (this rank's already in place), chunk by
+    // chunk, point-to-point. MPI_Iallgatherv measured no faster here (docs/benchmarks-comm.md)
+    // and needs int counts.
+    void add_gather_phases(Op& op, void* recv, std::vector<int64_t> counts, CommType t,
+                           const Chunks& ch);
+    // Appends a fixed-order reduce_scatter of send (segments in rank order) into recv, chunk by
+    // chunk.
     void add_reduce_scatter_phases(Op& op, const void* send, void* recv,
-                                   std::vector<int64_t> counts, CommType t);
+                                   std::vector<int64_t> counts, CommType t, const Chunks& ch);
 
     MPI_Comm comm_, coll_;
     MpiOptions opt_;
@@ -259,10 +329,13 @@ class MpiComm final : public Communicator {
     std::unique_ptr<mpi_detail::Watchdog> watchdog_;
     std::atomic<double> timeout_s_{kDefaultCommTimeoutS};
     std::atomic<bool> check_sequence_{false};
+    std::atomic<bool> urgent_{false};      // Note [Urgent ops]
+    std::atomic<int64_t> chunk_bytes_{0};  // Note [Chunked ops]
     uint64_t issued_seq_ = 0;
     comm_detail::FaultSkip fault_ = comm_detail::fault_skip_from_env();
     OpState cur_;
-    int coll_tag_ = 0;
+    OpState last_started_;  // the collective started last (cur_ when none runs)
+    int coll_tag_ = 0;      // the tag of the collective whose phase is posting
     double last_serve_ = 0;
     int split_count_ = 0;  // caller's thread
 
@@ -275,7 +348,8 @@ class MpiComm final : public Communicator {
 };
 
 void MpiComm::worker_loop() {
-    std::deque<Op> active;  // started ops: point-to-point ones and at most one collective
+    // Started ops: point-to-point ones, at most one bulk and one urgent collective.
+    std::deque<Op> active;
     int idle_polls = 0;
     for (;;) {
         bool moved = false;
@@ -293,32 +367,32 @@ void MpiComm::worker_loop() {
                 if (queue_.empty()) {
                     if (stop_) return;  // nothing left
                     lock.unlock();
-                    watch(nullptr);
+                    watch(active);
                     continue;
                 }
             }
         }
         if (abandon_at_stop(active)) return;
         moved |= start_ready_ops(active);
-        const Op* coll = nullptr;
-        for (const Op& o : active) {
-            if (o.collective) coll = &o;
-        }
-        watch(coll);
+        const bool coll =
+            std::any_of(active.begin(), active.end(), [](const Op& o) { return o.collective; });
+        watch(active);
+        bool finished = false;
         for (auto it = active.begin(); it != active.end();) {
             if (progress(*it)) {
                 it = active.erase(it);
-                moved = true;
+                finished = true;
             } else {
                 ++it;
             }
         }
-        if (moved) {
+        if (finished) refresh_cur(active);
+        if (moved || finished) {
             idle_polls = 0;
         } else if (++idle_polls < kSpinYields) {
             sched_yield();
-        } else if (coll != nullptr || std::any_of(active.begin(), active.end(),
-                                                  [](const Op& o) { return o.work->awaited(); })) {
+        } else if (coll || std::any_of(active.begin(), active.end(),
+                                       [](const Op& o) { return o.work->awaited(); })) {
             timespec ts{0, kPollSleepNs};
             nanosleep(&ts, nullptr);
         } else {
@@ -357,45 +431,106 @@ bool MpiComm::abandon_at_stop(std::deque<Op>& active) {
     return true;
 }
 
-// Starts queued ops in issue order: point-to-point at once, a collective only when no other
-// collective is active (and nothing queued behind it starts before it).
+// Starts queued ops in issue order: point-to-point at once, a collective when no other one of its
+// kind (bulk or urgent) runs; an urgent collective may pass queued bulk ones, and is looked at
+// first, so that a bulk one queued before it does not take the slot a finished one left (Note
+// [Two collectives in flight]).
 bool MpiComm::start_ready_ops(std::deque<Op>& active) {
     bool started = false;
+    std::lock_guard lock(q_mu_);
+    for (const bool urgent_only : {true, false}) {
+        bool waiting = false, overtakable = true;
+        for (auto it = queue_.begin(); it != queue_.end() && overtakable;) {
+            if ((urgent_only && !it->urgent) || !may_start(*it, active, waiting, overtakable)) {
+                waiting = true;
+                overtakable =
+                    it->collective && !it->urgent && it->state.op != comm_detail::kOpSplit;
+                ++it;
+                continue;
+            }
+            Op& op = active.emplace_back(std::move(*it));
+            it = queue_.erase(it);
+            if (op.collective) {
+                op.t_start = now_s();
+                last_started_ = op.state;
+            }
+            started = true;
+        }
+    }
+    if (started) refresh_cur(active);
+    return started;
+}
+
+bool MpiComm::may_start(const Op& op, const std::deque<Op>& active, bool waiting,
+                        bool overtakable) const {
+    if (!op.collective) return !waiting;
+    if (op.urgent ? !overtakable : waiting) return false;
+    for (const Op& o : active) {
+        if (!o.collective) continue;
+        if (o.tag == op.tag || op.state.op == comm_detail::kOpSplit) return false;
+        if (o.urgent == op.urgent) return false;     // one of each kind at a time
+        if (op.urgent && !o.streamed) return false;  // the bulk one goes first, whole
+    }
+    return true;
+}
+
+void MpiComm::refresh_cur(const std::deque<Op>& active) {
+    const Op* oldest = nullptr;
+    for (const Op& o : active)
+        if (o.collective && (!oldest || o.state.seq < oldest->state.seq)) oldest = &o;
+    if (oldest) {
+        cur_ = oldest->state;
+    } else {
+        cur_ = last_started_;
+        cur_.active = false;
+    }
+}
+
+// True when every request completed (then cleared).
+bool test_all(std::vector<MPI_Request>& reqs) {
+    if (reqs.empty()) return true;
+    int done = 0;
+    auto g = mpi_detail::lock();
+    ZT_MPI(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE));
+    if (done) reqs.clear();
+    return done != 0;
+}
+
+// Posts s's chunks, at most depth in flight, and retires them in order; true when all arrived.
+bool pump(Stream& s) {
+    auto fill = [&] {
+        while (s.posted < s.chunks.count &&
+               static_cast<int64_t>(s.in_flight.size()) < s.chunks.depth) {
+            s.in_flight.emplace_back();
+            s.post(s.posted++, s.in_flight.back());
+        }
+    };
     for (;;) {
-        Op op;
-        {
-            std::lock_guard lock(q_mu_);
-            if (queue_.empty()) return started;
-            const bool coll_busy =
-                std::any_of(active.begin(), active.end(), [](const Op& o) { return o.collective; });
-            if (queue_.front().collective && coll_busy) return started;
-            op = std::move(queue_.front());
-            queue_.pop_front();
-        }
-        if (op.collective) {
-            op.t_start = now_s();
-            cur_ = op.state;
-            coll_tag_ = coll_tag(op.state.seq, op.state.op);
-        }
-        started = true;
-        active.push_back(std::move(op));
+        fill();
+        if (s.in_flight.empty()) return true;
+        if (!test_all(s.in_flight.front())) return false;
+        s.in_flight.pop_front();
+        fill();  // the next chunk travels while this one is summed
+        if (s.arrived) s.arrived(s.arrived_count);
+        ++s.arrived_count;
     }
 }
 
 bool MpiComm::progress(Op& op) {
     try {
+        if (op.collective) coll_tag_ = op.tag;  // Note [Two collectives in flight]
         for (;;) {
-            if (!op.reqs.empty()) {
-                int done = 0;
-                auto g = mpi_detail::lock();
-                ZT_MPI(MPI_Testall(static_cast<int>(op.reqs.size()), op.reqs.data(), &done,
-                                   MPI_STATUSES_IGNORE));
-                if (!done) return false;
-                op.reqs.clear();
+            if (!test_all(op.reqs)) return false;
+            if (op.stream) {
+                if (!pump(*op.stream)) return false;
+                op.stream = nullptr;
             }
             if (op.next_phase == op.phases.size()) break;
-            auto& phase = op.phases[op.next_phase++];
-            phase(op.reqs);
+            Phase& phase = op.phases[op.next_phase++];
+            if (phase.stream)
+                op.stream = phase.stream.get();
+            else
+                phase.post(op.reqs);
         }
     } catch (...) {
         finish(op, std::current_exception());
@@ -405,11 +540,14 @@ bool MpiComm::progress(Op& op) {
     return true;
 }
 
-void MpiComm::watch(const Op* coll) {
+void MpiComm::watch(const std::deque<Op>& active) {
+    const bool coll =
+        std::any_of(active.begin(), active.end(), [](const Op& o) { return o.collective; });
     if (timeout_s_ <= 0 && !coll) return;
     const double now = now_s();
-    if (coll && coll->timeout_s > 0 && now - coll->t_start > coll->timeout_s)
-        watchdog_->report_and_abort(cur_, now - coll->t_start, coll->timeout_s);
+    for (const Op& o : active)
+        if (o.collective && o.timeout_s > 0 && now - o.t_start > o.timeout_s)
+            watchdog_->report_and_abort(o.state, now - o.t_start, o.timeout_s);
     if (now - last_serve_ < kServeEveryS) return;
     last_serve_ = now;
     watchdog_->serve(cur_);
@@ -449,63 +587,91 @@ void MpiComm::add_check_phases(Op& op) {
 }
 
 void MpiComm::finish(Op& op, std::exception_ptr error) {
-    if (op.collective) cur_.active = false;
     if (op.record) stats_->record(op.kind, op.t_issue, now_s());
     op.phases.clear();  // release captured buffers before waking the caller
+    op.stream = nullptr;
     op.work->complete(std::move(error));
 }
 
-void MpiComm::add_reduce_scatter_phases(Op& op, const void* send, void* recv,
-                                        std::vector<int64_t> counts, CommType t) {
-    const size_t es = comm_type_size(t);
-    const int n = size_, r = rank_;
-    const auto off = comm_detail::segment_offsets(counts);
-    const int64_t mine = counts[static_cast<size_t>(r)];
-    // Contributions of the other ranks to this rank's segment, in rank order (this rank's own
-    // slot unused).
-    auto tmp = std::make_shared<std::vector<char>>();
-    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
-        tmp->resize(static_cast<size_t>(mine) * es * static_cast<size_t>(n));
-        auto g = mpi_detail::lock();
-        for (int q = 0; q < n; ++q) {
-            if (q != r) irecv(bytes(tmp->data(), mine * q, es), mine, t, q, coll_tag_, coll_, reqs);
-        }
-        for (int k = 1; k < n; ++k) {  // staggered: rank r sends to r+1 first, spreading load
-            const int q = (r + k) % n;
-            isend(cbytes(send, off[static_cast<size_t>(q)], es), counts[static_cast<size_t>(q)], t,
-                  q, coll_tag_, coll_, reqs);
-        }
-    });
-    op.phases.push_back([=](std::vector<MPI_Request>&) {
-        std::vector<const void*> srcs(static_cast<size_t>(n));
-        for (int q = 0; q < n; ++q) {
-            srcs[static_cast<size_t>(q)] = q == r ? cbytes(send, off[static_cast<size_t>(r)], es)
-                                                  : cbytes(tmp->data(), mine * q, es);
-        }
-        comm_detail::reduce_fixed_order(srcs, recv, mine, t);
-        tmp->clear();
-        tmp->shrink_to_fit();
-    });
+Chunks MpiComm::chunks_for(Op& op, int64_t elems, CommType t) const {
+    op.urgent = urgent_;
+    const Chunks ch = size_ == 1 ? Chunks{}
+                                 : Chunks::of(elems, static_cast<int64_t>(comm_type_size(t)),
+                                              chunk_bytes_, op.urgent);
+    op.streamed = ch.streamed();
+    return ch;
 }
 
-// Posts the gather of every rank's segment of recv (this rank's already in place), point-to-point
-// in pieces. MPI_Iallgatherv measured no faster here (docs/benchmarks-comm.md) and needs int
-// counts.
-void MpiComm::post_gather(void* recv, const std::vector<int64_t>& counts,
-                          const std::vector<int64_t>& off, CommType t,
-                          std::vector<MPI_Request>& reqs) const {
+void MpiComm::add_reduce_scatter_phases(Op& op, const void* send, void* recv,
+                                        std::vector<int64_t> counts, CommType t, const Chunks& ch) {
     const size_t es = comm_type_size(t);
     const int n = size_, r = rank_;
-    auto g = mpi_detail::lock();
-    for (int q = 0; q < n; ++q) {
-        if (q != r)
-            irecv(bytes(recv, off[static_cast<size_t>(q)], es), counts[static_cast<size_t>(q)], t,
-                  q, coll_tag_, coll_, reqs);
-    }
-    const void* own = bytes(recv, off[static_cast<size_t>(r)], es);
-    for (int k = 1; k < n; ++k) {
-        isend(own, counts[static_cast<size_t>(r)], t, (r + k) % n, coll_tag_, coll_, reqs);
-    }
+    auto off = std::make_shared<const std::vector<int64_t>>(comm_detail::segment_offsets(counts));
+    auto cnt = std::make_shared<const std::vector<int64_t>>(std::move(counts));
+    const int64_t mine = (*cnt)[static_cast<size_t>(r)];
+    // The other ranks' contributions to chunk k of this rank's segment arrive in tmp[k % (depth +
+    // 1)] (block q, of the chunk's length: rank q's; this rank's own block unused), one buffer per
+    // chunk in flight and one for the chunk being summed (Note [Chunked ops]).
+    auto tmp = std::make_shared<std::vector<std::vector<char>>>(static_cast<size_t>(ch.depth + 1));
+    auto buf = [tmp, ch](int64_t k) -> std::vector<char>& {
+        return (*tmp)[static_cast<size_t>(k % (ch.depth + 1))];
+    };
+    auto stream = std::make_shared<Stream>();
+    stream->chunks = ch;
+    stream->post = [=, this](int64_t k, std::vector<MPI_Request>& reqs) {
+        const int64_t len = ch.cut(mine, k + 1) - ch.cut(mine, k);
+        std::vector<char>& b = buf(k);
+        b.resize(static_cast<size_t>(len) * es * static_cast<size_t>(n));
+        auto g = mpi_detail::lock();
+        for (int q = 0; q < n; ++q) {
+            if (q != r) irecv(bytes(b.data(), len * q, es), len, t, q, coll_tag_, coll_, reqs);
+        }
+        for (int i = 1; i < n; ++i) {  // staggered: rank r sends to r+1 first, spreading load
+            const int q = (r + i) % n;
+            const int64_t c = (*cnt)[static_cast<size_t>(q)];
+            isend(cbytes(send, (*off)[static_cast<size_t>(q)] + ch.cut(c, k), es),
+                  ch.cut(c, k + 1) - ch.cut(c, k), t, q, coll_tag_, coll_, reqs);
+        }
+    };
+    stream->arrived = [=](int64_t k) {
+        const int64_t lo = ch.cut(mine, k), len = ch.cut(mine, k + 1) - lo;
+        const std::vector<char>& b = buf(k);
+        std::vector<const void*> srcs(static_cast<size_t>(n));
+        for (int q = 0; q < n; ++q) {
+            srcs[static_cast<size_t>(q)] =
+                q == r ? cbytes(send, (*off)[static_cast<size_t>(r)] + lo, es)
+                       : cbytes(b.data(), len * q, es);
+        }
+        comm_detail::reduce_fixed_order(srcs, bytes(recv, lo, es), len, t);
+    };
+    op.phases.emplace_back(std::move(stream));
+    op.phases.emplace_back([tmp](std::vector<MPI_Request>&) { *tmp = {}; });
+}
+
+void MpiComm::add_gather_phases(Op& op, void* recv, std::vector<int64_t> counts, CommType t,
+                                const Chunks& ch) {
+    const size_t es = comm_type_size(t);
+    const int n = size_, r = rank_;
+    auto off = std::make_shared<const std::vector<int64_t>>(comm_detail::segment_offsets(counts));
+    auto cnt = std::make_shared<const std::vector<int64_t>>(std::move(counts));
+    auto stream = std::make_shared<Stream>();
+    stream->chunks = ch;
+    stream->post = [=, this](int64_t k, std::vector<MPI_Request>& reqs) {
+        auto g = mpi_detail::lock();
+        for (int q = 0; q < n; ++q) {
+            const int64_t c = (*cnt)[static_cast<size_t>(q)];
+            if (q != r)
+                irecv(bytes(recv, (*off)[static_cast<size_t>(q)] + ch.cut(c, k), es),
+                      ch.cut(c, k + 1) - ch.cut(c, k), t, q, coll_tag_, coll_, reqs);
+        }
+        const int64_t own = (*cnt)[static_cast<size_t>(r)];
+        const void* piece = bytes(recv, (*off)[static_cast<size_t>(r)] + ch.cut(own, k), es);
+        for (int i = 1; i < n; ++i) {
+            isend(piece, ch.cut(own, k + 1) - ch.cut(own, k), t, (r + i) % n, coll_tag_, coll_,
+                  reqs);
+        }
+    };
+    op.phases.emplace_back(std::move(stream));
 }
 
 CommHandle MpiComm::all_reduce(void* buf, int64_t count, CommType t) {
@@ -520,10 +686,10 @@ CommHandle MpiComm::all_reduce(void* buf, int64_t count, CommType t) {
     op.state.count = count;
     op.state.type = t;
     op.bytes = static_cast<int64_t>(es) * ((count - mine) + mine * (n - 1));
+    const Chunks ch = chunks_for(op, count, t);
     // In place: this rank's segment is reduced into itself (reduce_fixed_order allows the alias).
-    add_reduce_scatter_phases(op, buf, bytes(buf, off[static_cast<size_t>(r)], es), seg, t);
-    op.phases.push_back(
-        [=, this](std::vector<MPI_Request>& reqs) { post_gather(buf, seg, off, t, reqs); });
+    add_reduce_scatter_phases(op, buf, bytes(buf, off[static_cast<size_t>(r)], es), seg, t, ch);
+    add_gather_phases(op, buf, seg, t, ch);
     return enqueue(std::move(op));
 }
 
@@ -542,7 +708,8 @@ CommHandle MpiComm::reduce_scatter(const void* send, void* recv, std::vector<int
     op.state.count = total;
     op.state.type = t;
     op.bytes = static_cast<int64_t>(es) * (total - mine);
-    add_reduce_scatter_phases(op, send, recv, std::move(counts), t);
+    const Chunks ch = chunks_for(op, total, t);
+    add_reduce_scatter_phases(op, send, recv, std::move(counts), t, ch);
     return enqueue(std::move(op));
 }
 
@@ -552,17 +719,18 @@ CommHandle MpiComm::all_gather(const void* send, void* recv, std::vector<int64_t
     const int64_t total = comm_detail::checked_total(counts, size_, "all_gather");
     const size_t es = comm_type_size(t);
     const int n = size_, r = rank_;
-    const auto off = comm_detail::segment_offsets(counts);
+    const int64_t own = comm_detail::segment_offsets(counts)[static_cast<size_t>(r)];
     const int64_t mine = counts[static_cast<size_t>(r)];
     Op op(CollectiveKind::kAllGather);
     op.state.count = total;
     op.state.type = t;
     op.bytes = static_cast<int64_t>(es) * mine * (n - 1);
-    op.phases.push_back([=, this](std::vector<MPI_Request>& reqs) {
-        void* own = bytes(recv, off[static_cast<size_t>(r)], es);
-        if (own != send) std::memmove(own, send, static_cast<size_t>(mine) * es);
-        post_gather(recv, counts, off, t, reqs);
+    const Chunks ch = chunks_for(op, total, t);
+    op.phases.push_back([=](std::vector<MPI_Request>&) {
+        void* at = bytes(recv, own, es);
+        if (at != send) std::memmove(at, send, static_cast<size_t>(mine) * es);
     });
+    add_gather_phases(op, recv, std::move(counts), t, ch);
     return enqueue(std::move(op));
 }
 
@@ -606,6 +774,7 @@ CommHandle MpiComm::all_to_all(const void* send, std::vector<int64_t> send_count
     op.state.type = t;
     op.state.count_agrees = false;  // each rank sends its own total
     op.bytes = static_cast<int64_t>(es) * (total - send_counts[static_cast<size_t>(r)]);
+    op.urgent = urgent_;  // never chunked: its counts, and so its chunks, would differ by rank
     op.phases.push_back([=, this, sc = std::move(send_counts),
                          rc = std::move(recv_counts)](std::vector<MPI_Request>& reqs) {
         std::memcpy(bytes(recv, roff[static_cast<size_t>(r)], es),
@@ -686,6 +855,7 @@ std::unique_ptr<Communicator> MpiComm::split(int color, int key) {
         str_cat(watchdog_->group(), "/split", split_count_, "(color ", color, ")"), opt_);
     c->set_timeout(timeout_s_);
     c->set_check_sequence(check_sequence_);
+    c->set_chunk_bytes(chunk_bytes_);
     return c;
 }
 

@@ -1,7 +1,7 @@
 // The MPI backend: zerotrain's production engine, over the MPI C API (OpenMPI or MPICH, started by
 // mpirun or srun, or a single process with no launcher: an MPI singleton). Every MPI call of a
-// communicator happens on its one worker thread, which runs the ops in issue order while the caller
-// computes. Reductions use the fixed order of communicator.h, built from point-to-point messages,
+// communicator happens on its one worker thread, which runs the ops in issue order (urgent ones may
+// overtake bulk ones: Note [Urgent ops] in comm/communicator.h) while the caller computes. Reductions use the fixed order of communicator.h, built from point-to-point messages,
 // never MPI's own reductions (whose order depends on the algorithm MPI picks).
 // This header does not include <mpi.h>.
 #pragma once
