@@ -50,6 +50,9 @@ int DynamicTables::owner(uint64_t id) const {
 std::vector<Var> DynamicTables::lookup(Tape& tape, const ClickBatch& batch,
                                        std::span<const ops::BagPooling> pooling) {
     ZT_ASSERT(pooling.size() == tables_.size(), "one pooling per dynamic table");
+    // comm.priority (on_backward_exchange set): the lookup's all-to-alls go ahead of dense
+    // gradient buckets in flight (Note [Urgent ops], comm/communicator.h).
+    UrgentScope urgent(comm_, static_cast<bool>(exchange_done_));
     const bool train = tape.recording();
     auto lk = std::make_shared<Lookup>();
     const size_t nt = tables_.size();
@@ -233,6 +236,7 @@ void DynamicTables::backward(Lookup& lk) {
     std::vector<float> received;
     if (comm_) {
         received.resize(static_cast<size_t>(total(lk.serve_counts)));
+        UrgentScope urgent(comm_, static_cast<bool>(exchange_done_));  // as the lookup's
         comm_
             ->all_to_all(grads.data(), lk.reply_counts, received.data(), lk.serve_counts,
                          CommType::kF32)
