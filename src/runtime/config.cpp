@@ -518,6 +518,10 @@ int64_t parse_comm(Section& root, int64_t world_size, CommConfig& cc) {
                                  : as_int(*v, s.key("chunk_bytes"));
             ZT_CHECK(cc.chunk_bytes >= 0, s.key("chunk_bytes"),
                      ": expected a size in bytes >= 0 (0: whole transfers), got ", show(*v));
+            ZT_CHECK(cc.priority, s.key("chunk_bytes"),
+                     ": chunks are how urgent transfers pass bulk ones, and comm.priority is "
+                     "false (transfers run whole, in issue order); remove chunk_bytes or set "
+                     "comm.priority true");
         });
     }
     if (const json* h = s.take("hierarchical")) {

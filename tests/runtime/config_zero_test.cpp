@@ -351,6 +351,9 @@ TEST(ConfigZero, CommChunkBytes) {
                     {"comm.chunk_bytes: expected a size in bytes >= 0"});
     expect_mentions(error_of({{"comm", {{"chunk_bytes", true}}}}), {"comm.chunk_bytes"});
     expect_mentions(error_of({{"comm", {{"chunk_bytes", "lots"}}}}), {"comm.chunk_bytes"});
+    // Without priority nothing is chunked: the key would do nothing, so it is refused.
+    expect_mentions(error_of({{"comm", {{"priority", false}, {"chunk_bytes", 65536}}}}),
+                    {"comm.chunk_bytes", "comm.priority is false"});
 }
 
 TEST(ConfigZero, DpComesFromTheMesh) {
