@@ -208,6 +208,11 @@ void TieredRows::update(const SparseRowOptimizer& opt, std::span<const int64_t> 
                         const float* grads, float lr, int64_t update) {
     handles_.resize(slots.size());
     tier_->resident_slots(slots, handles_.data());  // fetched by this step's lookups: pinned
+    step_handles(opt, grads, lr, update);
+}
+
+void TieredRows::step_handles(const SparseRowOptimizer& opt, const float* grads, float lr,
+                              int64_t update) {
     SparseRowStorage cache = tier_->cache_storage();
     opt.step(cache, tier_->cache_state(), handles_, grads, lr, update);
     tier_->mark_dirty(handles_);
@@ -221,9 +226,7 @@ void TieredRows::update_late(const SparseRowOptimizer& opt, std::span<const int6
     flush_fresh();
     handles_.resize(slots.size());
     tier_->fetch_for_update(slots, handles_.data());
-    SparseRowStorage cache = tier_->cache_storage();
-    opt.step(cache, tier_->cache_state(), handles_, grads, lr, update);
-    tier_->mark_dirty(handles_);
+    step_handles(opt, grads, lr, update);
 }
 
 void TieredRows::end_step() {

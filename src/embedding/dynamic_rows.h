@@ -135,6 +135,9 @@ class TieredRows final : public DynamicRows {
     const RowTier* tier() const override { return tier_.get(); }
 
   private:
+    // The optimizer's step on the rows at handles_ (cache slots), marked dirty.
+    void step_handles(const SparseRowOptimizer& opt, const float* grads, float lr,
+                      int64_t update);
     int64_t cache_for(int64_t slots) const;  // the cache's slots for a table of `slots`
     void flush_fresh();                      // new rows not fetched yet: onto the tier
 
