@@ -50,6 +50,11 @@ enum class BagPooling { kSum, kMean };
 Var embedding_bag(Tape& tape, const Var& table, std::span<const int32_t> ids,
                   std::span<const int64_t> offsets, std::span<const float> weights,
                   BagPooling pooling);
+// The same with int64 ids (a click batch's, nn/model.h), each in [0, R) (an error names the first
+// that is not).
+Var embedding_bag(Tape& tape, const Var& table, std::span<const int64_t> ids,
+                  std::span<const int64_t> offsets, std::span<const float> weights,
+                  BagPooling pooling);
 // DLRM's dot interaction as the facebookresearch/dlrm reference computes it: T = [x, embs[0], ...,
 // embs[K-1]] as (B, K+1, D), Z = T T^T per sample, and the output row is [x, Z[i][j] for i in
 // 0..K, for j in 0..i-1 (j <= i when self_interaction)] (i-major, the reference's li/lj order).

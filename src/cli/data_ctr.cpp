@@ -30,6 +30,7 @@ struct CtrArgs {
     double rate = 0, drift = 0, teacher_drift = 0;
     double flush_s = 1.0;  // prepare-ctr --stream
     bool follow = false;
+    bool raw_ids = false;  // synth-ctr --raw-ids
 };
 
 // The table sizes from --tables/--table-rows (a comma list) or --kaggle-tables, capped by
@@ -52,10 +53,13 @@ std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
             } catch (const std::exception&) {
                 used = 0;
             }
-            ZT_CHECK(used == item.size() && !item.empty() && v >= 1 && v <= (int64_t{1} << 31),
-                     option, ": \"", item,
-                     "\" is not a table size in [1, 2^31] (expected a comma "
-                     "list such as 1000,50,20000)");
+            // prepare-ctr's 0: the table keeps the raw 64-bit values (a dynamic table's)
+            const int64_t least = option == "--table-rows" ? 0 : 1;
+            ZT_CHECK(used == item.size() && !item.empty() && v >= least &&
+                         v <= (int64_t{1} << 31),
+                     option, ": \"", item, "\" is not a table size in [", least,
+                     ", 2^31] (expected a comma list such as 1000,50,20000",
+                     least == 0 ? "; 0 keeps a column's raw 64-bit values)" : ")");
             rows.push_back(v);
         }
         ZT_CHECK(!rows.empty(), option, ": no table sizes given");
@@ -74,6 +78,7 @@ SynthCtrOptions synth_options(const CtrArgs& a) {
     o.zipf = a.zipf;
     o.hotness = a.hotness;
     o.threads = a.threads;
+    if (a.raw_ids) o.raw_ids.assign(o.table_rows.size(), true);
     return o;
 }
 
@@ -128,6 +133,7 @@ int run_synth(const CtrArgs& a) {
                               {"eval_records", r.eval_records},
                               {"seed", o.seed},
                               {"table_rows", o.table_rows},
+                              {"raw_ids", a.raw_ids},
                               {"dense_features", o.dense_features},
                               {"zipf", o.zipf},
                               {"hotness", o.hotness},
@@ -204,6 +210,8 @@ void add_data_ctr(CLI::App* data,
     s->add_option("--zipf", a->zipf, "id popularity exponent (default 1.05)");
     s->add_option("--hotness", a->hotness, "ids per bag (default 1)");
     s->add_option("--threads", a->threads, "generator threads (default all cores)");
+    s->add_flag("--raw-ids", a->raw_ids,
+                "write raw 64-bit ids (a mix of table and id; for dynamic tables)");
     runners.emplace_back(s, [a] { return run_synth(*a); });
 
     CLI::App* p = data->add_subcommand("prepare-ctr", "Criteo TSV to the binary click format");
@@ -216,7 +224,8 @@ void add_data_ctr(CLI::App* data,
                   "--stream: a part at the latest this long after its first line (default 1)");
     p->add_flag("--follow", a->follow,
                 "--stream: at the end of the file, wait for more lines (tail -f)");
-    p->add_option("--table-rows", a->tables, "table sizes ids are hashed into (26, comma list)");
+    p->add_option("--table-rows", a->tables,
+                  "table sizes ids are hashed into (26, comma list; 0 keeps the raw 64-bit values)");
     p->add_flag("--kaggle-tables", a->kaggle, "the 26 Criteo Kaggle table sizes");
     p->add_option("--max-rows", a->max_rows, "cap every table at this many rows");
     p->add_option("--on-bad-record", a->on_bad, "fatal (default) or skip")

@@ -15,7 +15,7 @@ void count_rows(const ClickBatch& batch, std::span<const PruneRowTable> tables,
         const PruneRowTable& t = tables[k];
         ZT_ASSERT(t.feature < batch.features(), "count_rows: table ", t.name, " has no feature");
         std::vector<double>& c = counts[k];
-        for (int32_t id : batch.ids[static_cast<size_t>(t.feature)]) {
+        for (int64_t id : batch.ids[static_cast<size_t>(t.feature)]) {
             ZT_ASSERT(id >= 0 && id < t.rows, "count_rows: id ", id, " outside ", t.name);
             c[static_cast<size_t>(id)] += 1.0;
         }

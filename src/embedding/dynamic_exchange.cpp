@@ -27,8 +27,8 @@ namespace zt {
 
 namespace {
 
-// The raw id of a batch id: its 32 bits as stored (data/click files carry 32-bit ids).
-uint64_t raw_id(int32_t id) { return static_cast<uint32_t>(id); }
+// The raw id of a batch id: its 64 bits (a table's keys are unsigned).
+uint64_t raw_id(int64_t id) { return static_cast<uint64_t>(id); }
 
 int64_t total(const std::vector<int64_t>& v) {
     int64_t n = 0;
@@ -58,8 +58,10 @@ std::vector<Var> DynamicTables::lookup(Tape& tape, const ClickBatch& batch,
     const size_t nt = tables_.size();
     const auto R = static_cast<size_t>(ranks_);
     // Distinct ids per table (prepared by the data thread, else here).
-    std::vector<std::vector<int32_t>> own_uniq(nt), own_index(nt);
-    std::vector<std::span<const int32_t>> uniq(nt), index(nt);
+    std::vector<std::vector<int64_t>> own_uniq(nt);
+    std::vector<std::vector<int32_t>> own_index(nt);
+    std::vector<std::span<const int64_t>> uniq(nt);
+    std::vector<std::span<const int32_t>> index(nt);
     std::vector<uint64_t> keys, tmp;
     for (size_t i = 0; i < nt; ++i) {
         const auto f = static_cast<size_t>(features_[i]);
@@ -306,15 +308,16 @@ void DynamicTables::prefetch(const ClickBatch& next) {
     const size_t nt = tables_.size();
     const auto R = static_cast<size_t>(ranks_);
     std::vector<std::vector<int64_t>> send(R);
-    std::vector<int32_t> own, own_index;
+    std::vector<int64_t> own;
+    std::vector<int32_t> own_index;
     std::vector<uint64_t> keys, tmp;
     const bool indexed = next.distinct.size() == next.ids.size();
     for (size_t i = 0; i < nt && !next.ids.empty(); ++i) {
         const auto f = static_cast<size_t>(features_[i]);
         if (!indexed) index_distinct(next.ids[f], own, own_index, keys, tmp);
-        const std::span<const int32_t> ids =
-            indexed ? std::span<const int32_t>(next.distinct[f]) : std::span<const int32_t>(own);
-        for (int32_t v : ids) {
+        const std::span<const int64_t> ids =
+            indexed ? std::span<const int64_t>(next.distinct[f]) : std::span<const int64_t>(own);
+        for (int64_t v : ids) {
             const uint64_t id = raw_id(v);
             auto& to = send[static_cast<size_t>(owner(id))];
             to.push_back(static_cast<int64_t>(i));

@@ -168,8 +168,10 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
     // Distinct ids per table and each position's index into them: prepared by the data thread
     // while the previous batch trained (ClickBatch::distinct), else here, tables in parallel.
     const size_t nt = tables.size();
-    std::vector<std::span<const int32_t>> uniq(nt), index(nt);
-    std::vector<std::vector<int32_t>> own_uniq, own_index;
+    std::vector<std::span<const int64_t>> uniq(nt);
+    std::vector<std::span<const int32_t>> index(nt);
+    std::vector<std::vector<int64_t>> own_uniq;
+    std::vector<std::vector<int32_t>> own_index;
     if (batch.distinct.size() == batch.ids.size() &&
         batch.distinct_index.size() == batch.ids.size()) {
         for (size_t i = 0; i < nt; ++i) {
@@ -203,7 +205,8 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
                  "embedding: ", spec.name,
                  ": the batch's distinct-id index does not match its ids");
         // Ascending as unsigned: a negative id sorts last (index_distinct).
-        ZT_CHECK(uniq[i].empty() || (uniq[i].back() >= 0 && uniq[i].back() < spec.rows),
+        ZT_CHECK(uniq[i].empty() || static_cast<uint64_t>(uniq[i].back()) <
+                                        static_cast<uint64_t>(spec.rows),
                  "embedding: ", spec.name, " has ", spec.rows, " rows, and the batch holds id ",
                  uniq[i].back(),
                  "; ids must be in [0, rows) (check model.tables against the data)");

@@ -466,14 +466,15 @@ void ShardedTables::prefetch(const ClickBatch& next, std::span<const int> tables
     Stopwatch timer;
     const bool indexed = next.distinct.size() == next.ids.size();
     if (next.ids.empty()) tables = {};  // no batch on this rank: it only answers
-    std::vector<int32_t> own, own_index;
+    std::vector<int64_t> own;
+    std::vector<int32_t> own_index;
     std::vector<uint64_t> keys, tmp;
     std::vector<std::vector<int64_t>> send(static_cast<size_t>(ranks_));
     for (int t : tables) {
         if (!indexed) index_distinct(next.ids[static_cast<size_t>(t)], own, own_index, keys, tmp);
-        const std::span<const int32_t> ids =
-            indexed ? next.distinct[static_cast<size_t>(t)] : std::span<const int32_t>(own);
-        for (int32_t id : ids)  // an id outside the table is the lookup's to report
+        const std::span<const int64_t> ids =
+            indexed ? next.distinct[static_cast<size_t>(t)] : std::span<const int64_t>(own);
+        for (int64_t id : ids)  // an id outside the table is the lookup's to report
             for (const TableShard& sh : plan_.placement[static_cast<size_t>(t)].shards)
                 if (id >= sh.row_begin && id < sh.row_end)
                     send[static_cast<size_t>(sh.rank)].push_back(pack_request(t, id));

@@ -20,12 +20,14 @@ struct ClickBatch {
     int64_t F = 0;
     std::span<const float> dense;   // (B, F) row-major, already transformed (log(1 + x))
     std::span<const float> labels;  // (B): 0 or 1
-    std::vector<std::span<const int32_t>> ids;      // K entries
+    // K entries. A static table's ids are rows in [0, rows); a dynamic table's are raw 64-bit ids
+    // (any value; docs/embedding-dynamic.md).
+    std::vector<std::span<const int64_t>> ids;
     std::vector<std::span<const int64_t>> offsets;  // K entries of B + 1
     std::vector<std::span<const float>> weights;    // K entries, each empty or ids[k].size()
     // Optional, prepared ahead by the data thread (index_distinct in util/radix_sort.h): per
     // table, the distinct ids and each position's index into them. K entries each, or none.
-    std::vector<std::span<const int32_t>> distinct;
+    std::vector<std::span<const int64_t>> distinct;
     std::vector<std::span<const int32_t>> distinct_index;
     int64_t features() const { return static_cast<int64_t>(ids.size()); }
 };

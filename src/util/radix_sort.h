@@ -4,6 +4,7 @@
 // distinct-id index (index_distinct).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -32,28 +33,58 @@ inline void radix_sort_field(std::vector<uint64_t>& keys, int shift, int bits,
     }
 }
 
-// The distinct values of ids, ascending as unsigned 32-bit numbers (so a negative id, which no
-// table accepts, sorts last: every id is in [0, R) exactly when uniq is empty or uniq.back() is),
-// and each position's index into them: ids[p] == uniq[index[p]]. One radix sort of (id,
-// position) keys over the bits the largest id needs. keys and tmp are scratch.
-inline void index_distinct(std::span<const int32_t> ids, std::vector<int32_t>& uniq,
+// The distinct values of ids, ascending as unsigned 64-bit numbers (so a negative id, which no
+// static table accepts, sorts last: every id is in [0, R) exactly when uniq is empty or
+// uint64(uniq.back()) < R), and each position's index into them: ids[p] == uniq[index[p]]. Ids
+// below 2^32 (every static table's) take one radix sort of (id, position) keys over the bits the
+// largest id needs; a batch with a wider id (a dynamic table's raw 64-bit ids) sorts the ids with
+// their positions beside them over as many bits. keys and tmp are scratch.
+inline void index_distinct(std::span<const int64_t> ids, std::vector<int64_t>& uniq,
                            std::vector<int32_t>& index, std::vector<uint64_t>& keys,
                            std::vector<uint64_t>& tmp) {
     const size_t n = ids.size();
     uniq.clear();
     index.resize(n);
     keys.resize(n);
-    uint32_t top = 0;
+    uint64_t top = 0;
     for (size_t p = 0; p < n; ++p) {
-        const auto id = static_cast<uint32_t>(ids[p]);
+        const auto id = static_cast<uint64_t>(ids[p]);
         top = id > top ? id : top;
-        keys[p] = static_cast<uint64_t>(id) << 32 | p;
     }
-    radix_sort_field(keys, 32, bits_below(static_cast<int64_t>(top) + 1), tmp);
+    if (top <= 0xffffffffu) {
+        for (size_t p = 0; p < n; ++p) keys[p] = static_cast<uint64_t>(ids[p]) << 32 | p;
+        radix_sort_field(keys, 32, bits_below(static_cast<int64_t>(top) + 1), tmp);
+        for (size_t e = 0; e < n; ++e) {
+            const auto id = static_cast<int64_t>(keys[e] >> 32);
+            if (e == 0 || uniq.back() != id) uniq.push_back(id);
+            index[keys[e] & 0xffffffffu] = static_cast<int32_t>(uniq.size() - 1);
+        }
+        return;
+    }
+    // Wide ids: keys are the ids, pos[e] the position keys[e] came from; both permute together.
+    std::vector<uint32_t> pos(n), pos_tmp(n);
+    for (size_t p = 0; p < n; ++p) {
+        keys[p] = static_cast<uint64_t>(ids[p]);
+        pos[p] = static_cast<uint32_t>(p);
+    }
+    tmp.resize(n);
+    const int bits = std::bit_width(top);  // top >= 2^32 here
+    for (int s = 0; s < bits; s += 8) {
+        size_t start[257] = {};
+        for (uint64_t k : keys) ++start[((k >> s) & 0xff) + 1];
+        for (int d = 0; d < 256; ++d) start[d + 1] += start[d];
+        for (size_t e = 0; e < n; ++e) {
+            const size_t to = start[(keys[e] >> s) & 0xff]++;
+            tmp[to] = keys[e];
+            pos_tmp[to] = pos[e];
+        }
+        keys.swap(tmp);
+        pos.swap(pos_tmp);
+    }
     for (size_t e = 0; e < n; ++e) {
-        const auto id = static_cast<int32_t>(static_cast<uint32_t>(keys[e] >> 32));
+        const auto id = static_cast<int64_t>(keys[e]);
         if (e == 0 || uniq.back() != id) uniq.push_back(id);
-        index[keys[e] & 0xffffffffu] = static_cast<int32_t>(uniq.size() - 1);
+        index[pos[e]] = static_cast<int32_t>(uniq.size() - 1);
     }
 }
 

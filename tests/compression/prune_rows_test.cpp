@@ -18,14 +18,14 @@ TEST(PruneRows, CountsEveryLookupOfItsFeature) {
     // Two tables on features 2 and 0 of a 3-feature batch with bags of 0-3 ids.
     std::mt19937 gen(3);
     const std::vector<int64_t> rows = {7, 5, 11};
-    std::vector<std::vector<int32_t>> ids(3);
+    std::vector<std::vector<int64_t>> ids(3);
     std::vector<std::vector<int64_t>> offsets(3, std::vector<int64_t>{0});
     const int64_t B = 9;
     for (size_t f = 0; f < 3; ++f)
         for (int64_t b = 0; b < B; ++b) {
             const int n = static_cast<int>(gen() % 4);
             for (int i = 0; i < n; ++i)
-                ids[f].push_back(static_cast<int32_t>(gen() % static_cast<uint32_t>(rows[f])));
+                ids[f].push_back(static_cast<int64_t>(gen() % static_cast<uint32_t>(rows[f])));
             offsets[f].push_back(static_cast<int64_t>(ids[f].size()));
         }
     ClickBatch batch;
@@ -43,7 +43,7 @@ TEST(PruneRows, CountsEveryLookupOfItsFeature) {
     count_rows(batch, tables, counts);  // twice: counts add up
     for (size_t k = 0; k < tables.size(); ++k) {
         std::vector<double> want(static_cast<size_t>(tables[k].rows), 0.0);
-        for (int32_t id : ids[static_cast<size_t>(tables[k].feature)])
+        for (int64_t id : ids[static_cast<size_t>(tables[k].feature)])
             want[static_cast<size_t>(id)] += 2.0;
         EXPECT_EQ(counts[k], want) << tables[k].name;
     }

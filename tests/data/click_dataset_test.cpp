@@ -140,15 +140,15 @@ TEST_F(ClickData, PrefetcherMatchesFillAndFallsBackOnMismatch) {
         for (size_t k = 0; k < b.ids.size(); ++k)
             EXPECT_EQ(
                 b.unique_ids[k],
-                static_cast<int64_t>(std::set<int32_t>(b.ids[k].begin(), b.ids[k].end()).size()));
+                static_cast<int64_t>(std::set<int64_t>(b.ids[k].begin(), b.ids[k].end()).size()));
         // ... and indexed for the sharded tables: the distinct ids ascending, each position's
         // index into them, visible through the view.
         const ClickBatch v = b.view();
         ASSERT_EQ(v.distinct.size(), b.ids.size());
         for (size_t k = 0; k < b.ids.size(); ++k) {
-            const std::set<int32_t> want(b.ids[k].begin(), b.ids[k].end());
-            EXPECT_EQ(std::vector<int32_t>(v.distinct[k].begin(), v.distinct[k].end()),
-                      std::vector<int32_t>(want.begin(), want.end()));
+            const std::set<int64_t> want(b.ids[k].begin(), b.ids[k].end());
+            EXPECT_EQ(std::vector<int64_t>(v.distinct[k].begin(), v.distinct[k].end()),
+                      std::vector<int64_t>(want.begin(), want.end()));
             ASSERT_EQ(v.distinct_index[k].size(), b.ids[k].size());
             for (size_t p = 0; p < b.ids[k].size(); ++p)
                 EXPECT_EQ(v.distinct[k][static_cast<size_t>(v.distinct_index[k][p])], b.ids[k][p]);
@@ -172,14 +172,14 @@ TEST(ClickPrefetcherErrors, ThreadErrorIsRethrownByLoad) {
     TempDir dir;
     CtrFileWriter w(dir.file("e.ctr"), 0, {4});
     for (int i = 0; i < 8; ++i) {
-        const int32_t a[1] = {i % 4};
-        const std::span<const int32_t> bags[1] = {a};
+        const int64_t a[1] = {i % 4};
+        const std::span<const int64_t> bags[1] = {a};
         w.add(0, {}, bags);
     }
     w.finish();
     // Corrupt record 5's id in place (4 is past the table's 4 rows).
     auto f = CtrFile::open(dir.file("e.ctr"));
-    const int64_t at = reinterpret_cast<const char*>(&f->ids(0)[5]) -
+    const int64_t at = reinterpret_cast<const char*>(&f->ids32(0)[5]) -
                        reinterpret_cast<const char*>(f->labels().data()) + 64;
     f.reset();
     {

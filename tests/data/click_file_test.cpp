@@ -50,7 +50,7 @@ void expect_same(const CtrFile& f, const Records& r) {
             const int64_t b = f.offsets(k)[i], e = f.offsets(k)[i + 1];
             ASSERT_EQ(e - b, static_cast<int64_t>(r.ids[i][k].size())) << "record " << i;
             for (int64_t j = b; j < e; ++j) {
-                EXPECT_EQ(f.ids(k)[j], r.ids[i][k][j - b]);
+                EXPECT_EQ(f.raw_ids(k) ? f.ids64(k)[j] : f.ids32(k)[j], r.ids[i][k][j - b]);
                 if (!r.weights.empty()) {
                     EXPECT_EQ(f.weights(k)[j], r.weights[i][k][j - b]);
                 }
@@ -71,11 +71,59 @@ TEST(CtrFile, RoundTripWithAndWithoutWeights) {
         expect_same(*f, r);
         EXPECT_EQ(f->has_weights(), weighted);
         for (int k = 0; k < 3; ++k) {
-            EXPECT_EQ(f->weights(k).size(), weighted ? f->ids(k).size() : 0u);
+            EXPECT_EQ(f->weights(k).size(), weighted ? f->ids32(k).size() : 0u);
             EXPECT_EQ(f->hotness(k), -1);  // bag sizes vary
         }
         EXPECT_NO_THROW(f->validate(2));
     }
+}
+
+// A table of rows 0 holds raw 64-bit ids (a dynamic table's) as int64, beside int32 tables; the
+// header's flag bit 1 says so, and a reader batch carries the ids as they were written.
+TEST(CtrFile, RawIdTablesRoundTripBesideStaticOnes) {
+    TempDir dir;
+    for (bool weighted : {false, true}) {
+        const Records r = make_records(41, 2, {5, 0, 1000, 0}, 3, weighted, 9);
+        const std::string path = dir.file(weighted ? "w.ctr" : "u.ctr");
+        write_records(path, r);
+        auto f = CtrFile::open(path);
+        expect_same(*f, r);
+        EXPECT_FALSE(f->raw_ids(0));
+        EXPECT_TRUE(f->raw_ids(1));
+        EXPECT_TRUE(f->ids32(1).empty());
+        EXPECT_TRUE(f->ids64(0).empty());
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(f->ids64(3).data()) % 64, 0u);
+        bool wide = false;  // the draws use all 64 bits: some ids are past 2^32, some negative
+        for (int64_t id : f->ids64(1)) wide = wide || id < 0 || id > (int64_t{1} << 32);
+        EXPECT_TRUE(wide);
+        EXPECT_NO_THROW(f->validate(2));
+        const std::string bytes = read_bytes(path);
+        uint32_t flags = 0;
+        std::memcpy(&flags, bytes.data() + 12, 4);
+        EXPECT_EQ(flags, (weighted ? kCtrFlagWeights : 0u) | kCtrFlagRawIds);
+        // In order, as a batch: table 1's ids are the raw values.
+        ClickDatasetOptions o;
+        o.shuffle = false;
+        ClickDataset ds(f, o);
+        ClickBatchBuffers b;
+        ds.fill(0, 41, b);
+        std::vector<int64_t> want;
+        for (int64_t i = 0; i < 41; ++i) want.insert(want.end(), r.ids[i][1].begin(), r.ids[i][1].end());
+        EXPECT_EQ(b.ids[1], want);
+        // The flag must agree with the tables: cleared, the reader refuses the file.
+        std::string bad = bytes;
+        const uint32_t cleared = flags & ~kCtrFlagRawIds;
+        std::memcpy(bad.data() + 12, &cleared, 4);
+        write_bytes(dir.file("bad.ctr"), bad);
+        EXPECT_NE(error_of([&] { CtrFile::open(dir.file("bad.ctr")); }).find("flag bit 1"),
+                  std::string::npos);
+    }
+    // Without raw tables the flag stays clear (files written before raw ids read as they did).
+    const Records plain = make_records(5, 1, {3}, 2, false);
+    write_records(dir.file("p.ctr"), plain);
+    uint32_t flags = 1;
+    std::memcpy(&flags, read_bytes(dir.file("p.ctr")).data() + 12, 4);
+    EXPECT_EQ(flags, 0u);
 }
 
 TEST(CtrFile, BlocksAre64ByteAlignedAndSizeIsExact) {
@@ -92,9 +140,9 @@ TEST(CtrFile, BlocksAre64ByteAlignedAndSizeIsExact) {
     block(4 * 13 * 5);
     for (int k = 0; k < 2; ++k) {
         EXPECT_TRUE(aligned(f->offsets(k).data()));
-        EXPECT_TRUE(aligned(f->ids(k).data()));
+        EXPECT_TRUE(aligned(f->ids32(k).data()));
         EXPECT_TRUE(aligned(f->weights(k).data()));
-        const int64_t nnz = static_cast<int64_t>(f->ids(k).size());
+        const int64_t nnz = static_cast<int64_t>(f->ids32(k).size());
         block(8 * 14);
         block(4 * nnz);
         block(4 * nnz);
@@ -106,8 +154,8 @@ TEST(CtrFile, ConstantBagSizeIsRecordedAsHotness) {
     TempDir dir;
     CtrFileWriter w(dir.file("h.ctr"), 0, {10, 10});
     for (int i = 0; i < 4; ++i) {
-        const int32_t a[2] = {i, i + 1}, b[1] = {i};
-        const std::span<const int32_t> bags[2] = {a, b};
+        const int64_t a[2] = {i, i + 1}, b[1] = {i};
+        const std::span<const int64_t> bags[2] = {a, b};
         w.add(0, {}, bags);
     }
     w.finish();
@@ -167,8 +215,8 @@ TEST(CtrFile, IdPastTableAndNonMonotoneOffsetsNameFileTableRecord) {
     // Every bag one id, so record i's id of table k is ids(k)[i].
     CtrFileWriter w(dir.file("a.ctr"), 1, {10, 20});
     for (int i = 0; i < 50; ++i) {
-        const int32_t a[1] = {i % 10}, c[1] = {i % 20};
-        const std::span<const int32_t> bags[2] = {a, c};
+        const int64_t a[1] = {i % 10}, c[1] = {i % 20};
+        const std::span<const int64_t> bags[2] = {a, c};
         const float d[1] = {1};
         w.add(1, d, bags);
     }
@@ -176,7 +224,7 @@ TEST(CtrFile, IdPastTableAndNonMonotoneOffsetsNameFileTableRecord) {
     const std::string bytes = read_bytes(dir.file("a.ctr"));
     auto f = CtrFile::open(dir.file("a.ctr"));
     const char* base = reinterpret_cast<const char*>(f->labels().data()) - 128;
-    const size_t id_at = reinterpret_cast<const char*>(&f->ids(1)[37]) - base;
+    const size_t id_at = reinterpret_cast<const char*>(&f->ids32(1)[37]) - base;
     std::string b = bytes;
     const int32_t bad = 20;
     std::memcpy(&b[id_at], &bad, 4);
@@ -213,15 +261,15 @@ TEST(CtrFileWriter, RejectsBadRecordsAndLeavesNothingWithoutFinish) {
     {
         CtrFileWriter w(dir.file("x.ctr"), 2, {5});
         const float d[2] = {0, 0};
-        const int32_t ok[1] = {4}, bad[1] = {5};
-        const std::span<const int32_t> good_bags[1] = {ok}, bad_bags[1] = {bad};
+        const int64_t ok[1] = {4}, bad[1] = {5};
+        const std::span<const int64_t> good_bags[1] = {ok}, bad_bags[1] = {bad};
         EXPECT_NO_THROW(w.add(0, d, good_bags));
         const std::string msg = error_of([&] { w.add(0, d, bad_bags); });
         EXPECT_NE(msg.find("table 0: id 5"), std::string::npos) << msg;
         EXPECT_NE(error_of([&] { w.add(0, std::span<const float>(d, 1), good_bags); }), "");
     }
     EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
-    EXPECT_NE(error_of([&] { CtrFileWriter(dir.file("y.ctr"), 1, {0}); }), "");
+    EXPECT_NE(error_of([&] { CtrFileWriter(dir.file("y.ctr"), 1, {-1}); }), "");
 }
 
 }  // namespace

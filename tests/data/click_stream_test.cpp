@@ -59,10 +59,10 @@ TEST(ClickStream, DriftMovesTheIdsPopularity) {
     stream.fill(300, 100, last);
     // Table 0's mean id rank moves by about 0.5 x 300 positions of its permuted order: the
     // sets of ids differ far more than two draws of one distribution would.
-    std::vector<int32_t> a = first.ids[0], b = last.ids[0];
+    std::vector<int64_t> a = first.ids[0], b = last.ids[0];
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());
-    std::vector<int32_t> common;
+    std::vector<int64_t> common;
     std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(common));
     EXPECT_LT(common.size(), a.size() / 4) << "ids shared by records 0-99 and 300-399";
 }

@@ -1,9 +1,11 @@
 // Synthetic click logs (data/click/synth_ctr.h, Note [Synthetic teacher]) and the Zipf sampler.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "click_test_util.h"
 #include "data/click/click_metrics.h"
@@ -81,6 +83,40 @@ TEST(SynthCtr, SameBitsForAnyThreadCount) {
     EXPECT_NE(read_bytes(dir.file("t.ctr")), ref);
 }
 
+// --raw-ids: the same records, labels and dense values as the plain file, with table k's id i
+// written as synth_raw_id(k, i) (distinct over tables and ids, spread over 64 bits).
+TEST(SynthCtr, RawIdsAreTheSameDrawsUnderABijectiveMix) {
+    TempDir dir;
+    SynthCtrOptions o;
+    o.records = 3000;
+    o.seed = 5;
+    o.table_rows = {1000, 40};
+    o.dense_features = 3;
+    o.hotness = 2;
+    write_synth_ctr(o, dir.file("plain.ctr"));
+    o.raw_ids = {false, true};
+    write_synth_ctr(o, dir.file("raw.ctr"));
+    auto a = CtrFile::open(dir.file("plain.ctr")), b = CtrFile::open(dir.file("raw.ctr"));
+    ASSERT_EQ(a->records(), b->records());
+    EXPECT_TRUE(std::equal(a->labels().begin(), a->labels().end(), b->labels().begin()));
+    EXPECT_TRUE(std::equal(a->dense().begin(), a->dense().end(), b->dense().begin()));
+    EXPECT_TRUE(std::equal(a->ids32(0).begin(), a->ids32(0).end(), b->ids32(0).begin()));
+    ASSERT_TRUE(b->raw_ids(1));
+    EXPECT_EQ(b->table_rows()[1], 0);
+    ASSERT_EQ(a->ids32(1).size(), b->ids64(1).size());
+    std::map<int64_t, int32_t> seen;  // raw -> plain: one plain id per raw id (no collisions)
+    for (size_t j = 0; j < a->ids32(1).size(); ++j) {
+        const int32_t id = a->ids32(1)[j];
+        EXPECT_EQ(b->ids64(1)[j], synth_raw_id(1, id));
+        const auto [it, fresh] = seen.emplace(b->ids64(1)[j], id);
+        EXPECT_EQ(it->second, id);
+    }
+    EXPECT_GT(seen.size(), 10u);
+    EXPECT_NE(synth_raw_id(0, 3), synth_raw_id(1, 3));
+    o.raw_ids = {true};  // one flag per table
+    EXPECT_THROW(write_synth_ctr(o, dir.file("x.ctr")), Error);
+}
+
 TEST(SynthCtr, TeacherAucAndPositiveRateInBand) {
     TempDir dir;
     SynthCtrOptions o;
@@ -103,7 +139,7 @@ TEST(SynthCtr, TeacherAucAndPositiveRateInBand) {
     // Popular ids are not all small: the most frequent id of the 100000-row table is scattered.
     auto f = CtrFile::open(dir.file("t.ctr"));
     std::vector<int> count(100000, 0);
-    for (int32_t id : f->ids(2)) ++count[id];
+    for (int32_t id : f->ids32(2)) ++count[id];
     const auto top = std::max_element(count.begin(), count.end()) - count.begin();
     EXPECT_GT(count[top], 20000 / 20);  // rank 1 of Zipf(1.05) over 1e5 ids: p about 0.09
     EXPECT_NE(top, 0);

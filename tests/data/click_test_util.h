@@ -39,11 +39,12 @@ struct Records {
     std::vector<int64_t> rows;
     std::vector<float> labels;
     std::vector<std::vector<float>> dense;                 // [record][F]
-    std::vector<std::vector<std::vector<int32_t>>> ids;    // [record][table][j]
+    std::vector<std::vector<std::vector<int64_t>>> ids;    // [record][table][j]
     std::vector<std::vector<std::vector<float>>> weights;  // [record][table][j], when weighted
 };
 
-// n records over tables `rows`, bag sizes 0..max_bag (varying), dense values i + f / 8.
+// n records over tables `rows` (0: raw 64-bit ids), bag sizes 0..max_bag (varying), dense values
+// i + f / 8.
 inline Records make_records(int64_t n, int F, std::vector<int64_t> rows, int max_bag, bool weighted,
                             uint64_t seed = 1) {
     Records r;
@@ -55,14 +56,15 @@ inline Records make_records(int64_t n, int F, std::vector<int64_t> rows, int max
         std::vector<float> d;
         for (int f = 0; f < F; ++f) d.push_back(static_cast<float>(i) + f / 8.0f);
         r.dense.push_back(d);
-        std::vector<std::vector<int32_t>> bags;
+        std::vector<std::vector<int64_t>> bags;
         std::vector<std::vector<float>> ws;
         for (size_t k = 0; k < rows.size(); ++k) {
             const int len = static_cast<int>(rng.below(max_bag + 1));
-            std::vector<int32_t> bag;
+            std::vector<int64_t> bag;
             std::vector<float> w;
             for (int j = 0; j < len; ++j) {
-                bag.push_back(static_cast<int32_t>(rng.below(rows[k])));
+                // rows 0: a table of raw 64-bit ids, any value (Note [ZTCLICK layout])
+                bag.push_back(static_cast<int64_t>(rows[k] == 0 ? rng.next() : rng.below(rows[k])));
                 w.push_back(static_cast<float>(rng.uniform()));
             }
             bags.push_back(bag);
@@ -78,7 +80,7 @@ inline void write_records(const std::string& path, const Records& r) {
     const bool weighted = !r.weights.empty();
     CtrFileWriter w(path, r.F, r.rows, weighted);
     for (size_t i = 0; i < r.labels.size(); ++i) {
-        std::vector<std::span<const int32_t>> bags(r.ids[i].begin(), r.ids[i].end());
+        std::vector<std::span<const int64_t>> bags(r.ids[i].begin(), r.ids[i].end());
         std::vector<std::span<const float>> ws;
         if (weighted) ws.assign(r.weights[i].begin(), r.weights[i].end());
         w.add(r.labels[i], r.dense[i], bags, ws);

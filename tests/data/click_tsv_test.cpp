@@ -95,7 +95,7 @@ TEST(CriteoTsv, TransformsHashesAndMultiHot) {
     };
     auto bag = [&](int k, int64_t i) {
         auto o = f->offsets(k);
-        return std::vector<int32_t>(f->ids(k).begin() + o[i], f->ids(k).begin() + o[i + 1]);
+        return std::vector<int32_t>(f->ids32(k).begin() + o[i], f->ids32(k).begin() + o[i + 1]);
     };
     EXPECT_EQ(bag(0, 0), std::vector<int32_t>{id(0x68fd1e64, 0)});
     EXPECT_EQ(bag(1, 0), std::vector<int32_t>{id(~uint64_t{0}, 1)});
@@ -105,6 +105,37 @@ TEST(CriteoTsv, TransformsHashesAndMultiHot) {
     for (int k = 0; k < 26; ++k) EXPECT_EQ(bag(k, 1), std::vector<int32_t>{id(0x1f, k)});
     EXPECT_EQ(criteo_hash_id(0x68fd1e64, 1000), id(0x68fd1e64, 0));
     EXPECT_NO_THROW(f->validate());
+}
+
+// A table of rows 0 (a dynamic table's) keeps each hex value as its raw 64-bit id: no hashing,
+// so two values never share an id; the other tables hash as before.
+TEST(CriteoTsv, TablesOfRowsZeroKeepTheRawValues) {
+    TempDir dir;
+    std::vector<std::string> c1 = cats_of("7");
+    c1[0] = "68fd1e64";
+    c1[1] = "FFFFFFFFFFFFFFFF";
+    c1[2] = "a,b,0";
+    c1[3] = "";
+    {
+        std::ofstream f(dir.file("in.tsv"));
+        f << line("1", dense_of("1"), c1) << "\n";
+    }
+    std::vector<int64_t> rows = rows26();
+    for (int k : {0, 1, 2, 3}) rows[static_cast<size_t>(k)] = 0;
+    convert_criteo_tsv(dir.file("in.tsv"), dir.file("out.ctr"), rows, BadRecord::kFatal);
+    auto f = CtrFile::open(dir.file("out.ctr"));
+    auto raw = [&](int k) {
+        EXPECT_TRUE(f->raw_ids(k));
+        return std::vector<int64_t>(f->ids64(k).begin(), f->ids64(k).end());
+    };
+    EXPECT_EQ(raw(0), std::vector<int64_t>{0x68fd1e64});
+    EXPECT_EQ(raw(1), std::vector<int64_t>{-1});  // all 64 bits set
+    EXPECT_EQ(raw(2), (std::vector<int64_t>{0xa, 0xb, 0}));
+    EXPECT_EQ(raw(3), std::vector<int64_t>{0});  // empty -> raw id 0
+    EXPECT_FALSE(f->raw_ids(4));
+    EXPECT_EQ(f->ids32(4)[0], static_cast<int32_t>(reference_hash(7) % rows26()[4]));
+    rows[0] = -1;
+    EXPECT_THROW(check_criteo_table_rows(rows), Error);
 }
 
 TEST(CriteoTsv, BadLinesFatalNameFileAndLineOrSkipWithCounts) {

@@ -30,8 +30,8 @@ DynamicTableOptions stale_table() {
 
 // One micro-batch's lookup and backward: a bag per id (sum pooling, weight 1), so the gradient
 // of id's row is the bag's coefficients.
-void micro_batch(DynamicTables& t, const std::vector<int32_t>& ids,
-                 const std::map<int32_t, std::vector<float>>& coef) {
+void micro_batch(DynamicTables& t, const std::vector<int64_t>& ids,
+                 const std::map<int64_t, std::vector<float>>& coef) {
     MemoryPool pool;
     ClickBatch b;
     b.B = static_cast<int64_t>(ids.size());
@@ -51,8 +51,8 @@ void micro_batch(DynamicTables& t, const std::vector<int32_t>& ids,
 }
 
 // A step of one micro-batch, then its update (SGD at rate 1 unless the tables have a rate).
-void train_step(DynamicTables& t, const std::vector<int32_t>& ids,
-                const std::map<int32_t, std::vector<float>>& coef, int64_t update) {
+void train_step(DynamicTables& t, const std::vector<int64_t>& ids,
+                const std::map<int64_t, std::vector<float>>& coef, int64_t update) {
     micro_batch(t, ids, coef);
     t.finish_grads();
     t.step(1.0, 1.0, update);
@@ -71,13 +71,13 @@ std::vector<float> sgd(std::vector<float> w, const std::vector<float>& g) {
 }
 
 TEST(DynamicStale, AnEvictedRowDropsItsHeldUpdateAndAStayingRowTakesItsOwn) {
-    constexpr int32_t kA = 11, kB = 12;
+    constexpr int64_t kA = 11, kB = 12;
     DynamicTablesOptions to;  // sparse SGD
     to.staleness = 2;
     MemoryPool pool;
     DynamicTables t(pool, {stale_table()}, {0}, nullptr, to);
     DynamicTable& table = t.table(0);
-    const std::map<int32_t, std::vector<float>> g0 = {{kA, {0.5f, -0.25f}}, {kB, {1.0f, 2.0f}}},
+    const std::map<int64_t, std::vector<float>> g0 = {{kA, {0.5f, -0.25f}}, {kB, {1.0f, 2.0f}}},
                                                 g1 = {{kA, {0.125f, 0.75f}}},
                                                 g2 = {{kA, {-1.5f, 0.5f}}, {kB, {0.25f, -2.0f}}};
     // Step 0 sights A and B (admitted, min_count 1); its update lands at the end of step 2.
@@ -108,7 +108,7 @@ TEST(DynamicStale, AnEvictedRowDropsItsHeldUpdateAndAStayingRowTakesItsOwn) {
 }
 
 TEST(DynamicStale, AnUnadmittedIdsHeldGradientGoesToTheDefaultRow) {
-    constexpr int32_t kC = 7;
+    constexpr int64_t kC = 7;
     DynamicTableOptions o = stale_table();
     o.min_count = 2;  // C is pending at step 0, a row from step 1
     o.evict_unseen_steps = 0;
@@ -117,7 +117,7 @@ TEST(DynamicStale, AnUnadmittedIdsHeldGradientGoesToTheDefaultRow) {
     MemoryPool pool;
     DynamicTables t(pool, {o}, {0}, nullptr, to);
     DynamicTable& table = t.table(0);
-    const std::map<int32_t, std::vector<float>> g0 = {{kC, {0.5f, 0.25f}}},
+    const std::map<int64_t, std::vector<float>> g0 = {{kC, {0.5f, 0.25f}}},
                                                 g1 = {{kC, {-0.75f, 1.0f}}};
     const std::vector<float> def0(table.default_row(), table.default_row() + kDim);
     train_step(t, {kC}, g0, 1);  // C reads the default row
@@ -141,13 +141,13 @@ TEST(DynamicStale, TwoRanksTakeTheOneProcessBits) {
     to.staleness = 3;
     // Step k's micro-batch of rank r: 8 ids; one rank runs both ranks' bags in rank order.
     auto ids_of = [](int step, int rank) {
-        std::vector<int32_t> ids;
+        std::vector<int64_t> ids;
         for (int k = 0; k < 8; ++k) ids.push_back((k * 5 + step * 3 + rank * 7) % 23);
         return ids;
     };
-    auto coef_of = [](const std::vector<int32_t>& ids, int step) {
-        std::map<int32_t, std::vector<float>> c;
-        for (int32_t id : ids)
+    auto coef_of = [](const std::vector<int64_t>& ids, int step) {
+        std::map<int64_t, std::vector<float>> c;
+        for (int64_t id : ids)
             c[id] = {0.01f * static_cast<float>(id % 5) - 0.02f, 0.03f * static_cast<float>(step)};
         return c;
     };
@@ -163,7 +163,7 @@ TEST(DynamicStale, TwoRanksTakeTheOneProcessBits) {
         MemoryPool pool;
         DynamicTables t(pool, {o}, {0}, nullptr, to);
         for (int step = 0; step < kSteps; ++step) {
-            std::vector<int32_t> all = ids_of(step, 0), more = ids_of(step, 1);
+            std::vector<int64_t> all = ids_of(step, 0), more = ids_of(step, 1);
             all.insert(all.end(), more.begin(), more.end());
             micro_batch(t, ids_of(step, 0), coef_of(all, step));
             micro_batch(t, ids_of(step, 1), coef_of(all, step));
@@ -180,8 +180,8 @@ TEST(DynamicStale, TwoRanksTakeTheOneProcessBits) {
         MemoryPool pool;
         DynamicTables t(pool, {o}, {0}, &comm, to);
         for (int step = 0; step < kSteps; ++step) {
-            const std::vector<int32_t> ids = ids_of(step, comm.rank());
-            std::vector<int32_t> all = ids_of(step, 0), more = ids_of(step, 1);
+            const std::vector<int64_t> ids = ids_of(step, comm.rank());
+            std::vector<int64_t> all = ids_of(step, 0), more = ids_of(step, 1);
             all.insert(all.end(), more.begin(), more.end());
             micro_batch(t, ids, coef_of(all, step));
             t.finish_grads();

@@ -20,7 +20,7 @@ namespace zt {
 namespace {
 
 struct Bags {
-    std::vector<int32_t> ids;
+    std::vector<int64_t> ids;
     std::vector<int64_t> offsets;
     std::vector<float> weights;
     ClickBatch batch() const {

@@ -47,7 +47,7 @@ Tables make_tables() {
 }
 
 // Bags: {0, 2, 3}, {5, 7} (removed only), {}, {1, 1, 9, 2}.
-const std::vector<int32_t> kIds = {0, 2, 3, 5, 7, 1, 1, 9, 2};
+const std::vector<int64_t> kIds = {0, 2, 3, 5, 7, 1, 1, 9, 2};
 const std::vector<int64_t> kOffsets = {0, 3, 5, 5, 9};
 
 // Forward and the table's gradient of sum_i r_i y_i, for the masked and the compact table.
@@ -55,7 +55,7 @@ struct Result {
     std::vector<float> y, grad;
 };
 
-Result run(const std::vector<float>& table, int64_t rows, std::span<const int32_t> ids,
+Result run(const std::vector<float>& table, int64_t rows, std::span<const int64_t> ids,
            std::span<const int64_t> offsets, std::span<const float> weights,
            ops::BagPooling pooling) {
     MemoryPool pool;
@@ -72,7 +72,8 @@ void expect_same(ops::BagPooling pooling, const std::vector<float>& weights, boo
     const Tables t = make_tables();
     const Result masked = run(t.full, kR, kIds, kOffsets, weights, pooling);
     const MappedBags m = map_bags(t.map, kIds, kOffsets, weights, pooling, "emb_l.0.weight");
-    const Result compact = run(t.small, kR - 3, m.ids, m.offsets, m.weights, ops::BagPooling::kSum);
+    const std::vector<int64_t> rows(m.ids.begin(), m.ids.end());
+    const Result compact = run(t.small, kR - 3, rows, m.offsets, m.weights, ops::BagPooling::kSum);
     ASSERT_EQ(m.offsets.size(), kOffsets.size());
     EXPECT_EQ(m.offsets[2] - m.offsets[1], 0);  // the bag of removed ids is empty
     ASSERT_EQ(masked.y.size(), compact.y.size());
@@ -111,7 +112,7 @@ TEST(DlrmIdMap, MeanPoolingKeepsTheRawBagCount) {
 
 TEST(DlrmIdMap, RefusesIdsOutsideTheMapAndBadMaps) {
     const Tables t = make_tables();
-    const std::vector<int32_t> ids = {0, static_cast<int32_t>(kR)};
+    const std::vector<int64_t> ids = {0, static_cast<int64_t>(kR)};
     const std::vector<int64_t> offsets = {0, 2};
     try {
         map_bags(t.map, ids, offsets, {}, ops::BagPooling::kSum, "emb_l.1.weight");

@@ -112,7 +112,7 @@ std::vector<std::vector<std::vector<uint8_t>>> reference_masks(const ClickDatase
             ds.fill(global_sample_index(step, m, 0, kMicro, kAccum, 1, 0), kMicro, buf);
             const ClickBatch b = buf.view();
             for (size_t k = 0; k < ts.size(); ++k)
-                for (int32_t id : b.ids[static_cast<size_t>(ts[k].feature)])
+                for (int64_t id : b.ids[static_cast<size_t>(ts[k].feature)])
                     counts[k][static_cast<size_t>(id)] += 1.0;
         }
         if (prune_updates_at(p, step + 1))

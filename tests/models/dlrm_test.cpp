@@ -97,7 +97,7 @@ struct DlrmRun {
     std::unique_ptr<ParamArena> arena;
     int64_t B = 4;
     std::vector<float> dense, labels;
-    std::vector<std::vector<int32_t>> ids;
+    std::vector<std::vector<int64_t>> ids;
     std::vector<std::vector<int64_t>> offsets;
     std::vector<std::vector<float>> weights;
     ClickBatch click;
@@ -118,7 +118,7 @@ struct DlrmRun {
             for (int64_t b = 0; b < B; ++b) {
                 const int64_t n = (b == 2 && k == 1) ? 0 : 1 + (b + static_cast<int64_t>(k)) % 3;
                 for (int64_t j = 0; j < n; ++j)
-                    ids[k].push_back(static_cast<int32_t>(rng.below(o.tables[k].rows)));
+                    ids[k].push_back(static_cast<int64_t>(rng.below(o.tables[k].rows)));
                 offsets[k].push_back(static_cast<int64_t>(ids[k].size()));
             }
         }

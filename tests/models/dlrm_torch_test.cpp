@@ -96,8 +96,8 @@ TEST(DlrmTorch, TenSgdStepsMatchPyTorch) {
         for (int k = 0; k < 3; ++k) {
             const auto& ids = b.ids[static_cast<size_t>(k)];
             const auto& off = b.offsets[static_cast<size_t>(k)];
-            batches.add(p + "ids" + std::to_string(k), "I32",
-                        {static_cast<int64_t>(ids.size())}, ids.data(), ids.size() * 4);
+            batches.add(p + "ids" + std::to_string(k), "I64",
+                        {static_cast<int64_t>(ids.size())}, ids.data(), ids.size() * 8);
             batches.add(p + "offsets" + std::to_string(k), "I64",
                         {static_cast<int64_t>(off.size())}, off.data(), off.size() * 8);
         }

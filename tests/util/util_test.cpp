@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "util/error.h"
@@ -92,19 +93,49 @@ TEST(RadixSort, SortsStablyOnTheField) {
 }
 
 TEST(RadixSort, IndexDistinctGivesSortedDistinctIdsAndEachPositionsIndex) {
-    std::vector<int32_t> uniq, index;
+    std::vector<int64_t> uniq;
+    std::vector<int32_t> index;
     std::vector<uint64_t> keys, tmp;
-    const std::vector<int32_t> ids = {5, 9, 5, 0, 123456, 9, 9, 1};
+    const std::vector<int64_t> ids = {5, 9, 5, 0, 123456, 9, 9, 1};
     index_distinct(ids, uniq, index, keys, tmp);
-    EXPECT_EQ(uniq, (std::vector<int32_t>{0, 1, 5, 9, 123456}));
+    EXPECT_EQ(uniq, (std::vector<int64_t>{0, 1, 5, 9, 123456}));
     ASSERT_EQ(index.size(), ids.size());
     for (size_t p = 0; p < ids.size(); ++p) EXPECT_EQ(uniq[static_cast<size_t>(index[p])], ids[p]);
     // A negative id sorts last, so one look at the back says whether every id is in [0, R).
-    index_distinct(std::vector<int32_t>{4, -2, 4, 7}, uniq, index, keys, tmp);
-    EXPECT_EQ(uniq, (std::vector<int32_t>{4, 7, -2}));
-    index_distinct(std::vector<int32_t>{}, uniq, index, keys, tmp);
+    index_distinct(std::vector<int64_t>{4, -2, 4, 7}, uniq, index, keys, tmp);
+    EXPECT_EQ(uniq, (std::vector<int64_t>{4, 7, -2}));
+    index_distinct(std::vector<int64_t>{}, uniq, index, keys, tmp);
     EXPECT_TRUE(uniq.empty());
     EXPECT_TRUE(index.empty());
+}
+
+// Raw 64-bit ids (a dynamic table's) take the wide path: against std::sort and std::unique over
+// random ids spread over all 64 bits, repeats and the extremes included.
+TEST(RadixSort, IndexDistinctOfWideIdsMatchesASortedUnique) {
+    Rng rng(77);
+    for (int round = 0; round < 20; ++round) {
+        std::vector<int64_t> pool;
+        for (int i = 0; i < 1 + round * 7; ++i) pool.push_back(static_cast<int64_t>(rng.next()));
+        pool.push_back(std::numeric_limits<int64_t>::min());
+        pool.push_back(std::numeric_limits<int64_t>::max());
+        pool.push_back(-1);
+        pool.push_back(int64_t{1} << 32);
+        pool.push_back(3);
+        std::vector<int64_t> ids;
+        for (int p = 0; p < 50 + round * 31; ++p) ids.push_back(pool[rng.next() % pool.size()]);
+        std::vector<int64_t> uniq;
+        std::vector<int32_t> index;
+        std::vector<uint64_t> keys, tmp;
+        index_distinct(ids, uniq, index, keys, tmp);
+        std::vector<uint64_t> want(ids.begin(), ids.end());
+        std::sort(want.begin(), want.end());
+        want.erase(std::unique(want.begin(), want.end()), want.end());
+        ASSERT_EQ(uniq.size(), want.size());
+        for (size_t u = 0; u < want.size(); ++u) EXPECT_EQ(static_cast<uint64_t>(uniq[u]), want[u]);
+        ASSERT_EQ(index.size(), ids.size());
+        for (size_t p = 0; p < ids.size(); ++p)
+            EXPECT_EQ(uniq[static_cast<size_t>(index[p])], ids[p]);
+    }
 }
 
 }  // namespace zt

@@ -54,4 +54,21 @@ Var embedding_bag(Tape& tape, const Var& table, std::span<const int32_t> ids,
     return yv;
 }
 
+Var embedding_bag(Tape& tape, const Var& table, std::span<const int64_t> ids,
+                  std::span<const int64_t> offsets, std::span<const float> weights,
+                  BagPooling pooling) {
+    const int64_t R = table->value.dim() == 2 ? table->value.size(0) : 0;
+    std::vector<int32_t> rows(ids.size());
+    bool ok = true;
+    for (size_t p = 0; p < ids.size(); ++p) {  // R <= 2^31 - 1 for every table (int32 rows)
+        ok &= static_cast<uint64_t>(ids[p]) < static_cast<uint64_t>(R);
+        rows[p] = static_cast<int32_t>(ids[p]);
+    }
+    if (!ok)
+        for (size_t p = 0; p < ids.size(); ++p)
+            ZT_CHECK(ids[p] >= 0 && ids[p] < R, "embedding_bag: id ", ids[p], " at position ", p,
+                     " is outside the table's ", R, " rows");
+    return embedding_bag(tape, table, rows, offsets, weights, pooling);
+}
+
 }  // namespace zt::ops

@@ -125,9 +125,11 @@ void ClickDataset::fill(int64_t first, int64_t count, ClickBatchBuffers& out) co
     std::vector<int64_t> start(static_cast<size_t>(count));
     for (int k = 0; k < K; ++k) {
         const auto off = f.offsets(k);
-        const auto ids = f.ids(k);
+        const auto ids32 = f.ids32(k);
+        const auto ids64 = f.ids64(k);
+        const bool raw = f.raw_ids(k);
         const auto w = f.weights(k);
-        const int64_t nnz = static_cast<int64_t>(ids.size());
+        const int64_t nnz = static_cast<int64_t>(raw ? ids64.size() : ids32.size());
         auto& o = out.offsets[k];
         o.resize(count + 1);
         o[0] = 0;
@@ -142,16 +144,23 @@ void ClickDataset::fill(int64_t first, int64_t count, ClickBatchBuffers& out) co
         if (!ok) fail();
         out.ids[k].resize(o[count]);
         out.weights[k].resize(f.has_weights() ? o[count] : 0);
+        int64_t* to = out.ids[k].data();
         for (int64_t j = 0; j < count; ++j) {
-            if (j + kAhead < count) __builtin_prefetch(ids.data() + start[j + kAhead]);
             const int64_t b = start[j], n = o[j + 1] - o[j];
-            std::memcpy(out.ids[k].data() + o[j], ids.data() + b, sizeof(int32_t) * n);
+            if (raw) {
+                if (j + kAhead < count) __builtin_prefetch(ids64.data() + start[j + kAhead]);
+                std::memcpy(to + o[j], ids64.data() + b, sizeof(int64_t) * n);
+            } else {  // widened to int64 as it is copied
+                if (j + kAhead < count) __builtin_prefetch(ids32.data() + start[j + kAhead]);
+                for (int64_t p = 0; p < n; ++p) to[o[j] + p] = ids32[b + p];
+            }
             if (f.has_weights())
                 std::memcpy(out.weights[k].data() + o[j], w.data() + b, sizeof(float) * n);
         }
-        const auto limit = static_cast<uint32_t>(rows[static_cast<size_t>(k)]);
+        if (raw) continue;  // any raw id is valid
+        const auto limit = static_cast<uint64_t>(rows[static_cast<size_t>(k)]);
         bool in = true;
-        for (int32_t id : out.ids[k]) in &= static_cast<uint32_t>(id) < limit;
+        for (int64_t id : out.ids[k]) in &= static_cast<uint64_t>(id) < limit;
         if (!in) fail();
     }
 }

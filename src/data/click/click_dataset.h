@@ -24,7 +24,7 @@ namespace zt {
 // ids (offsets[B]), weights (offsets[B], or empty when the file has none).
 struct ClickBatchBuffers {
     std::vector<float> dense, labels;
-    std::vector<std::vector<int32_t>> ids;
+    std::vector<std::vector<int64_t>> ids;
     std::vector<std::vector<int64_t>> offsets;
     std::vector<std::vector<float>> weights;
     int64_t B = 0;
@@ -33,7 +33,8 @@ struct ClickBatchBuffers {
     // distinct ids ascending and each position's index into them. Filled by index_distinct_ids
     // (ClickPrefetcher calls it, on its thread, while the previous batch trains), empty otherwise.
     std::vector<int64_t> unique_ids;
-    std::vector<std::vector<int32_t>> distinct, distinct_index;
+    std::vector<std::vector<int64_t>> distinct;
+    std::vector<std::vector<int32_t>> distinct_index;
     ClickBatch view() const;  // spans into the vectors; valid while they are unchanged
 };
 

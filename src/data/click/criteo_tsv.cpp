@@ -63,7 +63,7 @@ class MappedInput {
 struct ParsedLine {
     float label = 0;
     std::array<float, kCriteoDense> dense{};
-    std::array<std::vector<int32_t>, kCriteoCategorical> bags;
+    std::array<std::vector<int64_t>, kCriteoCategorical> bags;
 };
 
 bool parse_int(std::string_view s, int64_t& out) {
@@ -143,7 +143,8 @@ std::string parse_line(std::string_view line, std::span<const int64_t> rows, Par
             if (!parse_hex(v, h))
                 return str_cat("categorical field ", k + 1, " \"", s, "\": \"", v,
                                "\" is not a hex value of 1 to 16 digits");
-            bag.push_back(criteo_hash_id(h, rows[k]));
+            // rows 0: the raw value is the id (a dynamic table's, no hashing, no collisions)
+            bag.push_back(rows[k] == 0 ? static_cast<int64_t>(h) : criteo_hash_id(h, rows[k]));
             if (comma == std::string_view::npos) break;
             b = comma + 1;
         }
@@ -157,8 +158,9 @@ void check_criteo_table_rows(std::span<const int64_t> table_rows) {
     ZT_CHECK(table_rows.size() == kCriteoCategorical, "criteo: ", table_rows.size(),
              " table sizes given, expected ", kCriteoCategorical, " (one per categorical column)");
     for (size_t k = 0; k < table_rows.size(); ++k)
-        ZT_CHECK(table_rows[k] >= 1 && table_rows[k] <= (int64_t{1} << 31), "criteo: table ", k,
-                 " rows must be in [1, 2^31], got ", table_rows[k]);
+        ZT_CHECK(table_rows[k] >= 0 && table_rows[k] <= (int64_t{1} << 31), "criteo: table ", k,
+                 " rows must be in [1, 2^31], or 0 to keep the raw 64-bit values (dynamic "
+                 "tables); got ", table_rows[k]);
 }
 
 std::string add_criteo_line(std::string_view line, std::span<const int64_t> table_rows,
@@ -167,7 +169,7 @@ std::string add_criteo_line(std::string_view line, std::span<const int64_t> tabl
     thread_local ParsedLine parsed;
     std::string err = parse_line(line, table_rows, parsed);
     if (!err.empty()) return err;
-    std::array<std::span<const int32_t>, kCriteoCategorical> bags;
+    std::array<std::span<const int64_t>, kCriteoCategorical> bags;
     for (int k = 0; k < kCriteoCategorical; ++k) bags[k] = parsed.bags[k];
     writer.add(parsed.label, parsed.dense, bags);
     return "";

@@ -3,7 +3,9 @@
 //   label: "0" or "1".
 //   dense: log(1 + x) for an integer x >= 0; a negative or empty field gives 0.
 //   categorical: each hex value v (1 to 16 hex digits) gives id criteo_hash_id(v, rows_k); an
-//   empty field gives a bag of one id 0 (so it shares row 0 with values that hash to 0).
+//   empty field gives a bag of one id 0 (so it shares row 0 with values that hash to 0). A table
+//   of rows_k = 0 (a dynamic table's) keeps v itself as its raw 64-bit id: no hashing, no
+//   collisions; an empty field gives the raw id 0.
 //   multi-hot extension: a field may hold several hex values separated by ',' ("a1,ff,3"); the
 //   record's bag holds one id per value, in order. Single-valued files are plain Criteo.
 // Leaves out: frequency thresholds and vocabularies (the DLRM reference's day-processing), and
@@ -47,7 +49,7 @@ CriteoConvertResult convert_criteo_tsv(
     BadRecord on_bad,
     const std::function<void(int64_t bytes_done, int64_t bytes_total)>& progress = {});
 
-// Throws an input error unless there are 26 sizes, each in [1, 2^31].
+// Throws an input error unless there are 26 sizes, each in [1, 2^31] or 0 (raw ids).
 void check_criteo_table_rows(std::span<const int64_t> table_rows);
 
 class CtrFileWriter;

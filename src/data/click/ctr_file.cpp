@@ -74,8 +74,8 @@ std::shared_ptr<const CtrFile> CtrFile::open(const std::string& path) {
     const uint32_t version = load<uint32_t>(d + 8), flags = load<uint32_t>(d + 12);
     ZT_CHECK(version == kCtrVersion, "click data ", path, ": format version ", version,
              ", this build reads version ", kCtrVersion);
-    ZT_CHECK((flags & ~kCtrFlagWeights) == 0, "click data ", path, ": unknown flags 0x", std::hex,
-             flags);
+    ZT_CHECK((flags & ~(kCtrFlagWeights | kCtrFlagRawIds)) == 0, "click data ", path,
+             ": unknown flags 0x", std::hex, flags);
     f->weights_present_ = (flags & kCtrFlagWeights) != 0;
     const int64_t N = load<int64_t>(d + 16);
     const int32_t F = load<int32_t>(d + 24), K = load<int32_t>(d + 28);
@@ -92,16 +92,20 @@ std::shared_ptr<const CtrFile> CtrFile::open(const std::string& path) {
         const unsigned char* t = d + kHeaderFixedBytes + kHeaderTableBytes * k;
         const int64_t rows = load<int64_t>(t), nnz = load<int64_t>(t + 8);
         const int64_t hot = load<int64_t>(t + 16);
-        ZT_CHECK(rows >= 1 && rows <= (int64_t{1} << 31) && nnz >= 0 && nnz <= kMaxNnz && hot >= -1,
+        ZT_CHECK(rows >= 0 && rows <= (int64_t{1} << 31) && nnz >= 0 && nnz <= kMaxNnz && hot >= -1,
                  "click data ", path, ": table ", k, " has rows ", rows, ", nnz ", nnz,
                  ", hotness ", hot,
-                 "; expected rows in [1, 2^31], nnz >= 0; the header is "
+                 "; expected rows in [0, 2^31], nnz >= 0; the header is "
                  "corrupt");
         f->rows_.push_back(rows);
         f->nnz_.push_back(nnz);
         f->hotness_.push_back(hot);
     }
 
+    const bool raw = std::find(f->rows_.begin(), f->rows_.end(), 0) != f->rows_.end();
+    ZT_CHECK(raw == ((flags & kCtrFlagRawIds) != 0), "click data ", path, ": flag bit 1 (raw ids) ",
+             raw ? "is clear but a table has rows 0" : "is set but no table has rows 0",
+             "; the header is corrupt");
     // Block positions (Note [ZTCLICK layout]); the size check comes before any block is read.
     int64_t pos = align_up(header), end = pos;
     auto block = [&](int64_t elem_bytes, int64_t count) {
@@ -114,7 +118,7 @@ std::shared_ptr<const CtrFile> CtrFile::open(const std::string& path) {
     std::vector<int64_t> off_at(K), ids_at(K), w_at(K);
     for (int k = 0; k < K; ++k) {
         off_at[k] = block(8, N + 1);
-        ids_at[k] = block(4, f->nnz_[k]);
+        ids_at[k] = block(f->rows_[k] == 0 ? 8 : 4, f->nnz_[k]);
         if (f->weights_present_) w_at[k] = block(4, f->nnz_[k]);
     }
     ZT_CHECK(bytes == end, "click data ", path, ": size ", bytes, " bytes, but its header (", N,
@@ -127,7 +131,15 @@ std::shared_ptr<const CtrFile> CtrFile::open(const std::string& path) {
     f->dense_values_ = f32(dense_at, N * F);
     for (int k = 0; k < K; ++k) {
         f->offsets_.emplace_back(reinterpret_cast<const int64_t*>(d + off_at[k]), size_t(N + 1));
-        f->ids_.emplace_back(reinterpret_cast<const int32_t*>(d + ids_at[k]), size_t(f->nnz_[k]));
+        if (f->rows_[k] == 0) {
+            f->ids32_.emplace_back();
+            f->ids64_.emplace_back(reinterpret_cast<const int64_t*>(d + ids_at[k]),
+                                   size_t(f->nnz_[k]));
+        } else {
+            f->ids32_.emplace_back(reinterpret_cast<const int32_t*>(d + ids_at[k]),
+                                   size_t(f->nnz_[k]));
+            f->ids64_.emplace_back();
+        }
         f->weights_.push_back(f->weights_present_ ? f32(w_at[k], f->nnz_[k])
                                                   : std::span<const float>());
         const auto& o = f->offsets_[k];
@@ -152,9 +164,19 @@ std::span<const int64_t> CtrFile::offsets(int k) const {
     return offsets_[k];
 }
 
-std::span<const int32_t> CtrFile::ids(int k) const {
+bool CtrFile::raw_ids(int k) const {
     ZT_ASSERT(k >= 0 && k < tables(), "table ", k);
-    return ids_[k];
+    return rows_[k] == 0;
+}
+
+std::span<const int32_t> CtrFile::ids32(int k) const {
+    ZT_ASSERT(k >= 0 && k < tables(), "table ", k);
+    return ids32_[k];
+}
+
+std::span<const int64_t> CtrFile::ids64(int k) const {
+    ZT_ASSERT(k >= 0 && k < tables(), "table ", k);
+    return ids64_[k];
 }
 
 std::span<const float> CtrFile::weights(int k) const {
@@ -167,7 +189,7 @@ void CtrFile::check_records(int64_t first, int64_t count) const {
               first + count, ") of ", records_);
     for (int k = 0; k < tables(); ++k) {
         const int64_t* o = offsets_[k].data();
-        const int32_t* ids = ids_[k].data();
+        const int32_t* ids = ids32_[k].data();  // null for a raw-id table: any id is valid
         const int64_t nnz = nnz_[k], rows = rows_[k];
         for (int64_t i = first; i < first + count; ++i) {
             const int64_t b = o[i], e = o[i + 1];
@@ -176,6 +198,7 @@ void CtrFile::check_records(int64_t first, int64_t count) const {
                      ") are not a range within the "
                      "table's ",
                      nnz, " ids; the file is corrupt");
+            if (rows == 0) continue;
             int32_t bad = 0;
             bool ok = true;
             for (int64_t j = b; j < e; ++j) {  // branch-free scan; the message is built rarely

@@ -113,8 +113,9 @@ CtrFileWriter::CtrFileWriter(std::string path, int dense_features, std::vector<i
       weights_present_(weights) {
     ZT_CHECK(dense_ >= 0, "click file ", path_, ": dense features must be >= 0, got ", dense_);
     for (size_t k = 0; k < rows_.size(); ++k)
-        ZT_CHECK(rows_[k] >= 1 && rows_[k] <= (int64_t{1} << 31), "click file ", path_, ": table ",
-                 k, " rows must be in [1, 2^31] (ids are int32), got ", rows_[k]);
+        ZT_CHECK(rows_[k] >= 0 && rows_[k] <= (int64_t{1} << 31), "click file ", path_, ": table ",
+                 k, " rows must be in [1, 2^31] (ids are int32), or 0 for raw 64-bit ids; got ",
+                 rows_[k]);
     const int K = static_cast<int>(rows_.size());
     nnz_.assign(K, 0);
     hotness_.assign(K, -2);  // -2: no record yet
@@ -127,7 +128,7 @@ CtrFileWriter::CtrFileWriter(std::string path, int dense_features, std::vector<i
 CtrFileWriter::~CtrFileWriter() = default;
 
 void CtrFileWriter::add(float label, std::span<const float> dense,
-                        std::span<const std::span<const int32_t>> ids_per_table,
+                        std::span<const std::span<const int64_t>> ids_per_table,
                         std::span<const std::span<const float>> weights_per_table) {
     ZT_ASSERT(!finished_, "add after finish");
     const int K = static_cast<int>(rows_.size());
@@ -142,19 +143,26 @@ void CtrFileWriter::add(float label, std::span<const float> dense,
              " weights (expected ", weights_present_ ? K : 0, ")");
     const int per_table = weights_present_ ? 3 : 2;
     for (int k = 0; k < K; ++k) {
-        std::span<const int32_t> bag = ids_per_table[k];
-        bool ok = true;
-        for (int32_t id : bag) ok = ok && id >= 0 && id < rows_[k];
-        if (!ok)
-            for (int32_t id : bag)
-                ZT_CHECK(id >= 0 && id < rows_[k], "click file ", path_, ": record ", records_,
-                         " table ", k, ": id ", id, " is outside the table's ", rows_[k], " rows");
+        std::span<const int64_t> bag = ids_per_table[k];
         const int64_t n = static_cast<int64_t>(bag.size());
+        if (rows_[k] == 0) {  // raw 64-bit ids: stored as they are
+            columns_[3 + per_table * k]->append(bag.data(), bag.size_bytes());
+        } else {  // ids below rows_k <= 2^31: stored as int32
+            bool ok = true;
+            for (int64_t id : bag) ok = ok && id >= 0 && id < rows_[k];
+            if (!ok)
+                for (int64_t id : bag)
+                    ZT_CHECK(id >= 0 && id < rows_[k], "click file ", path_, ": record ",
+                             records_, " table ", k, ": id ", id, " is outside the table's ",
+                             rows_[k], " rows");
+            narrow_.resize(bag.size());
+            for (size_t j = 0; j < bag.size(); ++j) narrow_[j] = static_cast<int32_t>(bag[j]);
+            columns_[3 + per_table * k]->append(narrow_.data(), sizeof(int32_t) * bag.size());
+        }
         nnz_[k] += n;
         hotness_[k] = hotness_[k] == -2 ? n : (hotness_[k] == n ? n : -1);
         Column& off = *columns_[2 + per_table * k];
         off.append(&nnz_[k], sizeof(int64_t));
-        columns_[3 + per_table * k]->append(bag.data(), bag.size_bytes());
         if (weights_present_) {
             ZT_CHECK(weights_per_table[k].size() == bag.size(), "click file ", path_, ": record ",
                      records_, " table ", k, ": ", weights_per_table[k].size(), " weights for ",
@@ -177,7 +185,8 @@ void CtrFileWriter::finish() {
     auto put = [&](size_t at, const auto& v) { std::memcpy(header.data() + at, &v, sizeof v); };
     std::memcpy(header.data(), kCtrMagic, 8);
     put(8, kCtrVersion);
-    put(12, weights_present_ ? kCtrFlagWeights : uint32_t{0});
+    const bool raw = std::find(rows_.begin(), rows_.end(), 0) != rows_.end();
+    put(12, (weights_present_ ? kCtrFlagWeights : uint32_t{0}) | (raw ? kCtrFlagRawIds : 0));
     put(16, records_);
     put(24, static_cast<int32_t>(dense_));
     put(28, static_cast<int32_t>(K));

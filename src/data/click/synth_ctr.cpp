@@ -42,6 +42,7 @@ class Teacher {
           F_(o.dense_features),
           K_(static_cast<int>(o.table_rows.size())),
           hot_(o.hotness),
+          raw_(o.raw_ids),
           rows_(o.table_rows) {
         const uint64_t ts = splitmix64(seed_ ^ 0x7eac4e5ull);
         for (int f = 0; f < F_; ++f) {
@@ -75,7 +76,7 @@ class Teacher {
     // the click probability and draws the label.
     // Record i's Zipf ranks are shifted by `shift` and its teacher turned by `angle` radians
     // (drift along a stream).
-    float record(uint64_t stream, int64_t i, float* dense, int32_t* ids, float* label,
+    float record(uint64_t stream, int64_t i, float* dense, int64_t* ids, float* label,
                  uint64_t shift = 0, double angle = 0) const {
         double parts[3];
         Rng rng(splitmix64(seed_ ^ splitmix64(stream ^ splitmix64(static_cast<uint64_t>(i)))));
@@ -90,7 +91,7 @@ class Teacher {
   private:
     // angle != 0: every weight is cos(angle) x the first teacher's + sin(angle) x the second's,
     // both of unit variance and independent, so the parts keep their variance and calibration.
-    void make(Rng& rng, float* dense, int32_t* ids, double parts[3], uint64_t shift = 0,
+    void make(Rng& rng, float* dense, int64_t* ids, double parts[3], uint64_t shift = 0,
               double angle = 0) const {
         const bool turned = angle != 0;
         const double c = std::cos(angle), s = std::sin(angle);
@@ -114,7 +115,7 @@ class Teacher {
                 const uint64_t r = (static_cast<uint64_t>(zipf_[k].sample(uni) - 1) + shift) % n;
                 // a, r, c < n <= 2^31: a r + c < 2^63, no overflow.
                 const auto id = static_cast<int32_t>((perm_a_[k] * r + perm_c_[k]) % n);
-                ids[k * hot_ + h] = id;
+                ids[k * hot_ + h] = raw(k) ? synth_raw_id(k, id) : id;
                 const uint64_t key = splitmix64(static_cast<uint64_t>(k) << 32 | uint32_t(id));
                 const uint64_t bits = splitmix64(param_seed_ ^ key);
                 const uint64_t bits2 = turned ? splitmix64(param_seed2_ ^ key) : 0;
@@ -138,7 +139,7 @@ class Teacher {
     // Mean and deviation of each part on the pilot records; coef_ = sqrt(share) / deviation.
     void calibrate() {
         std::vector<float> dense(F_);
-        std::vector<int32_t> ids(static_cast<size_t>(K_) * hot_);
+        std::vector<int64_t> ids(static_cast<size_t>(K_) * hot_);
         double sum[3] = {}, sum_sq[3] = {};
         for (int64_t i = 0; i < kPilotRecords; ++i) {
             double parts[3];
@@ -161,7 +162,9 @@ class Teacher {
 
     uint64_t seed_, param_seed_ = 0, param_seed2_ = 0;
     int F_, K_, hot_;
+    std::vector<bool> raw_;
     std::vector<int64_t> rows_;
+    bool raw(int k) const { return static_cast<size_t>(k) < raw_.size() && raw_[k]; }
     std::vector<double> dense_mean_, dense_w_;
     std::vector<double> cross_a_;              // (F, kLatent): the dense side of the cross part
     std::vector<double> dense_w2_, cross_a2_;  // the second teacher's (drift)
@@ -172,7 +175,7 @@ class Teacher {
 
 struct Chunk {
     std::vector<float> labels, probs, dense;
-    std::vector<int32_t> ids;
+    std::vector<int64_t> ids;
     bool ready = false;
 };
 
@@ -180,7 +183,10 @@ struct Chunk {
 void write_stream(const Teacher& teacher, const SynthCtrOptions& o, uint64_t stream, int64_t n,
                   const std::string& path, std::vector<float>& probs, std::vector<float>& labels) {
     const int F = o.dense_features, K = static_cast<int>(o.table_rows.size()), H = o.hotness;
-    CtrFileWriter writer(path, F, o.table_rows);
+    std::vector<int64_t> file_rows = o.table_rows;  // 0: the table holds raw 64-bit ids
+    for (size_t k = 0; k < o.raw_ids.size(); ++k)
+        if (o.raw_ids[k]) file_rows[k] = 0;
+    CtrFileWriter writer(path, F, file_rows);
     probs.resize(n);
     labels.resize(n);
     const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -228,7 +234,7 @@ void write_stream(const Teacher& teacher, const SynthCtrOptions& o, uint64_t str
     };
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-    std::vector<std::span<const int32_t>> bags(K);
+    std::vector<std::span<const int64_t>> bags(K);
     try {
         for (int64_t c = 0; c < chunks; ++c) {
             Chunk& ch = ring[c % window];
@@ -240,7 +246,7 @@ void write_stream(const Teacher& teacher, const SynthCtrOptions& o, uint64_t str
             const int64_t b = c * kChunk, m = static_cast<int64_t>(ch.labels.size());
             for (int64_t r = 0; r < m; ++r) {
                 for (int k = 0; k < K; ++k)
-                    bags[k] = std::span<const int32_t>(ch.ids.data() + (r * K + k) * H, H);
+                    bags[k] = std::span<const int64_t>(ch.ids.data() + (r * K + k) * H, H);
                 writer.add(ch.labels[r], std::span<const float>(ch.dense.data() + r * F, F), bags);
             }
             std::copy(ch.probs.begin(), ch.probs.end(), probs.begin() + b);
@@ -274,6 +280,9 @@ SynthCtrResult write_synth_ctr(const SynthCtrOptions& opts, const std::string& p
     for (size_t k = 0; k < opts.table_rows.size(); ++k)
         ZT_CHECK(opts.table_rows[k] >= 1 && opts.table_rows[k] <= (int64_t{1} << 31),
                  "synth-ctr: table ", k, " rows must be in [1, 2^31], got ", opts.table_rows[k]);
+    ZT_CHECK(opts.raw_ids.empty() || opts.raw_ids.size() == opts.table_rows.size(),
+             "synth-ctr: raw ids given for ", opts.raw_ids.size(), " of ", opts.table_rows.size(),
+             " tables");
     ZT_CHECK(opts.dense_features >= 0 && opts.dense_features <= 4096,
              "synth-ctr: dense features must be in [0, 4096], got ", opts.dense_features);
     ZT_CHECK(opts.hotness >= 1 && opts.hotness <= 1024,

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "util/random.h"
+
 namespace zt {
 
 struct SynthCtrOptions {
@@ -20,6 +22,10 @@ struct SynthCtrOptions {
     double zipf = 1.05;               // id popularity exponent: P(rank r) proportional to r^-zipf
     int hotness = 1;                  // ids per bag (every bag the same size)
     int threads = 0;                  // generator threads; 0: hardware concurrency
+    // Per table (empty: none), raw 64-bit ids (for dynamic tables): table k's id i is written as
+    // synth_raw_id(k, i) and the file's rows_k is 0. The teacher and the draws are the plain
+    // file's.
+    std::vector<bool> raw_ids;
     // A part of a stream (synth_ctr_stream.h): record i of the file is record first_record + i of
     // the training stream, whose id popularity moves by `drift` ranks per record: record g's
     // Zipf rank r draws the id of rank r + floor(drift g), so new ids appear and old ones fade.
@@ -56,6 +62,14 @@ struct SynthCtrResult {
 // products of the bottom output with the embeddings, pairs as those among embeddings. (A per-id
 // scalar effect, tried first, is not: DLRM's top MLP sees embeddings only through dot products,
 // and one pass plateaued 0.01-0.02 AUC below the teacher.)
+// The raw 64-bit id of id i of table k with SynthCtrOptions::raw_ids: a bijective mix of
+// (k << 32 | i) (splitmix64 of it xor a constant), so ids spread over all 64 bits and two tables
+// never share one.
+inline int64_t synth_raw_id(int k, int32_t i) {
+    const uint64_t key = static_cast<uint64_t>(k) << 32 | static_cast<uint32_t>(i);
+    return static_cast<int64_t>(splitmix64(key ^ 0x4a3b2c1d5e6f7081ull));
+}
+
 SynthCtrResult write_synth_ctr(const SynthCtrOptions& opts, const std::string& path,
                                const std::string& eval_path = "");
 

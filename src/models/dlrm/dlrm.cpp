@@ -70,7 +70,7 @@ EmbeddingBagTable::EmbeddingBagTable(const DlrmTable& t, size_t k)
     if (!t.id_map.empty()) id_map = read_dlrm_id_map(t, k);
 }
 
-Var EmbeddingBagTable::forward(Tape& tape, std::span<const int32_t> ids,
+Var EmbeddingBagTable::forward(Tape& tape, std::span<const int64_t> ids,
                                std::span<const int64_t> offsets, std::span<const float> weights) {
     return call(tape, [&] {
         if (id_map.empty())

@@ -35,6 +35,10 @@ struct DlrmDynamic {
     int64_t max_rows = 0;      // 0: no cap
     EvictPolicy policy = EvictPolicy::kLru;
     UnadmittedRow unadmitted = UnadmittedRow::kZeros;
+    // The data holds raw 64-bit ids (any value; click files with rows_k 0): Criteo values kept
+    // as they are, synth-ctr's synth_raw_id. The table's rows (id_range) then give only the
+    // initialization's scale and the synthetic generator's draws.
+    bool raw_ids = false;
 };
 
 struct DlrmTable {
@@ -51,6 +55,11 @@ struct DlrmTable {
 
 // The range of raw ids the data holds for table t: id_range for a compacted table, else rows.
 inline int64_t dlrm_id_range(const DlrmTable& t) { return t.id_map.empty() ? t.rows : t.id_range; }
+// The rows_k of table t in a click file made for the model (Note [ZTCLICK layout]): 0 for a
+// table of raw 64-bit ids, else dlrm_id_range(t).
+inline int64_t dlrm_file_rows(const DlrmTable& t) {
+    return t.dynamic && t.dyn.raw_ids ? 0 : dlrm_id_range(t);
+}
 
 // The "embedding" section (docs/embedding.md). Without it every table is a dense parameter of the
 // arena, replicated and data parallel; with it, the tables the plan shards live outside the arena
@@ -103,7 +112,7 @@ ParamInit dlrm_table_init(const DlrmTable& t);
 class EmbeddingBagTable : public Module {
   public:
     EmbeddingBagTable(const DlrmTable& t, size_t k);
-    Var forward(Tape& tape, std::span<const int32_t> ids, std::span<const int64_t> offsets,
+    Var forward(Tape& tape, std::span<const int64_t> ids, std::span<const int64_t> offsets,
                 std::span<const float> weights);
     Parameter& weight;
     ops::BagPooling pooling;

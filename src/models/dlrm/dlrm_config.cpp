@@ -19,8 +19,8 @@ ops::BagPooling parse_pooling(Section& s, const std::string& def) {
                                                                   : ops::BagPooling::kMean;
 }
 
-// {"dynamic": true, "dim", "id_range", "min_count", "evict": {"unseen_steps", "max_rows",
-//  "policy"}, "unadmitted"} (docs/embedding-dynamic.md).
+// {"dynamic": true, "dim", "id_range", "raw_ids", "min_count", "evict": {"unseen_steps",
+//  "max_rows", "policy"}, "unadmitted"} (docs/embedding-dynamic.md).
 void parse_dynamic(Section& t, DlrmTable& table) {
     t.guard([&] {
         ZT_CHECK(!t.has("rows"), t.key("rows"),
@@ -30,6 +30,7 @@ void parse_dynamic(Section& t, DlrmTable& table) {
     });
     table.rows = t.get_int("id_range", kMaxRows, 1, kMaxRows);
     DlrmDynamic& d = table.dyn;
+    d.raw_ids = t.get_bool("raw_ids", false);
     d.min_count = t.get_int("min_count", 1, 1);
     Section e = t.section("evict");
     d.unseen_steps = e.get_int("unseen_steps", 0, 0);

@@ -86,19 +86,14 @@ void DlrmRunData::check_layout(const CtrFile& f, const DlrmOptions& model,
              f.dense_features(), " dense features; model.dense_features is ", model.dense_features);
     ZT_CHECK(f.tables() == static_cast<int>(model.tables.size()), key, ": ", f.path(), " has ",
              f.tables(), " categorical features; the model has ", model.tables.size(), " tables");
-    for (int k = 0; k < f.tables(); ++k) {
-        const int64_t ids = dlrm_id_range(model.tables[static_cast<size_t>(k)]);
-        ZT_CHECK(f.table_rows()[static_cast<size_t>(k)] <= ids, key, ": ", f.path(),
-                 " hashes feature ", k, " into ", f.table_rows()[static_cast<size_t>(k)],
-                 " rows; table ", k, " has only ", ids,
-                 " (prepare the file with the model's table rows)");
-    }
+    for (int k = 0; k < f.tables(); ++k)
+        check_click_table(f, k, model.tables[static_cast<size_t>(k)], key);
 }
 
 DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
                          const DataContext& ctx) {
-    std::vector<int64_t> rows;  // the raw ids' range: a compacted table's id map maps them
-    for (const DlrmTable& t : model.tables) rows.push_back(dlrm_id_range(t));
+    std::vector<int64_t> rows;  // the raw ids' range (a compacted table's id map maps them), 0: raw
+    for (const DlrmTable& t : model.tables) rows.push_back(dlrm_file_rows(t));
     if (dc.type == "synthetic") {
         SynthCtrOptions so = dlrm_synth_options(model, dc);
         so.records = dc.records;
@@ -163,10 +158,24 @@ DlrmRunData::DlrmRunData(const DlrmOptions& model, const DlrmDataOptions& dc,
 
 }  // namespace
 
+void check_click_table(const CtrFile& f, int k, const DlrmTable& t, const std::string& key) {
+    const int64_t rows = f.table_rows()[static_cast<size_t>(k)];
+    if (t.dynamic && t.dyn.raw_ids) return;  // any id, raw or below rows_k
+    ZT_CHECK(rows != 0, key, ": ", f.path(), " holds raw 64-bit ids for feature ", k,
+             "; only a dynamic table with \"raw_ids\": true reads them (model.tables[", k,
+             "])");
+    const int64_t ids = dlrm_id_range(t);
+    ZT_CHECK(rows <= ids, key, ": ", f.path(), " hashes feature ", k, " into ", rows,
+             " rows; table ", k, " has only ", ids, " (prepare the file with the model's table rows)");
+}
+
 SynthCtrOptions dlrm_synth_options(const DlrmOptions& model, const DlrmDataOptions& data) {
     SynthCtrOptions o;
     o.seed = static_cast<uint64_t>(data.synth_seed);
-    for (const DlrmTable& t : model.tables) o.table_rows.push_back(dlrm_id_range(t));
+    for (const DlrmTable& t : model.tables) {
+        o.table_rows.push_back(dlrm_id_range(t));
+        o.raw_ids.push_back(dlrm_file_rows(t) == 0);
+    }
     o.dense_features = static_cast<int>(model.dense_features);
     o.zipf = data.zipf;
     o.hotness = static_cast<int>(data.hotness);

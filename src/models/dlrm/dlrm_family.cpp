@@ -50,6 +50,7 @@ nlohmann::json DlrmFamily::describe_json() const {
         } else {
             j["dynamic"] = true;
             j["id_range"] = t.rows;
+            if (t.dyn.raw_ids) j["raw_ids"] = true;
             j["min_count"] = t.dyn.min_count;
             j["evict"] = {{"unseen_steps", t.dyn.unseen_steps},
                           {"max_rows", t.dyn.max_rows},

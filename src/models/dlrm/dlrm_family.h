@@ -49,6 +49,11 @@ struct DlrmDataOptions {
 // model's).
 SynthCtrOptions dlrm_synth_options(const DlrmOptions& model, const DlrmDataOptions& data);
 
+class CtrFile;
+// Throws an input error (naming `key` and the file) unless table k of click file f fits model
+// table t: ids below its id range, or raw 64-bit ids (rows_k 0) for a table with raw_ids.
+void check_click_table(const CtrFile& f, int k, const DlrmTable& t, const std::string& key);
+
 class DlrmFamily final : public ModelFamily {
   public:
     DlrmFamily(DlrmOptions model, DlrmDataOptions data);

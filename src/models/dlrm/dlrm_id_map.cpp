@@ -64,7 +64,7 @@ std::vector<int32_t> read_dlrm_id_map(const DlrmTable& t, size_t k) {
 // ids included: the compact bag keeps that count as sum pooling with weights 1 / count, equal
 // within fp32 rounding (one rounding per id instead of one per bag), and the same gradient
 // (1 / count per id) in backward. A bag whose every id was removed is empty: zeros, as before.
-MappedBags map_bags(std::span<const int32_t> id_map, std::span<const int32_t> ids,
+MappedBags map_bags(std::span<const int32_t> id_map, std::span<const int64_t> ids,
                     std::span<const int64_t> offsets, std::span<const float> weights,
                     ops::BagPooling pooling, const std::string& table) {
     const bool mean = pooling == ops::BagPooling::kMean;
@@ -83,8 +83,8 @@ MappedBags map_bags(std::span<const int32_t> id_map, std::span<const int32_t> id
                  " outside the batch's ", ids.size(), " ids");
         const float scale = mean && p1 > p0 ? 1.0f / static_cast<float>(p1 - p0) : 1.0f;
         for (size_t p = p0; p < p1; ++p) {
-            const int32_t raw = ids[p];
-            ZT_CHECK(raw >= 0 && static_cast<size_t>(raw) < id_map.size(), table, ": raw id ", raw,
+            const int64_t raw = ids[p];
+            ZT_CHECK(raw >= 0 && static_cast<uint64_t>(raw) < id_map.size(), table, ": raw id ", raw,
                      " is outside the id map's range [0, ", id_map.size(),
                      ") (model.tables[K].id_range: the ids of the data the table was compacted "
                      "from)");

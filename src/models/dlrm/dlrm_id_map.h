@@ -34,7 +34,7 @@ struct MappedBags {
     std::vector<int64_t> offsets;
     std::vector<float> weights;  // empty: none (sum pooling without per-sample weights)
 };
-MappedBags map_bags(std::span<const int32_t> id_map, std::span<const int32_t> ids,
+MappedBags map_bags(std::span<const int32_t> id_map, std::span<const int64_t> ids,
                     std::span<const int64_t> offsets, std::span<const float> weights,
                     ops::BagPooling pooling, const std::string& table);
 

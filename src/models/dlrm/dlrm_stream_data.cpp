@@ -37,7 +37,7 @@ class StreamProducer {
         dir_.path = make_temp_path("stream");  // Note [Orphaned temporary files]
         fs::create_directories(parts());  // removed by dir_ also when this constructor throws
         std::vector<int64_t> rows;
-        for (const DlrmTable& t : model.tables) rows.push_back(dlrm_id_range(t));
+        for (const DlrmTable& t : model.tables) rows.push_back(dlrm_file_rows(t));
         std::function<void()> produce;
         if (dc.type == "synthetic") {
             SynthStreamOptions o;
@@ -203,11 +203,7 @@ class DlrmStreamData final : public RunData {
                  f.tables(), " tables; the model has ", model_.dense_features, " and ",
                  model_.tables.size());
         for (int k = 0; k < f.tables(); ++k)
-            ZT_CHECK(f.table_rows()[static_cast<size_t>(k)] <=
-                         dlrm_id_range(model_.tables[static_cast<size_t>(k)]),
-                     key, ": ", f.path(), " hashes feature ", k, " into ",
-                     f.table_rows()[static_cast<size_t>(k)], " rows; table ", k, " has only ",
-                     dlrm_id_range(model_.tables[static_cast<size_t>(k)]));
+            check_click_table(f, k, model_.tables[static_cast<size_t>(k)], key);
     }
     void check_new_parts() {
         for (; checked_ < stream_.parts(); ++checked_)
