@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <set>
 
 #include "planner_test_util.h"
@@ -164,32 +163,28 @@ TEST(Search, OneRankOffloadedStagesAndTheHostBudget) {
     EXPECT_TRUE(said);
 }
 
-TEST(Search, LargeWorldPlansQuickly) {
-    // 96 blocks on 1,024 ranks: the target of planning in under 2 seconds.
+// 96 blocks on 1,024 ranks plans at all, under a roomy budget and under one that keeps no
+// layout's every activation (per-block checkpointing lists are searched too). How long it takes
+// is a benchmark figure (`bench/planner.py --search-time`, docs/benchmarks-planner.md), not a
+// test's verdict: a wall-clock bound fails on a loaded machine.
+TEST(Search, LargeWorldPlans) {
     PlanBase base = tiny_gpt_base(1024, 96);
     const MachineProfile prof = round_profile();
     SearchSpace space;
     space.ranks = 1024;
     SearchOptions o;
     o.budget = int64_t{1} << 30;
-    const auto t0 = std::chrono::steady_clock::now();
     const SearchResult r = search_plans(base, space, &prof, o);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("1024 ranks, 96 blocks: %lld layouts, %lld costed, %.2f s\n",
-                static_cast<long long>(r.candidates), static_cast<long long>(r.costed), s);
-    EXPECT_FALSE(r.ranked.empty());
-    EXPECT_LT(s, 2.0);  // the target (0.15 s measured on 2 shared cores)
-    // A budget that keeps no layout's every activation: per-block lists are searched too
-    // (0.5 s measured on 2 cores, 30-100 s before their branch and bound).
+    ASSERT_FALSE(r.ranked.empty());
+    EXPECT_GT(r.candidates, 1);
+    for (const PlanCost& c : r.ranked) EXPECT_LE(c.device_bytes, o.budget);
     o.budget = int64_t{2} << 20;
-    const auto t1 = std::chrono::steady_clock::now();
     const SearchResult tight = search_plans(base, space, &prof, o);
-    const double s1 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     ASSERT_FALSE(tight.ranked.empty());
-    std::printf("budget 2 MiB: %lld layouts, %.2f s, first %s\n",
-                static_cast<long long>(tight.candidates), s1,
+    for (const PlanCost& c : tight.ranked) EXPECT_LE(c.device_bytes, o.budget);
+    std::printf("budget 2 MiB: %lld layouts, first %s\n",
+                static_cast<long long>(tight.candidates),
                 strategy_label(tight.ranked.front().strategy).c_str());
-    EXPECT_LT(s1, 2.0);
 }
 
 }  // namespace
