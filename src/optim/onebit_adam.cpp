@@ -109,4 +109,33 @@ void onebit_local_momentum(float* g, const float* m, int64_t n, double beta1, do
         local_momentum(g + lo, m + lo, std::min(kChunk, n - lo), b1, w, s);
 }
 
+namespace {
+
+// x[i] <- 0 where v[i] < eps^2 (sqrt(v[i]) < eps), else x[i] / d or x[i] * d (update) or x[i].
+template <bool kIn>
+void onebit_exchange_side(float* x, const float* v, int64_t n, double eps, bool update) {
+    const auto e = static_cast<float>(eps);
+    const float unset = e * e;
+#pragma omp parallel for if (n >= parallel_min_elems(optim_detail::kParallelMinNumel)) \
+    schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+        if (!(v[i] >= unset)) {
+            x[i] = 0.0f;
+        } else if (update) {
+            const float d = std::sqrt(v[i]) + e;
+            x[i] = kIn ? x[i] / d : x[i] * d;
+        }
+    }
+}
+
+}  // namespace
+
+void onebit_exchange_in(float* x, const float* v, int64_t n, double eps, bool update) {
+    onebit_exchange_side<true>(x, v, n, eps, update);
+}
+
+void onebit_exchange_out(float* x, const float* v, int64_t n, double eps, bool update) {
+    onebit_exchange_side<false>(x, v, n, eps, update);
+}
+
 }  // namespace zt

@@ -29,6 +29,9 @@ struct OneBitAdamOptions {
     double eps = 1e-8;
     double weight_decay = 0.0;
     int64_t freeze_step = 100000;  // DeepSpeed's default: updates in the warm-up
+    // The compressed phase exchanges the update m / (sqrt(v) + eps) instead of the momentum m
+    // (Note [Update exchange] in runtime/engine_onebit.cpp); false: DeepSpeed's exchange.
+    bool exchange_update = true;
 };
 
 class OneBitAdam final : public Optimizer {
@@ -68,5 +71,12 @@ std::string onebit_adam_refusal(const OneBitAdamLayout& l);
 // (g[i] * f32(scale)) for i in [0, n) (DeepSpeed's exp_avg.mul_(beta1).add_(grad, 1 - beta1),
 // with the rank's gradient scaled by `scale` first). No FMA.
 void onebit_local_momentum(float* g, const float* m, int64_t n, double beta1, double scale);
+
+// Around the compressed phase's exchange, with d = sqrt(v[i]) + f32(eps) the frozen step's own
+// denominator. Before it, x[i] <- 0 where sqrt(v[i]) < eps (Note [Unset variance]), else x[i] / d
+// with `update` (Note [Update exchange]) or x[i] as it is; after it, the same mask and x[i] * d
+// with `update`. No FMA.
+void onebit_exchange_in(float* x, const float* v, int64_t n, double eps, bool update);
+void onebit_exchange_out(float* x, const float* v, int64_t n, double eps, bool update);
 
 }  // namespace zt

@@ -30,10 +30,33 @@
 // Sharded and dynamic embedding tables (SparseParams) keep their own sparse optimizer and their
 // own exchange of gradient rows in both phases; only the arena's parameters (the MLPs, and tables
 // replicated as dense parameters) take 1-bit Adam. The step's grad_norm then adds the tables'
-// exact global gradient to the ranks' local root mean square. Replicated tables are the wrong
-// place for it: rows a batch seldom touches freeze a near-zero variance, and the compressed
-// momentum's per-block scale then moves them by huge steps (measured: the DLRM example diverges
-// within steps of the freeze); shard them (docs/compression.md).
+// exact global gradient to the ranks' local root mean square. Replicated tables take it too:
+// their rows never held by a warm-up batch are masked (Note [Unset variance]) and the update
+// exchange keeps the seldom-held ones stable (Note [Update exchange]); DeepSpeed's momentum
+// exchange diverges on them within steps of the freeze (docs/compression.md).
+
+// Note [Unset variance]
+// A value whose exp_avg_sq is still below eps^2 when the variance freezes never had a gradient in
+// the warm-up that counts (a weight of a ReLU unit dead since the start, an embedding row no
+// batch has held yet): its frozen step would divide by eps alone. Left in, the compressed
+// exchange gives it a nonzero value (a block's scale; the error feedback), its unit wakes up,
+// its gradient is divided by eps, and the run diverges: measured on DLRM, 484 of the 7,442 MLP
+// values had v = 0 at the freeze, and their updates grew from 1e3 to 5e14 in ten steps. Such a
+// value is masked in the compressed phase: it sends and keeps zero momentum and does not move
+// (weight decay aside), on one rank as on many. DeepSpeed asks the user for the same mask
+// (exp_avg_mask); this one is derived from the state, the same on every rank.
+//
+// Note [Update exchange]
+// With optimizer.params.exchange "update" (the default), the compressed phase exchanges u_i = c_i / (sqrt(v) +
+// eps) instead of the local momentum c_i, v the frozen exp_avg_sq (the same bits on every rank),
+// and turns the average back into the momentum (times sqrt(v) + eps) for the update and the
+// state. Without compression it is the same step (the average of c_i / d is the average of c_i,
+// over d), up to two roundings per value. With the 1-bit codec, DeepSpeed's exchange gives each
+// value its block's mean |c|, then divides by its own sqrt(v) + eps: a value whose frozen variance
+// is near zero (an embedding row seldom in a batch) gets a huge step from its neighbours'
+// momentum, and the run diverges (measured on DLRM even with the mask above: values with a small
+// but set variance; docs/compression.md). Exchanged as updates, the block's scale is a mean step
+// and the error feedback is kept in steps. "momentum" is DeepSpeed's exchange.
 
 namespace zt {
 
@@ -72,8 +95,14 @@ double Engine::onebit_grad_sq(float* g) {
 void Engine::onebit_momentum(float* g, int64_t n) {
     const float* m = state_->view(1);  // 0 is the master weights, then exp_avg
     ZT_ASSERT(m != nullptr, "1-bit Adam: the momentum is not in memory");
-    onebit_local_momentum(g, m, n, onebit_->options().beta1, dp_->ranks());
-    if (momentum_) dp_->add_exposed_comm_s(momentum_->average(g));
+    const OneBitAdamOptions& o = onebit_->options();
+    onebit_local_momentum(g, m, n, o.beta1, dp_->ranks());
+    const float* v = state_->view(2);  // exp_avg_sq, frozen
+    // Note [Unset variance]: the mask on one rank too, so that layouts train alike.
+    onebit_exchange_in(g, v, n, o.eps, o.exchange_update && momentum_ != nullptr);
+    if (!momentum_) return;
+    dp_->add_exposed_comm_s(momentum_->average(g));
+    onebit_exchange_out(g, v, n, o.eps, o.exchange_update);
 }
 
 }  // namespace zt

@@ -41,6 +41,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
         bo.eps = o.eps;
         bo.weight_decay = o.weight_decay;
         bo.freeze_step = o.freeze_step;
+        bo.exchange_update = o.onebit_exchange_update;
         return std::make_unique<OneBitAdam>(bo);
     }
     AdamWOptions ao;

@@ -29,6 +29,7 @@ struct Row {
     nlohmann::json gradients;
     double warmup;
     bool meets_gpt, meets_dlrm;
+    const char* exchange = nullptr;  // 1-bit Adam's optimizer.params.exchange (null: default)
 };
 
 const Row kRows[] = {
@@ -41,8 +42,10 @@ const Row kRows[] = {
     {"topk", {{"type", "topk"}, {"ratio", 0.01}}, 0.1, false, true},
     {"onebit", {{"type", "onebit"}}, 0.2, false, true},
     {"powersgd", {{"type", "powersgd"}, {"rank", 4}}, 0, false, true},
-    // Freezing the variance of DLRM's embedding rows diverges (docs/compression.md).
-    {"OneBitAdam", nullptr, 0.25, true, false},
+    // The update exchange (the default) and the mask of unset variance (Notes [Update exchange],
+    // [Unset variance]); DeepSpeed's momentum exchange diverges on DLRM (docs/compression.md).
+    {"OneBitAdam", nullptr, 0.25, true, true},
+    {"OneBitAdam_momentum", nullptr, 0.25, true, false, "momentum"},
 };
 
 class CompressionConvergenceCli : public Cli {
@@ -100,6 +103,7 @@ class CompressionConvergenceCli : public Cli {
             if (row.gradients.is_null()) {
                 j["optimizer"]["type"] = "OneBitAdam";
                 j["optimizer"]["params"]["freeze_step"] = warmup;
+                if (row.exchange) j["optimizer"]["params"]["exchange"] = row.exchange;
                 j.erase("gradient_clipping");  // 1-bit Adam forms no global gradient to clip
             } else {
                 j["compression"]["gradients"] = row.gradients;

@@ -79,6 +79,34 @@ ZT_OPTIM_KERNEL void ref_frozen(std::vector<float>& p, std::vector<float>& m,
         }
 }
 
+// Around the exchange (Notes [Unset variance], [Update exchange]): values whose frozen variance is
+// below eps^2 go out and come back as zero; with `update` the rest go out divided by the step's
+// own denominator sqrt(v) + eps and come back multiplied by it (within two roundings); without,
+// they pass as they are.
+TEST(OneBitAdam, ExchangeMasksUnsetVarianceAndCarriesUpdates) {
+    const double eps = 1e-8;
+    const std::vector<float> v = {0.0f, 1e-17f, 1e-16f, 4.0f, 0.25f, 1e-6f, 0.0f};
+    const std::vector<float> m = {0.5f, -2.0f, 3.0f, 1.5f, -0.75f, 1e-4f, 0.0f};
+    for (bool update : {false, true}) {
+        std::vector<float> x = m;
+        onebit_exchange_in(x.data(), v.data(), static_cast<int64_t>(x.size()), eps, update);
+        for (size_t i = 0; i < x.size(); ++i) {
+            const bool unset = v[i] < 1e-16f;  // eps^2 in f32
+            const float d = std::sqrt(v[i]) + static_cast<float>(eps);
+            EXPECT_EQ(x[i], unset ? 0.0f : update ? m[i] / d : m[i]) << i;
+        }
+        EXPECT_EQ(x[3], update ? 0.75f : 1.5f);  // 1.5 / (2 + 1e-8) in f32
+        onebit_exchange_out(x.data(), v.data(), static_cast<int64_t>(x.size()), eps, update);
+        for (size_t i = 0; i < x.size(); ++i) {
+            if (v[i] < 1e-16f) {
+                EXPECT_EQ(x[i], 0.0f) << i;
+            } else {
+                EXPECT_NEAR(x[i], m[i], 2e-7 * std::abs(m[i])) << i;
+            }
+        }
+    }
+}
+
 TEST(OneBitAdam, CompressedPhaseStoresTheMomentumAndKeepsTheVariance) {
     for (const int threads : {1, 2}) {
         for (const int64_t n : {int64_t{37}, int64_t{70001}}) {

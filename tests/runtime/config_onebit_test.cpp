@@ -19,6 +19,9 @@ TEST(ConfigOneBitAdam, DeepSpeedsParametersAndDefaults) {
     EXPECT_EQ(d.config.optimizer.type, "OneBitAdam");
     EXPECT_EQ(d.config.optimizer.freeze_step, 100000);  // DeepSpeed's default
     EXPECT_FALSE(d.config.optimizer.bias_correction);
+    EXPECT_TRUE(d.config.optimizer.onebit_exchange_update);  // zerotrain's default exchange
+    EXPECT_FALSE(parse_config(onebit({{"exchange", "momentum"}})).config.optimizer
+                     .onebit_exchange_update);  // DeepSpeed's
     const ParsedConfig p = parse_config({{"optimizer",
                                           {{"type", "onebitadam"},  // any case, as DeepSpeed
                                            {"params",
@@ -56,6 +59,8 @@ TEST(ConfigOneBitAdam, BadParametersAreRefused) {
                     {"optimizer.params.adam_w_mode: not a parameter of OneBitAdam"});
     expect_mentions(error_of(onebit({{"momentum", 0.9}})),
                     {"optimizer.params.momentum: not a parameter of OneBitAdam"});
+    expect_mentions(error_of(onebit({{"exchange", "gradient"}})),
+                    {"optimizer.params.exchange", "update", "momentum"});
     // 1-bit Adam's keys under another optimizer.
     expect_mentions(
         error_of({{"optimizer", {{"type", "AdamW"}, {"params", {{"freeze_step", 10}}}}}}),
