@@ -17,6 +17,8 @@ Needs fio (apt-get install fio) for the disk ceiling; without it that row is ski
 --dynamic makes the large table a dynamic one (docs/embedding-dynamic.md, id_range = --rows, rows
 made as ids arrive): the same runs with the tier holding a table that grows; the offline
 simulations are left out (the cache follows the table's slots and grows to hold a step's rows).
+--raw-ids (with --dynamic) writes that table's ids as raw 64-bit ids (synth-ctr --raw-tables 0)
+and keys the dynamic table by them ("raw_ids": true).
 """
 import argparse
 import heapq
@@ -55,8 +57,9 @@ def read_ctr_ids(path):
     for rows, nnz, hot in meta:
         o = block(8 * (n + 1))
         offsets = np.frombuffer(mm[o:o + 8 * (n + 1)], dtype=np.int64)
-        i = block(4 * nnz)
-        ids = np.frombuffer(mm[i:i + 4 * nnz], dtype=np.int32)
+        w = 8 if rows == 0 else 4  # rows 0: raw 64-bit ids (Note [ZTCLICK layout])
+        i = block(w * nnz)
+        ids = np.frombuffer(mm[i:i + w * nnz], dtype=np.int64 if w == 8 else np.int32)
         assert hot == 1 and offsets[-1] == n, "the bench reads one id per bag"
         out.append((rows, ids))
     return out
@@ -157,12 +160,17 @@ def main():
     ap.add_argument("--bottom", default="512,256,16", help="bottom MLP widths (last = dim 16)")
     ap.add_argument("--top", default="512,256", help="top MLP widths")
     ap.add_argument("--dynamic", action="store_true", help="the large table is dynamic")
+    ap.add_argument("--raw-ids", action="store_true",
+                    help="with --dynamic: its ids raw 64-bit values (synth-ctr --raw-tables 0)")
     args = ap.parse_args()
+    if args.raw_ids and not args.dynamic:
+        sys.exit("--raw-ids needs --dynamic (only a dynamic table reads raw ids)")
     os.makedirs(args.dir, exist_ok=True)
     tables = [args.rows, args.rows // 10, 100_000]
     data = os.path.join(args.dir, "train.ctr")
     subprocess.run([ZT, "data", "synth-ctr", "--rows", str(args.records), "--seed", "7", "--out",
-                    data, "--tables", ",".join(map(str, tables)), "--zipf", "1.05"],
+                    data, "--tables", ",".join(map(str, tables)), "--zipf", "1.05"]
+                   + (["--raw-tables", "0"] if args.raw_ids else []),
                    check=True, capture_output=True)
     steps = args.records // args.batch
     base = {
@@ -178,7 +186,8 @@ def main():
     if args.dynamic:
         base["model"].pop("table_rows")
         base["model"].pop("embedding_dim")
-        base["model"]["tables"] = [{"dynamic": True, "dim": 16, "id_range": tables[0]}] + [
+        base["model"]["tables"] = [{"dynamic": True, "dim": 16, "id_range": tables[0],
+                                    "raw_ids": args.raw_ids}] + [
             {"rows": r, "dim": 16} for r in tables[1:]]
         base["embedding"]["sharding"] = ["auto", "table", "table"]
     results = {}

@@ -30,7 +30,8 @@ struct CtrArgs {
     double rate = 0, drift = 0, teacher_drift = 0;
     double flush_s = 1.0;  // prepare-ctr --stream
     bool follow = false;
-    bool raw_ids = false;  // synth-ctr --raw-ids
+    bool raw_ids = false;    // synth-ctr --raw-ids
+    std::string raw_tables;  // synth-ctr --raw-tables K1,K2,...
 };
 
 // The table sizes from --tables/--table-rows (a comma list) or --kaggle-tables, capped by
@@ -79,6 +80,26 @@ SynthCtrOptions synth_options(const CtrArgs& a) {
     o.hotness = a.hotness;
     o.threads = a.threads;
     if (a.raw_ids) o.raw_ids.assign(o.table_rows.size(), true);
+    if (!a.raw_tables.empty()) {  // some tables only (beside static ones)
+        ZT_CHECK(!a.raw_ids, "give --raw-ids (every table) or --raw-tables (some), not both");
+        o.raw_ids.assign(o.table_rows.size(), false);
+        std::stringstream ss(a.raw_tables);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+            size_t used = 0;
+            int64_t k = -1;
+            try {
+                k = std::stoll(item, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            ZT_CHECK(used == item.size() && !item.empty() && k >= 0 &&
+                         k < static_cast<int64_t>(o.table_rows.size()),
+                     "--raw-tables: \"", item, "\" is not a table index in [0, ",
+                     o.table_rows.size(), ")");
+            o.raw_ids[static_cast<size_t>(k)] = true;
+        }
+    }
     return o;
 }
 
@@ -133,7 +154,7 @@ int run_synth(const CtrArgs& a) {
                               {"eval_records", r.eval_records},
                               {"seed", o.seed},
                               {"table_rows", o.table_rows},
-                              {"raw_ids", a.raw_ids},
+                              {"raw_ids", o.raw_ids},
                               {"dense_features", o.dense_features},
                               {"zipf", o.zipf},
                               {"hotness", o.hotness},
@@ -212,6 +233,8 @@ void add_data_ctr(CLI::App* data,
     s->add_option("--threads", a->threads, "generator threads (default all cores)");
     s->add_flag("--raw-ids", a->raw_ids,
                 "write raw 64-bit ids (a mix of table and id; for dynamic tables)");
+    s->add_option("--raw-tables", a->raw_tables,
+                  "raw 64-bit ids for these tables only (comma list of indices from 0)");
     runners.emplace_back(s, [a] { return run_synth(*a); });
 
     CLI::App* p = data->add_subcommand("prepare-ctr", "Criteo TSV to the binary click format");
