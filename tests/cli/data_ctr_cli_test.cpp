@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_fixture.h"
+#include "data/click/ctr_file.h"
+#include "data/click/synth_ctr.h"
 
 using zt::testing::Cli;
 using zt::testing::CommandResult;
@@ -47,6 +49,29 @@ TEST_F(DataCtr, SynthWritesFilesAndTeacherJson) {
                       " --tables 10,20 --dense 2 --hotness 3 --zipf 1.2");
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("teacher on train records"), std::string::npos) << r.output;
+
+    // Raw 64-bit ids for every table, or for some (the file's rows 0, docs/click-data.md): the
+    // plain file's draws under synth_raw_id.
+    r = run_zerotrain("data synth-ctr --rows 100 --seed 1 --out " + path("p.ctr") +
+                      " --tables 10,20");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const auto plain = zt::CtrFile::open(path("p.ctr"));
+    for (const auto& [flag, raw] : std::vector<std::pair<std::string, std::vector<bool>>>{
+             {"--raw-ids", {true, true}}, {"--raw-tables 1", {false, true}}}) {
+        r = run_zerotrain("data synth-ctr --rows 100 --seed 1 --out " + path("r.ctr") +
+                          " --tables 10,20 " + flag);
+        ASSERT_EQ(r.code, 0) << r.output;
+        const auto f = zt::CtrFile::open(path("r.ctr"));
+        for (int k = 0; k < 2; ++k) {
+            ASSERT_EQ(f->raw_ids(k), raw[static_cast<size_t>(k)]) << flag << " table " << k;
+            const auto want = plain->ids32(k);
+            for (size_t p = 0; p < want.size(); ++p)
+                EXPECT_EQ(f->raw_ids(k) ? f->ids64(k)[p] : f->ids32(k)[p],
+                          f->raw_ids(k) ? zt::synth_raw_id(k, want[p]) : want[p]);
+        }
+        const nlohmann::json j = nlohmann::json::parse(std::ifstream(path("r.ctr.json")));
+        EXPECT_EQ(j["raw_ids"], nlohmann::json(raw)) << flag;
+    }
 }
 
 TEST_F(DataCtr, SynthBadOptionsExit2) {
@@ -63,6 +88,8 @@ TEST_F(DataCtr, SynthBadOptionsExit2) {
              {"--rows 10 --seed 1 --tables 5 --eval-rows 5" + out, "--eval-out"},
              {"--rows 10 --seed 1 --tables 5 --hotness 0" + out, "hotness"},
              {"--rows 10 --seed 1 --tables 5 --out " + path("no/such/dir/t.ctr"), "no/such/dir"},
+             {"--rows 10 --seed 1 --tables 5 --raw-tables 1" + out, "--raw-tables: \"1\""},
+             {"--rows 10 --seed 1 --tables 5 --raw-ids --raw-tables 0" + out, "not both"},
          }) {
         CommandResult r = run_zerotrain("data synth-ctr " + c.args);
         EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
