@@ -3,16 +3,20 @@
 // records with small ids, because the ids keep their order and, with dim 8, their rows'
 // initialization (element id * 8 + c of the stream, mod 2^64); the export keys the rows by the
 // raw ids. Two ranks own the wide ids by their hash and train like one process. A static table
-// refuses a raw-id file; synthetic data with raw_ids exports synth_raw_id keys.
+// refuses a raw-id file; synthetic data with raw_ids exports synth_raw_id keys; Criteo TSV's
+// values key a raw-id table as they are, from a file and from a stream.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "checkpoint/safetensors.h"
 #include "cli_fixture.h"
 #include "data/click/ctr_file.h"
 #include "data/click/synth_ctr.h"
+#include "data/click_test_util.h"
 #include "dlrm_cli_util.h"
 #include "util/error.h"
 
@@ -147,6 +151,52 @@ TEST_F(RawIds, StaticTableRefusesARawIdFileAndSyntheticRawIdsExportTheirKeys) {
     const std::vector<uint64_t> ids = exported_ids(dir_ / "synth/model.dynamic.safetensors", 1);
     ASSERT_FALSE(ids.empty());
     for (uint64_t id : ids) EXPECT_TRUE(keys.count(id)) << id;
+}
+
+// Criteo TSV converted by the run itself (data.type "criteo_tsv", a file and a stream): the raw-id
+// table's rows are keyed by the column's hex values as they are (no hashing), every distinct
+// value one row (min_count 1, no eviction), an empty field the raw id 0.
+TEST_F(RawIds, CriteoValuesKeyTheTableAsTheyAre) {
+    const std::string text = zt::click_test::random_criteo_lines(300, 21);
+    std::ofstream(dir_ / "log.tsv") << text;
+    std::set<uint64_t> want;  // column 0's values (the 14th tab-separated field)
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        size_t at = 0;
+        for (int f = 0; f < 14; ++f) at = line.find('\t', at) + 1;
+        const std::string v = line.substr(at, line.find('\t', at) - at);
+        want.insert(v.empty() ? 0 : std::stoull(v, nullptr, 16));
+    }
+    nlohmann::json tables = nlohmann::json::array();
+    tables.push_back({{"dynamic", true}, {"raw_ids", true}, {"dim", 4}});
+    for (int k = 1; k < 26; ++k) tables.push_back({{"rows", 61}, {"dim", 4}});
+    nlohmann::json j = {{"train_micro_batch_size_per_gpu", 50},
+                        {"steps", 6},
+                        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+                        {"model",
+                         {{"type", "dlrm"},
+                          {"dense_features", 13},
+                          {"tables", tables},
+                          {"bottom_mlp", {8, 4}},
+                          {"top_mlp", {8}}}},
+                        {"data",
+                         {{"type", "criteo_tsv"},
+                          {"path", (dir_ / "log.tsv").string()},
+                          {"shuffle", false}}},  // in file order, as the stream
+                        {"threads", 1}};
+    CommandResult r = train_run(j, "file", "");
+    ASSERT_EQ(r.code, 0) << r.output;
+    std::vector<uint64_t> ids = exported_ids(dir_ / "file/model.dynamic.safetensors", 0);
+    EXPECT_EQ(std::set<uint64_t>(ids.begin(), ids.end()), want);
+    EXPECT_EQ(ids.size(), want.size());
+    j["data"] = {{"type", "criteo_tsv"}, {"stream", true}, {"path", (dir_ / "log.tsv").string()},
+                 {"part_records", 100}, {"flush_s", 0.1}, {"idle_timeout_s", 0.5}};
+    r = train_run(j, "stream", "");
+    ASSERT_EQ(r.code, 0) << r.output;
+    ids = exported_ids(dir_ / "stream/model.dynamic.safetensors", 0);
+    EXPECT_EQ(std::set<uint64_t>(ids.begin(), ids.end()), want);
+    EXPECT_EQ(read_tensors(dir_ / "stream/model.dynamic.safetensors"),
+              read_tensors(dir_ / "file/model.dynamic.safetensors"));
 }
 
 }  // namespace
