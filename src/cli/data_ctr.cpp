@@ -56,8 +56,7 @@ std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
             }
             // prepare-ctr's 0: the table keeps the raw 64-bit values (a dynamic table's)
             const int64_t least = option == "--table-rows" ? 0 : 1;
-            ZT_CHECK(used == item.size() && !item.empty() && v >= least &&
-                         v <= (int64_t{1} << 31),
+            ZT_CHECK(used == item.size() && !item.empty() && v >= least && v <= (int64_t{1} << 31),
                      option, ": \"", item, "\" is not a table size in [", least,
                      ", 2^31] (expected a comma list such as 1000,50,20000",
                      least == 0 ? "; 0 keeps a column's raw 64-bit values)" : ")");
@@ -247,8 +246,9 @@ void add_data_ctr(CLI::App* data,
                   "--stream: a part at the latest this long after its first line (default 1)");
     p->add_flag("--follow", a->follow,
                 "--stream: at the end of the file, wait for more lines (tail -f)");
-    p->add_option("--table-rows", a->tables,
-                  "table sizes ids are hashed into (26, comma list; 0 keeps the raw 64-bit values)");
+    p->add_option(
+        "--table-rows", a->tables,
+        "table sizes ids are hashed into (26, comma list; 0 keeps the raw 64-bit values)");
     p->add_flag("--kaggle-tables", a->kaggle, "the 26 Criteo Kaggle table sizes");
     p->add_option("--max-rows", a->max_rows, "cap every table at this many rows");
     p->add_option("--on-bad-record", a->on_bad, "fatal (default) or skip")

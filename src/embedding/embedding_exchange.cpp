@@ -205,8 +205,8 @@ std::vector<Var> ShardedTables::lookup(Tape& tape, std::span<const int> tables,
                  "embedding: ", spec.name,
                  ": the batch's distinct-id index does not match its ids");
         // Ascending as unsigned: a negative id sorts last (index_distinct).
-        ZT_CHECK(uniq[i].empty() || static_cast<uint64_t>(uniq[i].back()) <
-                                        static_cast<uint64_t>(spec.rows),
+        ZT_CHECK(uniq[i].empty() ||
+                     static_cast<uint64_t>(uniq[i].back()) < static_cast<uint64_t>(spec.rows),
                  "embedding: ", spec.name, " has ", spec.rows, " rows, and the batch holds id ",
                  uniq[i].back(),
                  "; ids must be in [0, rows) (check model.tables against the data)");

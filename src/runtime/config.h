@@ -37,7 +37,7 @@ struct OptimizerConfig {
     double lr_decay = 0.0;        // Adagrad
     double initial_accumulator_value = 0.0;  // Adagrad
     int64_t freeze_step = 100000;            // OneBitAdam: updates before the compressed phase
-    bool onebit_exchange_update = true;      // OneBitAdam exchange "update" (Note [Update exchange])
+    bool onebit_exchange_update = true;  // OneBitAdam exchange "update" (Note [Update exchange])
 };
 
 // The "scheduler" section: the optim layer's options, field for field.

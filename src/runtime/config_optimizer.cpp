@@ -80,7 +80,8 @@ void parse_onebit_adam(Section& p, OptimizerConfig& o, std::vector<std::string>&
     o.eps = p.get_number("eps", o.eps, 0.0);
     o.freeze_step = p.get_int("freeze_step", 100000, 0);
     // zerotrain's own: what the compressed phase exchanges (Note [Update exchange])
-    o.onebit_exchange_update = p.get_choice("exchange", "update", {"update", "momentum"}) == "update";
+    o.onebit_exchange_update =
+        p.get_choice("exchange", "update", {"update", "momentum"}) == "update";
     o.bias_correction = false;
     warn_no_effect(p, "bias_correction",
                    "1-bit Adam's update has no bias correction, as DeepSpeed's has none", warnings);
@@ -125,9 +126,9 @@ void parse_optimizer(Section& root, OptimizerConfig& o, std::vector<std::string>
     const std::initializer_list<const char*> adagrad_only = {"lr_decay",
                                                              "initial_accumulator_value"};
     // Keys of 1-bit Adam alone.
-    const std::initializer_list<const char*> onebit_only = {
-        "freeze_step", "cuda_aware", "comm_backend_name", "eps_inside_sqrt", "max_grad_norm",
-        "exchange"};
+    const std::initializer_list<const char*> onebit_only = {"freeze_step",       "cuda_aware",
+                                                            "comm_backend_name", "eps_inside_sqrt",
+                                                            "max_grad_norm",     "exchange"};
     if (type != "onebitadam") refuse_foreign(p, onebit_only, given);
     if (type == "sgd") {
         refuse_foreign(p, {"betas", "eps"}, "SGD");

@@ -47,13 +47,13 @@
 // (exp_avg_mask); this one is derived from the state, the same on every rank.
 //
 // Note [Update exchange]
-// With optimizer.params.exchange "update" (the default), the compressed phase exchanges u_i = c_i / (sqrt(v) +
-// eps) instead of the local momentum c_i, v the frozen exp_avg_sq (the same bits on every rank),
-// and turns the average back into the momentum (times sqrt(v) + eps) for the update and the
-// state. Without compression it is the same step (the average of c_i / d is the average of c_i,
-// over d), up to two roundings per value. With the 1-bit codec, DeepSpeed's exchange gives each
-// value its block's mean |c|, then divides by its own sqrt(v) + eps: a value whose frozen variance
-// is near zero (an embedding row seldom in a batch) gets a huge step from its neighbours'
+// With optimizer.params.exchange "update" (the default), the compressed phase exchanges u_i = c_i /
+// (sqrt(v) + eps) instead of the local momentum c_i, v the frozen exp_avg_sq (the same bits on
+// every rank), and turns the average back into the momentum (times sqrt(v) + eps) for the update
+// and the state. Without compression it is the same step (the average of c_i / d is the average of
+// c_i, over d), up to two roundings per value. With the 1-bit codec, DeepSpeed's exchange gives
+// each value its block's mean |c|, then divides by its own sqrt(v) + eps: a value whose frozen
+// variance is near zero (an embedding row seldom in a batch) gets a huge step from its neighbours'
 // momentum, and the run diverges (measured on DLRM even with the mask above: values with a small
 // but set variance; docs/compression.md). Exchanged as updates, the block's scale is a mean step
 // and the error feedback is kept in steps. "momentum" is DeepSpeed's exchange.

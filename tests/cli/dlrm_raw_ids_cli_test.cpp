@@ -33,20 +33,21 @@ nlohmann::json raw_config(const std::string& path, bool raw) {
                           {"evict", {{"unseen_steps", 3}, {"max_rows", 60}}},
                           {"unadmitted", "default_row"}};
     if (raw) dyn["raw_ids"] = true;
-    return {{"train_micro_batch_size_per_gpu", 32},
-            {"gradient_accumulation_steps", 2},
-            {"steps", 8},
-            {"steps_per_print", 1},
-            {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
-            {"model",
-             {{"type", "dlrm"},
-              {"tables",
-               {{{"rows", 3001}, {"dim", 8}}, dyn, {{"rows", 40}, {"dim", 8}, {"pooling", "mean"}}}},
-              {"bottom_mlp", {16, 8}},
-              {"top_mlp", {16}}}},
-            {"embedding", {{"optimizer", {{"type", "rowwise_adagrad"}, {"lr", 0.05}}}}},
-            {"data", {{"type", "ctr"}, {"path", path}}},
-            {"threads", 1}};
+    return {
+        {"train_micro_batch_size_per_gpu", 32},
+        {"gradient_accumulation_steps", 2},
+        {"steps", 8},
+        {"steps_per_print", 1},
+        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+        {"model",
+         {{"type", "dlrm"},
+          {"tables",
+           {{{"rows", 3001}, {"dim", 8}}, dyn, {{"rows", 40}, {"dim", 8}, {"pooling", "mean"}}}},
+          {"bottom_mlp", {16, 8}},
+          {"top_mlp", {16}}}},
+        {"embedding", {{"optimizer", {{"type", "rowwise_adagrad"}, {"lr", 0.05}}}}},
+        {"data", {{"type", "ctr"}, {"path", path}}},
+        {"threads", 1}};
 }
 
 // The exported keys of table K as written (U64, exact).
@@ -82,8 +83,8 @@ class RawIds : public Cli {
                 bags[k].clear();
                 for (int64_t j = f->offsets(k)[i]; j < f->offsets(k)[i + 1]; ++j) {
                     const int64_t id = f->ids32(k)[j];
-                    bags[k].push_back(k == 1 ? static_cast<int64_t>(static_cast<uint64_t>(id) + kShift)
-                                             : id);
+                    bags[k].push_back(
+                        k == 1 ? static_cast<int64_t>(static_cast<uint64_t>(id) + kShift) : id);
                 }
             }
             const std::span<const int64_t> spans[3] = {bags[0], bags[1], bags[2]};
@@ -96,7 +97,8 @@ class RawIds : public Cli {
 
 TEST_F(RawIds, IdsPastTwoToThe63TrainBitForBitLikeSmallIds) {
     write_files();
-    const CommandResult s = train_run(raw_config((dir_ / "small.ctr").string(), false), "small", "");
+    const CommandResult s =
+        train_run(raw_config((dir_ / "small.ctr").string(), false), "small", "");
     ASSERT_EQ(s.code, 0) << s.output;
     const CommandResult w = train_run(raw_config((dir_ / "wide.ctr").string(), true), "wide", "");
     ASSERT_EQ(w.code, 0) << w.output;
@@ -190,7 +192,7 @@ TEST_F(RawIds, CriteoValuesKeyTheTableAsTheyAre) {
     EXPECT_EQ(std::set<uint64_t>(ids.begin(), ids.end()), want);
     EXPECT_EQ(ids.size(), want.size());
     j["data"] = {{"type", "criteo_tsv"}, {"stream", true}, {"path", (dir_ / "log.tsv").string()},
-                 {"part_records", 100}, {"flush_s", 0.1}, {"idle_timeout_s", 0.5}};
+                 {"part_records", 100},  {"flush_s", 0.1}, {"idle_timeout_s", 0.5}};
     r = train_run(j, "stream", "");
     ASSERT_EQ(r.code, 0) << r.output;
     ids = exported_ids(dir_ / "stream/model.dynamic.safetensors", 0);

@@ -108,7 +108,8 @@ TEST(CtrFile, RawIdTablesRoundTripBesideStaticOnes) {
         ClickBatchBuffers b;
         ds.fill(0, 41, b);
         std::vector<int64_t> want;
-        for (int64_t i = 0; i < 41; ++i) want.insert(want.end(), r.ids[i][1].begin(), r.ids[i][1].end());
+        for (int64_t i = 0; i < 41; ++i)
+            want.insert(want.end(), r.ids[i][1].begin(), r.ids[i][1].end());
         EXPECT_EQ(b.ids[1], want);
         // The flag must agree with the tables: cleared, the reader refuses the file.
         std::string bad = bytes;

@@ -2,13 +2,14 @@
 // records of one long synthetic file cut in pieces (drift 0), a batch across part boundaries
 // reads what the single file holds, drift moves the ids' popularity, waiting ends after the idle
 // timeout, parts arriving later are read, and a part arriving out of name order is refused.
+#include "data/click/click_stream.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <numeric>
 
 #include "click_test_util.h"
-#include "data/click/click_stream.h"
 #include "data/click/synth_ctr_stream.h"
 
 namespace zt {
@@ -42,8 +43,8 @@ TEST(ClickStream, PartsReadLikeOneFileAcrossTheirBoundaries) {
     EXPECT_EQ(stream.records(), 300);
     EXPECT_EQ(stream.parts(), 3);
     ClickBatchBuffers got, want;
-    for (auto [first, count] : {std::pair{0, 300}, std::pair{90, 20}, std::pair{150, 150},
-                                std::pair{99, 102}}) {
+    for (auto [first, count] :
+         {std::pair{0, 300}, std::pair{90, 20}, std::pair{150, 150}, std::pair{99, 102}}) {
         stream.fill(first, count, got);
         one.fill(first, count, want);
         click_test::expect_same_records(got, want);
@@ -103,7 +104,8 @@ TEST(ClickStream, WaitsForPartsAndEndsAfterTheIdleTimeout) {
     EXPECT_GT(stream.arrival(150), 0.0);
     EXPECT_GE(stream.arrival(150), stream.arrival(50));
     // A part named before one already read renumbers nothing: it is refused.
-    std::filesystem::copy_file(dir.file("s/part-000001.ztclick"), dir.file("s/part-000000a.ztclick"));
+    std::filesystem::copy_file(dir.file("s/part-000001.ztclick"),
+                               dir.file("s/part-000000a.ztclick"));
     o.first_file = 2;
     write_synth_stream(o, dir.file("s"));
     try {

@@ -21,7 +21,8 @@ namespace {
 DlrmOptions tiny() {
     DlrmOptions o;
     o.dense_features = 5;
-    o.tables = {{7, 4, ops::BagPooling::kSum}, {11, 4, ops::BagPooling::kMean},
+    o.tables = {{7, 4, ops::BagPooling::kSum},
+                {11, 4, ops::BagPooling::kMean},
                 {3, 4, ops::BagPooling::kSum}};
     o.bottom_mlp = {6, 4};
     o.top_mlp = {5, 1};
@@ -35,10 +36,10 @@ TEST(Dlrm, ParameterNamesAndShapesAsTheReference) {
     for (Parameter* p : m.parameters()) got[p->name] = p->shape;
     // Top input: bottom output 4 + pairs among 4 vectors (bottom + 3 tables) = 4 + 6.
     const std::map<std::string, Shape> want = {
-        {"emb_l.0.weight", {7, 4}},   {"emb_l.1.weight", {11, 4}},  {"emb_l.2.weight", {3, 4}},
-        {"bot_l.0.weight", {6, 5}},   {"bot_l.0.bias", {6}},        {"bot_l.2.weight", {4, 6}},
-        {"bot_l.2.bias", {4}},        {"top_l.0.weight", {5, 10}},  {"top_l.0.bias", {5}},
-        {"top_l.2.weight", {1, 5}},   {"top_l.2.bias", {1}}};
+        {"emb_l.0.weight", {7, 4}}, {"emb_l.1.weight", {11, 4}}, {"emb_l.2.weight", {3, 4}},
+        {"bot_l.0.weight", {6, 5}}, {"bot_l.0.bias", {6}},       {"bot_l.2.weight", {4, 6}},
+        {"bot_l.2.bias", {4}},      {"top_l.0.weight", {5, 10}}, {"top_l.0.bias", {5}},
+        {"top_l.2.weight", {1, 5}}, {"top_l.2.bias", {1}}};
     EXPECT_EQ(got, want);
     int64_t n = 0;
     for (const auto& [name, shape] : want) n += shape_numel(shape);
@@ -242,11 +243,12 @@ std::string joined(const std::vector<std::string>& v) {
 }
 
 TEST(DlrmConfig, TablesListOrRowsWithOneDim) {
-    const Parsed a = parse({{"type", "dlrm"},
-                            {"dense_features", 13},
-                            {"tables", {{{"rows", 100}, {"dim", 8}}, {{"rows", 50}, {"dim", 8}, {"pooling", "mean"}}}},
-                            {"bottom_mlp", {16, 8}},
-                            {"top_mlp", {4}}});
+    const Parsed a = parse(
+        {{"type", "dlrm"},
+         {"dense_features", 13},
+         {"tables", {{{"rows", 100}, {"dim", 8}}, {{"rows", 50}, {"dim", 8}, {"pooling", "mean"}}}},
+         {"bottom_mlp", {16, 8}},
+         {"top_mlp", {4}}});
     ASSERT_TRUE(a.family) << joined(a.errors);
     const DlrmOptions& m = as_dlrm(*a.family).options();
     ASSERT_EQ(m.tables.size(), 2u);
@@ -266,8 +268,11 @@ TEST(DlrmConfig, TablesListOrRowsWithOneDim) {
 }
 
 TEST(DlrmConfig, ErrorsNameTheKey) {
-    const nlohmann::json ok = {{"type", "dlrm"}, {"table_rows", {100}}, {"embedding_dim", 8},
-                               {"bottom_mlp", {8}}, {"top_mlp", {1}}};
+    const nlohmann::json ok = {{"type", "dlrm"},
+                               {"table_rows", {100}},
+                               {"embedding_dim", 8},
+                               {"bottom_mlp", {8}},
+                               {"top_mlp", {1}}};
     struct Case {
         nlohmann::json model, data;
         std::string policy, expect;
@@ -295,14 +300,19 @@ TEST(DlrmConfig, ErrorsNameTheKey) {
         const Parsed p = parse(c.model, c.data, c.policy);
         EXPECT_FALSE(p.family) << c.model.dump();
         EXPECT_NE(joined(p.errors).find(c.expect), std::string::npos)
-            << "expected '" << c.expect << "' in:\n" << joined(p.errors);
+            << "expected '" << c.expect << "' in:\n"
+            << joined(p.errors);
     }
 }
 
 TEST(DlrmFamily, FlopsPerSampleFromTheFormula) {
     // Note [DLRM FLOPs]: 3 x (sum of 2 in out + out over Linears + 2 D P).
-    const Parsed p = parse({{"type", "dlrm"}, {"dense_features", 13}, {"table_rows", {10, 20, 30}},
-                            {"embedding_dim", 16}, {"bottom_mlp", {64, 16}}, {"top_mlp", {32}}});
+    const Parsed p = parse({{"type", "dlrm"},
+                            {"dense_features", 13},
+                            {"table_rows", {10, 20, 30}},
+                            {"embedding_dim", 16},
+                            {"bottom_mlp", {64, 16}},
+                            {"top_mlp", {32}}});
     ASSERT_TRUE(p.family) << joined(p.errors);
     const double P = 6;  // 4 vectors
     const double fwd = (2.0 * 13 * 64 + 64) + (2.0 * 64 * 16 + 16) + (2.0 * (16 + P) * 32 + 32) +

@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "checkpoint/safetensors.h"
-#include "run_command.h"
 #include "data/click/click_dataset.h"
 #include "data/click/synth_ctr.h"
 #include "models/dlrm/dlrm_family.h"
 #include "models/registry.h"
 #include "optim/sgd.h"
 #include "reader_required.h"
+#include "run_command.h"
 #include "runtime/engine.h"
 
 namespace zt {
@@ -33,16 +33,15 @@ TEST(DlrmTorch, TenSgdStepsMatchPyTorch) {
     const fs::path dir = fs::temp_directory_path() / str_cat("zt_dlrm_torch_", ::getpid());
     fs::remove_all(dir);
     fs::create_directories(dir);
-    const nlohmann::json model = {
-        {"type", "dlrm"},
-        {"dense_features", 13},
-        {"tables",
-         {{{"rows", 40}, {"dim", 8}, {"pooling", "sum"}},
-          {{"rows", 25}, {"dim", 8}, {"pooling", "mean"}},
-          {{"rows", 9}, {"dim", 8}, {"pooling", "sum"}}}},
-        {"bottom_mlp", {12, 8}},
-        {"top_mlp", {10, 1}},
-        {"self_interaction", false}};
+    const nlohmann::json model = {{"type", "dlrm"},
+                                  {"dense_features", 13},
+                                  {"tables",
+                                   {{{"rows", 40}, {"dim", 8}, {"pooling", "sum"}},
+                                    {{"rows", 25}, {"dim", 8}, {"pooling", "mean"}},
+                                    {{"rows", 9}, {"dim", 8}, {"pooling", "sum"}}}},
+                                  {"bottom_mlp", {12, 8}},
+                                  {"top_mlp", {10, 1}},
+                                  {"self_interaction", false}};
     std::vector<std::string> warnings, errors;
     const nlohmann::json root = {{"model", model}, {"data", nlohmann::json::object()}};
     config_detail::Section s(root, "", warnings, errors);
@@ -66,7 +65,8 @@ TEST(DlrmTorch, TenSgdStepsMatchPyTorch) {
     Engine e(pool, family->build(), std::move(eo));
     auto named = [&](std::vector<float>& whole) {
         std::vector<NamedTensorF32> v;
-        for (Parameter* p : e.arena().params()) v.push_back({p->name, p->shape, whole.data() + p->offset});
+        for (Parameter* p : e.arena().params())
+            v.push_back({p->name, p->shape, whole.data() + p->offset});
         return v;
     };
     std::vector<float> init = e.gather_master();
@@ -96,8 +96,8 @@ TEST(DlrmTorch, TenSgdStepsMatchPyTorch) {
         for (int k = 0; k < 3; ++k) {
             const auto& ids = b.ids[static_cast<size_t>(k)];
             const auto& off = b.offsets[static_cast<size_t>(k)];
-            batches.add(p + "ids" + std::to_string(k), "I64",
-                        {static_cast<int64_t>(ids.size())}, ids.data(), ids.size() * 8);
+            batches.add(p + "ids" + std::to_string(k), "I64", {static_cast<int64_t>(ids.size())},
+                        ids.data(), ids.size() * 8);
             batches.add(p + "offsets" + std::to_string(k), "I64",
                         {static_cast<int64_t>(off.size())}, off.data(), off.size() * 8);
         }
@@ -117,11 +117,10 @@ TEST(DlrmTorch, TenSgdStepsMatchPyTorch) {
     nlohmann::json cfg = model;
     cfg["tables"] = family->describe_json()["tables"];
     cfg["top_mlp"] = as_dlrm(*family).options().top_mlp;
-    const testing::CommandResult res = testing::run_command(
-        str_cat("/usr/bin/python3 '", ZT_SOURCE_DIR, "/tests/python/dlrm_reference.py' '",
-                cfg.dump(), "' ", (dir / "init.safetensors").string(), " ",
-                (dir / "batches.safetensors").string(), " ", kSteps, " ", kLr, " ",
-                (dir / "final.safetensors").string()));
+    const testing::CommandResult res = testing::run_command(str_cat(
+        "/usr/bin/python3 '", ZT_SOURCE_DIR, "/tests/python/dlrm_reference.py' '", cfg.dump(), "' ",
+        (dir / "init.safetensors").string(), " ", (dir / "batches.safetensors").string(), " ",
+        kSteps, " ", kLr, " ", (dir / "final.safetensors").string()));
     const int status = res.code;
     const std::string& out = res.output;
     fs::remove_all(dir);

@@ -182,8 +182,7 @@ TEST(Search, LargeWorldPlans) {
     const SearchResult tight = search_plans(base, space, &prof, o);
     ASSERT_FALSE(tight.ranked.empty());
     for (const PlanCost& c : tight.ranked) EXPECT_LE(c.device_bytes, o.budget);
-    std::printf("budget 2 MiB: %lld layouts, first %s\n",
-                static_cast<long long>(tight.candidates),
+    std::printf("budget 2 MiB: %lld layouts, first %s\n", static_cast<long long>(tight.candidates),
                 strategy_label(tight.ranked.front().strategy).c_str());
 }
 

@@ -20,8 +20,8 @@ TEST(ConfigOneBitAdam, DeepSpeedsParametersAndDefaults) {
     EXPECT_EQ(d.config.optimizer.freeze_step, 100000);  // DeepSpeed's default
     EXPECT_FALSE(d.config.optimizer.bias_correction);
     EXPECT_TRUE(d.config.optimizer.onebit_exchange_update);  // zerotrain's default exchange
-    EXPECT_FALSE(parse_config(onebit({{"exchange", "momentum"}})).config.optimizer
-                     .onebit_exchange_update);  // DeepSpeed's
+    EXPECT_FALSE(parse_config(onebit({{"exchange", "momentum"}}))
+                     .config.optimizer.onebit_exchange_update);  // DeepSpeed's
     const ParsedConfig p = parse_config({{"optimizer",
                                           {{"type", "onebitadam"},  // any case, as DeepSpeed
                                            {"params",

@@ -160,7 +160,8 @@ void check_criteo_table_rows(std::span<const int64_t> table_rows) {
     for (size_t k = 0; k < table_rows.size(); ++k)
         ZT_CHECK(table_rows[k] >= 0 && table_rows[k] <= (int64_t{1} << 31), "criteo: table ", k,
                  " rows must be in [1, 2^31], or 0 to keep the raw 64-bit values (dynamic "
-                 "tables); got ", table_rows[k]);
+                 "tables); got ",
+                 table_rows[k]);
 }
 
 std::string add_criteo_line(std::string_view line, std::span<const int64_t> table_rows,

@@ -152,9 +152,9 @@ void CtrFileWriter::add(float label, std::span<const float> dense,
             for (int64_t id : bag) ok = ok && id >= 0 && id < rows_[k];
             if (!ok)
                 for (int64_t id : bag)
-                    ZT_CHECK(id >= 0 && id < rows_[k], "click file ", path_, ": record ",
-                             records_, " table ", k, ": id ", id, " is outside the table's ",
-                             rows_[k], " rows");
+                    ZT_CHECK(id >= 0 && id < rows_[k], "click file ", path_, ": record ", records_,
+                             " table ", k, ": id ", id, " is outside the table's ", rows_[k],
+                             " rows");
             narrow_.resize(bag.size());
             for (size_t j = 0; j < bag.size(); ++j) narrow_[j] = static_cast<int32_t>(bag[j]);
             columns_[3 + per_table * k]->append(narrow_.data(), sizeof(int32_t) * bag.size());

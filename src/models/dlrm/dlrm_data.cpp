@@ -162,11 +162,11 @@ void check_click_table(const CtrFile& f, int k, const DlrmTable& t, const std::s
     const int64_t rows = f.table_rows()[static_cast<size_t>(k)];
     if (t.dynamic && t.dyn.raw_ids) return;  // any id, raw or below rows_k
     ZT_CHECK(rows != 0, key, ": ", f.path(), " holds raw 64-bit ids for feature ", k,
-             "; only a dynamic table with \"raw_ids\": true reads them (model.tables[", k,
-             "])");
+             "; only a dynamic table with \"raw_ids\": true reads them (model.tables[", k, "])");
     const int64_t ids = dlrm_id_range(t);
     ZT_CHECK(rows <= ids, key, ": ", f.path(), " hashes feature ", k, " into ", rows,
-             " rows; table ", k, " has only ", ids, " (prepare the file with the model's table rows)");
+             " rows; table ", k, " has only ", ids,
+             " (prepare the file with the model's table rows)");
 }
 
 SynthCtrOptions dlrm_synth_options(const DlrmOptions& model, const DlrmDataOptions& data) {

@@ -84,8 +84,8 @@ MappedBags map_bags(std::span<const int32_t> id_map, std::span<const int64_t> id
         const float scale = mean && p1 > p0 ? 1.0f / static_cast<float>(p1 - p0) : 1.0f;
         for (size_t p = p0; p < p1; ++p) {
             const int64_t raw = ids[p];
-            ZT_CHECK(raw >= 0 && static_cast<uint64_t>(raw) < id_map.size(), table, ": raw id ", raw,
-                     " is outside the id map's range [0, ", id_map.size(),
+            ZT_CHECK(raw >= 0 && static_cast<uint64_t>(raw) < id_map.size(), table, ": raw id ",
+                     raw, " is outside the id map's range [0, ", id_map.size(),
                      ") (model.tables[K].id_range: the ids of the data the table was compacted "
                      "from)");
             const int32_t row = id_map[static_cast<size_t>(raw)];

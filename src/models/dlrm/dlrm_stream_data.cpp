@@ -35,7 +35,7 @@ class StreamProducer {
   public:
     StreamProducer(const DlrmOptions& model, const DlrmDataOptions& dc) {
         dir_.path = make_temp_path("stream");  // Note [Orphaned temporary files]
-        fs::create_directories(parts());  // removed by dir_ also when this constructor throws
+        fs::create_directories(parts());       // removed by dir_ also when this constructor throws
         std::vector<int64_t> rows;
         for (const DlrmTable& t : model.tables) rows.push_back(dlrm_file_rows(t));
         std::function<void()> produce;
@@ -217,10 +217,10 @@ class DlrmStreamData final : public RunData {
     ClickBatchBuffers train_buf_, eval_buf_, peek_buf_;
     ClickBatch train_click_, eval_click_, peek_click_;
     int64_t peeked_k0_ = -1, peeked_count_ = 0;  // what peek_buf_ holds (-1: nothing)
-    int64_t checked_ = 0;      // parts whose layout was checked
-    int64_t wanted_ = 0;       // samples [0, wanted_) have been waited for
-    int64_t saved_end_ = 0;    // samples in the last checkpoint
-    double freshness_s_ = -1;  // the last checkpoint's; -1 before one
+    int64_t checked_ = 0;                        // parts whose layout was checked
+    int64_t wanted_ = 0;                         // samples [0, wanted_) have been waited for
+    int64_t saved_end_ = 0;                      // samples in the last checkpoint
+    double freshness_s_ = -1;                    // the last checkpoint's; -1 before one
     int64_t progressive_window_;
 };
 
