@@ -88,6 +88,13 @@ VARIANTS = {  # name: (ZeRO stage, compression.gradients or None)
     "s3-prio-b4M": (3, None, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 4000000}}),
     "s3-fifo-b4M": (3, None, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 4000000},
                               "comm": {"priority": False}}),
+    # The same with a small prefetch (2M elements), so the next modules' gathers are many and
+    # small and queue behind the gradient buckets; priority on moves them ahead in 1 MiB chunks.
+    "s3-prio-p2M": (3, None, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 4000000,
+                                                    "stage3_prefetch_bucket_size": 2000000}}),
+    "s3-fifo-p2M": (3, None, {"zero_optimization": {"stage": 3, "reduce_bucket_size": 4000000,
+                                                    "stage3_prefetch_bucket_size": 2000000},
+                              "comm": {"priority": False}}),
     # DLRM with row-sharded tables: embedding.comm_precision on the row and gradient all-to-alls
     # (stage "dlrm": compared with dlrm-none).
     "dlrm-none": ("dlrm", None),
