@@ -191,11 +191,12 @@ std::unique_ptr<MemoryTimeline> open_timeline(const std::string& path, int rank,
     return std::make_unique<MemoryTimeline>(ranks == 1 ? path : str_cat(path, ".rank", rank), rank);
 }
 
-// The out-of-memory advice, made concrete with this run's settings.
+// The out-of-memory advice, made concrete with this run's settings, and the planner's fastest
+// layout under the budget (as the check before the first step quotes it). cfg outlives the pool.
 OomAdvisor oom_advisor(const TrainConfig& cfg) {
     OomHints h{cfg.micro_batch, cfg.grad_accum, cfg.activation_checkpointing.policy, cfg.precision};
-    return [h](const MemoryStats& s, int64_t budget, int64_t request) {
-        return oom_advice(s, budget, request, h);
+    return [h, &cfg](const MemoryStats& s, int64_t budget, int64_t request) {
+        return oom_advice(s, budget, request, h) + plan_suggestion(cfg, budget) + "\n";
     };
 }
 

@@ -230,6 +230,8 @@ TEST_F(RunMemory, OutOfMemoryThroughTheCliReportsAndLeavesNoFinishedRun) {
             << "no module named among the largest live tensors:\n"
             << m;
         EXPECT_NE(m.find("train_micro_batch_size_per_gpu 2 -> 1"), std::string::npos) << m;
+        // The planner's layout under the same budget, as the check before the first step quotes.
+        EXPECT_NE(m.find("the planner's fastest layout of 1 ranks under"), std::string::npos) << m;
         EXPECT_FALSE(fs::exists(rd / "model.safetensors"));
         if (!existing) {
             EXPECT_FALSE(fs::exists(rd)) << "a failure before the first step left the run dir";
