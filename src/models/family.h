@@ -115,6 +115,18 @@ struct LookupShape {
     int64_t bags = 0, per_bag = 1, rows = 0, dim = 0;
 };
 
+// The sharded tables' share of a micro-batch (embedding/sharded_tables.h), all of them together
+// as the engine runs them: the lookup through the owners (distinct ids, the rows' exchange,
+// pooling), its backward (the rows' gradients back, merged per row) and the sparse optimizer's
+// update of the rows used, for `bags` bags of `per_bag` ids per table drawn from a Zipf(zipf)
+// over each table's rows.
+struct SparseShape {
+    int64_t bags = 0, per_bag = 1;
+    std::vector<std::pair<int64_t, int64_t>> tables;  // (rows, dim) of each sharded table
+    double zipf = 1.05;
+    std::string optimizer = "sgd";  // the sparse optimizer's name (sparse_optim_name)
+};
+
 // One pairwise dot interaction of a micro-batch (DLRM's): per sample, the dots of K + 1 vectors
 // of `dim` (the dense vector and K pooled embeddings), the vectors with themselves when `self`.
 struct InteractionShape {
@@ -261,6 +273,8 @@ class ModelFamily {
     // default): the planner takes the FLOPs over the GEMM rate of one size class.
     virtual std::vector<GemmShape> gemm_shapes(int64_t /*B*/, int /*t*/) const { return {}; }
     virtual std::vector<LookupShape> lookup_shapes(int64_t /*B*/) const { return {}; }
+    // The sharded tables' lookups, backward and updates (not in lookup_shapes).
+    virtual std::vector<SparseShape> sparse_shapes(int64_t /*B*/) const { return {}; }
     virtual std::vector<InteractionShape> interaction_shapes(int64_t /*B*/) const { return {}; }
     // What `policy` recomputes per sample (GPT: Note [Recompute cost] in gpt_family.cpp).
     // The default: a third of flops_per_sample (one forward) for "every" and "every_k", nothing

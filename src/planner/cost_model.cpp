@@ -8,6 +8,7 @@
 #include "planner/calibrate.h"
 #include "planner/hetero.h"
 #include "planner/shape_times.h"
+#include "planner/sparse_times.h"
 #include "tensor/gemm_select.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -523,6 +524,9 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
             shaped_ops += static_cast<double>(x.count);  // a weight's three calls, timed
     }
     if (const auto sec = lookup_shapes_seconds(*profile, threads, m.lookup_shapes(s.micro_batch)))
+        shaped_s += *sec * oversub;
+    // The sharded tables' lookups, exchanges and updates (Note [Sparse step by shape]).
+    if (const auto sec = sparse_shapes_seconds(*profile, threads, m.sparse_shapes(s.micro_batch)))
         shaped_s += *sec * oversub;
     const std::vector<InteractionShape> is = m.interaction_shapes(s.micro_batch);
     if (const auto sec = interaction_shapes_seconds(*profile, threads, is)) {

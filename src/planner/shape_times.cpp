@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "planner/sparse_times.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels/embedding_bag.h"
 #include "tensor/kernels/interaction.h"
@@ -234,6 +235,7 @@ int measure_plan_shapes(MachineProfile& p, const PlanBase& base,
         measured +=
             measure_shapes(p, dt, threads, m.gemm_shapes(s.micro_batch, s.tp),
                            m.lookup_shapes(s.micro_batch), m.interaction_shapes(s.micro_batch));
+        measured += measure_sparse_shapes(p, threads, m.sparse_shapes(s.micro_batch));
     }
     return measured;
 }

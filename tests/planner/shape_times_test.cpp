@@ -12,6 +12,7 @@
 #include "planner/calibrate.h"
 #include "planner/cost_model.h"
 #include "planner/profile.h"
+#include "planner/sparse_times.h"
 #include "planner_test_util.h"
 #include "tensor/threads.h"
 
@@ -142,6 +143,52 @@ TEST(ShapeTimes, MeasuresWhatIsMissingOnceAndKeepsTheThreadCount) {
         EXPECT_NE(e.message().find("shape_s[\"gemm f32 t1 NT 1x1x1\"]"), std::string::npos)
             << e.message();
     }
+}
+
+// Sharded tables (Note [Sparse step by shape]): with an embedding section that shards the two
+// larger tables, they leave the lookups and come back as one sparse shape, all sharded tables
+// together; it is timed once through ShardedTables, and the cost model's compute grows by it.
+TEST(ShapeTimes, ShardedTablesAreTimedWholeAsTheEngineRunsThem) {
+    DlrmOptions o = small_dlrm();
+    o.embedding.enabled = true;
+    o.embedding.sharding = {ShardKind::kRow, ShardKind::kTable, ShardKind::kDataParallel};
+    o.embedding.optimizer.kind = SparseOptimKind::kAdagrad;
+    DlrmDataOptions d;
+    d.hotness = 2;
+    d.zipf = 1.2;
+    const DlrmFamily m(o, d);
+    const std::vector<LookupShape> l = m.lookup_shapes(32);
+    ASSERT_EQ(l.size(), 1u);  // the replicated table only
+    EXPECT_EQ(l[0].rows, 7);
+    const std::vector<SparseShape> sp = m.sparse_shapes(32);
+    ASSERT_EQ(sp.size(), 1u);
+    EXPECT_EQ(sp[0].bags, 32);
+    EXPECT_EQ(sp[0].per_bag, 2);
+    EXPECT_EQ(sp[0].tables, (std::vector<std::pair<int64_t, int64_t>>{{300, 8}, {40, 8}}));
+    EXPECT_EQ(sp[0].optimizer, "adagrad");
+    EXPECT_EQ(sparse_time_key(2, sp[0]), "sparse f32 t2 32x2 z1.2 adagrad r300d8 r40d8");
+    EXPECT_TRUE(DlrmFamily(small_dlrm(), d).sparse_shapes(32).empty());  // no embedding section
+    MachineProfile p = round_profile();
+    EXPECT_FALSE(sparse_shapes_seconds(p, 1, sp));
+    set_num_threads(2);
+    EXPECT_EQ(measure_sparse_shapes(p, 1, sp, 1e-4), 1);
+    EXPECT_EQ(num_threads(), 2);
+    EXPECT_EQ(measure_sparse_shapes(p, 1, sp, 1e-4), 0);  // kept
+    const std::optional<double> sec = sparse_shapes_seconds(p, 1, sp);
+    ASSERT_TRUE(sec);
+    EXPECT_GT(*sec, 0);
+    // The cost model adds it to the step's compute (the same layout without the shape timed
+    // takes the lookups' and products' times only).
+    PlanBase base = dlrm_base(64);
+    base.spec.model = std::make_shared<DlrmFamily>(o, d);
+    Strategy s;
+    s.micro_batch = 32;
+    s.grad_accum = 2;
+    MachineProfile timed = round_profile();
+    measure_plan_shapes(timed, base, std::vector<Strategy>{s});
+    MachineProfile untimed = timed;
+    ASSERT_EQ(untimed.shape_s.erase(sparse_time_key(1, sp[0])), 1u);
+    EXPECT_GT(plan_cost(base, s, &timed).time.compute, plan_cost(base, s, &untimed).time.compute);
 }
 
 // With every shape timed, the step's compute takes the products and lookups at their times in

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "data/click/click_metrics.h"
+#include "optim/sparse_rows.h"
 #include "util/error.h"
 
 namespace zt {
@@ -144,11 +145,34 @@ std::vector<GemmShape> DlrmFamily::gemm_shapes(int64_t B, int /*t*/) const {
     return g;
 }
 
+namespace {
+
+// Whether table k is one of the sharded tables (outside the arena, embedding/sharded_tables.h).
+bool dlrm_sharded_table(const DlrmOptions& m, size_t k) {
+    const DlrmTable& t = m.tables[k];
+    return m.embedding.enabled && !t.dynamic && !m.embedding.replicated(t, k);
+}
+
+}  // namespace
+
 std::vector<LookupShape> DlrmFamily::lookup_shapes(int64_t B) const {
     std::vector<LookupShape> l;
-    for (const DlrmTable& t : model_.tables)
-        l.push_back({B, std::max<int64_t>(1, data_.hotness), t.rows, t.dim});
+    for (size_t k = 0; k < model_.tables.size(); ++k) {
+        const DlrmTable& t = model_.tables[k];
+        if (!dlrm_sharded_table(model_, k))
+            l.push_back({B, std::max<int64_t>(1, data_.hotness), t.rows, t.dim});
+    }
     return l;
+}
+
+std::vector<SparseShape> DlrmFamily::sparse_shapes(int64_t B) const {
+    SparseShape s{B, std::max<int64_t>(1, data_.hotness), {}, data_.zipf,
+                  sparse_optim_name(model_.embedding.optimizer.kind)};
+    for (size_t k = 0; k < model_.tables.size(); ++k)
+        if (dlrm_sharded_table(model_, k))
+            s.tables.emplace_back(model_.tables[k].rows, model_.tables[k].dim);
+    if (s.tables.empty()) return {};
+    return {s};
 }
 
 std::vector<InteractionShape> DlrmFamily::interaction_shapes(int64_t B) const {

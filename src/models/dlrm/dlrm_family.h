@@ -78,7 +78,10 @@ class DlrmFamily final : public ModelFamily {
     int64_t sparse_param_count() const override;
     std::vector<int64_t> param_numels(int t, const PipeStage& stage) const override;
     std::vector<GemmShape> gemm_shapes(int64_t B, int t) const override;
+    // The tables in the arena (replicated, and dynamic ones) as lookups; the sharded ones as
+    // sparse shapes (their machinery timed whole, planner/sparse_times.h).
     std::vector<LookupShape> lookup_shapes(int64_t B) const override;
+    std::vector<SparseShape> sparse_shapes(int64_t B) const override;
     std::vector<InteractionShape> interaction_shapes(int64_t B) const override;
     int64_t sparse_bytes_per_rank(int ranks) const override;
     void check_sparse_fit(int ranks, int64_t budget) const override;
