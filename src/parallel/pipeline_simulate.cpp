@@ -22,6 +22,15 @@ struct PlacedOp {
     int micro;
 };
 
+// An op's inputs: at most two, held in place (the simulator asks for them once per op and per
+// look at a blocked stage; a vector each time was most of its cost in the planner's search).
+struct Inputs {
+    PlacedOp in[2];
+    int n = 0;
+    const PlacedOp* begin() const { return in; }
+    const PlacedOp* end() const { return in + n; }
+};
+
 class PipeRun {
   public:
     PipeRun(const PipeOptions& o, const std::vector<std::vector<PipeOp>>& ops)
@@ -41,7 +50,7 @@ class PipeRun {
     PlacedOp place(int stage, const PipeOp& op) const {
         return PlacedOp{op.kind, op.chunk * p_ + stage, op.micro};
     }
-    std::vector<PlacedOp> inputs(int stage, const PipeOp& op) const;
+    Inputs inputs(int stage, const PipeOp& op) const;
     // The first input of `op` that is not done yet, if any.
     std::optional<PlacedOp> missing_input(int stage, const PipeOp& op);
     std::string describe(const PipeOp& op) const;
@@ -55,18 +64,20 @@ class PipeRun {
 };
 
 // The ops whose results `op` consumes (none for the forward of the first virtual stage).
-std::vector<PlacedOp> PipeRun::inputs(int stage, const PipeOp& op) const {
+Inputs PipeRun::inputs(int stage, const PipeOp& op) const {
     const int v = place(stage, op).vstage;
+    Inputs r;
     switch (op.kind) {
         case PipeOpKind::kForward:
-            if (v == 0) return {};
-            return {PlacedOp{PipeOpKind::kForward, v - 1, op.micro}};
+            if (v > 0) r.in[r.n++] = PlacedOp{PipeOpKind::kForward, v - 1, op.micro};
+            return r;
         case PipeOpKind::kBackward:
-            if (v + 1 == vstages_) return {PlacedOp{PipeOpKind::kForward, v, op.micro}};
-            return {PlacedOp{PipeOpKind::kForward, v, op.micro},
-                    PlacedOp{PipeOpKind::kBackward, v + 1, op.micro}};
+            r.in[r.n++] = PlacedOp{PipeOpKind::kForward, v, op.micro};
+            if (v + 1 < vstages_) r.in[r.n++] = PlacedOp{PipeOpKind::kBackward, v + 1, op.micro};
+            return r;
         case PipeOpKind::kWeightGrad:
-            return {PlacedOp{PipeOpKind::kBackward, v, op.micro}};
+            r.in[r.n++] = PlacedOp{PipeOpKind::kBackward, v, op.micro};
+            return r;
     }
     ZT_ASSERT(false, "unknown pipeline op kind ", static_cast<int>(op.kind));
     __builtin_unreachable();
@@ -111,28 +122,48 @@ PipeTimeline PipeRun::run(double t_f, double t_b, double t_w, std::span<const do
     size_t left = 0;
     for (const auto& list : ops_) left += list.size();
     const size_t total = left;
-    while (left > 0) {
-        bool progress = false;
-        for (int s = 0; s < p_; ++s) {
-            // Run stage s's list until an op finds an input missing.
-            while (next[s] < ops_[s].size()) {
-                const PipeOp& op = ops_[s][next[s]];
-                if (missing_input(s, op)) break;
-                // The op starts once its stage is free and the last of its inputs is done.
-                double start = stage_free[s];
-                for (const PlacedOp& in : inputs(s, op))
-                    start = std::max(start, done(in.kind, in.vstage, in.micro));
-                const int vs = place(s, op).vstage;
-                const double c = cost[static_cast<int>(op.kind)] *
-                                 (scale.empty() ? 1.0 : scale[static_cast<size_t>(vs)]);
-                stage_free[s] = done(op.kind, vs, op.micro) = start + c;
-                t.busy[s] += c;
-                ++next[s];
-                --left;
-                progress = true;
-            }
+    // Note [Simulation by worklist]
+    // A stage runs its list until an op finds an input missing; an op done can unblock only the
+    // stages that consume it (a forward: the next virtual stage's owner and its own backward's
+    // stage; a backward: the previous virtual stage's owner and its own weight-grad), so only
+    // those are looked at again, instead of every stage in sweeps. Each op's times depend only
+    // on its stage's previous op and its inputs' end times, so the order stages are run in does
+    // not change the timeline: the sweeps gave the same bits at O(stages) checks per op.
+    std::vector<int> work;
+    std::vector<char> queued(static_cast<size_t>(p_), 1);
+    for (int s = p_ - 1; s >= 0; --s) work.push_back(s);
+    const auto wake = [&](int vstage) {
+        if (vstage < 0 || vstage >= vstages_) return;
+        const int st = vstage % p_;
+        if (!queued[static_cast<size_t>(st)]) {
+            queued[static_cast<size_t>(st)] = 1;
+            work.push_back(st);
         }
-        if (progress) continue;
+    };
+    while (left > 0 && !work.empty()) {
+        const int s = work.back();
+        work.pop_back();
+        queued[static_cast<size_t>(s)] = 0;
+        // Run stage s's list until an op finds an input missing.
+        while (next[s] < ops_[s].size()) {
+            const PipeOp& op = ops_[s][next[s]];
+            if (missing_input(s, op)) break;
+            // The op starts once its stage is free and the last of its inputs is done.
+            double start = stage_free[s];
+            for (const PlacedOp& in : inputs(s, op))
+                start = std::max(start, done(in.kind, in.vstage, in.micro));
+            const int vs = place(s, op).vstage;
+            const double c = cost[static_cast<int>(op.kind)] *
+                             (scale.empty() ? 1.0 : scale[static_cast<size_t>(vs)]);
+            stage_free[s] = done(op.kind, vs, op.micro) = start + c;
+            t.busy[s] += c;
+            ++next[s];
+            --left;
+            if (op.kind == PipeOpKind::kForward) wake(vs + 1);
+            if (op.kind == PipeOpKind::kBackward) wake(vs - 1);
+        }
+    }
+    if (left > 0) {
         std::string why;
         for (int s = 0; s < p_; ++s) {
             if (next[s] >= ops_[s].size()) continue;
