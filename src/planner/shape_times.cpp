@@ -194,12 +194,7 @@ std::optional<double> lookup_shapes_seconds(const MachineProfile& p, int threads
 int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const GemmShape> gemms,
                    std::span<const LookupShape> lookups,
                    std::span<const InteractionShape> interactions, double seconds_each) {
-    const int before = num_threads();
-    struct Restore {
-        int n;
-        ~Restore() { set_num_threads(n); }
-    } restore{before};
-    set_num_threads(threads);
+    const ThreadCountScope scope(threads);
     int measured = 0;
     for (const GemmShape& g : gemms)
         for (const Lane& l : lanes_of(g)) {

@@ -14,8 +14,22 @@
 #include "planner/profile.h"
 #include "planner/search.h"
 #include "tensor/dtype.h"
+#include "tensor/threads.h"
 
 namespace zt {
+
+// The intra-op thread count set to `n` for the scope's life, the previous one restored after
+// (timing a shape at a layout's thread count).
+class ThreadCountScope {
+  public:
+    explicit ThreadCountScope(int n) : before_(num_threads()) { set_num_threads(n); }
+    ~ThreadCountScope() { set_num_threads(before_); }
+    ThreadCountScope(const ThreadCountScope&) = delete;
+    ThreadCountScope& operator=(const ThreadCountScope&) = delete;
+
+  private:
+    int before_;
+};
 
 // "gemm bf16 t2 NT 512x64x13": lane NT (forward), NN (input gradient) or TN (weight gradient)
 // of C[m x n] over inner k.

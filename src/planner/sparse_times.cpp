@@ -10,6 +10,7 @@
 #include "embedding/shard_plan.h"
 #include "embedding/sharded_tables.h"
 #include "optim/sparse_rows.h"
+#include "planner/shape_times.h"
 #include "tensor/threads.h"
 #include "util/error.h"
 #include "util/radix_sort.h"
@@ -106,8 +107,8 @@ double time_sparse(const SparseShape& s, double min_s) {
             std::vector<Var> out = tables.lookup(tape, which, batch, pooling);
             Var sum = out.front();  // every pooled table gets a gradient, as in the model
             for (size_t k = 1; k < out.size(); ++k) sum = ops::add(tape, sum, out[k]);
-            Tensor g = Tensor::empty(pool, sum->value.shape(), DType::kF32,
-                                     MemCategory::kActivations);
+            Tensor g =
+                Tensor::empty(pool, sum->value.shape(), DType::kF32, MemCategory::kActivations);
             std::fill(g.data<float>(), g.data<float>() + g.numel(), 1e-3f);
             tape.backward_from(std::move(sum), g);
             tables.finish_grads();
@@ -140,18 +141,12 @@ std::optional<double> sparse_shapes_seconds(const MachineProfile& p, int threads
 
 int measure_sparse_shapes(MachineProfile& p, int threads, std::span<const SparseShape> shapes,
                           double seconds_each) {
-    const int before = num_threads();
-    struct Restore {
-        int n;
-        ~Restore() { set_num_threads(n); }
-    } restore{before};
-    set_num_threads(threads);
+    const ThreadCountScope scope(threads);
     int measured = 0;
     for (const SparseShape& x : shapes) {
         const std::string key = sparse_time_key(threads, x);
-        const bool empty = std::any_of(x.tables.begin(), x.tables.end(), [](const auto& t) {
-            return t.first <= 0 || t.second <= 0;
-        });
+        const bool empty = std::any_of(x.tables.begin(), x.tables.end(),
+                                       [](const auto& t) { return t.first <= 0 || t.second <= 0; });
         if (p.shape_s.count(key) || x.bags <= 0 || x.tables.empty() || empty) continue;
         p.shape_s[key] = time_sparse(x, seconds_each);
         ++measured;
