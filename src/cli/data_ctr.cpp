@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,6 +35,28 @@ struct CtrArgs {
     std::string raw_tables;  // synth-ctr --raw-tables K1,K2,...
 };
 
+// The integers of a comma list, in order; `check(item, value, ok)` throws the option's error for an
+// item (ok false: not an integer) or a value outside the option's range.
+std::vector<int64_t> comma_ints(
+    const std::string& text,
+    const std::function<void(const std::string& item, int64_t value, bool ok)>& check) {
+    std::vector<int64_t> out;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        size_t used = 0;
+        int64_t v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        check(item, v, used == item.size() && !item.empty());
+        out.push_back(v);
+    }
+    return out;
+}
+
 // The table sizes from --tables/--table-rows (a comma list) or --kaggle-tables, capped by
 // --max-rows. `option` names the list option in messages.
 std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
@@ -44,24 +67,14 @@ std::vector<int64_t> table_rows(const CtrArgs& a, const std::string& option) {
     if (a.kaggle) {
         rows = criteo_kaggle_table_rows();
     } else {
-        std::stringstream ss(a.tables);
-        std::string item;
-        while (std::getline(ss, item, ',')) {
-            size_t used = 0;
-            int64_t v = 0;
-            try {
-                v = std::stoll(item, &used);
-            } catch (const std::exception&) {
-                used = 0;
-            }
-            // prepare-ctr's 0: the table keeps the raw 64-bit values (a dynamic table's)
-            const int64_t least = option == "--table-rows" ? 0 : 1;
-            ZT_CHECK(used == item.size() && !item.empty() && v >= least && v <= (int64_t{1} << 31),
-                     option, ": \"", item, "\" is not a table size in [", least,
+        // prepare-ctr's 0: the table keeps the raw 64-bit values (a dynamic table's)
+        const int64_t least = option == "--table-rows" ? 0 : 1;
+        rows = comma_ints(a.tables, [&](const std::string& item, int64_t v, bool ok) {
+            ZT_CHECK(ok && v >= least && v <= (int64_t{1} << 31), option, ": \"", item,
+                     "\" is not a table size in [", least,
                      ", 2^31] (expected a comma list such as 1000,50,20000",
                      least == 0 ? "; 0 keeps a column's raw 64-bit values)" : ")");
-            rows.push_back(v);
-        }
+        });
         ZT_CHECK(!rows.empty(), option, ": no table sizes given");
     }
     if (a.max_rows > 0)
@@ -82,22 +95,12 @@ SynthCtrOptions synth_options(const CtrArgs& a) {
     if (!a.raw_tables.empty()) {  // some tables only (beside static ones)
         ZT_CHECK(!a.raw_ids, "give --raw-ids (every table) or --raw-tables (some), not both");
         o.raw_ids.assign(o.table_rows.size(), false);
-        std::stringstream ss(a.raw_tables);
-        std::string item;
-        while (std::getline(ss, item, ',')) {
-            size_t used = 0;
-            int64_t k = -1;
-            try {
-                k = std::stoll(item, &used);
-            } catch (const std::exception&) {
-                used = 0;
-            }
-            ZT_CHECK(used == item.size() && !item.empty() && k >= 0 &&
-                         k < static_cast<int64_t>(o.table_rows.size()),
-                     "--raw-tables: \"", item, "\" is not a table index in [0, ",
-                     o.table_rows.size(), ")");
+        const auto n = static_cast<int64_t>(o.table_rows.size());
+        for (int64_t k : comma_ints(a.raw_tables, [&](const std::string&item, int64_t v, bool ok) {
+                 ZT_CHECK(ok && v >= 0 && v < n, "--raw-tables: \"", item,
+                          "\" is not a table index in [0, ", n, ")");
+             }))
             o.raw_ids[static_cast<size_t>(k)] = true;
-        }
     }
     return o;
 }

@@ -11,7 +11,6 @@
 #include "embedding/sharded_tables.h"
 #include "optim/sparse_rows.h"
 #include "planner/shape_times.h"
-#include "tensor/threads.h"
 #include "util/error.h"
 #include "util/radix_sort.h"
 #include "util/random.h"

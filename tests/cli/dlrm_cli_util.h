@@ -14,6 +14,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "runtime/checkpoint_chain.h"
+#include "util/error.h"
 
 namespace zt::testing {
 
@@ -74,15 +75,24 @@ inline std::string slurp(const std::filesystem::path& p) {
     return ss.str();
 }
 
-// The tensors of a safetensors file by name, as doubles (ids as their u64 values).
+// A U64 tensor (a dynamic table's ids) exactly; throws when it is missing or of another dtype.
+inline std::vector<uint64_t> read_u64(const SafetensorsFile& f, const std::string& name) {
+    const SafetensorsTensor* t = f.find(name);
+    ZT_CHECK(t != nullptr && t->dtype == "U64", f.path(), ": no U64 tensor ", name);
+    std::vector<uint64_t> ids(static_cast<size_t>(t->numel));
+    std::memcpy(ids.data(), f.data(name).data(), ids.size() * 8);
+    return ids;
+}
+
+// The tensors of a safetensors file by name, as doubles (ids as their u64 values, exact below
+// 2^53; read_u64 for wider ones).
 inline std::map<std::string, std::vector<double>> read_tensors(const std::filesystem::path& p) {
     std::map<std::string, std::vector<double>> out;
     const SafetensorsFile f(p.string());
     for (const auto& t : f.tensors()) {
         std::vector<double>& v = out[t.name];
         if (t.dtype == "U64") {
-            std::vector<uint64_t> ids(static_cast<size_t>(t.numel));
-            std::memcpy(ids.data(), f.data(t.name).data(), ids.size() * 8);
+            const std::vector<uint64_t> ids = read_u64(f, t.name);
             v.assign(ids.begin(), ids.end());
         } else {
             std::vector<float> w(static_cast<size_t>(t.numel));

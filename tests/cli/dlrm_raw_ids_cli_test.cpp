@@ -50,17 +50,9 @@ nlohmann::json raw_config(const std::string& path, bool raw) {
         {"threads", 1}};
 }
 
-// The exported keys of table K as written (U64, exact).
+// The exported keys of table k as written (U64, exact).
 std::vector<uint64_t> exported_ids(const fs::path& p, int k) {
-    const SafetensorsFile f(p.string());
-    const std::string name = str_cat("emb_l.", k, ".ids");
-    const SafetensorsTensor* t = f.find(name);
-    EXPECT_TRUE(t != nullptr && t->dtype == "U64") << name;
-    if (t == nullptr) return {};
-    const auto bytes = f.data(name);
-    std::vector<uint64_t> ids(bytes.size() / 8);
-    std::memcpy(ids.data(), bytes.data(), ids.size() * 8);
-    return ids;
+    return read_u64(SafetensorsFile(p.string()), str_cat("emb_l.", k, ".ids"));
 }
 
 class RawIds : public Cli {

@@ -8,9 +8,13 @@
 
 namespace zt::ops {
 
-Var embedding_bag(Tape& tape, const Var& table, std::span<const int32_t> ids,
-                  std::span<const int64_t> offsets, std::span<const float> weights,
-                  BagPooling pooling) {
+namespace {
+
+// The op on int32 rows; `owned` (optional) holds the same ids and is moved into the saved state
+// instead of copying them again.
+Var embedding_bag_rows(Tape& tape, const Var& table, std::span<const int32_t> ids,
+                       std::vector<int32_t>* owned, std::span<const int64_t> offsets,
+                       std::span<const float> weights, BagPooling pooling) {
     const Tensor& tv = table->value;
     ZT_CHECK(tv.dim() == 2, "embedding_bag: table has shape ", shape_str(tv.shape()),
              ", expected 2 dimensions (R, D)");
@@ -34,7 +38,8 @@ Var embedding_bag(Tape& tape, const Var& table, std::span<const int32_t> ids,
                                            mode, y.data<scalar_t>(), B, R, D));
     Var yv = make_var(y, needs_grad(tape, {&table}));
     if (!yv->requires_grad) return yv;
-    std::vector<int32_t> saved_ids(ids.begin(), ids.end());
+    std::vector<int32_t> saved_ids =
+        owned ? std::move(*owned) : std::vector<int32_t>(ids.begin(), ids.end());
     std::vector<int64_t> saved_offsets(offsets.begin(), offsets.end());
     std::vector<float> saved_weights(weights.begin(), weights.end());
     tape.push("embedding_bag", [&tape, table, yv, saved_ids = std::move(saved_ids),
@@ -54,6 +59,14 @@ Var embedding_bag(Tape& tape, const Var& table, std::span<const int32_t> ids,
     return yv;
 }
 
+}  // namespace
+
+Var embedding_bag(Tape& tape, const Var& table, std::span<const int32_t> ids,
+                  std::span<const int64_t> offsets, std::span<const float> weights,
+                  BagPooling pooling) {
+    return embedding_bag_rows(tape, table, ids, nullptr, offsets, weights, pooling);
+}
+
 Var embedding_bag(Tape& tape, const Var& table, std::span<const int64_t> ids,
                   std::span<const int64_t> offsets, std::span<const float> weights,
                   BagPooling pooling) {
@@ -68,7 +81,7 @@ Var embedding_bag(Tape& tape, const Var& table, std::span<const int64_t> ids,
         for (size_t p = 0; p < ids.size(); ++p)
             ZT_CHECK(ids[p] >= 0 && ids[p] < R, "embedding_bag: id ", ids[p], " at position ", p,
                      " is outside the table's ", R, " rows");
-    return embedding_bag(tape, table, rows, offsets, weights, pooling);
+    return embedding_bag_rows(tape, table, rows, &rows, offsets, weights, pooling);
 }
 
 }  // namespace zt::ops

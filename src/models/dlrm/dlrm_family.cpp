@@ -106,11 +106,19 @@ double DlrmFamily::module_flops(const Module& m, int64_t batch, bool root) const
     return 0;
 }
 
+namespace {
+
+// Whether table k is one of the sharded tables (outside the arena, embedding/sharded_tables.h).
+bool dlrm_sharded_table(const DlrmOptions& m, size_t k) {
+    return !m.tables[k].dynamic && !m.embedding.replicated(m.tables[k], k);
+}
+
+}  // namespace
+
 int64_t DlrmFamily::sparse_param_count() const {
     int64_t n = 0;
     for (size_t k = 0; k < model_.tables.size(); ++k)
-        if (!model_.tables[k].dynamic && !model_.embedding.replicated(model_.tables[k], k))
-            n += model_.tables[k].rows * model_.tables[k].dim;
+        if (dlrm_sharded_table(model_, k)) n += model_.tables[k].rows * model_.tables[k].dim;
     return n;
 }
 
@@ -145,16 +153,6 @@ std::vector<GemmShape> DlrmFamily::gemm_shapes(int64_t B, int /*t*/) const {
     return g;
 }
 
-namespace {
-
-// Whether table k is one of the sharded tables (outside the arena, embedding/sharded_tables.h).
-bool dlrm_sharded_table(const DlrmOptions& m, size_t k) {
-    const DlrmTable& t = m.tables[k];
-    return m.embedding.enabled && !t.dynamic && !m.embedding.replicated(t, k);
-}
-
-}  // namespace
-
 std::vector<LookupShape> DlrmFamily::lookup_shapes(int64_t B) const {
     std::vector<LookupShape> l;
     for (size_t k = 0; k < model_.tables.size(); ++k) {
@@ -166,7 +164,10 @@ std::vector<LookupShape> DlrmFamily::lookup_shapes(int64_t B) const {
 }
 
 std::vector<SparseShape> DlrmFamily::sparse_shapes(int64_t B) const {
-    SparseShape s{B, std::max<int64_t>(1, data_.hotness), {}, data_.zipf,
+    SparseShape s{B,
+                  std::max<int64_t>(1, data_.hotness),
+                  {},
+                  data_.zipf,
                   sparse_optim_name(model_.embedding.optimizer.kind)};
     for (size_t k = 0; k < model_.tables.size(); ++k)
         if (dlrm_sharded_table(model_, k))
