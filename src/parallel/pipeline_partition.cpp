@@ -34,18 +34,55 @@ double range_cost(const PipeCosts& c, const std::vector<double>& prefix, int64_t
 // first of equal moves, so the result is deterministic. Each step shortens the span, so it ends;
 // it is a local search (tested against every cut of small models in pipeline_partition_test).
 
-double interleaved_span(const PipeOptions& o, const std::vector<std::vector<PipeOp>>& ops,
-                        const std::vector<int64_t>& counts, const PipeCosts& costs) {
-    const std::vector<double> pc = piece_costs(counts, costs);
-    return simulate_pipe(o, ops, 1.0, 2.0, 0.0, pc).makespan;
-}
+// Note [Pruned interleaved moves]
+// Most moves the search tries cannot shorten the step, and a lower bound on a cut's simulated
+// step rules them out without simulating: stage s cannot start before micro-batch 0's forward
+// has crossed pieces 0..s-1, it then computes for its whole busy time, and its last op is a
+// backward of its piece s (every op it runs precedes one), after which that micro-batch's
+// backward still crosses pieces s-1..0. So step >= (t_f + t_b) * (cost of pieces before s) +
+// busy(s) for every stage. A move whose bound is not below the best step found is skipped: it
+// could not have been taken, so the search takes the same moves as without the bound. The
+// bound is given a relative margin of 1e-9 for its rounding, so it never skips a move a
+// simulation would have taken.
+class InterleavedSearch {
+  public:
+    InterleavedSearch(const PipeOptions& o, const PipeCosts& costs)
+        : o_(o), costs_(costs), sim_(o, pipe_schedule(o)) {}
+
+    double span(const std::vector<int64_t>& counts) {
+        const std::vector<double> pc = piece_costs(counts, costs_);
+        return sim_.makespan(kForward, kBackward, 0.0, pc);
+    }
+
+    // The bound above on span(counts).
+    double lower_bound(const std::vector<int64_t>& counts) const {
+        const std::vector<double> pc = piece_costs(counts, costs_);
+        const int p = o_.stages;
+        double before = 0, most = 0;
+        for (int s = 0; s < p; ++s) {
+            double mine = 0;
+            for (int c = 0; c < o_.virtual_stages; ++c) mine += pc[static_cast<size_t>(c * p + s)];
+            const double busy = (kForward + kBackward) * o_.micro_batches * mine;
+            most = std::max(most, (kForward + kBackward) * before + busy);
+            before += pc[static_cast<size_t>(s)];
+        }
+        return most;
+    }
+
+  private:
+    static constexpr double kForward = 1.0, kBackward = 2.0;  // backward twice the forward
+    const PipeOptions& o_;
+    const PipeCosts& costs_;
+    PipeSimulator sim_;
+};
 
 std::vector<int64_t> interleaved_partition(const PipeOptions& o, const PipeCosts& costs) {
     const int64_t blocks = static_cast<int64_t>(costs.block.size());
     const size_t n = static_cast<size_t>(o.stages) * static_cast<size_t>(o.virtual_stages);
-    const std::vector<std::vector<PipeOp>> ops = pipe_schedule(o);
+    InterleavedSearch search(o, costs);
     std::vector<int64_t> counts(n, blocks / static_cast<int64_t>(n));
-    double span = interleaved_span(o, ops, counts, costs);
+    double span = search.span(counts);
+    std::vector<int64_t> c;
     for (;;) {
         std::vector<int64_t> best;
         double best_span = span * (1 - 1e-12);
@@ -53,13 +90,14 @@ std::vector<int64_t> interleaved_partition(const PipeOptions& o, const PipeCosts
             if (counts[from] < 2) continue;
             for (size_t to = 0; to < n; ++to) {
                 if (to == from) continue;
-                std::vector<int64_t> c = counts;
+                c = counts;
                 --c[from];
                 ++c[to];
-                const double x = interleaved_span(o, ops, c, costs);
+                if (search.lower_bound(c) * (1 - 1e-9) >= best_span) continue;
+                const double x = search.span(c);
                 if (x < best_span) {
                     best_span = x;
-                    best = std::move(c);
+                    best = c;
                 }
             }
         }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -98,6 +99,41 @@ struct PipeTimeline {
 PipeTimeline simulate_pipe(const PipeOptions& o, const std::vector<std::vector<PipeOp>>& ops,
                            double t_f, double t_b, double t_w,
                            std::span<const double> piece_scale = {});
+
+// simulate_pipe for one order run many times at different costs (the interleaved partition's
+// search simulates one order thousands of times): the order is checked once and compiled into
+// flat dependency indices; each run gives exactly simulate_pipe's result, bit for bit.
+class PipeSimulator {
+  public:
+    // Throws as check_pipe_order does on an incomplete order (a deadlock is found by run).
+    PipeSimulator(const PipeOptions& o, std::vector<std::vector<PipeOp>> ops);
+    PipeTimeline run(double t_f, double t_b, double t_w, std::span<const double> piece_scale = {});
+    // run's makespan alone (no timeline built).
+    double makespan(double t_f, double t_b, double t_w, std::span<const double> piece_scale = {});
+
+  private:
+    // An op compiled: its kind, virtual stage, the slot its end time goes to, its inputs' slots
+    // (slot = (kind * p v + vstage) * m + micro) and the stage its result may unblock (-1: none).
+    struct Step {
+        int kind, vstage, slot, n_in, wake;
+        int in[2];
+    };
+    void execute(double t_f, double t_b, double t_w, std::span<const double> piece_scale);
+    [[noreturn]] void fail_deadlock() const;
+    std::string describe(const PipeOp& op) const;
+
+    PipeOptions o_;
+    std::vector<std::vector<PipeOp>> ops_;
+    std::vector<std::vector<Step>> steps_;
+    std::vector<int> peak_in_flight_, peak_pending_w_;
+    size_t total_ = 0;
+    // Per run: slot end times (-1 not run yet), each stage's next op and free time, the work list.
+    std::vector<double> done_, stage_free_, busy_;
+    std::vector<size_t> next_;
+    std::vector<int> work_;
+    std::vector<char> queued_;
+    size_t left_ = 0;
+};
 
 // The bubble (as in PipeTimeline) each schedule is known for, with zero communication time:
 //   gpipe, 1f1b:  (p - 1) / m;

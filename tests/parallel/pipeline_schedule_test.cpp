@@ -336,6 +336,39 @@ TEST(PipeSchedule, DeadlockIsReportedByStageAndMicroBatch) {
                      "its own backward of micro-batch 0, which comes later in its list"});
 }
 
+// A simulator compiled once and run at many piece costs (the interleaved partition's search)
+// gives each run the bits of a fresh simulation: no state leaks from one run into the next.
+TEST(PipeSchedule, ReusedSimulatorGivesFreshRunsBits) {
+    for (const PipeOptions& o : all_options()) {
+        SCOPED_TRACE(name(o));
+        const Order order = pipe_schedule(o);
+        PipeSimulator sim(o, order);
+        const size_t n = static_cast<size_t>(o.stages) * o.virtual_stages;
+        for (int round = 0; round < 3; ++round) {
+            std::vector<double> scale;
+            for (size_t k = 0; k < n; ++k) scale.push_back(1.0 + 0.37 * ((k * 7 + round) % 5));
+            const PipeTimeline fresh = simulate_pipe(o, order, 1.0, 2.0, 0.5, scale);
+            const PipeTimeline again = sim.run(1.0, 2.0, 0.5, scale);
+            EXPECT_EQ(again.makespan, fresh.makespan);
+            EXPECT_EQ(again.busy, fresh.busy);
+            EXPECT_EQ(again.bubble, fresh.bubble);
+            EXPECT_EQ(again.peak_in_flight, fresh.peak_in_flight);
+            EXPECT_EQ(again.peak_pending_w, fresh.peak_pending_w);
+            EXPECT_EQ(sim.makespan(1.0, 2.0, 0.5, scale), fresh.makespan);
+        }
+    }
+    // A deadlocked order fails on every run with the fresh simulation's message.
+    const PipeOptions o = opts(PipeSchedule::kOneFOneB, 4, 8);
+    Order order = pipe_schedule(o);
+    std::swap(order[0][2], order[0][4]);
+    PipeSimulator sim(o, order);
+    const std::string msg = error_of([&] { check_pipe_order(o, order); });
+    EXPECT_EQ(error_of([&] { sim.run(1, 1, 1); }), msg);
+    EXPECT_EQ(error_of([&] { sim.run(1, 1, 1); }), msg);
+    EXPECT_NE(error_of([&] { sim.run(1, 1, 1, std::vector<double>{1.0}); }).find("1 piece costs"),
+              std::string::npos);
+}
+
 TEST(PipeSchedule, IncompleteOrdersAreRejected) {
     const PipeOptions o = opts(PipeSchedule::kOneFOneB, 2, 3);
     Order dup = pipe_schedule(o);
