@@ -68,19 +68,19 @@ void print_plan(const PlanCost& c, int index, int64_t global) {
         const StepTime& t = c.time;
         std::printf(
             "  step %s = compute %s + recompute %s + optimizer %s + exposed comm %s (dp %s, tp %s, "
-            "pp %s) + bubble %s + offload %s\n",
+            "pp %s%s) + bubble %s + offload %s\n",
             seconds_text(t.total()).c_str(), seconds_text(t.compute).c_str(),
             seconds_text(t.recompute).c_str(), seconds_text(t.optimizer).c_str(),
             seconds_text(t.comm_exposed()).c_str(),
             seconds_text(t.dp_comm - t.dp_overlapped).c_str(), seconds_text(t.tp_comm).c_str(),
-            seconds_text(t.pp_comm - t.pp_overlapped).c_str(), seconds_text(t.bubble).c_str(),
-            seconds_text(t.offload_io).c_str());
+            seconds_text(t.pp_comm - t.pp_overlapped).c_str(),
+            t.emb_comm > 0 ? (", embeddings " + seconds_text(t.emb_comm)).c_str() : "",
+            seconds_text(t.bubble).c_str(), seconds_text(t.offload_io).c_str());
         if (t.comm_overlapped() > 0)
             std::printf("  overlapped with compute: %s (dp %s, pp %s) of %s communication\n",
                         seconds_text(t.comm_overlapped()).c_str(),
                         seconds_text(t.dp_overlapped).c_str(),
-                        seconds_text(t.pp_overlapped).c_str(),
-                        seconds_text(t.dp_comm + t.tp_comm + t.pp_comm).c_str());
+                        seconds_text(t.pp_overlapped).c_str(), seconds_text(t.comm_all()).c_str());
     }
     std::string mem;
     for (int k = 0; k < kMemCategoryCount; ++k)

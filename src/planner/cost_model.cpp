@@ -42,6 +42,7 @@ namespace zt {
 //                micro-step (two in forward, two in backward, as Megatron-LM's split does).
 //   pp_comm    = 2 messages of (b, T, C) / tp per micro-batch and chunk on the rank (v with the
 //                interleaved schedule): activations forward, gradients back.
+//   emb_comm   = the sharded tables' exchanges over dp ranks (Note [Sparse exchange time]).
 //   bubble     = the stage's compute x the schedule's simulated idle time over it (Note [Bubble
 //                of uneven pieces]; pipe_bubble_formula at equal pieces).
 //   offload_io = cpu: the gradients down and weights back as copies over the elementwise
@@ -79,6 +80,27 @@ namespace zt {
 //   transfers exposed per step, the others overlapped.
 // Measured: comm_s in metrics.jsonl is the exposed time, "comm_overlap" the busy and hidden
 // parts; `plan --check` sets them beside the prediction (docs/benchmarks-planner.md).
+
+// Note [Sparse exchange time]
+// Sharded tables exchange, per micro-batch on each rank (embedding/embedding_exchange.cpp): the
+// request counts (one int64 per rank), the distinct ids to their owners (8 bytes each), the rows
+// back (their floats) and in backward the rows' gradients to their owners, four all-to-alls,
+// each waited for; per step two small all-gathers (the tables' figures and the gradient norm's
+// sum). Each rank sends (n - 1) / n of its payload, as an all-gather of it does, so each costs
+// the local backend's all-gather fit (latency + (n - 1) / n x bytes over its bus rate). The
+// payload is the shape's measured mean (planner/sparse_times.h). Not modelled: the embedding
+// codecs of comm_precision (the floats are counted as fp32) and staleness, whose backward
+// exchange runs behind the next step. Measured on the DLRM example row-sharded over 2 ranks:
+// 4 all-to-alls and 3 all-gathers a step, ~0.8 ms of a 2 ms step (docs/benchmarks-planner.md).
+double sparse_exchange_seconds(const CommProfile& cp, int ranks, double micro_steps,
+                               const std::optional<SparseExchange>& x) {
+    if (ranks <= 1 || !x) return 0;
+    const double f = shard_bus_factor(ranks);
+    const CollectiveFit& a2a = cp.all_gather;
+    const double per_micro = a2a.time_s(8.0 * ranks, f) + a2a.time_s(8.0 * x->ids, f) +
+                             2 * a2a.time_s(4.0 * x->floats, f);
+    return micro_steps * per_micro + 2 * a2a.latency_s;
+}
 
 bool overlaps_comm(const PlanBase& base, const Strategy& s) {
     return base.overlap_comm < 0 ? s.zero_stage == 3 : base.overlap_comm == 1;
@@ -526,8 +548,11 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     if (const auto sec = lookup_shapes_seconds(*profile, threads, m.lookup_shapes(s.micro_batch)))
         shaped_s += *sec * oversub;
     // The sharded tables' lookups, exchanges and updates (Note [Sparse step by shape]).
-    if (const auto sec = sparse_shapes_seconds(*profile, threads, m.sparse_shapes(s.micro_batch)))
+    const std::vector<SparseShape> sparse = m.sparse_shapes(s.micro_batch);
+    if (const auto sec = sparse_shapes_seconds(*profile, threads, sparse))
         shaped_s += *sec * oversub;
+    const std::optional<SparseExchange> sparse_exchange =
+        sparse.empty() ? std::nullopt : sparse_shapes_exchange(*profile, sparse);
     const std::vector<InteractionShape> is = m.interaction_shapes(s.micro_batch);
     if (const auto sec = interaction_shapes_seconds(*profile, threads, is)) {
         shaped_s += *sec * oversub;
@@ -664,6 +689,7 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
         if (s.tp > 1 && sh.L > 0)
             t.tp_comm = mb * 4.0 * sh.L * stage_share(base, s) *
                         cp->all_reduce.time_s(act_bytes, all_reduce_bus_factor(s.tp));
+        if (s.dp > 1) t.emb_comm = sparse_exchange_seconds(*cp, s.dp, mb, sparse_exchange);
         if (s.pp > 1) {
             const double one = cp->send_recv.time_s(act_bytes / s.tp, 1.0);
             t.pp_comm = mb * 2.0 * s.virtual_stages * one;  // each chunk sends and returns
@@ -714,6 +740,7 @@ nlohmann::json step_time_json(const StepTime& t) {
             {"pp_comm_s", t.pp_comm},
             {"pp_comm_exposed_s", t.pp_comm - t.pp_overlapped},
             {"pp_comm_overlapped_s", t.pp_overlapped},
+            {"emb_comm_s", t.emb_comm},
             {"comm_exposed_s", t.comm_exposed()},
             {"comm_overlapped_s", t.comm_overlapped()},
             {"bubble_s", t.bubble},

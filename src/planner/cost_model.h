@@ -9,11 +9,13 @@
 #include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "parallel/pipeline_schedule.h"
 #include "planner/estimate.h"
 #include "planner/profile.h"
+#include "planner/sparse_times.h"
 
 namespace zt {
 
@@ -103,6 +105,12 @@ bool overlaps_comm(const PlanBase& base, const Strategy& s);
 // pieces <= 1: all of comm (Note [Overlapped communication]).
 double exposed_behind(double comm, double compute, double pieces);
 
+// Seconds of the sharded tables' exchanges in one step over `ranks` data-parallel ranks of
+// `micro_steps` micro-batches, each exchanging `x` (nullopt or one rank: 0). Note [Sparse
+// exchange time].
+double sparse_exchange_seconds(const CommProfile& cp, int ranks, double micro_steps,
+                               const std::optional<SparseExchange>& x);
+
 // Seconds of one optimizer step on the slowest rank, by part. dp_comm, tp_comm and pp_comm are
 // each communication's whole time; the *_overlapped parts of them run behind compute (Note
 // [Overlapped communication] in cost_model.cpp) and only the exposed rest adds to the step.
@@ -113,12 +121,14 @@ struct StepTime {
     double dp_comm = 0;        // gradient reduction and weight gathers over dp (ZeRO)
     double tp_comm = 0;        // tensor-parallel all-reduces of activations
     double pp_comm = 0;        // pipeline sends of activations and their gradients
+    double emb_comm = 0;       // sharded tables' all-to-alls over dp (blocking: all exposed)
     double bubble = 0;         // pipeline idle time
     double offload_io = 0;     // optimizer offload: host copies or NVMe reads and writes
     double dp_overlapped = 0;  // of dp_comm: bucket reductions and prefetched gathers hidden
     double pp_overlapped = 0;  // of pp_comm: nonblocking sends off the critical path
     double comm_overlapped() const { return dp_overlapped + pp_overlapped; }
-    double comm_exposed() const { return dp_comm + tp_comm + pp_comm - comm_overlapped(); }
+    double comm_all() const { return dp_comm + tp_comm + pp_comm + emb_comm; }
+    double comm_exposed() const { return comm_all() - comm_overlapped(); }
     double total() const {
         return compute + recompute + optimizer + comm_exposed() + bubble + offload_io;
     }

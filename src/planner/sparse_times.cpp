@@ -31,14 +31,22 @@ namespace zt {
 // thread's work in a run), then lookup, backward, the update and the gradients' reset, per
 // micro-batch. A table past 8M elements is timed on 8M, as a lookup is. Over several ranks a
 // rank's share is taken as this (its micro-batch's lookups; the rows it serves are the other
-// ranks' shares of theirs); the all-to-alls' wire time is not in it.
+// ranks' shares of theirs). The same draws give what a micro-batch exchanges: its distinct ids
+// (requested from their owners) and their rows' floats (sent back, and their gradients sent
+// again in backward), kept beside the time; the cost model turns them into the all-to-alls'
+// time over the data-parallel ranks (Note [Sparse exchange time] in cost_model.cpp).
 
 namespace {
 
 constexpr int64_t kTableCap = int64_t{8} << 20;  // elements of the timed table
 constexpr int kBatches = 8;                      // distinct micro-batches cycled through
 
-double time_sparse(const SparseShape& s, double min_s) {
+struct SparseTimed {
+    double seconds = 0;
+    SparseExchange exchange;  // per micro-batch, the mean over the drawn batches
+};
+
+SparseTimed time_sparse(const SparseShape& s, double min_s) {
     const int64_t B = std::max<int64_t>(1, s.bags), per = std::max<int64_t>(1, s.per_bag);
     const SparseOptimKind kind = parse_sparse_optim(s.optimizer);
     const size_t nt = s.tables.size();
@@ -84,13 +92,20 @@ double time_sparse(const SparseShape& s, double min_s) {
             index_distinct(ids[b].back(), distinct[b].back(), index[b].back(), keys, tmp);
         }
     }
+    SparseTimed out;
+    for (int b = 0; b < kBatches; ++b)
+        for (size_t k = 0; k < nt; ++k) {
+            const auto d = static_cast<double>(distinct[b][k].size());
+            out.exchange.ids += d / kBatches;
+            out.exchange.floats += d * static_cast<double>(s.tables[k].second) / kBatches;
+        }
     std::vector<int64_t> offsets(static_cast<size_t>(B + 1));
     for (int64_t i = 0; i <= B; ++i) offsets[i] = i * per;
     std::vector<int> which(nt);
     std::iota(which.begin(), which.end(), 0);
     const std::vector<ops::BagPooling> pooling(nt, ops::BagPooling::kSum);
     int64_t update = 0;
-    return seconds_per_call(
+    out.seconds = seconds_per_call(
         [&] {
             const auto b = static_cast<size_t>(update % kBatches);
             ClickBatch batch;
@@ -116,6 +131,7 @@ double time_sparse(const SparseShape& s, double min_s) {
             tables.zero_grads();
         },
         min_s);
+    return out;
 }
 
 }  // namespace
@@ -125,6 +141,31 @@ std::string sparse_time_key(int threads, const SparseShape& s) {
                               " ", s.optimizer);
     for (const auto& [rows, dim] : s.tables) key += str_cat(" r", rows, "d", dim);
     return key;
+}
+
+namespace {
+
+// The profile's keys of what a shape's micro-batch exchanges (no thread count: the draws are the
+// same at any).
+std::string exchange_key(const char* what, const SparseShape& s) {
+    std::string key = str_cat("sparse ", what, " ", s.bags, "x", s.per_bag, " z", s.zipf);
+    for (const auto& [rows, dim] : s.tables) key += str_cat(" r", rows, "d", dim);
+    return key;
+}
+
+}  // namespace
+
+std::optional<SparseExchange> sparse_shapes_exchange(const MachineProfile& p,
+                                                     std::span<const SparseShape> shapes) {
+    SparseExchange sum;
+    for (const SparseShape& x : shapes) {
+        const auto ids = p.shape_s.find(exchange_key("ids", x));
+        const auto floats = p.shape_s.find(exchange_key("floats", x));
+        if (ids == p.shape_s.end() || floats == p.shape_s.end()) return std::nullopt;
+        sum.ids += ids->second;
+        sum.floats += floats->second;
+    }
+    return sum;
 }
 
 std::optional<double> sparse_shapes_seconds(const MachineProfile& p, int threads,
@@ -146,8 +187,13 @@ int measure_sparse_shapes(MachineProfile& p, int threads, std::span<const Sparse
         const std::string key = sparse_time_key(threads, x);
         const bool empty = std::any_of(x.tables.begin(), x.tables.end(),
                                        [](const auto& t) { return t.first <= 0 || t.second <= 0; });
-        if (p.shape_s.count(key) || x.bags <= 0 || x.tables.empty() || empty) continue;
-        p.shape_s[key] = time_sparse(x, seconds_each);
+        const std::string ids = exchange_key("ids", x), floats = exchange_key("floats", x);
+        if (x.bags <= 0 || x.tables.empty() || empty) continue;
+        if (p.shape_s.count(key) && p.shape_s.count(ids) && p.shape_s.count(floats)) continue;
+        const SparseTimed t = time_sparse(x, seconds_each);
+        p.shape_s[key] = t.seconds;
+        p.shape_s[ids] = t.exchange.ids;
+        p.shape_s[floats] = t.exchange.floats;
         ++measured;
     }
     return measured;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "comm/local/local_comm.h"
@@ -189,6 +190,59 @@ TEST(ShapeTimes, ShardedTablesAreTimedWholeAsTheEngineRunsThem) {
     MachineProfile untimed = timed;
     ASSERT_EQ(untimed.shape_s.erase(sparse_time_key(1, sp[0])), 1u);
     EXPECT_GT(plan_cost(base, s, &timed).time.compute, plan_cost(base, s, &untimed).time.compute);
+    EXPECT_EQ(plan_cost(base, s, &timed).time.emb_comm, 0);  // one rank exchanges nothing
+}
+
+// The same draws give what a micro-batch exchanges (its distinct ids, their rows' floats), and
+// over dp ranks the cost model adds the four all-to-alls a micro-batch and the two all-gathers a
+// step at the all-gather fit (Note [Sparse exchange time]). A profile that has the time but not
+// the exchange (made before it was kept) is measured again.
+TEST(ShapeTimes, ShardedTablesExchangeTheirDistinctRowsOverRanks) {
+    DlrmOptions o = small_dlrm();
+    o.embedding.enabled = true;
+    o.embedding.sharding = {ShardKind::kRow, ShardKind::kTable, ShardKind::kDataParallel};
+    DlrmDataOptions d;
+    d.hotness = 2;
+    const std::vector<SparseShape> sp = DlrmFamily(o, d).sparse_shapes(32);
+    ASSERT_EQ(sp.size(), 1u);
+    MachineProfile p = round_profile();
+    EXPECT_FALSE(sparse_shapes_exchange(p, sp));
+    ASSERT_EQ(measure_sparse_shapes(p, 1, sp, 1e-4), 1);
+    const std::optional<SparseExchange> x = sparse_shapes_exchange(p, sp);
+    ASSERT_TRUE(x);
+    // Tables of 300 and 40 rows, 64 ids each: each table's distinct ids are at most
+    // min(rows, 64), and Zipf draws repeat the head, so fewer than that.
+    EXPECT_GT(x->ids, 2);
+    EXPECT_LT(x->ids, 64 + 40);
+    EXPECT_DOUBLE_EQ(x->floats, 8 * x->ids);  // both tables of dim 8
+    std::map<std::string, double> without = p.shape_s;
+    for (auto it = without.begin(); it != without.end();)
+        it = it->first.rfind("sparse ids", 0) == 0 ? without.erase(it) : std::next(it);
+    p.shape_s = without;
+    EXPECT_FALSE(sparse_shapes_exchange(p, sp));
+    EXPECT_EQ(measure_sparse_shapes(p, 1, sp, 1e-4), 1);
+    EXPECT_TRUE(sparse_shapes_exchange(p, sp));
+
+    const CommProfile& cp = *p.comm_for("local");
+    const double lat = cp.all_gather.latency_s, bw = cp.all_gather.bus_bytes_per_s;
+    ASSERT_GT(bw, 0);
+    const double f = 3.0 / 4;  // 4 ranks: each sends 3/4 of its payload
+    const double per_micro =
+        (lat + f * 8 * 4 / bw) + (lat + f * 8 * x->ids / bw) + 2 * (lat + f * 4 * x->floats / bw);
+    EXPECT_NEAR(sparse_exchange_seconds(cp, 4, 3, x), 3 * per_micro + 2 * lat, 1e-15);
+    EXPECT_EQ(sparse_exchange_seconds(cp, 1, 3, x), 0);
+    EXPECT_EQ(sparse_exchange_seconds(cp, 4, 3, std::nullopt), 0);
+
+    PlanBase base = dlrm_base(64);
+    base.spec.model = std::make_shared<DlrmFamily>(o, d);
+    Strategy s;
+    s.dp = 2;
+    s.micro_batch = 32;
+    const PlanCost c = plan_cost(base, s, &p);
+    EXPECT_NEAR(c.time.emb_comm, sparse_exchange_seconds(cp, 2, 1, x), 1e-15);
+    EXPECT_GT(c.time.emb_comm, 0);
+    EXPECT_NEAR(c.time.comm_exposed(), c.time.dp_comm - c.time.dp_overlapped + c.time.emb_comm,
+                1e-15);
 }
 
 // With every shape timed, the step's compute takes the products and lookups at their times in
