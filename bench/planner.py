@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The planner's predictions against measured runs (docs/benchmarks-planner.md).
 
-For GPT config S (vocab 8192, d_model 512, 8 layers, 8 heads, 256 tokens, 8 sequences a step)
+For GPT config S (vocab 8192, d_model 512, 8 layers, 8 heads, 256 tokens, 8 sequences a step),
+config M ("gptm": GPT-2 small's widths, 512 tokens, 4 sequences a step; not in the default list)
 and the DLRM synthetic example (512 samples a step, and 8192 as "dlrm8k"), at 1 and 2 ranks (local backend, ranks as
 threads, the default threads per rank): runs each layout of a small grid for a few steps and
 reads its metrics.jsonl "plan" field through `zerotrain plan --check RUN --json` (predicted and
@@ -23,6 +24,13 @@ import subprocess
 import sys
 import tempfile
 import time
+
+def merge(a, b):
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
 
 GPT_S = {
     "train_batch_size": 8,
@@ -91,14 +99,26 @@ DLRM_8K_GRID = {
                           "zero_optimization": {"stage": 2}}),
 }
 
-MODELS = {"gpt": (GPT_S, GPT_GRID), "dlrm": (DLRM, DLRM_GRID), "dlrm8k": (DLRM_8K, DLRM_8K_GRID)}
+# GPT config M (GPT-2 small's widths, bench/gpt_train.py's "M"; the vocabulary padded to 50304 so
+# that tp 2 splits it): 4 sequences of 512 a step, about 1.5 TFLOP.
+GPT_M = merge(GPT_S, {"train_batch_size": 4, "steps": 4,
+                      "model": {"vocab_size": 50304, "seq_len": 512, "d_model": 768,
+                                "n_layers": 12, "n_heads": 12}})
+GPT_M_GRID = {
+    "1: micro 4": (1, {"train_micro_batch_size_per_gpu": 4}),
+    "1: micro 2 x 2": (1, {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2}),
+    "1: micro 4, checkpoint every": (1, {"train_micro_batch_size_per_gpu": 4,
+                                         "activation_checkpointing": {"policy": "every"}}),
+    "2: dp2 ZeRO-0": (2, {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 0}}),
+    "2: dp2 ZeRO-1": (2, {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}}),
+    "2: dp2 ZeRO-3": (2, {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}}),
+    "2: tp2": (2, {"train_micro_batch_size_per_gpu": 4, "parallel": {"tensor": 2}}),
+    "2: pp2 1f1b m4": (2, {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+                            "parallel": {"pipeline": {"stages": 2, "schedule": "1f1b"}}}),
+}
 
-
-def merge(a, b):
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+MODELS = {"gpt": (GPT_S, GPT_GRID), "gptm": (GPT_M, GPT_M_GRID), "dlrm": (DLRM, DLRM_GRID),
+          "dlrm8k": (DLRM_8K, DLRM_8K_GRID)}
 
 
 def run(cmd, env):
