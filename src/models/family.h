@@ -252,6 +252,14 @@ class ModelFamily {
     // throws (kInput, saying what would fit) when they cannot fit `budget` bytes per rank.
     virtual int64_t sparse_param_count() const { return 0; }
     virtual int64_t sparse_bytes_per_rank(int /*ranks*/) const { return 0; }
+    // Table placement by weight (embedding.rank_weights): whether some table is placed whole on
+    // one rank, so that weights move bytes between ranks; and each of `ranks` ranks' bytes of the
+    // tables placed with `weights` (one per rank, empty: the config's own), as the engine's plan.
+    virtual bool places_tables_by_weight(int /*ranks*/) const { return false; }
+    virtual std::vector<int64_t> sparse_bytes_by_rank(int ranks,
+                                                      std::span<const double> /*weights*/) const {
+        return std::vector<int64_t>(static_cast<size_t>(ranks), sparse_bytes_per_rank(ranks));
+    }
     virtual void check_sparse_fit(int /*ranks*/, int64_t /*budget*/) const {}
     virtual std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const = 0;
     // The same for one rank of a tensor-parallel group of t (parallel.sequence_parallel: sp). The

@@ -215,6 +215,11 @@ std::string strategy_label(const Strategy& s) {
         for (size_t k = 0; k < s.batch_shares.size(); ++k)
             l += str_cat(k ? "+" : "", s.batch_shares[k]);
     }
+    if (!s.table_weights.empty()) {
+        l += ", tables by ";
+        for (size_t k = 0; k < s.table_weights.size(); ++k)
+            l += str_cat(k ? "+" : "", s.table_weights[k]);
+    }
     return l;
 }
 
@@ -231,6 +236,7 @@ nlohmann::json strategy_json(const Strategy& s) {
     if (!s.partition.empty()) j["partition"] = s.partition;
     if (s.checkpoint == "blocks") j["checkpoint_blocks"] = block_recomputes_json(s.blocks);
     if (!s.batch_shares.empty()) j["batch_shares"] = s.batch_shares;
+    if (!s.table_weights.empty()) j["table_weights"] = s.table_weights;
     if (s.pp > 1) {
         j["schedule"] = pipe_schedule_name(s.schedule);
         j["virtual_stages"] = s.virtual_stages;
@@ -381,6 +387,15 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
         st.buckets = buckets_of(m, s.tp, {}, s.dp, st.reduce_bucket_numel);
     }
     Estimate e = estimate_run(spec);
+    if (!s.table_weights.empty()) {
+        // Tables placed by the layout's weights: the most loaded rank's bytes of them in place
+        // of the config's placement (over_rank_memory checks each rank against its own budget).
+        const std::vector<int64_t> each = m.sparse_bytes_by_rank(s.dp, s.table_weights);
+        const int64_t d =
+            *std::max_element(each.begin(), each.end()) - m.sparse_bytes_per_rank(s.dp);
+        e.device[static_cast<int>(MemCategory::kEmbedding)] += d;
+        e.device_total += d;
+    }
     const PolicyActivations* chosen = nullptr;
     PolicyActivations listed;
     if (s.checkpoint == "blocks") {

@@ -39,12 +39,16 @@ struct Strategy {
     // dp > 1 on ranks of unequal speed, no pipeline: samples per micro-batch of each dp rank
     // (parallel.batch_shares, summing to micro_batch x dp); empty: micro_batch each.
     std::vector<int64_t> batch_shares;
+    // dp > 1 on ranks of unequal memory, tables placed whole on ranks: embedding.rank_weights,
+    // each dp rank's share of the table-wise tables (the ranks' budgets in MiB); empty: the
+    // config's own placement.
+    std::vector<double> table_weights;
     bool operator==(const Strategy&) const = default;
 };
 
 // "dp 2 x tp 1 x pp 1, ZeRO-1, micro 4 x 2, checkpoint none" (+ ", 1f1b", ", offload cpu",
-// ", sp", ", stages 5+3", ", shares 5+3"); per-block checkpointing: "checkpoint blocks (full 0-2,
-// none 3-7)".
+// ", sp", ", stages 5+3", ", shares 5+3", ", tables by 2048+1024"); per-block checkpointing:
+// "checkpoint blocks (full 0-2, none 3-7)".
 std::string strategy_label(const Strategy& s);
 nlohmann::json strategy_json(const Strategy& s);
 

@@ -87,16 +87,13 @@ std::vector<double> stage_speeds(const std::vector<double>& rank_speed, int dp, 
     return stage_minimum(rank_speed, dp, tp, pp, "stage_speeds");
 }
 
+// Without a pipeline dp rank d's tp ranks are [d tp, (d + 1) tp): groups of tp, as the stages'.
 std::vector<double> dp_speeds(const std::vector<double>& rank_speed, int dp, int tp) {
-    ZT_ASSERT(static_cast<int>(rank_speed.size()) == dp * tp, "dp_speeds: ", rank_speed.size(),
-              " speeds for ", dp, " x ", tp, " ranks");
-    std::vector<double> out(static_cast<size_t>(dp));
-    for (int d = 0; d < dp; ++d) {
-        double v = rank_speed[static_cast<size_t>(d * tp)];
-        for (int t = 1; t < tp; ++t) v = std::min(v, rank_speed[static_cast<size_t>(d * tp + t)]);
-        out[static_cast<size_t>(d)] = v;
-    }
-    return out;
+    return stage_minimum(rank_speed, 1, tp, dp, "dp_speeds");
+}
+
+std::vector<int64_t> dp_budgets(const std::vector<int64_t>& rank_memory, int dp, int tp) {
+    return stage_minimum(rank_memory, 1, tp, dp, "dp_budgets");
 }
 
 std::vector<int64_t> shares_by_speed(int64_t total, const std::vector<double>& speed) {

@@ -39,6 +39,10 @@ std::vector<int64_t> capped_partition(const PipeCosts& costs, const std::vector<
 // [k dp tp, (k + 1) dp tp), parallel/mesh.h).
 std::vector<double> stage_speeds(const std::vector<double>& rank_speed, int dp, int tp, int pp);
 
+// Each data-parallel rank's budget in a layout without a pipeline: the smallest of its tp ranks'
+// (as dp_speeds).
+std::vector<int64_t> dp_budgets(const std::vector<int64_t>& rank_memory, int dp, int tp);
+
 // Each data-parallel rank's speed in a layout without a pipeline: the slowest of its tp ranks
 // (the mesh puts dp rank d's at [d tp, (d + 1) tp)).
 std::vector<double> dp_speeds(const std::vector<double>& rank_speed, int dp, int tp);

@@ -1,6 +1,7 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -105,6 +106,18 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
     if (uneven && !base.rank_speed.empty())
         s.partition = speed_partition(base.spec.model->pipeline_costs(),
                                       stage_speeds(base.rank_speed, s.dp, s.tp, s.pp));
+    // Data-parallel ranks of unequal memory without a pipeline, tables placed whole on ranks:
+    // the tables by the ranks' budgets too (embedding.rank_weights).
+    std::vector<double> table_weights;
+    if (!base.rank_memory.empty() && s.pp == 1 && s.dp > 1 &&
+        base.spec.model->places_tables_by_weight(s.dp)) {
+        for (int64_t b : dp_budgets(base.rank_memory, s.dp, s.tp))
+            table_weights.push_back(
+                std::max<double>(1.0, std::floor(static_cast<double>(b) / (1 << 20))));
+        if (std::all_of(table_weights.begin(), table_weights.end(),
+                        [&](double w) { return w == table_weights.front(); }))
+            table_weights.clear();
+    }
     // Data-parallel ranks of unequal speed without a pipeline: batch shares by speed too.
     std::vector<double> dp_speed;
     if (!base.rank_speed.empty() && s.pp == 1 && s.dp > 1) {
@@ -136,6 +149,11 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
                     if (sp && s.tp == 1) continue;
                     s.sequence_parallel = sp;
                     out.push_back(by_memory ? memory_sized(base, s) : s);
+                    if (!table_weights.empty()) {
+                        Strategy placed = s;
+                        placed.table_weights = table_weights;
+                        out.push_back(std::move(placed));
+                    }
                     if (dp_speed.empty()) continue;
                     Strategy shared = s;
                     shared.batch_shares = shares_by_speed(s.micro_batch * s.dp, dp_speed);
@@ -235,6 +253,25 @@ std::string over_rank_memory(const PlanBase& base, PlanCost& c) {
     const std::vector<int64_t> budget = stage_budgets(base.rank_memory, s.dp, s.tp, s.pp);
     c.stage_bytes.clear();
     std::string why;
+    if (!s.table_weights.empty()) {
+        // Tables placed by weight: each dp rank holds its own tables beside the common bytes.
+        const ModelFamily& m = *base.spec.model;
+        const std::vector<int64_t> each = m.sparse_bytes_by_rank(s.dp, s.table_weights);
+        const std::vector<int64_t> room = dp_budgets(base.rank_memory, s.dp, s.tp);
+        const int64_t most = *std::max_element(each.begin(), each.end());
+        c.stage_bytes.push_back(c.device_bytes);
+        for (int d = 0; d < s.dp; ++d) {
+            const int64_t b = c.device_bytes - most + each[static_cast<size_t>(d)];
+            if (b > room[static_cast<size_t>(d)])
+                return str_cat(stage_words(s), ", dp rank ", d, " needs ",
+                               format_bytes(static_cast<double>(b)), " > ",
+                               format_bytes(static_cast<double>(room[static_cast<size_t>(d)])),
+                               " (--rank-memory; its tables ",
+                               format_bytes(static_cast<double>(each[static_cast<size_t>(d)])),
+                               ")");
+        }
+        return why;
+    }
     for (int k = 0; k < s.pp; ++k) {
         const int64_t b =
             s.pp > 1 ? plan_peak_bytes(plan_memory_of_stage(base, s, k)) : c.device_bytes;

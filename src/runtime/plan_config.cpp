@@ -32,6 +32,18 @@ PlanBase plan_base(const TrainConfig& cfg, int threads, const std::string& backe
     return b;
 }
 
+namespace {
+
+// The config's embedding.rank_weights (null: none given).
+const nlohmann::json* table_weights_of(const nlohmann::json& raw) {
+    if (!raw.contains("embedding") || !raw["embedding"].is_object()) return nullptr;
+    const nlohmann::json& e = raw["embedding"];
+    return e.contains("rank_weights") && e["rank_weights"].is_array() ? &e["rank_weights"]
+                                                                      : nullptr;
+}
+
+}  // namespace
+
 Strategy strategy_of(const TrainConfig& cfg) {
     Strategy s;
     s.dp = static_cast<int>(cfg.dp);
@@ -45,6 +57,8 @@ Strategy strategy_of(const TrainConfig& cfg) {
     s.checkpoint = cfg.activation_checkpointing.policy;
     s.blocks = cfg.activation_checkpointing.blocks;
     s.batch_shares = cfg.batch_shares;
+    if (const nlohmann::json* w = table_weights_of(cfg.raw))
+        s.table_weights = w->get<std::vector<double>>();
     s.offload = cfg.zero.offload_optimizer.device;
     s.sequence_parallel = cfg.sequence_parallel;
     if (cfg.pipe.stages > 1 && cfg.pipe.partition_given) s.partition = cfg.pipe.partition;
@@ -73,6 +87,10 @@ nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_
     else
         par["batch_shares"] = s.batch_shares;
     j["parallel"] = par;
+    if (!s.table_weights.empty())
+        j["embedding"]["rank_weights"] = s.table_weights;
+    else if (table_weights_of(j))
+        j["embedding"].erase("rank_weights");
     j["train_batch_size"] = global_batch;
     j["train_micro_batch_size_per_gpu"] = s.micro_batch;
     j["gradient_accumulation_steps"] = s.grad_accum;
@@ -102,6 +120,8 @@ std::vector<std::string> config_sets(const Strategy& s, int64_t global) {
             str_cat("activation_checkpointing.blocks=", block_recomputes_json(s.blocks).dump()));
     if (!s.batch_shares.empty())
         v.push_back(str_cat("parallel.batch_shares=", nlohmann::json(s.batch_shares).dump()));
+    if (!s.table_weights.empty())
+        v.push_back(str_cat("embedding.rank_weights=", nlohmann::json(s.table_weights).dump()));
     if (s.pp > 1) {
         std::string part;
         if (!s.partition.empty()) {

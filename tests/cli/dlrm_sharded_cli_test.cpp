@@ -119,5 +119,49 @@ TEST_F(Cli, ShardedTablesPastEveryBudgetExit2) {
     EXPECT_NE(r.output.find("ranks"), std::string::npos) << r.output;
 }
 
+// Ranks of unequal memory (--rank-memory) with tables placed whole on ranks: where the equal
+// placement puts more tables on the smaller rank than it holds, `plan` places them by the ranks'
+// budgets (embedding.rank_weights, docs/planner.md), `train --auto` runs that placement, and the
+// run's tables take the bytes the plan predicted for the most loaded rank.
+TEST_F(Cli, TablesPlacedByRankMemoryRunAsPlanned) {
+    nlohmann::json j = sharded_config();
+    j["model"]["table_rows"] = {40000, 30000, 20000, 10000};
+    j["embedding"] = {{"sharding", "table"}, {"optimizer", {{"type", "sgd"}, {"lr", 0.05}}}};
+    j["steps"] = 2;
+    j.erase("checkpoint");
+    j["eval_interval"] = 0;
+    const std::string cfg = write_config(j);
+    const CommandResult even =
+        run_zerotrain(zt::str_cat("plan ", cfg, " --ranks 2 --json --top 1"));
+    ASSERT_EQ(even.code, 0) << even.output;
+    const int64_t equal_tables =
+        nlohmann::json::parse(even.output)["plans"][0]["device_bytes"]["embedding"].get<int64_t>();
+    const std::string ranks = zt::str_cat(" --ranks 2 --rank-memory 1GiB,", equal_tables * 9 / 10);
+    const CommandResult placed = run_zerotrain(zt::str_cat("plan ", cfg, ranks, " --json --top 1"));
+    ASSERT_EQ(placed.code, 0) << placed.output;
+    const nlohmann::json best = nlohmann::json::parse(placed.output)["plans"][0];
+    ASSERT_TRUE(best["strategy"].contains("table_weights")) << placed.output;
+    bool sets_weights = false;
+    for (const auto& x : best["config_sets"])
+        sets_weights =
+            sets_weights || x.get<std::string>().rfind("embedding.rank_weights=", 0) == 0;
+    EXPECT_TRUE(sets_weights) << best.dump();
+    const std::string run = (dir_ / "placed").string();
+    const CommandResult t =
+        run_zerotrain(zt::str_cat("train ", cfg, " --auto", ranks, " --run-dir ", run));
+    ASSERT_EQ(t.code, 0) << t.output;
+    EXPECT_NE(t.output.find("tables by "), std::string::npos) << t.output;
+    std::ifstream f(run + "/metrics.jsonl");
+    std::string line;
+    int64_t measured = -1;
+    while (std::getline(f, line)) {
+        const nlohmann::json m = nlohmann::json::parse(line);
+        if (m.contains("mem")) measured = m["mem"]["embedding"].get<int64_t>();
+    }
+    EXPECT_EQ(measured, best["device_bytes"]["embedding"].get<int64_t>());
+    EXPECT_GT(measured, equal_tables) << "the larger rank holds more than its equal share";
+    EXPECT_LE(measured, int64_t{100000} * 8 * 4) << "at most every table (sparse SGD: no state)";
+}
+
 }  // namespace
 }  // namespace zt::testing

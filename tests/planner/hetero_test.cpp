@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
+#include "models/dlrm/dlrm_family.h"
 #include "planner/search.h"
 #include "planner_test_util.h"
 #include "util/error.h"
@@ -313,6 +315,82 @@ TEST(Hetero, SearchGivesFasterRanksMoreOfTheBatch) {
     base.rank_speed = {1, 1};  // equal ranks: no shares
     for (const PlanCost& c : search_plans(base, space, &prof, opt).ranked)
         EXPECT_TRUE(c.strategy.batch_shares.empty()) << strategy_label(c.strategy);
+}
+
+// Ranks of unequal memory, tables placed whole on ranks: where the config's equal placement
+// leaves the smaller rank over its budget, the search places the tables by the ranks' budgets
+// (embedding.rank_weights), and checks each rank's bytes (its own tables beside the common
+// state) against its own budget.
+TEST(Hetero, SearchPlacesTablesByMemory) {
+    DlrmOptions o;
+    o.dense_features = 13;
+    for (int64_t rows : {400000, 300000, 200000, 100000, 50000}) {
+        DlrmTable t;
+        t.rows = rows;
+        t.dim = 16;
+        o.tables.push_back(t);
+    }
+    o.embedding.enabled = true;
+    o.embedding.sharding = {ShardKind::kTable};
+    o.bottom_mlp = {24, 16};
+    o.top_mlp = {16, 1};
+    PlanBase base;
+    base.spec.model = std::make_shared<DlrmFamily>(o, DlrmDataOptions{});
+    base.spec.optimizer = "AdamW";
+    base.spec.state.optimizer_states = 2;
+    base.global_batch = 64;
+    base.cores = 4;
+    base.threads = 1;
+    base.param_tensors = 8;
+    const ModelFamily& m = *base.spec.model;
+    ASSERT_TRUE(m.places_tables_by_weight(2));
+    EXPECT_FALSE(m.places_tables_by_weight(1));
+    // Weights move whole tables: the same bytes in all, more of them on the heavier rank.
+    const std::vector<int64_t> equal = m.sparse_bytes_by_rank(2, {});
+    const std::vector<int64_t> tilted = m.sparse_bytes_by_rank(2, std::vector<double>{3, 1});
+    EXPECT_EQ(equal[0] + equal[1], tilted[0] + tilted[1]);
+    EXPECT_GT(tilted[0], tilted[1]);
+    EXPECT_EQ(std::max(equal[0], equal[1]), m.sparse_bytes_per_rank(2));
+
+    SearchSpace space;
+    space.ranks = 2;
+    space.offload = {"none"};
+    space.zero_stages = {0};
+    space.checkpoint = {"none"};
+    SearchOptions opt;
+    opt.top = 0;
+    // Equal placement: rank 1's tables alone are over its budget, at any micro-batch.
+    const int64_t small = std::max(equal[0], equal[1]) * 9 / 10;
+    base.rank_memory = {int64_t{1} << 40, small};
+    const SearchResult r = search_plans(base, space, nullptr, opt, nullptr);
+    bool found = false;
+    for (const PlanCost& c : r.ranked) {
+        ASSERT_FALSE(c.strategy.table_weights.empty()) << strategy_label(c.strategy);
+        found = true;
+        EXPECT_EQ(
+            c.strategy.table_weights,
+            (std::vector<double>{1 << 20, std::floor(static_cast<double>(small) / (1 << 20))}));
+        const std::vector<int64_t> each = m.sparse_bytes_by_rank(2, c.strategy.table_weights);
+        EXPECT_LE(c.device_bytes - std::max(each[0], each[1]) + each[1], base.rank_memory[1])
+            << "rank 1 within its budget";
+        EXPECT_EQ(c.device_bytes, plan_peak_bytes(plan_memory(base, c.strategy)));
+        EXPECT_EQ(c.memory.device[static_cast<int>(MemCategory::kEmbedding)],
+                  std::max(each[0], each[1]));
+        EXPECT_NE(strategy_label(c.strategy).find(", tables by "), std::string::npos);
+    }
+    EXPECT_TRUE(found);
+    // Equal budgets: no weights (the config's placement is the budgets' already).
+    base.rank_memory = {int64_t{1} << 30, int64_t{1} << 30};
+    for (const PlanCost& c : search_plans(base, space, nullptr, opt, nullptr).ranked)
+        EXPECT_TRUE(c.strategy.table_weights.empty());
+    // A rank that cannot hold even the common state: rejected, naming the rank.
+    base.rank_memory = {int64_t{1} << 40, 1024};
+    const SearchResult none = search_plans(base, space, nullptr, opt, nullptr);
+    EXPECT_TRUE(none.ranked.empty());
+    bool said = false;
+    for (const Rejected& x : none.rejected)
+        said = said || x.reason.find("dp rank 1 needs") != std::string::npos;
+    EXPECT_TRUE(said);
 }
 
 }  // namespace

@@ -201,10 +201,19 @@ int64_t dlrm_dynamic_bytes(const DlrmOptions& m) {
 // The shards' bytes only: a replicated table is an arena parameter, counted by param_count().
 // With embedding.tier only the cache is in memory (Note [Shard bytes] in shard_plan.cpp).
 int64_t DlrmFamily::sparse_bytes_per_rank(int ranks) const {
-    if (sparse_param_count() == 0) return dlrm_dynamic_bytes(model_);
-    const EmbeddingPlan plan = dlrm_embedding_plan(model_, ranks, 1, 1, 0);
+    const std::vector<int64_t> each = sparse_bytes_by_rank(ranks, {});
+    return *std::max_element(each.begin(), each.end());
+}
+
+std::vector<int64_t> DlrmFamily::sparse_bytes_by_rank(int ranks,
+                                                      std::span<const double> weights) const {
+    const int64_t dynamic = dlrm_dynamic_bytes(model_);
+    if (sparse_param_count() == 0) return std::vector<int64_t>(static_cast<size_t>(ranks), dynamic);
+    DlrmOptions o = model_;
+    if (!weights.empty()) o.embedding.rank_weights.assign(weights.begin(), weights.end());
+    const EmbeddingPlan plan = dlrm_embedding_plan(o, ranks, 1, 1, 0);
     const EmbeddingTierOptions& tier = model_.embedding.tier;
-    int64_t worst = 0;
+    std::vector<int64_t> out;
     for (int r = 0; r < ranks; ++r) {
         int64_t bytes = 0;
         for (size_t k = 0; k < plan.tables.size(); ++k)
@@ -217,9 +226,17 @@ int64_t DlrmFamily::sparse_bytes_per_rank(int ranks) const {
                     kept * (cols + sparse_state_per_row(model_.embedding.optimizer.kind, cols)) * 4;
             }
         if (tier.on() && tier.cache_bytes > 0) bytes = std::min(bytes, tier.cache_bytes);
-        worst = std::max(worst, bytes);
+        out.push_back(bytes + dynamic);
     }
-    return worst + dlrm_dynamic_bytes(model_);
+    return out;
+}
+
+bool DlrmFamily::places_tables_by_weight(int ranks) const {
+    if (sparse_param_count() == 0 || ranks < 2) return false;
+    const EmbeddingPlan plan = dlrm_embedding_plan(model_, ranks, 1, 1, 0);
+    for (size_t k = 0; k < plan.tables.size(); ++k)
+        if (plan.sharded(k) && plan.placement[k].kind == ShardKind::kTable) return true;
+    return false;
 }
 
 void DlrmFamily::check_sparse_fit(int ranks, int64_t budget) const {
