@@ -87,10 +87,8 @@ nlohmann::json with_strategy(const nlohmann::json& j0, const Strategy& s, int64_
     else
         par["batch_shares"] = s.batch_shares;
     j["parallel"] = par;
-    if (!s.table_weights.empty())
-        j["embedding"]["rank_weights"] = s.table_weights;
-    else if (table_weights_of(j))
-        j["embedding"].erase("rank_weights");
+    // A layout without weights keeps the config's own (the family's memory figures are its).
+    if (!s.table_weights.empty()) j["embedding"]["rank_weights"] = s.table_weights;
     j["train_batch_size"] = global_batch;
     j["train_micro_batch_size_per_gpu"] = s.micro_batch;
     j["gradient_accumulation_steps"] = s.grad_accum;
