@@ -46,17 +46,15 @@ double range_cost(const PipeCosts& c, const std::vector<double>& prefix, int64_t
 // simulation would have taken.
 class InterleavedSearch {
   public:
-    InterleavedSearch(const PipeOptions& o, const PipeCosts& costs)
-        : o_(o), costs_(costs), sim_(o, pipe_schedule(o)) {}
+    explicit InterleavedSearch(const PipeOptions& o) : o_(o), sim_(o, pipe_schedule(o)) {}
 
-    double span(const std::vector<int64_t>& counts) {
-        const std::vector<double> pc = piece_costs(counts, costs_);
+    // The simulated step of a cut whose pieces cost pc (piece_costs of its counts).
+    double span(const std::vector<double>& pc) {
         return sim_.makespan(kForward, kBackward, 0.0, pc);
     }
 
-    // The bound above on span(counts).
-    double lower_bound(const std::vector<int64_t>& counts) const {
-        const std::vector<double> pc = piece_costs(counts, costs_);
+    // The bound above on span(pc).
+    double lower_bound(const std::vector<double>& pc) const {
         const int p = o_.stages;
         double before = 0, most = 0;
         for (int s = 0; s < p; ++s) {
@@ -72,16 +70,15 @@ class InterleavedSearch {
   private:
     static constexpr double kForward = 1.0, kBackward = 2.0;  // backward twice the forward
     const PipeOptions& o_;
-    const PipeCosts& costs_;
     PipeSimulator sim_;
 };
 
 std::vector<int64_t> interleaved_partition(const PipeOptions& o, const PipeCosts& costs) {
     const int64_t blocks = static_cast<int64_t>(costs.block.size());
     const size_t n = static_cast<size_t>(o.stages) * static_cast<size_t>(o.virtual_stages);
-    InterleavedSearch search(o, costs);
+    InterleavedSearch search(o);
     std::vector<int64_t> counts(n, blocks / static_cast<int64_t>(n));
-    double span = search.span(counts);
+    double span = search.span(piece_costs(counts, costs));
     std::vector<int64_t> c;
     for (;;) {
         std::vector<int64_t> best;
@@ -93,8 +90,9 @@ std::vector<int64_t> interleaved_partition(const PipeOptions& o, const PipeCosts
                 c = counts;
                 --c[from];
                 ++c[to];
-                if (search.lower_bound(c) * (1 - 1e-9) >= best_span) continue;
-                const double x = search.span(c);
+                const std::vector<double> pc = piece_costs(c, costs);
+                if (search.lower_bound(pc) * (1 - 1e-9) >= best_span) continue;
+                const double x = search.span(pc);
                 if (x < best_span) {
                     best_span = x;
                     best = c;

@@ -136,11 +136,20 @@ SparseTimed time_sparse(const SparseShape& s, double min_s) {
 
 }  // namespace
 
+namespace {
+
+// " r2000d16 r1000d16 ...": the shape's tables, as its profile keys end.
+std::string tables_words(const SparseShape& s) {
+    std::string out;
+    for (const auto& [rows, dim] : s.tables) out += str_cat(" r", rows, "d", dim);
+    return out;
+}
+
+}  // namespace
+
 std::string sparse_time_key(int threads, const SparseShape& s) {
-    std::string key = str_cat("sparse f32 t", threads, " ", s.bags, "x", s.per_bag, " z", s.zipf,
-                              " ", s.optimizer);
-    for (const auto& [rows, dim] : s.tables) key += str_cat(" r", rows, "d", dim);
-    return key;
+    return str_cat("sparse f32 t", threads, " ", s.bags, "x", s.per_bag, " z", s.zipf, " ",
+                   s.optimizer, tables_words(s));
 }
 
 namespace {
@@ -148,9 +157,7 @@ namespace {
 // The profile's keys of what a shape's micro-batch exchanges (no thread count: the draws are the
 // same at any).
 std::string exchange_key(const char* what, const SparseShape& s) {
-    std::string key = str_cat("sparse ", what, " ", s.bags, "x", s.per_bag, " z", s.zipf);
-    for (const auto& [rows, dim] : s.tables) key += str_cat(" r", rows, "d", dim);
-    return key;
+    return str_cat("sparse ", what, " ", s.bags, "x", s.per_bag, " z", s.zipf, tables_words(s));
 }
 
 }  // namespace
