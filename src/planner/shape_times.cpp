@@ -18,8 +18,10 @@
 namespace zt {
 
 // Note [Times by shape]
-// One GEMM rate per size class fits a transformer, whose products are all large and alike, and
-// not a recommendation model: the DLRM of the issue-13 benchmark has products from 2048 x 512
+// One GEMM rate per size class fits neither a recommendation model nor, to 10%, a transformer
+// (GPT config S on one thread: predicted 1.35 s a step from the class rate, measured 1.54 s; the
+// three lanes of one product differ by up to 1.5x here; since session 25 GPT names its
+// products too, Note [GPT products by shape]). The DLRM of the issue-13 benchmark has products from 2048 x 512
 // over 13 (71 GFLOP/s measured, against the class's ~200) to 2048 x 1 over 256 (9 GFLOP/s), and
 // 26 embedding-bag lookups the FLOPs do not see at all; its fp32 step was predicted at 37 ms and
 // measured at ~50. A family that names its micro-batch's products, lookups and interactions
@@ -55,6 +57,30 @@ struct Lane {
 };
 
 // The three calls of a forward product Y[m x n] = X[m x k] W[n x k]^T.
+// Note [Timed rows]
+// A product's time grows linearly with its rows (the micro-batch's tokens or samples) once they
+// fill the kernel's blocks, so a product of more than kTimedGemmFlops (forward) is timed on
+// fewer rows, at least kTimedMinRows, and its time scaled by the rows' ratio: GPT config M's
+// head (2048 x 50304 x 768, 158 GFLOP a lane) is timed on 256 rows, and a search over many
+// micro-batch sizes times each width once past the cap instead of once per size.
+constexpr double kTimedGemmFlops = 1e9;
+constexpr int64_t kTimedMinRows = 256;
+
+struct TimedGemm {
+    GemmShape shape;    // as timed
+    double scale = 1;   // the named shape's time over the timed one's
+};
+
+TimedGemm timed_gemm(const GemmShape& g) {
+    const double per_row = 2.0 * static_cast<double>(g.n) * static_cast<double>(g.k);
+    if (per_row <= 0 || per_row * static_cast<double>(g.m) <= kTimedGemmFlops) return {g, 1.0};
+    const int64_t rows = std::min(
+        g.m, std::max(kTimedMinRows, static_cast<int64_t>(kTimedGemmFlops / per_row) / 64 * 64));
+    GemmShape t = g;
+    t.m = rows;
+    return {t, static_cast<double>(g.m) / static_cast<double>(rows)};
+}
+
 std::vector<Lane> lanes_of(const GemmShape& s) {
     return {{"NT", s.m, s.n, s.k}, {"NN", s.m, s.k, s.n}, {"TN", s.n, s.k, s.m}};
 }
@@ -177,12 +203,14 @@ std::optional<double> interaction_shapes_seconds(const MachineProfile& p, int th
 std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int threads,
                                           std::span<const GemmShape> shapes) {
     double s = 0;
-    for (const GemmShape& g : shapes)
-        for (const Lane& l : lanes_of(g)) {
+    for (const GemmShape& named : shapes) {
+        const TimedGemm g = timed_gemm(named);
+        for (const Lane& l : lanes_of(g.shape)) {
             auto it = p.shape_s.find(gemm_time_key(dt, threads, l.name, l.m, l.n, l.k));
             if (it == p.shape_s.end()) return std::nullopt;
-            s += it->second * static_cast<double>(g.count);
+            s += it->second * g.scale * static_cast<double>(named.count);
         }
+    }
     return s;
 }
 
@@ -196,8 +224,8 @@ int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const Gem
                    std::span<const InteractionShape> interactions, double seconds_each) {
     const ThreadCountScope scope(threads);
     int measured = 0;
-    for (const GemmShape& g : gemms)
-        for (const Lane& l : lanes_of(g)) {
+    for (const GemmShape& named : gemms)
+        for (const Lane& l : lanes_of(timed_gemm(named).shape)) {
             const std::string key = gemm_time_key(dt, threads, l.name, l.m, l.n, l.k);
             if (p.shape_s.count(key) || l.m <= 0 || l.n <= 0 || l.k <= 0) continue;
             p.shape_s[key] = time_lane(dt, l, seconds_each);

@@ -10,6 +10,9 @@
 
 #include "comm/local/local_comm.h"
 #include "models/dlrm/dlrm_family.h"
+#include "models/gpt/gpt_family.h"
+#include "nn/layers.h"
+#include "nn/model.h"
 #include "planner/calibrate.h"
 #include "planner/cost_model.h"
 #include "planner/profile.h"
@@ -87,6 +90,98 @@ TEST(ShapeTimes, DlrmProductsAreItsMlpsAndCarryItsFlops) {
     EXPECT_EQ(l[1].per_bag, 2);  // the data's hotness
     EXPECT_EQ(l[1].bags, B);
     EXPECT_EQ(l[1].dim, 8);
+}
+
+// GPT's products (Note [GPT products by shape]) are the Linears and the tied head of the model it
+// builds, each at the micro-batch's B T rows; a tensor-parallel rank's are the split widths.
+TEST(ShapeTimes, GptProductsAreItsLinearsAndHeadSplitOverTensorParallelRanks) {
+    GptOptions o{96, 16, 32, 3, 4};  // vocab 96, seq 16, d_model 32, 3 layers, 4 heads
+    o.d_ff = 48;                    // F other than 4 C, so that each width is checked
+    const GptFamily gpt(o, GptDataOptions{});
+    const int64_t B = 5, N = B * o.seq_len;
+    // The built model's products: a Linear (out, in) is 2 N in out each lane, the head 2 N C V.
+    const std::unique_ptr<Model> model = gpt.build();
+    double built = 0;
+    int linears = 0;
+    std::vector<const Module*> todo = {model.get()};
+    while (!todo.empty()) {
+        const Module* m = todo.back();
+        todo.pop_back();
+        for (const Module* c : m->children()) todo.push_back(c);
+        if (const auto* l = dynamic_cast<const Linear*>(m)) {
+            built += 6.0 * N * static_cast<double>(l->weight.shape[0] * l->weight.shape[1]);
+            ++linears;
+        }
+        if (const auto* h = dynamic_cast<const TiedHead*>(m))
+            built += 6.0 * N * static_cast<double>(h->weight.shape[0] * h->weight.shape[1]);
+    }
+    ASSERT_EQ(linears, 4 * o.n_layers);
+    const std::vector<GemmShape> one = gpt.gemm_shapes(B, 1);
+    EXPECT_DOUBLE_EQ(gemm_shapes_flops(one), built);
+    for (const GemmShape& g : one) EXPECT_EQ(g.m, N);
+    // Two ranks: each product's split side halves (c_attn, c_fc, the head: outputs; the two
+    // c_proj: inputs), the rows stay.
+    const std::vector<GemmShape> two = gpt.gemm_shapes(B, 2);
+    ASSERT_EQ(two.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+        EXPECT_EQ(two[i].m, N);
+        EXPECT_EQ(two[i].count, one[i].count);
+        EXPECT_EQ(two[i].n * two[i].k * 2, one[i].n * one[i].k) << i;
+    }
+    EXPECT_EQ(two[1].k * 2, one[1].k);  // attn.c_proj splits its input
+    EXPECT_EQ(two[3].k * 2, one[3].k);  // mlp.c_proj too
+    EXPECT_EQ(two[4].n * 2, o.vocab_size);
+}
+
+// A tensor-parallel rank's products are its own (split) shapes: their times count whole, in
+// place of the group's FLOPs over t (the class rate's share).
+TEST(ShapeTimes, TensorParallelRanksTakeTheirSplitProductsTimes) {
+    const PlanBase base = testing::tiny_gpt_base(8);
+    const ModelFamily& m = *base.spec.model;
+    MachineProfile prof = round_profile();
+    Strategy s;
+    s.tp = 2;
+    s.micro_batch = 8;
+    s.grad_accum = 1;
+    const PlanCost before = plan_cost(base, s, &prof);
+    measure_plan_shapes(prof, base, {{s}});
+    const std::vector<GemmShape> g = m.gemm_shapes(8, 2);
+    ASSERT_EQ(prof.shape_s.size(), 3 * g.size());
+    for (auto& [key, sec] : prof.shape_s) sec = 1e-5;
+    const PlanCost after = plan_cost(base, s, &prof);
+    double lanes = 0;
+    for (const GemmShape& x : g) lanes += 3.0 * static_cast<double>(x.count);
+    const double rate = compute_rates(base, s, prof).gemm;
+    // Gone: the group's products (t x one rank's FLOPs) over t at the class rate; come: each
+    // lane's 10 us, not divided again.
+    const double gone = 2 * gemm_shapes_flops(g) / 2 / rate, come = lanes * 1e-5;
+    EXPECT_NEAR(after.time.compute, before.time.compute + come - gone, 1e-12);
+}
+
+// Note [Timed rows]: a product over the cap is timed on fewer rows (a multiple of 64, at least
+// 256) and its time scaled by the rows' ratio; under it, on its own rows.
+TEST(ShapeTimes, LargeProductsAreTimedOnFewerRowsAndScaled) {
+    MachineProfile p;
+    const GemmShape big{8192, 512, 512, 3};  // 4.3 GFLOP a lane: 1e9 / (2 512 512) -> 1856 rows
+    const GemmShape wide{1024, 50304, 768, 1};  // 77 MFLOP a row: the 256-row floor
+    const GemmShape small{512, 512, 512, 2};    // 0.27 GFLOP: as it is
+    auto lanes = [&](int64_t m, int64_t n, int64_t k, double t) {
+        p.shape_s[gemm_time_key(DType::kF32, 1, "NT", m, n, k)] = t;
+        p.shape_s[gemm_time_key(DType::kF32, 1, "NN", m, k, n)] = 2 * t;
+        p.shape_s[gemm_time_key(DType::kF32, 1, "TN", n, k, m)] = 4 * t;
+    };
+    lanes(1856, 512, 512, 1e-3);
+    lanes(256, 50304, 768, 1e-2);
+    lanes(512, 512, 512, 1e-4);
+    const std::vector<GemmShape> b = {big}, w = {wide}, s = {small};
+    EXPECT_NEAR(*gemm_shapes_seconds(p, DType::kF32, 1, b), 3 * 7e-3 * 8192 / 1856, 1e-12);
+    EXPECT_NEAR(*gemm_shapes_seconds(p, DType::kF32, 1, w), 7e-2 * 4, 1e-12);
+    EXPECT_NEAR(*gemm_shapes_seconds(p, DType::kF32, 1, s), 2 * 7e-4, 1e-15);
+    // Measuring times the capped rows: the three lanes of 1856 x 512 x 512, nothing else.
+    MachineProfile fresh;
+    EXPECT_EQ(measure_shapes(fresh, DType::kF32, 1, b, {}, {}, 1e-4), 3);
+    EXPECT_TRUE(fresh.shape_s.count(gemm_time_key(DType::kF32, 1, "TN", 512, 512, 1856)));
+    EXPECT_TRUE(gemm_shapes_seconds(fresh, DType::kF32, 1, b));
 }
 
 TEST(ShapeTimes, SumsTheThreeLanesOfEachProductAndEveryLookup) {

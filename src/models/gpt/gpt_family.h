@@ -50,6 +50,7 @@ class GptFamily final : public ModelFamily {
     double flops_per_sample() const override;
     RecomputeFlops recompute_flops(const std::string& policy) const override;
     double module_flops(const Module& m, int64_t batch, bool root) const override;
+    std::vector<GemmShape> gemm_shapes(int64_t B, int t) const override;
     void export_weights(const std::string& path, std::span<const NamedTensorF32> params,
                         const std::string& dtype) const override;
     void import_weights(const std::string& path, std::span<NamedTensorF32> params) const override;

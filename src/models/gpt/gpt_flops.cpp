@@ -41,4 +41,22 @@ double GptFamily::module_flops(const Module& m, int64_t batch, bool root) const 
     return 0;
 }
 
+// Note [GPT products by shape]
+// The products of one micro-batch of B sequences on a rank of a tensor-parallel group of t, as
+// planner/shape_times.h times them (a Linear's forward, input gradient and weight gradient): per
+// block c_attn (B T, 3 A / t, C), attn.c_proj (B T, C, A / t), c_fc (B T, F / t, C) and
+// mlp.c_proj (B T, C, F / t), and the tied head (B T, V / t, C) once. Their FLOPs are the
+// products' part of flops_per_sample (the rest: biases, LayerNorm, GELU, the attention core).
+// One rate per size class put GPT config S at 1.35 s a step on one thread where it ran 1.54 s
+// (the lanes' rates differ by up to 1.5x at one shape; docs/benchmarks-planner.md).
+std::vector<GemmShape> GptFamily::gemm_shapes(int64_t B, int t) const {
+    const int64_t N = B * model_.seq_len, C = model_.d_model, L = model_.n_layers;
+    const int64_t A = model_.attn_width(), F = model_.mlp_width(), tt = std::max(1, t);
+    return {{N, 3 * A / tt, C, L},
+            {N, C, A / tt, L},
+            {N, F / tt, C, L},
+            {N, C, F / tt, L},
+            {N, model_.vocab_size / tt, C, 1}};
+}
+
 }  // namespace zt
