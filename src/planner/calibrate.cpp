@@ -153,6 +153,10 @@ CommProfile measure_comm(Communicator& comm, double min_s) {
     p.reduce_scatter = fit_collective(rs, shard_bus_factor(n));
     p.all_gather = fit_collective(ag, shard_bus_factor(n));
     p.send_recv = fit_collective(sr, 1.0);
+    p.all_reduce.set_points(ar, all_reduce_bus_factor(n));
+    p.reduce_scatter.set_points(rs, shard_bus_factor(n));
+    p.all_gather.set_points(ag, shard_bus_factor(n));
+    p.send_recv.set_points(sr, 1.0);
     auto pts = [](const std::vector<std::pair<double, double>>& v) {
         nlohmann::json a = nlohmann::json::array();
         for (const auto& [b, s] : v) a.push_back({b, s});
@@ -228,8 +232,6 @@ void measure_disk(const std::string& dir, int64_t bytes, MachineProfile& p) {
     free_host_buffer(b);
 }
 
-double all_reduce_bus_factor(int ranks) { return 2.0 * (ranks - 1) / ranks; }
-double shard_bus_factor(int ranks) { return static_cast<double>(ranks - 1) / ranks; }
 
 CollectiveFit fit_collective(const std::vector<std::pair<double, double>>& points,
                              double bus_factor) {

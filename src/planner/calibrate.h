@@ -43,9 +43,6 @@ void measure_disk(const std::string& dir, int64_t bytes, MachineProfile& p);
 CollectiveFit fit_collective(const std::vector<std::pair<double, double>>& points,
                              double bus_factor);
 
-// The ring's bus factors (profile.h, CollectiveFit).
-double all_reduce_bus_factor(int ranks);
-double shard_bus_factor(int ranks);  // reduce-scatter and all-gather
 
 // The profile to plan with. `path` given: that file as it is (another machine's is allowed and
 // said). Else the default path's when its identity is this machine's; else, when `measure`, a

@@ -99,7 +99,7 @@ double sparse_exchange_seconds(const CommProfile& cp, int ranks, double micro_st
     const CollectiveFit& a2a = cp.all_gather;
     const double per_micro = a2a.time_s(8.0 * ranks, f) + a2a.time_s(8.0 * x->ids, f) +
                              2 * a2a.time_s(4.0 * x->floats, f);
-    return micro_steps * per_micro + 2 * a2a.latency_s;
+    return micro_steps * per_micro + 2 * a2a.time_s(0, f);  // the two small gathers
 }
 
 bool overlaps_comm(const PlanBase& base, const Strategy& s) {
@@ -653,19 +653,15 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
             const int n = s.dp;
             const double gbytes = P * g, wbytes = P * e;
             const double rb = buckets(P, static_cast<double>(st.reduce_bucket_numel));
+            // `bytes` in k calls of bytes / k (buckets, modules).
             auto ar = [&](double bytes, double k) {
-                return k * cp->all_reduce.latency_s +
-                       cp->all_reduce.time_s(bytes, all_reduce_bus_factor(n)) -
-                       cp->all_reduce.latency_s;
+                return k * cp->all_reduce.time_s(bytes / k, all_reduce_bus_factor(n));
             };
             auto rs = [&](double bytes, double k) {
-                return k * cp->reduce_scatter.latency_s +
-                       cp->reduce_scatter.time_s(bytes, shard_bus_factor(n)) -
-                       cp->reduce_scatter.latency_s;
+                return k * cp->reduce_scatter.time_s(bytes / k, shard_bus_factor(n));
             };
             auto ag = [&](double bytes, double k) {
-                return k * cp->all_gather.latency_s +
-                       cp->all_gather.time_s(bytes, shard_bus_factor(n)) - cp->all_gather.latency_s;
+                return k * cp->all_gather.time_s(bytes / k, shard_bus_factor(n));
             };
             const bool overlap = overlaps_comm(base, s);
             // The gradient reduction of one backward: behind it with overlap_comm, else after.

@@ -10,19 +10,29 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zt {
 
-// One collective's time for a buffer of `bytes` (the per-rank payload as the call takes it):
-// latency_s + bus_factor(ranks) x bytes / bus_bytes_per_s, with the ring's bus factor (all-reduce
-// 2 (n - 1) / n, reduce-scatter and all-gather (n - 1) / n, send/recv 1), so a fit at one rank
-// count predicts others on the same links.
+// One collective's time for a buffer of `bytes` (the per-rank payload as the call takes it), in
+// bus bytes, bus_factor(ranks) x bytes, with the ring's bus factor (all-reduce 2 (n - 1) / n,
+// reduce-scatter and all-gather (n - 1) / n, send/recv 1), so a fit at one rank count predicts
+// others on the same links. With measured points (Note [Collective times between sizes] in
+// profile.cpp): interpolated between them; else the line latency_s + bus bytes / bus_bytes_per_s.
 struct CollectiveFit {
     double latency_s = 0;
     double bus_bytes_per_s = 0;  // 0: not measured
+    // (bus bytes, seconds), ascending in both (set_points makes them so); empty: the line alone.
+    std::vector<std::pair<double, double>> points;
     double time_s(double bytes, double bus_factor) const;
+    // The measured (bytes, seconds) of the calibration at this bus factor.
+    void set_points(const std::vector<std::pair<double, double>>& measured, double bus_factor);
 };
+
+// The ring's bus factors (CollectiveFit).
+double all_reduce_bus_factor(int ranks);
+double shard_bus_factor(int ranks);  // reduce-scatter and all-gather
 
 // What one backend's collectives cost between ranks of one host ("local": ranks as threads;
 // "mpi": processes under mpirun). The points are the raw measurements (bytes, seconds).

@@ -48,8 +48,8 @@ class PlanCli : public Cli {
         p.rates.push_back(r);
         CommProfile c;
         c.backend = "local";
-        c.all_reduce = c.reduce_scatter = c.all_gather = {2e-5, 2e9};
-        c.send_recv = {5e-6, 4e9};
+        c.all_reduce = c.reduce_scatter = c.all_gather = {2e-5, 2e9, {}};
+        c.send_recv = {5e-6, 4e9, {}};
         p.comm.push_back(c);
         const std::string path = at.empty() ? (dir_ / "profile.json").string() : at;
         save_profile(p, path);

@@ -287,5 +287,61 @@ TEST(Calibrate, FitRecoversALine) {
     EXPECT_NEAR(f.time_s(1e6, factor), lat + factor * 1e6 / bus, 1e-12);
 }
 
+// Note [Collective times between sizes]: between measured sizes the straight line through the
+// two, below the smallest its time, past the largest the last two points' rate; a smaller size
+// never costs more than a larger one measured; kept through the profile file.
+TEST(Calibrate, CollectiveTimesInterpolateTheMeasuredSizes) {
+    // This machine's local all-reduce (session 25): 4 KiB measured slower than 256 KiB.
+    const std::vector<std::pair<double, double>> ar = {
+        {4096, 1.67e-4}, {262144, 1.32e-4}, {4194304, 5.35e-4}, {16777216, 3.19e-3}};
+    CollectiveFit f = fit_collective(ar, 1.0);  // two ranks: bus factor 1
+    const double line = f.time_s(309448, 1.0);
+    f.set_points(ar, 1.0);
+    ASSERT_EQ(f.points.size(), 4u);
+    EXPECT_EQ(f.points[0].second, 1.32e-4);  // bounded by the larger size's
+    EXPECT_EQ(f.time_s(8, 1.0), 1.32e-4);
+    EXPECT_EQ(f.time_s(4096, 1.0), 1.32e-4);
+    const double mid = 1.32e-4 + (5.35e-4 - 1.32e-4) * (309448.0 - 262144) / (4194304 - 262144);
+    EXPECT_NEAR(f.time_s(309448, 1.0), mid, 1e-15);
+    EXPECT_GT(f.time_s(309448, 1.0), 1.5 * line);  // the line's 82 us against 137 here
+    EXPECT_NEAR(f.time_s(4194304, 1.0), 5.35e-4, 1e-15);
+    const double rate = (3.19e-3 - 5.35e-4) / (16777216.0 - 4194304);
+    EXPECT_NEAR(f.time_s(33554432, 1.0), 3.19e-3 + rate * 16777216, 1e-15);
+    // Another rank count: the bus bytes (4 ranks: 1.5 x the payload) are interpolated.
+    EXPECT_NEAR(f.time_s(309448 / 1.5, 1.5), mid, 1e-15);
+    // Through the profile file: the points come back from the measured ones it keeps.
+    MachineProfile p = round_profile();
+    nlohmann::json pts = nlohmann::json::array();
+    for (const auto& [b, t] : ar) pts.push_back({b, t});
+    p.comm[0].points = {{"all_reduce", pts}};
+    const MachineProfile q = profile_from_json(profile_json(p), "test");
+    EXPECT_NEAR(q.comm[0].all_reduce.time_s(309448, 1.0), mid, 1e-15);
+    EXPECT_TRUE(q.comm[0].all_gather.points.empty());  // none kept: the line
+    EXPECT_EQ(q.comm[0].all_gather.time_s(1e6, 1.0), 1e-5 + 1e6 / 1e9);
+    nlohmann::json bad = profile_json(p);
+    bad["comm"][0]["points"]["all_reduce"][1] = "x";
+    try {
+        profile_from_json(bad, "p.json");
+        FAIL() << "a bad point was read";
+    } catch (const Error& e) {
+        EXPECT_NE(e.message().find("\"x\" of all_reduce is not [bytes, seconds]"),
+                  std::string::npos)
+            << e.message();
+    }
+    // The cost model: a ZeRO-0 reduction in rb buckets is rb calls of a bucket's bytes.
+    const PlanBase base = tiny_gpt_base();
+    MachineProfile r = round_profile();
+    r.comm[0].all_reduce.set_points(ar, 1.0);
+    Strategy s;
+    s.dp = 2;
+    s.micro_batch = 4;
+    s.grad_accum = 1;
+    const PlanCost c = plan_cost(base, s, &r);
+    const double P = static_cast<double>(c.memory.state.padded_numel);
+    const double rb =
+        std::max(1.0, std::ceil(P / static_cast<double>(c.memory.spec.state.reduce_bucket_numel)));
+    EXPECT_NEAR(c.time.dp_comm, rb * r.comm[0].all_reduce.time_s(4 * P / rb, 1.0), 1e-15);
+}
+
 }  // namespace
 }  // namespace zt

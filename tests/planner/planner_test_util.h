@@ -43,10 +43,10 @@ inline MachineProfile round_profile() {
     CommProfile c;
     c.backend = "local";
     c.ranks = 2;
-    c.all_reduce = {1e-5, 1e9};
-    c.reduce_scatter = {1e-5, 1e9};
-    c.all_gather = {1e-5, 1e9};
-    c.send_recv = {2e-6, 2e9};
+    c.all_reduce = {1e-5, 1e9, {}};
+    c.reduce_scatter = {1e-5, 1e9, {}};
+    c.all_gather = {1e-5, 1e9, {}};
+    c.send_recv = {2e-6, 2e9, {}};
     p.comm.push_back(c);
     p.disk_read_bytes_per_s = 1e9;
     p.disk_write_bytes_per_s = 5e8;
