@@ -3,7 +3,7 @@
 
 For GPT config S (vocab 8192, d_model 512, 8 layers, 8 heads, 256 tokens, 8 sequences a step),
 config M ("gptm": GPT-2 small's widths, 512 tokens, 4 sequences a step; not in the default list)
-and the DLRM synthetic example (512 samples a step, and 8192 as "dlrm8k"), at 1 and 2 ranks (local backend, ranks as
+and the DLRM synthetic example (512 samples a step, and 8192 as "dlrm8k"), at 1 and 2 ranks, the DLRMs at 4 too (local backend, ranks as
 threads, the default threads per rank): runs each layout of a small grid for a few steps and
 reads its metrics.jsonl "plan" field through `zerotrain plan --check RUN --json` (predicted and
 measured step time, peak memory, and the state bytes), then runs `zerotrain train --auto` for
@@ -82,6 +82,9 @@ DLRM_GRID = {
     "2: dp2 ZeRO-0": (2, {"train_micro_batch_size_per_gpu": 256, "zero_optimization": {"stage": 0}}),
     "2: dp2 ZeRO-1": (2, {"train_micro_batch_size_per_gpu": 256, "zero_optimization": {"stage": 1}}),
     "2: dp2 ZeRO-2": (2, {"train_micro_batch_size_per_gpu": 256, "zero_optimization": {"stage": 2}}),
+    # Four ranks of one thread on this machine's two cores (oversubscribed, as the model counts).
+    "4: dp4 ZeRO-0": (4, {"train_micro_batch_size_per_gpu": 128, "zero_optimization": {"stage": 0}}),
+    "4: dp4 ZeRO-2": (4, {"train_micro_batch_size_per_gpu": 128, "zero_optimization": {"stage": 2}}),
 }
 
 # The same model at 16x the batch (a ~10 ms step): at 512 samples the step is under a
@@ -96,6 +99,10 @@ DLRM_8K_GRID = {
     "2: dp2 ZeRO-1": (2, {"train_micro_batch_size_per_gpu": 4096,
                           "zero_optimization": {"stage": 1}}),
     "2: dp2 ZeRO-2": (2, {"train_micro_batch_size_per_gpu": 4096,
+                          "zero_optimization": {"stage": 2}}),
+    "4: dp4 ZeRO-0": (4, {"train_micro_batch_size_per_gpu": 2048,
+                          "zero_optimization": {"stage": 0}}),
+    "4: dp4 ZeRO-2": (4, {"train_micro_batch_size_per_gpu": 2048,
                           "zero_optimization": {"stage": 2}}),
 }
 
@@ -246,7 +253,8 @@ def main():
         for model in a.models.split(","):
             base, grid = MODELS[model]
             jobs = [(name, ranks, merge(base, sets), []) for name, (ranks, sets) in grid.items()]
-            jobs += [(f"{r}: --auto", r, base, ["--auto"]) for r in (1, 2)]
+            rank_counts = sorted({r for r, _ in grid.values()})
+            jobs += [(f"{r}: --auto", r, base, ["--auto"]) for r in rank_counts]
             best = {}
             for rnd in range(a.rounds):  # the order reversed every other round
                 for name, ranks, cfg, extra in (jobs if rnd % 2 == 0 else jobs[::-1]):
@@ -260,7 +268,7 @@ def main():
             results += [best[name] for name, _, _, _ in jobs]
     summary = []
     for model in a.models.split(","):
-        for ranks in (1, 2):
+        for ranks in (1, 2, 4):
             rows = [r for r in results if r["model"] == model and r["ranks"] == ranks
                     and r["measured_s"]]
             grid = [r for r in rows if "--auto" not in r["layout"]]
