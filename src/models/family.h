@@ -260,6 +260,15 @@ class ModelFamily {
                                                       std::span<const double> /*weights*/) const {
         return std::vector<int64_t>(static_cast<size_t>(ranks), sparse_bytes_per_rank(ranks));
     }
+    // Each of `ranks` ranks' share of the sharded tables' lookup work with the tables placed with
+    // `weights` (as sparse_bytes_by_rank): a table's work is its ids per sample times its
+    // columns, a shard's the columns it serves times its rows' share of the table (ids taken as
+    // spread evenly over the rows). The shares sum to 1; empty
+    // without sharded tables (Note [Tables by speed], planner/cost_model.cpp).
+    virtual std::vector<double> sparse_work_by_rank(int /*ranks*/,
+                                                    std::span<const double> /*weights*/) const {
+        return {};
+    }
     virtual void check_sparse_fit(int /*ranks*/, int64_t /*budget*/) const {}
     virtual std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const = 0;
     // The same for one rank of a tensor-parallel group of t (parallel.sequence_parallel: sp). The

@@ -165,6 +165,32 @@ double stage_share(const PlanBase& b, const Strategy& s) {
     return b.pipe_cache->facts(*b.spec.model, pipe_options(s)).share;
 }
 
+// Note [Tables by speed]
+// The sharded tables' time S (one micro-batch's, measured on one rank at speed 1) is every rank's
+// when their work is even. Over dp ranks without a pipeline or batch shares, a rank serves its
+// own tables' lookups for every rank's micro-batch, R f_r S at speed 1, f_r its share of the
+// tables' work (ModelFamily::sparse_work_by_rank, with the layout's table_weights or the
+// config's own placement), and the step waits for the rank with the most:
+// max_r (D + R f_r S) / v_r, D the rest of the micro-batch at speed 1, v_r the rank's declared
+// speed (1 without --rank-speed). Even shares at equal speeds give D + S, as before; tables
+// placed by memory (`tables by 60+24`) now cost their loaded rank's lookups; with --rank-speed
+// the search also places the tables by the speeds (planner/search.cpp). `dense` arrives scaled
+// by stage_share (1 / the slowest speed), as the rest of the compute is.
+double micro_compute(const PlanBase& base, const Strategy& s, double dense, double sparse) {
+    const double even = dense + sparse * stage_share(base, s);
+    if (sparse <= 0 || s.dp <= 1 || s.pp > 1 || !s.batch_shares.empty()) return even;
+    const std::vector<double> work = base.spec.model->sparse_work_by_rank(s.dp, s.table_weights);
+    if (static_cast<int>(work.size()) != s.dp) return even;
+    std::vector<double> v(static_cast<size_t>(s.dp), 1.0);
+    if (static_cast<int>(base.rank_speed.size()) == s.dp * s.tp * s.pp)
+        v = dp_speeds(base.rank_speed, s.dp, s.tp);
+    const double dense1 = dense * *std::min_element(v.begin(), v.end());
+    double most = 0;
+    for (size_t r = 0; r < v.size(); ++r)
+        most = std::max(most, (dense1 + s.dp * work[r] * sparse) / v[r]);
+    return most;
+}
+
 }  // namespace
 
 const PipeFacts& PipeCache::facts(const ModelFamily& m, const PipeOptions& o) {
@@ -564,8 +590,9 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
         shaped_s += *sec * oversub;
     // The sharded tables' lookups, exchanges and updates (Note [Sparse step by shape]).
     const std::vector<SparseShape> sparse = m.sparse_shapes(s.micro_batch);
+    double sparse_s = 0;  // at speed 1, on a rank of even share (Note [Tables by speed])
     if (const auto sec = sparse_shapes_seconds(*profile, threads, sparse))
-        shaped_s += *sec * oversub;
+        sparse_s = *sec * oversub;
     const std::optional<SparseExchange> sparse_exchange =
         sparse.empty() ? std::nullopt : sparse_shapes_exchange(*profile, sparse);
     const std::vector<InteractionShape> is = m.interaction_shapes(s.micro_batch);
@@ -583,7 +610,7 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     StepTime& t = c.time;
     const double ops_s = 3.0 * std::max(0.0, static_cast<double>(base.param_tensors) - shaped_ops) *
                          stage_share(base, s) * r.op_overhead_s * oversub;
-    t.compute = (gemm_s + attn_s + elem_s + ops_s) * mb;
+    t.compute = micro_compute(base, s, gemm_s + attn_s + elem_s + ops_s, sparse_s) * mb;
     // The policy's second forward (the family's count, Note [Recompute cost] for GPT).
     const auto recompute_s = [&](const RecomputeFlops& rf, double part) {
         return (rf.gemm * b * part / gemm_rate + rf.attention * b * part / attn_rate) * mb;

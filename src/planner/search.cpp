@@ -106,21 +106,29 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
     if (uneven && !base.rank_speed.empty())
         s.partition = speed_partition(base.spec.model->pipeline_costs(),
                                       stage_speeds(base.rank_speed, s.dp, s.tp, s.pp));
-    // Data-parallel ranks of unequal memory without a pipeline, tables placed whole on ranks:
-    // the tables by the ranks' budgets too (embedding.rank_weights).
-    std::vector<double> table_weights;
-    if (!base.rank_memory.empty() && s.pp == 1 && s.dp > 1 &&
+    // Data-parallel ranks of unequal memory or speed without a pipeline, tables placed whole on
+    // ranks: the tables by the ranks' budgets (in MiB) and by their speeds too
+    // (embedding.rank_weights; Note [Tables by speed] in cost_model.cpp).
+    std::vector<std::vector<double>> table_weights;
+    if (s.pp == 1 && s.dp > 1 && (!base.rank_memory.empty() || !base.rank_speed.empty()) &&
         base.spec.model->places_tables_by_weight(s.dp)) {
-        for (int64_t b : dp_budgets(base.rank_memory, s.dp, s.tp))
-            table_weights.push_back(
-                std::max<double>(1.0, std::floor(static_cast<double>(b) / (1 << 20))));
-        if (std::all_of(table_weights.begin(), table_weights.end(),
-                        [&](double w) { return w == table_weights.front(); }))
-            table_weights.clear();
+        const auto add = [&](std::vector<double> w) {
+            if (std::any_of(w.begin(), w.end(), [&](double x) { return x != w.front(); }))
+                table_weights.push_back(std::move(w));
+        };
+        if (!base.rank_memory.empty()) {
+            std::vector<double> w;
+            for (int64_t b : dp_budgets(base.rank_memory, s.dp, s.tp))
+                w.push_back(std::max<double>(1.0, std::floor(static_cast<double>(b) / (1 << 20))));
+            add(std::move(w));
+        }
+        if (!base.rank_speed.empty()) add(dp_speeds(base.rank_speed, s.dp, s.tp));
     }
-    // Data-parallel ranks of unequal speed without a pipeline: batch shares by speed too.
+    // Data-parallel ranks of unequal speed without a pipeline: batch shares by speed too, where
+    // the engine takes them (not with sharded tables: their exchanges need equal batches).
     std::vector<double> dp_speed;
-    if (!base.rank_speed.empty() && s.pp == 1 && s.dp > 1) {
+    if (!base.rank_speed.empty() && s.pp == 1 && s.dp > 1 &&
+        base.spec.model->sparse_param_count() == 0) {
         dp_speed = dp_speeds(base.rank_speed, s.dp, s.tp);
         if (std::all_of(dp_speed.begin(), dp_speed.end(),
                         [&](double v) { return v == dp_speed.front(); }))
@@ -149,9 +157,9 @@ std::vector<Strategy> members_of(const PlanBase& base, Strategy s,
                     if (sp && s.tp == 1) continue;
                     s.sequence_parallel = sp;
                     out.push_back(by_memory ? memory_sized(base, s) : s);
-                    if (!table_weights.empty()) {
+                    for (const std::vector<double>& w : table_weights) {
                         Strategy placed = s;
-                        placed.table_weights = table_weights;
+                        placed.table_weights = w;
                         out.push_back(std::move(placed));
                     }
                     if (dp_speed.empty()) continue;

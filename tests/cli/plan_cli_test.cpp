@@ -256,6 +256,53 @@ TEST_F(PlanCli, RankSpeedGivesUnequalStagesTheEngineRuns) {
     EXPECT_EQ(nlohmann::json::parse(m.output)["plans"], out["plans"]);
 }
 
+// Note [Tables by speed]: with sharded tables the fast rank gets more of them (no batch shares:
+// the engine refuses those with sharded tables), and the layout's arguments train.
+TEST_F(PlanCli, RankSpeedPlacesShardedTablesAndTheRunTakesThePlacement) {
+    const nlohmann::json j = {
+        {"train_micro_batch_size_per_gpu", 64},
+        {"steps", 2},
+        {"optimizer", {{"type", "SGD"}, {"params", {{"lr", 0.1}}}}},
+        {"model",
+         {{"type", "dlrm"},
+          {"table_rows", {4000, 3000, 2000, 1000, 900, 800, 700, 600}},
+          {"embedding_dim", 8},
+          {"bottom_mlp", {16, 8}},
+          {"top_mlp", {16}}}},
+        {"embedding", {{"sharding", "table"}, {"optimizer", {{"type", "sgd"}, {"lr", 0.05}}}}},
+        {"data", {{"type", "synthetic"}, {"records", 2000}}},
+        {"threads", 1}};
+    const std::string cfg = write_config(j);
+    // A real profile (one thread, ~2 s), so that the plan times the tables' lookups here.
+    const std::string prof = (dir_ / "calibrated.json").string();
+    const CommandResult cal = run_zerotrain("bench calibrate --threads 1 --out " + prof, false);
+    ASSERT_EQ(cal.code, 0) << cal.output;
+    const CommandResult r = run_zerotrain(
+        "plan " + cfg + " --ranks 2 --rank-speed 1,0.25 --json --top 0 --profile " + prof, false);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const nlohmann::json out = nlohmann::json::parse(r.output);
+    ASSERT_FALSE(out["plans"].empty()) << r.output;
+    for (const nlohmann::json& p : out["plans"])
+        EXPECT_FALSE(p["strategy"].contains("batch_shares")) << p.dump();
+    const nlohmann::json& best = out["plans"][0];
+    ASSERT_EQ(best["strategy"]["dp"], 2) << best.dump();
+    EXPECT_EQ(best["strategy"]["table_weights"], nlohmann::json({1.0, 0.25})) << best.dump();
+    std::string sets;
+    for (const nlohmann::json& x : best["config_sets"])
+        sets += " --set '" + x.get<std::string>() + "'";
+    EXPECT_NE(sets.find("embedding.rank_weights=[1.0,0.25]"), std::string::npos) << sets;
+    const std::string run = (dir_ / "placed").string();
+    const CommandResult t =
+        run_zerotrain("train " + cfg + " --quiet --ranks 2 --run-dir " + run + sets);
+    ASSERT_EQ(t.code, 0) << t.output;
+    // The run's plan puts more of the tables' bytes on the fast rank.
+    const nlohmann::json plan =
+        nlohmann::json::parse(std::ifstream(run + "/embedding_plan.json"));
+    const nlohmann::json& bytes = plan["rank_bytes"];
+    ASSERT_EQ(bytes.size(), 2u) << plan.dump();
+    EXPECT_GT(bytes[0].get<int64_t>(), bytes[1].get<int64_t>()) << plan.dump();
+}
+
 TEST_F(PlanCli, RanksLayoutsAndSaysWhyOthersWereRejected) {
     const std::string cfg = write_config(config());
     const std::string prof = write_profile();

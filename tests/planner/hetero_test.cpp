@@ -11,6 +11,7 @@
 
 #include "models/dlrm/dlrm_family.h"
 #include "planner/search.h"
+#include "planner/sparse_times.h"
 #include "planner_test_util.h"
 #include "util/error.h"
 
@@ -391,6 +392,86 @@ TEST(Hetero, SearchPlacesTablesByMemory) {
     for (const Rejected& x : none.rejected)
         said = said || x.reason.find("dp rank 1 needs") != std::string::npos;
     EXPECT_TRUE(said);
+}
+
+// Note [Tables by speed]: each rank serves its own tables' lookups for every rank's micro-batch,
+// so the step waits for max_r (D + R f_r S) / v_r; with --rank-speed the search also places the
+// tables by the speeds, and that placement wins where one rank is much slower.
+TEST(Hetero, SearchPlacesTablesBySpeed) {
+    DlrmOptions o;
+    o.dense_features = 13;
+    for (int64_t rows : {4000, 3000, 2000, 1000, 500, 400, 300, 200}) {
+        DlrmTable t;
+        t.rows = rows;
+        t.dim = 16;
+        o.tables.push_back(t);
+    }
+    o.tables[0].dim = 32;  // a wider table: its lookups are twice the work
+    o.embedding.enabled = true;
+    o.embedding.sharding = {ShardKind::kTable};
+    o.bottom_mlp = {24, 16};
+    o.top_mlp = {16, 1};
+    PlanBase base;
+    base.spec.model = std::make_shared<DlrmFamily>(o, DlrmDataOptions{});
+    base.spec.optimizer = "AdamW";
+    base.spec.state.optimizer_states = 2;
+    base.global_batch = 64;
+    base.cores = 4;
+    base.threads = 1;
+    base.param_tensors = 8;
+    const ModelFamily& m = *base.spec.model;
+    // The work shares: each rank's tables' columns x ids over all of them, summing to 1.
+    const std::vector<double> equal = m.sparse_work_by_rank(2, {});
+    const std::vector<double> tilted = m.sparse_work_by_rank(2, std::vector<double>{1, 0.25});
+    ASSERT_EQ(equal.size(), 2u);
+    EXPECT_NEAR(equal[0] + equal[1], 1.0, 1e-12);
+    EXPECT_NEAR(tilted[0] + tilted[1], 1.0, 1e-12);
+    EXPECT_GT(tilted[0], equal[0]);
+    // Whole tables: 9 units of work (eight tables, the first twice as wide).
+    for (double w : tilted) EXPECT_NEAR(w * 9, std::round(w * 9), 1e-12);
+    EXPECT_TRUE(m.sparse_work_by_rank(1, {}) == std::vector<double>{1.0});
+
+    // A profile with the sharded tables' time of every micro-batch the search tries: 1 ms at 32.
+    MachineProfile prof = testing::round_profile();
+    for (int64_t b : {1, 2, 4, 8, 16, 32, 64})
+        for (int threads = 1; threads <= 4; ++threads)
+            for (const SparseShape& x : m.sparse_shapes(b))
+                prof.shape_s[sparse_time_key(threads, x)] = 1e-3 * static_cast<double>(b) / 32;
+    SearchSpace space;
+    space.ranks = 2;
+    space.offload = {"none"};
+    space.zero_stages = {0};
+    space.checkpoint = {"none"};
+    SearchOptions opt;
+    opt.top = 0;
+    base.rank_speed = {1.0, 0.25};
+    const SearchResult r = search_plans(base, space, &prof, opt, nullptr);
+    ASSERT_FALSE(r.ranked.empty());
+    const PlanCost& best = r.ranked.front();
+    ASSERT_EQ(best.strategy.dp, 2) << strategy_label(best.strategy);
+    // Sharded tables take no batch shares (the engine refuses them): none is proposed.
+    for (const PlanCost& c : r.ranked)
+        EXPECT_TRUE(c.strategy.batch_shares.empty()) << strategy_label(c.strategy);
+    EXPECT_EQ(best.strategy.table_weights, (std::vector<double>{1.0, 0.25}));
+    EXPECT_NE(strategy_label(best.strategy).find(", tables by 1+0.25"), std::string::npos);
+    // The formula: D at speed 1 from the same layout without the tables' time, then the rank
+    // with the most (D + 2 f_r S) / v_r.
+    MachineProfile no_sparse = testing::round_profile();
+    const PlanCost dense = plan_cost(base, best.strategy, &no_sparse);
+    const double mb = static_cast<double>(best.strategy.grad_accum);
+    const double S = 1e-3 * static_cast<double>(best.strategy.micro_batch) / 32;
+    const double D = dense.time.compute / mb * 0.25;  // scaled by 1 / the slowest speed
+    const std::vector<double> f = m.sparse_work_by_rank(2, best.strategy.table_weights);
+    const double want = mb * std::max((D + 2 * f[0] * S) / 1.0, (D + 2 * f[1] * S) / 0.25);
+    EXPECT_NEAR(best.time.compute, want, want * 1e-12);
+    // The same layout with the tables placed evenly is slower: the slow rank serves half.
+    Strategy even = best.strategy;
+    even.table_weights.clear();
+    EXPECT_GT(plan_cost(base, even, &prof).time.compute, best.time.compute);
+    // Equal speeds: no placement by speed is tried.
+    base.rank_speed = {1.0, 1.0};
+    for (const PlanCost& c : search_plans(base, space, &prof, opt, nullptr).ranked)
+        EXPECT_TRUE(c.strategy.table_weights.empty()) << strategy_label(c.strategy);
 }
 
 }  // namespace

@@ -231,6 +231,30 @@ std::vector<int64_t> DlrmFamily::sparse_bytes_by_rank(int ranks,
     return out;
 }
 
+std::vector<double> DlrmFamily::sparse_work_by_rank(int ranks,
+                                                    std::span<const double> weights) const {
+    if (sparse_param_count() == 0 || ranks < 1) return {};
+    DlrmOptions o = model_;
+    if (!weights.empty()) o.embedding.rank_weights.assign(weights.begin(), weights.end());
+    const EmbeddingPlan plan = dlrm_embedding_plan(o, ranks, 1, 1, 0);
+    std::vector<double> work(static_cast<size_t>(ranks), 0.0);
+    double total = 0;
+    for (size_t k = 0; k < plan.tables.size(); ++k) {
+        if (!plan.sharded(k)) continue;
+        for (const TableShard& s : plan.placement[k].shards) {
+            const double rows = static_cast<double>(plan.tables[k].rows);
+            const double w = plan.tables[k].ids_per_sample *
+                             static_cast<double>(s.col_end - s.col_begin) *
+                             static_cast<double>(s.row_end - s.row_begin) / rows;
+            work[static_cast<size_t>(s.rank)] += w;
+            total += w;
+        }
+    }
+    if (total <= 0) return {};
+    for (double& w : work) w /= total;
+    return work;
+}
+
 bool DlrmFamily::places_tables_by_weight(int ranks) const {
     if (sparse_param_count() == 0 || ranks < 2) return false;
     const EmbeddingPlan plan = dlrm_embedding_plan(model_, ranks, 1, 1, 0);

@@ -87,6 +87,8 @@ class DlrmFamily final : public ModelFamily {
     bool places_tables_by_weight(int ranks) const override;
     std::vector<int64_t> sparse_bytes_by_rank(int ranks,
                                               std::span<const double> weights) const override;
+    std::vector<double> sparse_work_by_rank(int ranks,
+                                            std::span<const double> weights) const override;
     void check_sparse_fit(int ranks, int64_t budget) const override;
     std::vector<PolicyActivations> activation_policies(int64_t B, DType dtype) const override;
     std::string activation_legend() const override;
