@@ -232,7 +232,6 @@ void measure_disk(const std::string& dir, int64_t bytes, MachineProfile& p) {
     free_host_buffer(b);
 }
 
-
 CollectiveFit fit_collective(const std::vector<std::pair<double, double>>& points,
                              double bus_factor) {
     CollectiveFit f;

@@ -43,7 +43,6 @@ void measure_disk(const std::string& dir, int64_t bytes, MachineProfile& p);
 CollectiveFit fit_collective(const std::vector<std::pair<double, double>>& points,
                              double bus_factor);
 
-
 // The profile to plan with. `path` given: that file as it is (another machine's is allowed and
 // said). Else the default path's when its identity is this machine's; else, when `measure`, a
 // fresh calibration saved there; else nullopt. `said` gets one line on what happened.

@@ -602,9 +602,8 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     }
     // The shapes are one rank's (a tensor-parallel family names its split products): their
     // seconds scale with the pipeline share alone, their FLOPs are the group's t-th.
-    const double gemm_s =
-        std::max(0.0, flops - attn - shaped_flops * s.tp) * share / gemm_rate +
-        shaped_s * stage_share(base, s);
+    const double gemm_s = std::max(0.0, flops - attn - shaped_flops * s.tp) * share / gemm_rate +
+                          shaped_s * stage_share(base, s);
     const double attn_s = attn * share / attn_rate;
     const double elem_s = elem_bytes * share / bw;
     StepTime& t = c.time;

@@ -57,7 +57,7 @@ struct ThreadRates {
 
 struct MachineProfile {
     static constexpr int kVersion = 2;  // 2: the disk on the nvme tier's path, mixed rate
-    std::string identity;            // profile_identity() of the machine measured
+    std::string identity;               // profile_identity() of the machine measured
     nlohmann::json machine;          // {"cpu", "cores", "libraries", ...}: for people, not compared
     std::string measured_at;         // UTC, ISO 8601
     double seconds = 0;              // calibration time

@@ -21,19 +21,19 @@ namespace zt {
 // One GEMM rate per size class fits neither a recommendation model nor, to 10%, a transformer
 // (GPT config S on one thread: predicted 1.35 s a step from the class rate, measured 1.54 s; the
 // three lanes of one product differ by up to 1.5x here; since session 25 GPT names its
-// products too, Note [GPT products by shape]). The DLRM of the issue-13 benchmark has products from 2048 x 512
-// over 13 (71 GFLOP/s measured, against the class's ~200) to 2048 x 1 over 256 (9 GFLOP/s), and
-// 26 embedding-bag lookups the FLOPs do not see at all; its fp32 step was predicted at 37 ms and
-// measured at ~50. A family that names its micro-batch's products, lookups and interactions
-// (gemm_shapes, lookup_shapes, interaction_shapes) has each one timed here, once per machine,
-// dtype, thread count and shape, through the engine's own kernels: gemm() with the engine's library
-// choice in the three lanes a Linear runs (NT forward, NN input gradient, TN weight gradient), the
-// embedding-bag forward and backward over uniform ids, and the dot interaction's forward and
-// backward (its FLOPs at the GEMM rate had put it at 0.14 ms of the example's batch-8192 step; perf
-// put it at ~1 ms). The times are kept in the calibration profile, so a plan measures only what it
-// has not seen (a few milliseconds a shape); `zerotrain plan` measures every candidate layout's
-// shapes, a training run only its own. A lookup into a table larger than 8M elements is timed on a
-// table of 8M (the backward writes a dense gradient here).
+// products too, Note [GPT products by shape]). The DLRM of the issue-13 benchmark has products from
+// 2048 x 512 over 13 (71 GFLOP/s measured, against the class's ~200) to 2048 x 1 over 256 (9
+// GFLOP/s), and 26 embedding-bag lookups the FLOPs do not see at all; its fp32 step was predicted
+// at 37 ms and measured at ~50. A family that names its micro-batch's products, lookups and
+// interactions (gemm_shapes, lookup_shapes, interaction_shapes) has each one timed here, once per
+// machine, dtype, thread count and shape, through the engine's own kernels: gemm() with the
+// engine's library choice in the three lanes a Linear runs (NT forward, NN input gradient, TN
+// weight gradient), the embedding-bag forward and backward over uniform ids, and the dot
+// interaction's forward and backward (its FLOPs at the GEMM rate had put it at 0.14 ms of the
+// example's batch-8192 step; perf put it at ~1 ms). The times are kept in the calibration profile,
+// so a plan measures only what it has not seen (a few milliseconds a shape); `zerotrain plan`
+// measures every candidate layout's shapes, a training run only its own. A lookup into a table
+// larger than 8M elements is timed on a table of 8M (the backward writes a dense gradient here).
 
 namespace {
 
@@ -67,8 +67,8 @@ constexpr double kTimedGemmFlops = 1e9;
 constexpr int64_t kTimedMinRows = 256;
 
 struct TimedGemm {
-    GemmShape shape;    // as timed
-    double scale = 1;   // the named shape's time over the timed one's
+    GemmShape shape;   // as timed
+    double scale = 1;  // the named shape's time over the timed one's
 };
 
 TimedGemm timed_gemm(const GemmShape& g) {

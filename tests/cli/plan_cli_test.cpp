@@ -296,8 +296,7 @@ TEST_F(PlanCli, RankSpeedPlacesShardedTablesAndTheRunTakesThePlacement) {
         run_zerotrain("train " + cfg + " --quiet --ranks 2 --run-dir " + run + sets);
     ASSERT_EQ(t.code, 0) << t.output;
     // The run's plan puts more of the tables' bytes on the fast rank.
-    const nlohmann::json plan =
-        nlohmann::json::parse(std::ifstream(run + "/embedding_plan.json"));
+    const nlohmann::json plan = nlohmann::json::parse(std::ifstream(run + "/embedding_plan.json"));
     const nlohmann::json& bytes = plan["rank_bytes"];
     ASSERT_EQ(bytes.size(), 2u) << plan.dump();
     EXPECT_GT(bytes[0].get<int64_t>(), bytes[1].get<int64_t>()) << plan.dump();

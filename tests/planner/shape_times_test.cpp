@@ -96,7 +96,7 @@ TEST(ShapeTimes, DlrmProductsAreItsMlpsAndCarryItsFlops) {
 // builds, each at the micro-batch's B T rows; a tensor-parallel rank's are the split widths.
 TEST(ShapeTimes, GptProductsAreItsLinearsAndHeadSplitOverTensorParallelRanks) {
     GptOptions o{96, 16, 32, 3, 4};  // vocab 96, seq 16, d_model 32, 3 layers, 4 heads
-    o.d_ff = 48;                    // F other than 4 C, so that each width is checked
+    o.d_ff = 48;                     // F other than 4 C, so that each width is checked
     const GptFamily gpt(o, GptDataOptions{});
     const int64_t B = 5, N = B * o.seq_len;
     // The built model's products: a Linear (out, in) is 2 N in out each lane, the head 2 N C V.
@@ -162,7 +162,7 @@ TEST(ShapeTimes, TensorParallelRanksTakeTheirSplitProductsTimes) {
 // 256) and its time scaled by the rows' ratio; under it, on its own rows.
 TEST(ShapeTimes, LargeProductsAreTimedOnFewerRowsAndScaled) {
     MachineProfile p;
-    const GemmShape big{8192, 512, 512, 3};  // 4.3 GFLOP a lane: 1e9 / (2 512 512) -> 1856 rows
+    const GemmShape big{8192, 512, 512, 3};     // 4.3 GFLOP a lane: 1e9 / (2 512 512) -> 1856 rows
     const GemmShape wide{1024, 50304, 768, 1};  // 77 MFLOP a row: the 256-row floor
     const GemmShape small{512, 512, 512, 2};    // 0.27 GFLOP: as it is
     auto lanes = [&](int64_t m, int64_t n, int64_t k, double t) {
