@@ -18,6 +18,16 @@
 namespace zt {
 namespace {
 
+// Two ranks, ZeRO-0 in memory, no checkpointing: the small space of the searches below.
+SearchSpace two_ranks_zero0() {
+    SearchSpace space;
+    space.ranks = 2;
+    space.offload = {"none"};
+    space.zero_stages = {0};
+    space.checkpoint = {"none"};
+    return space;
+}
+
 using testing::round_profile;
 using testing::tiny_gpt_base;
 
@@ -168,11 +178,7 @@ TEST(Hetero, ParsesOneBudgetPerRankAndTakesEachStagesSmallest) {
 // stage's predicted peak within its rank's budget, where the balanced cut would not fit.
 TEST(Hetero, SearchSizesStagesToTheirMemory) {
     PlanBase base = tiny_gpt_base(8, 8);
-    SearchSpace space;
-    space.ranks = 2;
-    space.offload = {"none"};
-    space.zero_stages = {0};
-    space.checkpoint = {"none"};
+    SearchSpace space = two_ranks_zero0();
     space.schedules = {PipeSchedule::kGpipe};
     Strategy s;
     s.pp = 2;
@@ -318,19 +324,18 @@ TEST(Hetero, SearchGivesFasterRanksMoreOfTheBatch) {
         EXPECT_TRUE(c.strategy.batch_shares.empty()) << strategy_label(c.strategy);
 }
 
-// Ranks of unequal memory, tables placed whole on ranks: where the config's equal placement
-// leaves the smaller rank over its budget, the search places the tables by the ranks' budgets
-// (embedding.rank_weights), and checks each rank's bytes (its own tables beside the common
-// state) against its own budget.
-TEST(Hetero, SearchPlacesTablesByMemory) {
+// A DLRM whose tables (dim 16, the first `first_dim` wide) are placed whole on ranks, planned for
+// a global batch of 64 on 4 cores.
+PlanBase table_sharded_dlrm(std::initializer_list<int64_t> table_rows, int64_t first_dim = 16) {
     DlrmOptions o;
     o.dense_features = 13;
-    for (int64_t rows : {400000, 300000, 200000, 100000, 50000}) {
+    for (int64_t rows : table_rows) {
         DlrmTable t;
         t.rows = rows;
         t.dim = 16;
         o.tables.push_back(t);
     }
+    o.tables[0].dim = first_dim;
     o.embedding.enabled = true;
     o.embedding.sharding = {ShardKind::kTable};
     o.bottom_mlp = {24, 16};
@@ -343,6 +348,15 @@ TEST(Hetero, SearchPlacesTablesByMemory) {
     base.cores = 4;
     base.threads = 1;
     base.param_tensors = 8;
+    return base;
+}
+
+// Ranks of unequal memory, tables placed whole on ranks: where the config's equal placement
+// leaves the smaller rank over its budget, the search places the tables by the ranks' budgets
+// (embedding.rank_weights), and checks each rank's bytes (its own tables beside the common
+// state) against its own budget.
+TEST(Hetero, SearchPlacesTablesByMemory) {
+    PlanBase base = table_sharded_dlrm({400000, 300000, 200000, 100000, 50000});
     const ModelFamily& m = *base.spec.model;
     ASSERT_TRUE(m.places_tables_by_weight(2));
     EXPECT_FALSE(m.places_tables_by_weight(1));
@@ -353,11 +367,7 @@ TEST(Hetero, SearchPlacesTablesByMemory) {
     EXPECT_GT(tilted[0], tilted[1]);
     EXPECT_EQ(std::max(equal[0], equal[1]), m.sparse_bytes_per_rank(2));
 
-    SearchSpace space;
-    space.ranks = 2;
-    space.offload = {"none"};
-    space.zero_stages = {0};
-    space.checkpoint = {"none"};
+    SearchSpace space = two_ranks_zero0();
     SearchOptions opt;
     opt.top = 0;
     // Equal placement: rank 1's tables alone are over its budget, at any micro-batch.
@@ -398,27 +408,8 @@ TEST(Hetero, SearchPlacesTablesByMemory) {
 // so the step waits for max_r (D + R f_r S) / v_r; with --rank-speed the search also places the
 // tables by the speeds, and that placement wins where one rank is much slower.
 TEST(Hetero, SearchPlacesTablesBySpeed) {
-    DlrmOptions o;
-    o.dense_features = 13;
-    for (int64_t rows : {4000, 3000, 2000, 1000, 500, 400, 300, 200}) {
-        DlrmTable t;
-        t.rows = rows;
-        t.dim = 16;
-        o.tables.push_back(t);
-    }
-    o.tables[0].dim = 32;  // a wider table: its lookups are twice the work
-    o.embedding.enabled = true;
-    o.embedding.sharding = {ShardKind::kTable};
-    o.bottom_mlp = {24, 16};
-    o.top_mlp = {16, 1};
-    PlanBase base;
-    base.spec.model = std::make_shared<DlrmFamily>(o, DlrmDataOptions{});
-    base.spec.optimizer = "AdamW";
-    base.spec.state.optimizer_states = 2;
-    base.global_batch = 64;
-    base.cores = 4;
-    base.threads = 1;
-    base.param_tensors = 8;
+    // A wider first table: its lookups are twice the work.
+    PlanBase base = table_sharded_dlrm({4000, 3000, 2000, 1000, 500, 400, 300, 200}, 32);
     const ModelFamily& m = *base.spec.model;
     // The work shares: each rank's tables' columns x ids over all of them, summing to 1.
     const std::vector<double> equal = m.sparse_work_by_rank(2, {});
@@ -437,11 +428,7 @@ TEST(Hetero, SearchPlacesTablesBySpeed) {
         for (int threads = 1; threads <= 4; ++threads)
             for (const SparseShape& x : m.sparse_shapes(b))
                 prof.shape_s[sparse_time_key(threads, x)] = 1e-3 * static_cast<double>(b) / 32;
-    SearchSpace space;
-    space.ranks = 2;
-    space.offload = {"none"};
-    space.zero_stages = {0};
-    space.checkpoint = {"none"};
+    SearchSpace space = two_ranks_zero0();
     SearchOptions opt;
     opt.top = 0;
     base.rank_speed = {1.0, 0.25};
