@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "comm/communicator.h"
 #include "embedding/sharded_tables_detail.h"
@@ -409,8 +410,16 @@ void ShardedTables::scale_grads(float coef) {
     }
 }
 
+// Note [Small shards side by side]
+// A shard whose update is too small to split over threads (SparseRowOptimizer::threads_rows)
+// ran on one thread while the others waited, one shard after another: the 1x2 bf16 DLRM
+// benchmark spent 2.9% of its step there (13 small tables). Such shards now update side by
+// side, one per thread (the optimizer holds no state of its own, and each shard's rows are its
+// own); the large ones keep their rows split over threads. Each row goes through the same
+// kernel either way, so the bits are those of one thread.
 void ShardedTables::step(double lr, double base_lr, int64_t update) {
     const double rate = options_.lr > 0 && base_lr > 0 ? options_.lr * (lr / base_lr) : lr;
+    std::vector<Shard*> small;
     for (auto& s : shards_) {
         if (s->merged_rows.empty()) continue;
         mark_changed(*s);
@@ -428,10 +437,30 @@ void ShardedTables::step(double lr, double base_lr, int64_t update) {
             s->tier->mark_dirty(slots_);
             continue;
         }
-        float* state = s->state.defined() ? s->state.data<float>() : nullptr;
-        optimizer_.step(s->storage, state, s->merged_rows, s->merged.data(),
-                        static_cast<float>(rate), update);
+        if (!SparseRowOptimizer::threads_rows(static_cast<int64_t>(s->merged_rows.size()),
+                                              s->storage.cols)) {
+            small.push_back(s.get());
+            continue;
+        }
+        step_shard(*s, static_cast<float>(rate), update);
     }
+    const auto n = static_cast<int64_t>(small.size());
+    std::exception_ptr failed;  // an exception must not leave the OpenMP region
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+    for (int64_t i = 0; i < n; ++i) {
+        try {
+            step_shard(*small[static_cast<size_t>(i)], static_cast<float>(rate), update);
+        } catch (...) {
+#pragma omp critical(zt_small_shards)
+            if (!failed) failed = std::current_exception();
+        }
+    }
+    if (failed) std::rethrow_exception(failed);
+}
+
+void ShardedTables::step_shard(Shard& s, float rate, int64_t update) {
+    float* state = s.state.defined() ? s.state.data<float>() : nullptr;
+    optimizer_.step(s.storage, state, s.merged_rows, s.merged.data(), rate, update);
 }
 
 void ShardedTables::apply_held(double lr, double base_lr, int64_t update) {

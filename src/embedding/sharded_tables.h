@@ -186,6 +186,8 @@ class ShardedTables : public SparseParams {
     void apply_oldest(double lr, double base_lr, int64_t update);
     // The step's gradient of each used row of s, into merged_rows / merged (Note [Merge order]).
     void merge_grads(Shard& s);
+    // One in-memory shard's sparse update of its merged rows (Note [Small shards side by side]).
+    void step_shard(Shard& s, float rate, int64_t update);
     // Incremental checkpoints: marks s's merged_rows as changed when tracking.
     void mark_changed(Shard& s);
     bool track_ = false;  // track_changes(true): step() marks the rows it updates

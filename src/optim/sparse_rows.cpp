@@ -241,6 +241,10 @@ SparseRowOptimizer::SparseRowOptimizer(const SparseOptimOptions& o) : options_(o
              o.adam_eps, "; use a small positive value such as 1e-8 (PyTorch's Adam default)");
 }
 
+bool SparseRowOptimizer::threads_rows(int64_t n, int64_t cols) {
+    return n * cols >= parallel_min_elems(kParallelMinNumel);
+}
+
 void SparseRowOptimizer::step(SparseRowStorage& w, float* state, std::span<const int64_t> rows,
                               const float* grads, float lr, int64_t update) const {
     ZT_ASSERT(
@@ -259,7 +263,7 @@ void SparseRowOptimizer::step(SparseRowStorage& w, float* state, std::span<const
     const RowUpdate u = make_row_update(options_, lr, update);
     const bool split = w.split();
     // Rows are distinct (ids merged before), so each row has one writer; see the file header.
-#pragma omp parallel if (n * cols >= parallel_min_elems(kParallelMinNumel))
+#pragma omp parallel if (threads_rows(n, cols))
     {
         std::vector<float> buf(split ? cols : 0);  // this thread's f32 master of a split row
 #pragma omp for schedule(static)

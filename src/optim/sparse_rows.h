@@ -54,7 +54,7 @@ struct SparseRowStorage {
 };
 
 class SparseRowOptimizer {
-public:
+  public:
     explicit SparseRowOptimizer(const SparseOptimOptions& o);  // checks eps > 0, betas in [0, 1)
     const SparseOptimOptions& options() const { return options_; }
     int64_t state_per_row(int64_t cols) const { return sparse_state_per_row(options_.kind, cols); }
@@ -63,8 +63,11 @@ public:
     // update: the global update count from 1 (Adam's bias correction). OpenMP over rows.
     void step(SparseRowStorage& w, float* state, std::span<const int64_t> rows, const float* grads,
               float lr, int64_t update) const;
+    // Whether step() over n rows of cols runs its rows on several threads (else on the calling
+    // one: several such updates may run side by side, each on its own thread).
+    static bool threads_rows(int64_t n, int64_t cols);
 
-private:
+  private:
     SparseOptimOptions options_;
 };
 

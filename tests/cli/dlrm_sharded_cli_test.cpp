@@ -38,6 +38,33 @@ nlohmann::json sharded_config() {
             {"threads", 1}};
 }
 
+// Note [Small shards side by side]: on two threads the small shards' updates run one per thread
+// and the large one's rows split over both; the weights are those of one thread, bit for bit
+// (Adam state per row, five small tables and one large).
+TEST_F(Cli, SmallShardsUpdatedSideBySideTrainAsOnOneThread) {
+    nlohmann::json j = sharded_config();
+    j["model"]["table_rows"] = {200000, 50, 60, 70, 80, 90};
+    j["model"]["embedding_dim"] = 64;
+    j["model"]["bottom_mlp"] = {16, 64};
+    j["train_micro_batch_size_per_gpu"] = 1024;
+    j["embedding"] = {{"sharding", "table"}, {"optimizer", {{"type", "adam"}, {"lr", 0.01}}}};
+    j["steps"] = 3;
+    j.erase("checkpoint");
+    j["eval_interval"] = 0;
+    j.erase("threads");
+    const std::string cfg = write_config(j);
+    std::string weights[2];
+    for (int t = 1; t <= 2; ++t) {
+        const std::string run = (dir_ / zt::str_cat("t", t)).string();
+        const CommandResult r =
+            run_zerotrain(zt::str_cat("train ", cfg, " --quiet --threads ", t, " --run-dir ", run));
+        ASSERT_EQ(r.code, 0) << r.output;
+        weights[t - 1] = slurp(fs::path(run) / "model.safetensors");
+    }
+    ASSERT_FALSE(weights[0].empty());
+    EXPECT_TRUE(weights[0] == weights[1]);
+}
+
 TEST_F(Cli, ShardedTablesOverMpiMatchThreadsByteForByte) {
     nlohmann::json j = sharded_config();
     // Row-wise Adagrad keeps one accumulator per whole row: a column-split table is refused.
