@@ -3,10 +3,11 @@
 
 For GPT config S (vocab 8192, d_model 512, 8 layers, 8 heads, 256 tokens, 8 sequences a step),
 config M ("gptm": GPT-2 small's widths, 512 tokens, 4 sequences a step; not in the default list)
-and the DLRM synthetic example (512 samples a step, and 8192 as "dlrm8k"), at 1 and 2 ranks, the DLRMs at 4 too (local backend, ranks as
-threads, the default threads per rank): runs each layout of a small grid for a few steps and
-reads its metrics.jsonl "plan" field through `zerotrain plan --check RUN --json` (predicted and
-measured step time, peak memory, and the state bytes), then runs `zerotrain train --auto` for
+and the DLRM synthetic example (512 samples a step, and 8192 as "dlrm8k"), at 1 and 2 ranks and
+the DLRMs at 4 too (local backend, ranks as threads, the default threads per rank): runs each
+layout of a small grid for a few steps and reads its metrics.jsonl "plan" field through
+`zerotrain plan --check RUN --json` (predicted and measured step time, peak memory, and the
+state bytes), then runs `zerotrain train --auto` for
 the world size (the planner's own choice over its whole search space). Reports per layout the
 predicted / measured step time and peak memory, and per (model, ranks) whether the planner's
 choice (its fastest predicted layout of the grid, and --auto's) is within 5% of the fastest
@@ -268,7 +269,7 @@ def main():
             results += [best[name] for name, _, _, _ in jobs]
     summary = []
     for model in a.models.split(","):
-        for ranks in (1, 2, 4):
+        for ranks in sorted({r["ranks"] for r in results if r["model"] == model}):
             rows = [r for r in results if r["model"] == model and r["ranks"] == ranks
                     and r["measured_s"]]
             grid = [r for r in rows if "--auto" not in r["layout"]]

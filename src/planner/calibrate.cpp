@@ -153,10 +153,6 @@ CommProfile measure_comm(Communicator& comm, double min_s) {
     p.reduce_scatter = fit_collective(rs, shard_bus_factor(n));
     p.all_gather = fit_collective(ag, shard_bus_factor(n));
     p.send_recv = fit_collective(sr, 1.0);
-    p.all_reduce.set_points(ar, all_reduce_bus_factor(n));
-    p.reduce_scatter.set_points(rs, shard_bus_factor(n));
-    p.all_gather.set_points(ag, shard_bus_factor(n));
-    p.send_recv.set_points(sr, 1.0);
     auto pts = [](const std::vector<std::pair<double, double>>& v) {
         nlohmann::json a = nlohmann::json::array();
         for (const auto& [b, s] : v) a.push_back({b, s});
@@ -166,6 +162,7 @@ CommProfile measure_comm(Communicator& comm, double min_s) {
                 {"reduce_scatter", pts(rs)},
                 {"all_gather", pts(ag)},
                 {"send_recv", pts(sr)}};
+    p.fit_points("calibration");
     return p;
 }
 

@@ -29,8 +29,8 @@ double shard_bus_factor(int ranks) { return static_cast<double>(ranks - 1) / ran
 // takes the smallest's time (a call's fixed cost dominates there); one past the largest adds the
 // rest at the last two points' rate. A larger buffer never takes less time than a smaller, so
 // each point's time is at most the next larger one's (the measurement of the larger bounds it;
-// noise only adds). The line stays for the other rank counts' bus factor and for profiles
-// written before the points were kept.
+// noise only adds). Other rank counts read the same points at their own bus bytes. The line
+// stays for profiles written before the points were kept (and `bench calibrate` prints it).
 double CollectiveFit::time_s(double bytes, double bus_factor) const {
     const double x = bus_factor * bytes;
     if (points.size() >= 2) {
@@ -61,6 +61,25 @@ void CollectiveFit::set_points(const std::vector<std::pair<double, double>>& mea
     for (size_t i = points.size(); i-- > 1;)
         points[i - 1].second = std::min(points[i - 1].second, points[i].second);
     if (points.size() < 2) points.clear();
+}
+
+void CommProfile::fit_points(const std::string& what) {
+    const auto measured = [&](const char* name) {
+        std::vector<std::pair<double, double>> v;
+        if (!points.is_object() || !points.contains(name)) return v;
+        const nlohmann::json& pts = points[name];
+        ZT_CHECK(pts.is_array(), what, ": profile points of ", name, " are not a list");
+        for (const nlohmann::json& xy : pts) {
+            ZT_CHECK(xy.is_array() && xy.size() == 2 && xy[0].is_number() && xy[1].is_number(),
+                     what, ": profile point ", xy.dump(), " of ", name, " is not [bytes, seconds]");
+            v.emplace_back(xy[0].get<double>(), xy[1].get<double>());
+        }
+        return v;
+    };
+    all_reduce.set_points(measured("all_reduce"), all_reduce_bus_factor(ranks));
+    reduce_scatter.set_points(measured("reduce_scatter"), shard_bus_factor(ranks));
+    all_gather.set_points(measured("all_gather"), shard_bus_factor(ranks));
+    send_recv.set_points(measured("send_recv"), 1.0);
 }
 
 ThreadRates MachineProfile::at_threads(int threads) const {
@@ -207,23 +226,7 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
         cp.all_gather = fit_from(c, "all_gather", what);
         cp.send_recv = fit_from(c, "send_recv", what);
         cp.points = c.value("points", nlohmann::json::object());
-        const auto measured = [&](const char* name) {
-            std::vector<std::pair<double, double>> v;
-            if (!cp.points.is_object() || !cp.points.contains(name)) return v;
-            const nlohmann::json& pts = cp.points[name];
-            ZT_CHECK(pts.is_array(), what, ": profile points of ", name, " are not a list");
-            for (const nlohmann::json& xy : pts) {
-                ZT_CHECK(xy.is_array() && xy.size() == 2 && xy[0].is_number() && xy[1].is_number(),
-                         what, ": profile point ", xy.dump(), " of ", name,
-                         " is not [bytes, seconds]");
-                v.emplace_back(xy[0].get<double>(), xy[1].get<double>());
-            }
-            return v;
-        };
-        cp.all_reduce.set_points(measured("all_reduce"), all_reduce_bus_factor(cp.ranks));
-        cp.reduce_scatter.set_points(measured("reduce_scatter"), shard_bus_factor(cp.ranks));
-        cp.all_gather.set_points(measured("all_gather"), shard_bus_factor(cp.ranks));
-        cp.send_recv.set_points(measured("send_recv"), 1.0);
+        cp.fit_points(what);
         p.comm.push_back(cp);
     }
     const nlohmann::json disk = j.value("disk", nlohmann::json::object());

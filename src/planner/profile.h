@@ -41,6 +41,9 @@ struct CommProfile {
     int ranks = 2;        // ranks the fit was measured with
     CollectiveFit all_reduce, reduce_scatter, all_gather, send_recv;
     nlohmann::json points;  // {"all_reduce": [[bytes, s], ...], ...}
+    // Each fit's points from `points` at this rank count's bus factor (a collective without any
+    // keeps its line); throws (naming `what`) on a point that is not [bytes, seconds].
+    void fit_points(const std::string& what);
 };
 
 // Rates at one intra-op thread count.

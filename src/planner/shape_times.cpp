@@ -56,7 +56,6 @@ struct Lane {
     int64_t m, n, k;  // of the call: C[m x n] over k
 };
 
-// The three calls of a forward product Y[m x n] = X[m x k] W[n x k]^T.
 // Note [Timed rows]
 // A product's time grows linearly with its rows (the micro-batch's tokens or samples) once they
 // fill the kernel's blocks, so a product of more than kTimedGemmFlops (forward) is timed on
@@ -81,6 +80,7 @@ TimedGemm timed_gemm(const GemmShape& g) {
     return {t, static_cast<double>(g.m) / static_cast<double>(rows)};
 }
 
+// The three calls of a forward product Y[m x n] = X[m x k] W[n x k]^T.
 std::vector<Lane> lanes_of(const GemmShape& s) {
     return {{"NT", s.m, s.n, s.k}, {"NN", s.m, s.k, s.n}, {"TN", s.n, s.k, s.m}};
 }

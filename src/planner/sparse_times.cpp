@@ -134,10 +134,6 @@ SparseTimed time_sparse(const SparseShape& s, double min_s) {
     return out;
 }
 
-}  // namespace
-
-namespace {
-
 // " r2000d16 r1000d16 ...": the shape's tables, as its profile keys end.
 std::string tables_words(const SparseShape& s) {
     std::string out;
