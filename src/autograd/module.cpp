@@ -1,5 +1,7 @@
 #include "autograd/module.h"
 
+#include <algorithm>
+
 namespace zt {
 
 Shape Parameter::global_shape() const {
@@ -20,6 +22,14 @@ int64_t split_global_index(const Shape& shape, const ParamSplit& split, int64_t 
     const int64_t block_global = block_local * split.parts;  // the block's rows in the whole
     const int64_t g = c / block_local * block_global + split.part * block_local + c % block_local;
     return (outer * n * split.parts + g) * inner + in;
+}
+
+int64_t split_run_length(const Shape& shape, const ParamSplit& split) {
+    if (!split.sharded()) return std::max<int64_t>(1, shape_numel(shape));
+    const auto d = static_cast<size_t>(split.dim);
+    int64_t inner = 1;
+    for (size_t k = d + 1; k < shape.size(); ++k) inner *= shape[k];
+    return std::max<int64_t>(1, shape[d] / split.blocks * inner);
 }
 
 int64_t split_local_index(const Shape& whole, const ParamSplit& split, int64_t global,

@@ -48,6 +48,19 @@ int64_t split_global_index(const Shape& shape, const ParamSplit& split, int64_t 
 // ignored) is element `return` of part *part.
 int64_t split_local_index(const Shape& whole, const ParamSplit& split, int64_t global,
                           int64_t* part);
+// A part's elements lie in the whole tensor in runs of this many (one block's share of the split
+// dimension, times the dimensions after it), each contiguous in both: the run that starts at a
+// multiple of it, `local`, starts at split_global_index(local) in the whole. The part's numel
+// when not split.
+int64_t split_run_length(const Shape& shape, const ParamSplit& split);
+// fn(local, global, count) for each run of the part `split` describes (shape `shape`), in order:
+// copies between a part and its whole tensor a run at a time instead of an index per element.
+template <typename Fn>
+void for_each_split_run(const Shape& shape, const ParamSplit& split, Fn&& fn) {
+    const int64_t numel = shape_numel(shape), run = split_run_length(shape, split);
+    for (int64_t local = 0; local < numel; local += run)
+        fn(local, split_global_index(shape, split, local), std::min(run, numel - local));
+}
 
 struct Parameter {
     std::string name;  // full dotted name ("transformer.h.0.attn.c_attn.weight")

@@ -1,5 +1,6 @@
 #include "compression/prune_view.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -110,8 +111,9 @@ std::vector<float> PruneView::gather(std::span<const float> local) const {
     for (const Local& l : local_) {
         if (!l.writes) continue;
         const float* src = local.data() + l.p->offset;
-        for (int64_t i = 0; i < l.p->numel(); ++i)
-            view[static_cast<size_t>(l.view_offset + l.p->global_index(i))] = src[i];
+        for_each_split_run(l.p->shape, l.p->split, [&](int64_t i, int64_t global, int64_t count) {
+            std::copy(src + i, src + i + count, view.begin() + l.view_offset + global);
+        });
     }
     // One writer per element: the sums add zeros to it, exactly.
     for (Communicator* c : {tp_, pp_})
@@ -124,9 +126,10 @@ std::vector<uint8_t> PruneView::scatter(const std::vector<uint8_t>& view, int64_
               " bytes for a view of ", numel_);
     std::vector<uint8_t> out(static_cast<size_t>(arena), 0);
     for (const Local& l : local_)
-        for (int64_t i = 0; i < l.p->numel(); ++i)
-            out[static_cast<size_t>(l.p->offset + i)] =
-                view[static_cast<size_t>(l.view_offset + l.p->global_index(i))];
+        for_each_split_run(l.p->shape, l.p->split, [&](int64_t i, int64_t global, int64_t count) {
+            const auto from = view.begin() + l.view_offset + global;
+            std::copy(from, from + count, out.begin() + l.p->offset + i);
+        });
     return out;
 }
 

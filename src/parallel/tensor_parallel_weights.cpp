@@ -24,13 +24,13 @@ std::vector<float> tp_assemble(const std::vector<Parameter*>& params, const floa
     std::vector<float> whole(static_cast<size_t>(whole_numel(params)));
     int64_t at = 0;  // the parameter's offset in the one-process arena
     for (const Parameter* p : params) {
-        const int64_t n = p->numel();
         for (int r = 0; r < (p->split.sharded() ? t : 1); ++r) {
             ParamSplit s = p->split;
             s.part = r;
             const float* src = all.data() + r * numel + p->offset;
-            for (int64_t i = 0; i < n; ++i)
-                whole[static_cast<size_t>(at + split_global_index(p->shape, s, i))] = src[i];
+            for_each_split_run(p->shape, s, [&](int64_t local, int64_t global, int64_t count) {
+                std::copy(src + local, src + local + count, whole.begin() + at + global);
+            });
         }
         at += shape_numel(p->global_shape());
     }
@@ -41,7 +41,9 @@ void tp_cut(const std::vector<Parameter*>& params, const float* whole, float* lo
     int64_t at = 0;
     for (const Parameter* p : params) {
         float* dst = local + p->offset;
-        for (int64_t i = 0; i < p->numel(); ++i) dst[i] = whole[at + p->global_index(i)];
+        for_each_split_run(p->shape, p->split, [&](int64_t l, int64_t global, int64_t count) {
+            std::copy(whole + at + global, whole + at + global + count, dst + l);
+        });
         at += shape_numel(p->global_shape());
     }
 }

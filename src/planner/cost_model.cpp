@@ -556,7 +556,14 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     const double gemm_s = std::max(0.0, flops - attn - shaped_flops * s.tp) * share / gemm_rate +
                           shaped_s * stage_share(base, s);
     const double attn_s = attn * share / attn_rate;
-    const double elem_s = elem_bytes * share / bw;
+    // Note [Elementwise bytes of a tensor-parallel rank]
+    // The activations are already the rank's (activation_policies_split: the split widths'
+    // share, the replicated LayerNorms, residuals and row-parallel biases whole, or cut by the
+    // sequence under sp), so only the pipeline share applies. They were divided by t again
+    // until session 26: GPT config S at tp 2 was predicted 0.09 s a step faster than dp 2 and
+    // measured 0.07 s slower (perf: the replicated LayerNorms, adds and biases, +0.08 core-s a
+    // step), and the planner chose tp for 2 and 4 ranks where dp was faster.
+    const double elem_s = elem_bytes * stage_share(base, s) / bw;
     StepTime& t = c.time;
     const double ops_s = 3.0 * std::max(0.0, static_cast<double>(base.param_tensors) - shaped_ops) *
                          stage_share(base, s) * r.op_overhead_s * oversub;

@@ -45,6 +45,13 @@ PlanCheck::PlanCheck(const TrainConfig& cfg, int world, const std::string& backe
         profile = profile_for_machine("", false, &profile_note_);
         // The run's own products and lookups, timed once (Note [Times by shape]) and kept;
         // not by MPI ranks, which would time them all at once on shared cores.
+        //
+        // Note [Shapes timed alone]
+        // Only the root times, and the other ranks (threads of this process) wait at a barrier
+        // until it is done (trainer.cpp). They used to start their first step instead: four
+        // ranks on two cores then timed the products at half speed and kept those times, and
+        // the 4-rank GPT config S at micro 2 was predicted at 2.17 s a step where it ran in
+        // 1.52 s (micro 1, timed by `zerotrain plan` alone: 1.41 s predicted).
         if (profile && backend != "mpi" &&
             measure_plan_shapes(*profile, base, {{strategy_of(cfg)}}) > 0 &&
             !default_profile_path().empty())

@@ -464,6 +464,9 @@ TrainResult run_training(const TrainConfig& cfg, const TrainOptions& opts, Commu
             root ? start_plan_check(cfg, ranks, comm ? comm->backend() : "local", num_threads())
                  : nullptr;
         if (plan_check) say(plan_check->describe());
+        // The root may have timed the run's products just now (Note [Shapes timed alone],
+        // runtime/plan_check.cpp): the other ranks wait for it rather than compute beside it.
+        if (comm && comm->size() > 1) comm->barrier()->wait();
         double last_checkpoint_s = -1;  // the step loop's stall for the checkpoint of a step
         UpdateStateStats offload_before = engine.update_state().stats();
         ParamTierStats params_before =

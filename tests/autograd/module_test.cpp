@@ -20,7 +20,7 @@ using Events = std::vector<std::string>;
 
 // x: (N, 4) -> (N, 3)
 class Leaf : public Module {
-public:
+  public:
     Leaf() : weight(register_parameter("weight", {3, 4}, ParamInit::normal(0.5f), true)) {}
     Var forward(Tape& t, const Var& x) {
         return call(t, [&] { return ops::linear(t, x, weight.var, nullptr); });
@@ -30,7 +30,7 @@ public:
 
 // Registers a child before its own parameter.
 class Middle : public Module {
-public:
+  public:
     Middle()
         : inner(register_module<Leaf>("inner")),
           scale(register_parameter("scale", {3}, ParamInit::ones(), false)) {}
@@ -39,7 +39,7 @@ public:
 };
 
 class Outer : public Module {
-public:
+  public:
     Outer()
         : pos(register_parameter("pos", {5, 2}, ParamInit::normal(0.02f), true)),
           b0(register_module<Middle>("blocks.0")),
@@ -53,7 +53,7 @@ public:
 
 // Two sibling children on the same input, then parent-level ops: x: (N, 4) -> gelu(a(x) + b(x)).
 class Parent : public Module {
-public:
+  public:
     Parent() : a(register_module<Leaf>("a")), b(register_module<Leaf>("b")) {}
     Var forward(Tape& t, const Var& x) {
         return call(t, [&] {
@@ -68,10 +68,14 @@ public:
 
 const char* point_name(HookPoint p) {
     switch (p) {
-        case HookPoint::kPreForward: return "pre_forward";
-        case HookPoint::kPostForward: return "post_forward";
-        case HookPoint::kPreBackward: return "pre_backward";
-        case HookPoint::kPostBackward: return "post_backward";
+        case HookPoint::kPreForward:
+            return "pre_forward";
+        case HookPoint::kPostForward:
+            return "post_forward";
+        case HookPoint::kPreBackward:
+            return "pre_backward";
+        case HookPoint::kPostBackward:
+            return "post_backward";
     }
     return "?";
 }
@@ -147,8 +151,8 @@ TEST(ModuleHooks, BackwardHooksBracketTheModulesOps) {
     });
     Var l = f.loss();
     f.tape.backward(l);
-    EXPECT_EQ(ev, (Events{"parent clean", "b pre clean", "b post done", "a pre clean",
-                          "a post done"}));
+    EXPECT_EQ(ev,
+              (Events{"parent clean", "b pre clean", "b post done", "a pre clean", "a post done"}));
 }
 
 TEST(ModuleHooks, SeveralHooksRunInOrderAddedAndPerCall) {
@@ -189,16 +193,16 @@ TEST(ModuleNames, DottedPathsAfterNesting) {
     // PyTorch's named_parameters order: a module's own parameters, then its children's in order.
     std::vector<std::string> names;
     for (Parameter* p : m.parameters()) names.push_back(p->name);
-    EXPECT_EQ(names, (std::vector<std::string>{"pos", "blocks.0.scale", "blocks.0.inner.weight",
-                                               "blocks.1.scale", "blocks.1.inner.weight",
-                                               "head.weight"}));
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"pos", "blocks.0.scale", "blocks.0.inner.weight",
+                                        "blocks.1.scale", "blocks.1.inner.weight", "head.weight"}));
     ASSERT_EQ(m.children().size(), 3u);
     EXPECT_EQ(m.children()[1], &m.b1);
 }
 
 // Parameters for arena tests: 15 + 7 + 3 = 25 elements.
 class Holder : public Module {
-public:
+  public:
     explicit Holder(bool extra_first = false, Shape a_shape = {3, 5}) {
         if (extra_first) register_parameter("extra", {11}, ParamInit::normal(1.0f), false);
         register_parameter("a", a_shape, ParamInit::normal(1.0f), true);
@@ -233,7 +237,8 @@ TEST(ParamArena, ContiguousInRegistrationOrderPadded) {
             offset += p->numel();
         }
         std::vector<float> m = arena.master().to_vector();
-        for (int64_t i = 25; i < arena.padded_numel(); ++i) EXPECT_EQ(m[i], 0.0f) << "padding " << i;
+        for (int64_t i = 25; i < arena.padded_numel(); ++i)
+            EXPECT_EQ(m[i], 0.0f) << "padding " << i;
     }
 }
 
@@ -335,6 +340,45 @@ TEST(ParamArena, NormalInitHasRequestedStd) {
     // Kurtosis of a normal is 3 (standard error sqrt(24 / n) = 0.014); a uniform's is 1.8.
     EXPECT_NEAR(s4 / n / (var * var), 3.0, 5 * std::sqrt(24 / n));
     for (float v : arena.find("zero")->master.to_vector()) EXPECT_EQ(v, 0.0f);
+}
+
+// Every part of every split is covered by its runs exactly once, each run where
+// split_global_index puts its elements one by one, and the parts together fill the whole tensor.
+TEST(ParamSplitRuns, RunsAreWhereTheElementsGoOneByOne) {
+    struct Case {
+        Shape part;
+        int dim;
+        int64_t parts, blocks;
+    };
+    const Case cases[] = {
+        {{6, 4}, 0, 2, 1},     // Linear row split (c_fc)
+        {{4, 3}, 1, 2, 1},     // column split (c_proj)
+        {{6, 5}, 0, 2, 3},     // c_attn's q, k, v blocks cut in two
+        {{2, 3, 4}, 1, 4, 1},  // a middle dimension
+        {{3, 2, 5}, 1, 2, 2},  // a middle dimension in blocks
+        {{7}, 0, 3, 1},        // a bias
+        {{5, 3}, 0, 1, 1},     // not split
+    };
+    for (const Case& c : cases) {
+        ParamSplit split{c.dim, c.parts, 0, c.blocks};
+        const int64_t numel = shape_numel(c.part);
+        std::vector<int> hits(static_cast<size_t>(numel * c.parts), 0);
+        for (int64_t part = 0; part < c.parts; ++part) {
+            split.part = part;
+            std::vector<int> seen(static_cast<size_t>(numel), 0);
+            for_each_split_run(c.part, split, [&](int64_t local, int64_t global, int64_t count) {
+                ASSERT_GT(count, 0);
+                for (int64_t j = 0; j < count; ++j) {
+                    EXPECT_EQ(global + j, split_global_index(c.part, split, local + j))
+                        << "part " << part << " element " << local + j;
+                    ++seen[static_cast<size_t>(local + j)];
+                    ++hits[static_cast<size_t>(global + j)];
+                }
+            });
+            for (int64_t i = 0; i < numel; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], 1);
+        }
+        for (int64_t g = 0; g < numel * c.parts; ++g) EXPECT_EQ(hits[static_cast<size_t>(g)], 1);
+    }
 }
 
 }  // namespace

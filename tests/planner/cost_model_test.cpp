@@ -137,6 +137,37 @@ TEST(CostModel, ComputeIsWorkOverRates) {
     EXPECT_NEAR(c.time.optimizer, 28 * P / 1e10, 1e-15);
 }
 
+// Note [Elementwise bytes of a tensor-parallel rank]: a tp rank's products and attention are its
+// t-th of the model's; its elementwise bytes are its own activations (the split widths' share and
+// the replicated LayerNorms, residuals and biases whole), not a t-th of them again.
+TEST(CostModel, TensorParallelRanksMoveTheirOwnActivations) {
+    const PlanBase base = tiny_gpt_base();
+    const MachineProfile prof = round_profile();
+    Strategy s;
+    s.micro_batch = 4;
+    s.grad_accum = 2;
+    const int64_t whole = [&] {
+        for (const PolicyActivations& p : plan_cost(base, s, &prof).memory.policies)
+            if (p.policy == "none") return p.saved;
+        return int64_t{0};
+    }();
+    s.tp = 2;
+    const PlanCost c = plan_cost(base, s, &prof);
+    int64_t mine = 0;
+    for (const PolicyActivations& p : c.memory.policies)
+        if (p.policy == "none") mine = p.saved;
+    EXPECT_GT(mine, whole / 2);  // the replicated tensors: more than half of one process's
+    EXPECT_LT(mine, whole);
+    const ModelFamily& m = *base.spec.model;
+    const double L = 4, T = 16, C = 32, b = 4;
+    const double attn = 12 * L * T * T * C * b;
+    const double gemm = m.flops_per_sample() * b - attn;
+    // b T C C / 2 = 65536 FLOPs per product: the small class (1 GFLOP/s); two ranks of one thread
+    // on four cores, the bus at its one-thread 10 GB/s.
+    const double want = 2 * (gemm / 2 / 1e9 + attn / 2 / 5e8 + 4.0 * mine / 1e10);
+    EXPECT_NEAR(c.time.compute, want, want * 1e-12);
+}
+
 // The schedule simulated on the balanced pieces, each scaled by its cost: span over the busiest
 // rank's compute, minus 1.
 double simulated_idle(const PlanBase& base, const PipeOptions& o) {
