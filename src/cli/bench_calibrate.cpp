@@ -9,8 +9,11 @@
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_comm.h"
 #include "planner/calibrate.h"
+#include "planner/shape_times.h"
 #include "tensor/threads.h"
 #include "util/error.h"
+#include "util/host_load.h"
+#include "util/log.h"
 #include "util/units.h"
 
 namespace zt::cli {
@@ -69,8 +72,14 @@ int run_calibrate(const CalibrateArgs& a) {
     if (launched_by_mpi_launcher()) world = mpi_world();
     o.mpi = world.get();
     const bool root = !world || world->rank() == 0;
+    const HostLoadProbe load;  // Note [Shapes timed on a quiet host]: rates of a busy host are low
     const MachineProfile p = calibrate_machine(o);
     if (!root) return 0;
+    // Under mpirun the other ranks are other processes: no verdict there.
+    if (const double others = load.other_cores(); !world && others > kBusyOtherCores)
+        log_warn("bench calibrate: other processes used ", cores_text(others),
+                 " while it measured; its rates are likely low (measure again on a quiet ",
+                 "machine)");
     const std::string path = a.out.empty() ? default_profile_path() : a.out;
     ZT_CHECK(!path.empty(),
              "bench calibrate: no cache directory (set HOME or ZT_CACHE_DIR); "

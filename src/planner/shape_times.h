@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -62,10 +63,34 @@ int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const Gem
 // compute dtype; the family's shapes only (none for a family that names none).
 int measure_plan_shapes(MachineProfile& p, const PlanBase& base, std::span<const Strategy> layouts);
 
+// Runs fn and returns the cores' worth of CPU that other processes used meanwhile.
+using LoadProbe = std::function<double(const std::function<void()>& fn)>;
+LoadProbe host_load_probe();  // from /proc (util/host_load.h)
+
+// Other processes' CPU above which a timing is not kept (Note [Shapes timed on a quiet host]).
+inline constexpr double kBusyOtherCores = 0.25;
+
+struct QuietShapes {
+    int measured = 0;        // shapes timed (the last attempt's)
+    double other_cores = 0;  // other processes' CPU during the last attempt
+    bool keep = true;        // quiet enough to save into the profile
+};
+
+// measure_plan_shapes, timed again once if other processes used more than kBusyOtherCores
+// meanwhile; when the second attempt is busy too the times stay in p for this plan but
+// keep is false: not to be saved.
+QuietShapes measure_plan_shapes_quietly(MachineProfile& p, const PlanBase& base,
+                                        std::span<const Strategy> layouts,
+                                        const LoadProbe& probe = host_load_probe());
+
 // Before a search: the shapes of every layout of the space that p lacks, measured when p is
 // this machine's, and p saved back to where it came from (`given`, else the default profile
-// path) when any were. `said` (the profile's line) gets how many were timed.
+// path) when any were and the host was quiet. `said` (the profile's line) gets how many were
+// timed.
 void time_plan_shapes(MachineProfile& p, const std::string& given, const PlanBase& base,
                       const SearchSpace& space, std::string* said);
+
+// What `said` reports of a busy timing, empty for a quiet one.
+std::string busy_shapes_note(const QuietShapes& q);
 
 }  // namespace zt

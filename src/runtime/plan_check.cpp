@@ -52,10 +52,13 @@ PlanCheck::PlanCheck(const TrainConfig& cfg, int world, const std::string& backe
         // ranks on two cores then timed the products at half speed and kept those times, and
         // the 4-rank GPT config S at micro 2 was predicted at 2.17 s a step where it ran in
         // 1.52 s (micro 1, timed by `zerotrain plan` alone: 1.41 s predicted).
-        if (profile && backend != "mpi" &&
-            measure_plan_shapes(*profile, base, {{strategy_of(cfg)}}) > 0 &&
-            !default_profile_path().empty())
-            save_profile(*profile, default_profile_path());
+        if (profile && backend != "mpi") {
+            const QuietShapes q = measure_plan_shapes_quietly(*profile, base, {{strategy_of(cfg)}});
+            if (q.measured > 0 && q.keep && !default_profile_path().empty())
+                save_profile(*profile, default_profile_path());
+            busy_note_ = busy_shapes_note(q);  // Note [Shapes timed on a quiet host]
+            profile_note_ += busy_note_;
+        }
     } catch (const Error& e) {
         profile_note_ = e.message();
     }
@@ -136,7 +139,7 @@ std::string PlanCheck::describe() const {
         str_cat("plan check: ", strategy_label(cost_.strategy), "; predicted ",
                 format_bytes(static_cast<double>(cost_.device_bytes)), " peak per rank");
     if (cost_.timed)
-        s += str_cat(", ", cost_.time.total(), " s per step");
+        s += str_cat(", ", cost_.time.total(), " s per step", busy_note_);
     else
         s += str_cat(" (no step time: ", profile_note_, ")");
     return s;

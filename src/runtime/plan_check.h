@@ -31,6 +31,7 @@ class PlanCheck {
   private:
     PlanCost cost_;
     std::string profile_note_;
+    std::string busy_note_;  // the run's shapes timed on a busy host (not kept), else empty
 };
 
 // A PlanCheck for rank 0 of a run; nullptr (with a warning) when the layout cannot be costed, so

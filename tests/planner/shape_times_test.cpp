@@ -241,6 +241,55 @@ TEST(ShapeTimes, MeasuresWhatIsMissingOnceAndKeepsTheThreadCount) {
     }
 }
 
+// Note [Shapes timed on a quiet host]: a timing during which other processes held more than
+// kBusyOtherCores is done again; busy twice, its times serve the plan but are not to be kept.
+TEST(ShapeTimes, BusyHostTimesAgainAndKeepsNothingWhenStillBusy) {
+    const PlanBase base = testing::tiny_gpt_base();
+    Strategy s;
+    s.micro_batch = 2;
+    s.grad_accum = 4;
+    std::vector<double> load;  // what the probe reports, attempt by attempt
+    int calls = 0;
+    const LoadProbe probe = [&](const std::function<void()>& fn) {
+        fn();
+        return load[static_cast<size_t>(calls++)];
+    };
+    MachineProfile quiet;
+    load = {0.0};
+    const QuietShapes a = measure_plan_shapes_quietly(quiet, base, {{s}}, probe);
+    EXPECT_GT(a.measured, 0);
+    EXPECT_TRUE(a.keep);
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(busy_shapes_note(a), "");
+
+    MachineProfile once;
+    calls = 0;
+    load = {1.0, 0.1};  // busy, then quiet: timed twice, kept
+    const QuietShapes b = measure_plan_shapes_quietly(once, base, {{s}}, probe);
+    EXPECT_EQ(calls, 2);
+    EXPECT_TRUE(b.keep);
+    EXPECT_EQ(b.measured, a.measured);  // the busy attempt's times were dropped, all timed again
+    EXPECT_EQ(once.shape_s.size(), quiet.shape_s.size());
+
+    MachineProfile busy;
+    calls = 0;
+    load = {1.0, 0.9};
+    const QuietShapes c = measure_plan_shapes_quietly(busy, base, {{s}}, probe);
+    EXPECT_EQ(calls, 2);
+    EXPECT_FALSE(c.keep);
+    EXPECT_EQ(c.other_cores, 0.9);
+    EXPECT_EQ(busy.shape_s.size(), quiet.shape_s.size());  // for the plan at hand
+    EXPECT_NE(busy_shapes_note(c).find("not kept"), std::string::npos) << busy_shapes_note(c);
+
+    MachineProfile none = quiet;  // nothing left to time: quiet or not, nothing to keep or drop
+    calls = 0;
+    load = {3.0};
+    const QuietShapes d = measure_plan_shapes_quietly(none, base, {{s}}, probe);
+    EXPECT_EQ(d.measured, 0);
+    EXPECT_TRUE(d.keep);
+    EXPECT_EQ(calls, 1);
+}
+
 // Sharded tables (Note [Sparse step by shape]): with an embedding section that shards the two
 // larger tables, they leave the lookups and come back as one sparse shape, all sharded tables
 // together; it is timed once through ShardedTables, and the cost model's compute grows by it.
