@@ -4,7 +4,7 @@
 For GPT config S (vocab 8192, d_model 512, 8 layers, 8 heads, 256 tokens, 8 sequences a step),
 config M ("gptm": GPT-2 small's widths, 512 tokens, 4 sequences a step; not in the default list)
 and the DLRM synthetic example (512 samples a step, and 8192 as "dlrm8k"), at 1 and 2 ranks and
-GPT config S and the DLRMs at 4 too (local backend, ranks as threads, the default threads per rank): runs each
+GPT configs S and M and the DLRMs at 4 too (local backend, ranks as threads, the default threads per rank): runs each
 layout of a small grid for a few steps and reads its metrics.jsonl "plan" field through
 `zerotrain plan --check RUN --json` (predicted and measured step time, peak memory, and the
 state bytes), then runs `zerotrain train --auto` for
@@ -131,6 +131,13 @@ GPT_M_GRID = {
     "2: tp2": (2, {"train_micro_batch_size_per_gpu": 4, "parallel": {"tensor": 2}}),
     "2: pp2 1f1b m4": (2, {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
                             "parallel": {"pipeline": {"stages": 2, "schedule": "1f1b"}}}),
+    "4: dp4 ZeRO-0": (4, {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 0}}),
+    "4: dp4 ZeRO-3": (4, {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}),
+    "4: tp2 x dp2": (4, {"train_micro_batch_size_per_gpu": 2, "parallel": {"tensor": 2}}),
+    "4: tp4": (4, {"train_micro_batch_size_per_gpu": 4, "parallel": {"tensor": 4}}),
+    "4: pp2 x dp2 1f1b m2": (4, {"train_micro_batch_size_per_gpu": 1,
+                                 "gradient_accumulation_steps": 2,
+                                 "parallel": {"pipeline": {"stages": 2, "schedule": "1f1b"}}}),
 }
 
 MODELS = {"gpt": (GPT_S, GPT_GRID), "gptm": (GPT_M, GPT_M_GRID), "dlrm": (DLRM, DLRM_GRID),

@@ -26,7 +26,8 @@ namespace zt {
 //                dtype and the size class of the model's typical product (b T x C x C / tp).
 //                Elementwise bytes: 4 x the activations one micro-batch saves with no
 //                checkpointing (written in forward, read, and their gradients written and read
-//                in backward); plus the fixed cost of the micro-batch's ops: 3 per parameter
+//                in backward), the rank's own under tp (not split again: Note [Elementwise
+//                bytes of a tensor-parallel rank]); plus the fixed cost of the micro-batch's ops: 3 per parameter
 //                tensor (forward product, two backward), each the profile's op_overhead_s.
 //   recompute  = the FLOPs the checkpointing policy runs again (ModelFamily::recompute_flops;
 //                GPT: the checkpointed blocks' forward less each block's down projection,
