@@ -27,8 +27,9 @@ namespace zt {
 //                Elementwise bytes: 4 x the activations one micro-batch saves with no
 //                checkpointing (written in forward, read, and their gradients written and read
 //                in backward), the rank's own under tp (not split again: Note [Elementwise
-//                bytes of a tensor-parallel rank]); plus the fixed cost of the micro-batch's ops: 3 per parameter
-//                tensor (forward product, two backward), each the profile's op_overhead_s.
+//                bytes of a tensor-parallel rank]); plus the fixed cost of the micro-batch's ops: 3
+//                per parameter tensor (forward product, two backward), each the profile's
+//                op_overhead_s.
 //   recompute  = the FLOPs the checkpointing policy runs again (ModelFamily::recompute_flops;
 //                GPT: the checkpointed blocks' forward less each block's down projection,
 //                "selective" the attention core's forward) at the GEMM and attention rates.
@@ -695,6 +696,19 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
             // Sends are nonblocking: only the fill's and the drain's hops wait (v p - 1 each).
             const double hops = 2.0 * (s.virtual_stages * s.pp - 1);
             t.pp_overlapped = std::max(0.0, t.pp_comm - hops * one);
+        }
+        // Note [Copies on busy cores]
+        // The local backend moves data by copies that the ranks' own communication threads
+        // run on the host's cores. When the ranks' compute threads fill every core, there is
+        // no idle core for those copies to run beside the compute: they take it from the
+        // compute, and what the overlap would hide is paid in full. Measured before this
+        // (session 26, 2 cores): GPT config S dp 2 ZeRO-3, predicted 11 ms exposed and 14 ms
+        // hidden, measured 56 ms exposed; config M dp 4 ZeRO-3, 64 and 89 ms, measured 373 ms
+        // exposed; the planner chose ZeRO-3 where it ran 1.10-1.18x the fastest layout. (The
+        // exposed time measured is larger still: not all of it is modelled.)
+        if (base.backend == "local" && on_host * threads >= base.cores) {
+            t.dp_overlapped = 0;
+            t.pp_overlapped = 0;
         }
     }
     if (s.pp > 1) {

@@ -137,6 +137,30 @@ TEST(CostModel, ComputeIsWorkOverRates) {
     EXPECT_NEAR(c.time.optimizer, 28 * P / 1e10, 1e-15);
 }
 
+// Note [Copies on busy cores]: the local backend's overlapped communication is hidden only where
+// the ranks leave a core free for its copies.
+TEST(CostModel, LocalCopiesHideOnlyBehindFreeCores) {
+    PlanBase base = tiny_gpt_base();  // 4 cores, one thread a rank
+    const MachineProfile prof = round_profile();
+    Strategy s;
+    s.dp = 2;
+    s.zero_stage = 3;  // overlap_comm on by default: gathers and reductions behind compute
+    s.micro_batch = 4;
+    s.grad_accum = 2;
+    const PlanCost free_cores = plan_cost(base, s, &prof);
+    ASSERT_GT(free_cores.time.comm_overlapped(), 0);
+    base.cores = 2;  // two one-thread ranks fill both
+    const PlanCost busy = plan_cost(base, s, &prof);
+    EXPECT_EQ(busy.time.comm_overlapped(), 0);
+    EXPECT_NEAR(busy.time.comm_exposed(), free_cores.time.comm_all(), 1e-12);
+    base.backend = "mpi";  // its transfers are not the ranks' copies here: hidden as before
+    MachineProfile with_mpi = prof;
+    with_mpi.comm.push_back(prof.comm[0]);
+    with_mpi.comm.back().backend = "mpi";
+    EXPECT_NEAR(plan_cost(base, s, &with_mpi).time.comm_overlapped(),
+                free_cores.time.comm_overlapped(), 1e-12);
+}
+
 // Note [Elementwise bytes of a tensor-parallel rank]: a tp rank's products and attention are its
 // t-th of the model's; its elementwise bytes are its own activations (the split widths' share and
 // the replicated LayerNorms, residuals and biases whole), not a t-th of them again.
