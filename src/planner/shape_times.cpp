@@ -299,9 +299,9 @@ QuietShapes measure_plan_shapes_quietly(MachineProfile& p, const PlanBase& base,
 
 std::string busy_shapes_note(const QuietShapes& q) {
     if (q.keep) return "";
-    return str_cat("; the host was busy while ", q.measured, " kernel shapes were timed (other ",
-                   "processes used ", cores_text(q.other_cores),
-                   "): their times serve this plan and ", "are not kept");
+    return str_cat("; the host was busy while ", q.measured,
+                   " kernel shapes were timed (other processes used ", cores_text(q.other_cores),
+                   "): their times serve this plan and are not kept");
 }
 
 void time_plan_shapes(MachineProfile& p, const std::string& given, const PlanBase& base,

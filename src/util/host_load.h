@@ -24,11 +24,11 @@ std::optional<CpuTicks> parse_cpu_ticks(std::string_view proc_stat, std::string_
 double other_cores(const CpuTicks& before, const CpuTicks& after, double seconds,
                    double ticks_per_s);
 
-// Starts at construction; other_cores() is the cores' worth of CPU that other processes used since
-// (0 where /proc cannot be read).
 // "0.96 cores": other_cores as people read it.
 std::string cores_text(double cores);
 
+// Starts at construction; other_cores() is the cores' worth of CPU that other processes used since
+// (0 where /proc cannot be read).
 class HostLoadProbe {
   public:
     HostLoadProbe();

@@ -20,7 +20,7 @@ using Events = std::vector<std::string>;
 
 // x: (N, 4) -> (N, 3)
 class Leaf : public Module {
-  public:
+public:
     Leaf() : weight(register_parameter("weight", {3, 4}, ParamInit::normal(0.5f), true)) {}
     Var forward(Tape& t, const Var& x) {
         return call(t, [&] { return ops::linear(t, x, weight.var, nullptr); });
@@ -30,7 +30,7 @@ class Leaf : public Module {
 
 // Registers a child before its own parameter.
 class Middle : public Module {
-  public:
+public:
     Middle()
         : inner(register_module<Leaf>("inner")),
           scale(register_parameter("scale", {3}, ParamInit::ones(), false)) {}
@@ -39,7 +39,7 @@ class Middle : public Module {
 };
 
 class Outer : public Module {
-  public:
+public:
     Outer()
         : pos(register_parameter("pos", {5, 2}, ParamInit::normal(0.02f), true)),
           b0(register_module<Middle>("blocks.0")),
@@ -53,7 +53,7 @@ class Outer : public Module {
 
 // Two sibling children on the same input, then parent-level ops: x: (N, 4) -> gelu(a(x) + b(x)).
 class Parent : public Module {
-  public:
+public:
     Parent() : a(register_module<Leaf>("a")), b(register_module<Leaf>("b")) {}
     Var forward(Tape& t, const Var& x) {
         return call(t, [&] {
@@ -68,14 +68,10 @@ class Parent : public Module {
 
 const char* point_name(HookPoint p) {
     switch (p) {
-        case HookPoint::kPreForward:
-            return "pre_forward";
-        case HookPoint::kPostForward:
-            return "post_forward";
-        case HookPoint::kPreBackward:
-            return "pre_backward";
-        case HookPoint::kPostBackward:
-            return "post_backward";
+        case HookPoint::kPreForward: return "pre_forward";
+        case HookPoint::kPostForward: return "post_forward";
+        case HookPoint::kPreBackward: return "pre_backward";
+        case HookPoint::kPostBackward: return "post_backward";
     }
     return "?";
 }
@@ -151,8 +147,8 @@ TEST(ModuleHooks, BackwardHooksBracketTheModulesOps) {
     });
     Var l = f.loss();
     f.tape.backward(l);
-    EXPECT_EQ(ev,
-              (Events{"parent clean", "b pre clean", "b post done", "a pre clean", "a post done"}));
+    EXPECT_EQ(ev, (Events{"parent clean", "b pre clean", "b post done", "a pre clean",
+                          "a post done"}));
 }
 
 TEST(ModuleHooks, SeveralHooksRunInOrderAddedAndPerCall) {
@@ -193,16 +189,16 @@ TEST(ModuleNames, DottedPathsAfterNesting) {
     // PyTorch's named_parameters order: a module's own parameters, then its children's in order.
     std::vector<std::string> names;
     for (Parameter* p : m.parameters()) names.push_back(p->name);
-    EXPECT_EQ(names,
-              (std::vector<std::string>{"pos", "blocks.0.scale", "blocks.0.inner.weight",
-                                        "blocks.1.scale", "blocks.1.inner.weight", "head.weight"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"pos", "blocks.0.scale", "blocks.0.inner.weight",
+                                               "blocks.1.scale", "blocks.1.inner.weight",
+                                               "head.weight"}));
     ASSERT_EQ(m.children().size(), 3u);
     EXPECT_EQ(m.children()[1], &m.b1);
 }
 
 // Parameters for arena tests: 15 + 7 + 3 = 25 elements.
 class Holder : public Module {
-  public:
+public:
     explicit Holder(bool extra_first = false, Shape a_shape = {3, 5}) {
         if (extra_first) register_parameter("extra", {11}, ParamInit::normal(1.0f), false);
         register_parameter("a", a_shape, ParamInit::normal(1.0f), true);
@@ -237,8 +233,7 @@ TEST(ParamArena, ContiguousInRegistrationOrderPadded) {
             offset += p->numel();
         }
         std::vector<float> m = arena.master().to_vector();
-        for (int64_t i = 25; i < arena.padded_numel(); ++i)
-            EXPECT_EQ(m[i], 0.0f) << "padding " << i;
+        for (int64_t i = 25; i < arena.padded_numel(); ++i) EXPECT_EQ(m[i], 0.0f) << "padding " << i;
     }
 }
 
