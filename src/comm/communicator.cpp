@@ -78,8 +78,10 @@ void Work::wait() {
     std::unique_lock lock(mu_);
     const bool blocks = !done_;
     if (blocks) {
+        const std::function<void()> run_here = on_blocking_wait_;
         lock.unlock();
         mark_awaited();
+        if (run_here) run_here();
         lock.lock();
     }
     cv_.wait(lock, [&] { return done_; });
@@ -101,6 +103,11 @@ bool Work::test() {
 void Work::on_awaited(std::function<void()> f) {
     std::lock_guard lock(mu_);
     on_awaited_ = std::move(f);
+}
+
+void Work::on_blocking_wait(std::function<void()> f) {
+    std::lock_guard lock(mu_);
+    on_blocking_wait_ = std::move(f);
 }
 
 void Work::mark_awaited() {

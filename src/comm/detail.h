@@ -37,12 +37,17 @@ class Work final : public CommWork {
     void on_awaited(std::function<void()> f);
     // Whether a caller has waited for the op or said it needs it.
     bool awaited() const { return awaited_.load(std::memory_order_acquire); }
+    // Called by a wait() that finds the op not done, before it blocks: a backend may run the op
+    // on the waiting thread there (Note [Ops run by their waiter], local_comm.cpp). Set before
+    // returning the handle.
+    void on_blocking_wait(std::function<void()> f);
 
   private:
     void mark_awaited();
 
     std::atomic<bool> awaited_{false};
     std::function<void()> on_awaited_;
+    std::function<void()> on_blocking_wait_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool done_ = false;

@@ -67,8 +67,18 @@ class ZeroDataParallel {
     double partitioned_sum(float* g, const std::function<double(float*, int64_t)>& part) {
         return stage_->update().partitioned_sum(g, part);
     }
+    // partitioned_sum() in two halves (Note [The step's scalars in one collective]): this
+    // rank's part, and whether it is still to be summed over ranks (sums_over_ranks).
+    double partitioned_local_sum(float* g, const std::function<double(float*, int64_t)>& part) {
+        return stage_->update().local_sum(g, part);
+    }
+    bool partitioned_over_ranks() const { return stage_->update().spread_over_ranks(); }
     // x summed over ranks in rank order.
     double sum_over_ranks(double x) { return ctx_.sum_over_ranks(x); }
+    // Each of xs summed over ranks in rank order, in one collective.
+    std::vector<double> sums_over_ranks(std::vector<double> xs) {
+        return ctx_.sums_over_ranks(std::move(xs));
+    }
     // After the compute copy of update_range() was rewritten (an optimizer step, a load): makes
     // the compute weights every rank needs whole again (all-gather at stages 1-2; the persistent
     // gathers at stage 3). A collective.

@@ -68,14 +68,21 @@ void ZeroContext::wait_exposed(const CommHandle& h) {
     exposed_s += sw.elapsed_s();
 }
 
-double ZeroContext::sum_over_ranks(double x) {
-    if (ranks == 1) return x;
-    std::vector<double> all(static_cast<size_t>(ranks));
-    wait_exposed(
-        comm->all_gather(&x, all.data(), std::vector<int64_t>(all.size(), 1), CommType::kF64));
-    double s = 0;
-    for (double v : all) s += v;
-    return s;
+double ZeroContext::sum_over_ranks(double x) { return sums_over_ranks({x})[0]; }
+
+std::vector<double> ZeroContext::sums_over_ranks(std::vector<double> xs) {
+    if (ranks == 1 || xs.empty()) return xs;
+    const size_t k = xs.size();
+    std::vector<double> all(static_cast<size_t>(ranks) * k);
+    wait_exposed(comm->all_gather(
+        xs.data(), all.data(),
+        std::vector<int64_t>(static_cast<size_t>(ranks), static_cast<int64_t>(k)), CommType::kF64));
+    for (size_t i = 0; i < k; ++i) {
+        double s = 0;  // from 0 in rank order: sum_over_ranks' bits
+        for (int r = 0; r < ranks; ++r) s += all[static_cast<size_t>(r) * k + i];
+        xs[i] = s;
+    }
+    return xs;
 }
 
 }  // namespace zt

@@ -82,6 +82,10 @@ struct ZeroContext {
     void wait_exposed(const CommHandle& h);
     // x summed over ranks in rank order (an all-gather of one double per rank).
     double sum_over_ranks(double x);
+    // Each of xs summed over ranks in rank order, all in one all-gather of xs.size() doubles per
+    // rank (Note [The step's scalars in one collective], runtime/engine.cpp). Every rank passes
+    // as many.
+    std::vector<double> sums_over_ranks(std::vector<double> xs);
 
     // comm.priority (Note [Priority]): the reduction launches ready buckets it deferred; set by
     // GradBuckets, called by the gathering after a backward module's gathers were issued.

@@ -2,7 +2,7 @@
 
 namespace zt {
 
-double WholeUpdate::partitioned_sum(float* g, const Part& part) {
+double WholeUpdate::local_sum(float* g, const Part& part) {
     double s = 0;
     for (int r = 0; r < ctx_.ranks; ++r) {
         const Range pr = owned_range(ctx_.padded(), ctx_.ranks, r);
@@ -11,8 +11,6 @@ double WholeUpdate::partitioned_sum(float* g, const Part& part) {
     return s;
 }
 
-double OwnedUpdate::partitioned_sum(float* g, const Part& part) {
-    return ctx_.sum_over_ranks(part(g, ctx_.owned.size()));
-}
+double OwnedUpdate::local_sum(float* g, const Part& part) { return part(g, ctx_.owned.size()); }
 
 }  // namespace zt

@@ -23,29 +23,36 @@ class PartitionedUpdate {
     virtual Range range() const = 0;
     // Sum over the whole arena of part() taken over each rank's partition, added in rank order.
     // g holds range()'s f32 gradients. A collective where the partitions are on other ranks.
-    virtual double partitioned_sum(float* g, const Part& part) = 0;
+    double partitioned_sum(float* g, const Part& part) {
+        const double mine = local_sum(g, part);
+        return spread_over_ranks() ? ctx_.sum_over_ranks(mine) : mine;
+    }
+    // partitioned_sum() without its collective: what this rank adds, to be summed over ranks in
+    // rank order where spread_over_ranks() (ZeroContext::sums_over_ranks), else the sum itself.
+    virtual double local_sum(float* g, const Part& part) = 0;
+    virtual bool spread_over_ranks() const = 0;
+
+  protected:
+    explicit PartitionedUpdate(ZeroContext& ctx) : ctx_(ctx) {}
+    ZeroContext& ctx_;
 };
 
 class WholeUpdate final : public PartitionedUpdate {
   public:
-    explicit WholeUpdate(ZeroContext& ctx) : ctx_(ctx) {}
+    explicit WholeUpdate(ZeroContext& ctx) : PartitionedUpdate(ctx) {}
     Range range() const override { return {0, ctx_.padded()}; }
     // Computes every rank's partition locally.
-    double partitioned_sum(float* g, const Part& part) override;
-
-  private:
-    ZeroContext& ctx_;
+    double local_sum(float* g, const Part& part) override;
+    bool spread_over_ranks() const override { return false; }
 };
 
 class OwnedUpdate final : public PartitionedUpdate {
   public:
-    explicit OwnedUpdate(ZeroContext& ctx) : ctx_(ctx) {}
+    explicit OwnedUpdate(ZeroContext& ctx) : PartitionedUpdate(ctx) {}
     Range range() const override { return ctx_.owned; }
     // Each rank its own partition, then a sum over ranks.
-    double partitioned_sum(float* g, const Part& part) override;
-
-  private:
-    ZeroContext& ctx_;
+    double local_sum(float* g, const Part& part) override;
+    bool spread_over_ranks() const override { return ctx_.ranks > 1; }
 };
 
 }  // namespace zt

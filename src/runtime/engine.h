@@ -35,8 +35,8 @@ struct EngineOptions {
     DType grad_dtype = DType::kF32;     // gradient accumulation dtype (f32 with f16 compute)
     LossScalerOptions loss_scaler;      // f16 compute only: DeepSpeed's "fp16" section
     NanPolicy nan_policy = NanPolicy::kSkip;
-    int64_t grad_accum = 1;          // micro-batches per optimizer step
-    int64_t micro_batch = 1;         // samples per micro-batch (sizing embedding plans)
+    int64_t grad_accum = 1;   // micro-batches per optimizer step
+    int64_t micro_batch = 1;  // samples per micro-batch (sizing embedding plans)
     // parallel.batch_shares: this dp rank's samples over the micro-batch (runtime/batch_shares.h);
     // its loss and gradients weigh so much in the dp average.
     double batch_share = 1.0;
@@ -186,8 +186,11 @@ class Engine {
     void finish_step();   // zeroes gradients and the micro-batch counters
     double last_lr_ = 0;  // the rate of the last update (apply_held_sparse)
     // The squared gradient norm over every rank (dp and tp) of the update range's f32 gradients
-    // g; fp16: unscaled by inv first (in place).
-    double grad_sq_norm(float* g, float inv);
+    // g; fp16: unscaled by inv first (in place). In two halves: this rank's part of the
+    // data-parallel sum (grad_sq_local), and from that sum the norm over tp and pp
+    // (grad_sq_over_model_ranks).
+    double grad_sq_local(float* g, float inv);
+    double grad_sq_over_model_ranks(double dp_sum);
     // Sequence parallelism: sums the whole parameters' gradients in `update_grads` over tp.
     void sum_whole_grads_over_tp(Tensor& update_grads);
     // 1-bit Adam (engine_onebit.cpp, Note [1-bit Adam]): checks the layout and makes the

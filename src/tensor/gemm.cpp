@@ -17,6 +17,7 @@
 
 #include "tensor/gemm_machine.h"
 #include "tensor/kernels/vec16.h"
+#include "tensor/threads.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -132,7 +133,8 @@ void openblas_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, 
                    float beta, float* c, int64_t ldc) {
     const int threads = omp_get_max_threads();
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * k;
-    if (threads <= 1 || flops < 4e6 || omp_in_parallel()) {
+    // Note [Small products on one thread] (tensor/threads.cpp)
+    if (threads <= 1 || omp_in_parallel() || flops < parallel_min_flops(4e6)) {
         openblas_gemm_serial(m, n, k, alpha, a, b, beta, c, ldc);
         return;
     }
@@ -233,6 +235,22 @@ OneDnn& onednn() {
 void onednn_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, GemmOperand b,
                  DType ab, float beta, void* c, int64_t ldc, DType cd,
                  const void* bias = nullptr) {
+    // Note [Small products on one thread] (tensor/threads.cpp): the primitive is then made and
+    // run for one thread (its key holds the count).
+    const int threads = omp_get_max_threads();
+    if (threads > 1 && ab == DType::kF32 && !omp_in_parallel() &&
+        2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
+            parallel_min_flops(0)) {
+        omp_set_num_threads(1);
+        try {
+            onednn_gemm(m, n, k, alpha, a, b, ab, beta, c, ldc, cd, bias);
+        } catch (...) {
+            omp_set_num_threads(threads);
+            throw;
+        }
+        omp_set_num_threads(threads);
+        return;
+    }
     OneDnn& lib = onednn();
     // Note [Primitives per thread count]
     // oneDNN (OpenMP runtime) sizes a matmul primitive's work split for the threads there are
@@ -296,14 +314,14 @@ void scale_c(int64_t m, int64_t n, float beta, void* c, int64_t ldc, DType cd) {
 constexpr int64_t kWideTileRows = 512;         // rows of C per tile, at most
 constexpr int64_t kWideTileCols = 512;         // columns of C per tile, at most
 constexpr int64_t kWidePanelFloats = 1 << 20;  // 4 MiB of f32 per operand panel, about
-constexpr int64_t kWideConvertParallelMin = 1 << 15;  // elements; below this, one thread
+constexpr int64_t kWideConvertParallelMin = 1 << 15;  // elements; below (or the grain), one thread
 
 // dst (rows, cols) dense f32 <- the block of a stored 16-bit matrix at (r0, c0), rows ld apart.
 template <typename T>
 void widen_block(const T* src, int64_t ld, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
                  float* dst) {
-#pragma omp parallel for schedule(static) if (rows * cols >= kWideConvertParallelMin && \
-                                              !omp_in_parallel())
+    const int64_t team_min = parallel_min_elems(kWideConvertParallelMin);
+#pragma omp parallel for schedule(static) if (rows * cols >= team_min && !omp_in_parallel())
     for (int64_t r = 0; r < rows; ++r) {
         const T* s = src + (r0 + r) * ld + c0;
         float* d = dst + r * cols;
@@ -319,8 +337,8 @@ template <typename T>
 void store_tile(const float* tile, int64_t rows, int64_t cols, float beta, T* c, int64_t ldc,
                 const T* bias) {
     using namespace kernels::vec;
-#pragma omp parallel for schedule(static) if (rows * cols >= kWideConvertParallelMin && \
-                                              !omp_in_parallel())
+    const int64_t team_min = parallel_min_elems(kWideConvertParallelMin);
+#pragma omp parallel for schedule(static) if (rows * cols >= team_min && !omp_in_parallel())
     for (int64_t r = 0; r < rows; ++r) {
         const float* t = tile + r * cols;
         T* d = c + r * ldc;
@@ -337,8 +355,8 @@ void store_tile(const float* tile, int64_t rows, int64_t cols, float beta, T* c,
 template <typename C, typename B>
 void add_bias_rows(C* c, int64_t ldc, int64_t rows, int64_t cols, const B* bias) {
     using namespace kernels::vec;
-#pragma omp parallel for schedule(static) if (rows * cols >= kWideConvertParallelMin && \
-                                              !omp_in_parallel())
+    const int64_t team_min = parallel_min_elems(kWideConvertParallelMin);
+#pragma omp parallel for schedule(static) if (rows * cols >= team_min && !omp_in_parallel())
     for (int64_t r = 0; r < rows; ++r) {
         C* d = c + r * ldc;
         for_each_vec(cols, [&](int64_t j, int64_t n) {

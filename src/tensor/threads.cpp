@@ -46,6 +46,38 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Note [Small products on one thread]
+// A matrix product and the passes around it are loops like any other: on the team they pay the
+// region's start. OpenBLAS products ran on the team from a fixed 4 MFLOP, oneDNN's always did
+// (split as it chose), and the bias add after an OpenBLAS product (gemm.cpp's add_bias_rows) from
+// a fixed 2^15 elements; under OMP_WAIT_POLICY=passive each region woke the other thread through
+// the kernel. The DLRM of the planner bench (MLPs of 64) ran a step of one 512-sample micro-batch
+// in 0.81-0.96 ms against 0.66-0.71 ms for two of 256 (the same work): at 512 rows each Linear's
+// bias add (512 x 64 = 2^15 elements) opened a region (perf: 62% of the run's thread wakes from
+// gemm_bias); with the measured grain there, 0.67-0.72 ms. The products get the same rule: f32
+// products below the break-even of the region against one thread's rate run on the calling
+// thread: n FLOPs take n f alone and n f / t + r on the team, so the team pays from
+// n > r t / ((t - 1) f), f measured once per count on a 128^3 product through oneDNN at one
+// thread (the fastest of five; 15 MFLOP at two threads here). 16-bit products keep the team
+// (their rate is not the f32 one). Fewer threads give the same bits: OpenBLAS's split is by rows
+// of C, and oneDNN's f32 products split over M and N blocks, not K (the GEMM tests compare thread
+// counts).
+double one_thread_product_s_per_flop() {
+    constexpr int64_t kN = 128;
+    std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN);
+    const int prev = omp_get_max_threads();
+    omp_set_num_threads(1);
+    double best = 1e9;
+    for (int rep = 0; rep < 7; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        gemm_with(GemmLibrary::kOneDnn, kN, kN, kN, 1.0f, {a.data(), kN, false},
+                  {b.data(), kN, false}, DType::kF32, 0.0f, c.data(), kN, DType::kF32);
+        if (rep >= 2) best = std::min(best, seconds_since(t0));  // two to warm up
+    }
+    omp_set_num_threads(prev);
+    return best / (2.0 * kN * kN * kN);
+}
+
 ParallelGrain measure_grain(int threads) {
     ParallelGrain g;
     if (threads <= 1) return g;
@@ -76,6 +108,8 @@ ParallelGrain measure_grain(int threads) {
     g.per_elem_s = std::max(best / kPass, 1e-12);
     const double even = g.region_s * threads / ((threads - 1) * g.per_elem_s);
     g.min_elems = static_cast<int64_t>(std::min(std::ceil(even), 1e15));
+    g.per_flop_s = std::max(one_thread_product_s_per_flop(), 1e-15);
+    g.min_flops = std::min(g.region_s * threads / ((threads - 1) * g.per_flop_s), 1e15);
     return g;
 }
 
@@ -97,6 +131,19 @@ ParallelGrain parallel_grain(int threads) {
 }
 
 void set_parallel_floors_only(bool on) { floors_only.store(on); }
+
+double parallel_min_flops(double floor) {
+    const int threads = omp_get_max_threads();
+    if (threads <= 1 || omp_in_parallel() || floors_only.load(std::memory_order_relaxed))
+        return floor;
+    thread_local int cached_threads = 0;
+    thread_local double cached_min = 0;
+    if (cached_threads != threads) {
+        cached_min = parallel_grain(threads).min_flops;
+        cached_threads = threads;
+    }
+    return std::max(floor, cached_min);
+}
 
 int64_t parallel_min_elems(int64_t floor) {
     const int threads = omp_get_max_threads();

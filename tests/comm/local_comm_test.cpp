@@ -147,5 +147,48 @@ TEST(LocalComm, GroupDrivenByOwnThreads) {
     }
 }
 
+// Note [Ops run by their waiter]: a caller that waits for an op the worker has not taken runs it
+// itself. Ops still run in issue order and the ranks meet whichever thread runs each side: waits
+// at once, waits after other work (the worker runs the op meanwhile), and waits out of issue
+// order (a later op's waiter must not run it ahead of an earlier one), mixed over the ranks.
+TEST(LocalComm, OpsRunByTheirWaiterKeepIssueOrder) {
+    constexpr int kRanks = 3, kRounds = 200;
+    run_local_ranks(kRanks, [&](Communicator& c) {
+        const int r = c.rank();
+        for (int i = 0; i < kRounds; ++i) {
+            std::vector<double> a(64, r + i), b(64, 10.0 * r + i);
+            std::vector<double> order = {static_cast<double>(r)};
+            std::vector<double> seen(kRanks);
+            auto ha = c.all_reduce(a.data(), 64, CommType::kF64);
+            auto hb = c.all_gather(order.data(), seen.data(), std::vector<int64_t>(kRanks, 1),
+                                   CommType::kF64);
+            auto hc = c.all_reduce(b.data(), 64, CommType::kF64);
+            switch ((i + r) % 3) {
+                case 0:  // in order, at once
+                    ha->wait();
+                    hb->wait();
+                    hc->wait();
+                    break;
+                case 1:  // the last first: not run before the two ahead of it
+                    hc->wait();
+                    hb->wait();
+                    ha->wait();
+                    break;
+                default: {  // after some work of its own
+                    volatile double x = 0;
+                    for (int k = 0; k < 20000; ++k) x = x + 1e-3 * k;
+                    hb->wait();
+                    ha->wait();
+                    hc->wait();
+                }
+            }
+            const double sum_r = kRanks * (kRanks - 1) / 2.0;
+            for (double v : a) ASSERT_EQ(v, sum_r + kRanks * i) << "round " << i;
+            for (double v : b) ASSERT_EQ(v, 10.0 * sum_r + kRanks * i) << "round " << i;
+            for (int q = 0; q < kRanks; ++q) ASSERT_EQ(seen[static_cast<size_t>(q)], q);
+        }
+    });
+}
+
 }  // namespace
 }  // namespace zt

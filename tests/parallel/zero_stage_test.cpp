@@ -182,6 +182,44 @@ TEST(ZeroStage, PartitionedSumAddsPartitionsInRankOrderAtEveryStage) {
         });
 }
 
+// Note [The step's scalars in one collective]: the norm's local half summed with other scalars
+// in one all-gather gives partitioned_sum's bits at every stage, and the loss beside it its own
+// rank-order sum; one collective however many scalars travel.
+TEST(ZeroStage, ScalarsSummedTogetherInOneCollectiveKeepTheirBits) {
+    std::vector<float> whole(kPadded);
+    for (int64_t i = 0; i < kPadded; ++i) whole[static_cast<size_t>(i)] = 1.0f / (3.0f + i);
+    whole[5] = 1e20f;
+    whole[10] = -1e20f;
+    auto part = [](float* g, int64_t n) {
+        double s = 0;
+        for (int64_t k = 0; k < n; ++k) s += g[k];
+        return s;
+    };
+    const double losses[kRanks] = {1e17, 0.75, -1e17};  // rank order: 0; reversed: 0.75
+    double want_loss = 0;
+    for (double l : losses) want_loss += l;
+    ASSERT_EQ(want_loss, 0.0);
+    for (int stage = 0; stage <= 3; ++stage)
+        run_local_ranks(kRanks, [&](Communicator& c) {
+            Rank R(c, options(stage), DType::kF32);
+            std::vector<float> g(whole.begin() + R.dp->update_range().lo,
+                                 whole.begin() + R.dp->update_range().hi);
+            const double norm = R.dp->partitioned_sum(g.data(), part);
+            const double mine = R.dp->partitioned_local_sum(g.data(), part);
+            EXPECT_EQ(R.dp->partitioned_over_ranks(), stage >= 1) << "stage " << stage;
+            std::vector<double> xs = {losses[c.rank()]};
+            if (R.dp->partitioned_over_ranks()) xs.push_back(mine);
+            c.reset_stats();
+            const std::vector<double> sums = R.dp->sums_over_ranks(xs);
+            const CommStats st = c.stats();
+            int64_t ops = 0;
+            for (int64_t n : st.count) ops += n;
+            EXPECT_EQ(ops, 1) << "stage " << stage;
+            EXPECT_EQ(sums[0], want_loss) << "stage " << stage;
+            EXPECT_EQ(stage >= 1 ? sums[1] : mine, norm) << "stage " << stage;
+        });
+}
+
 // Parameter gathering at stages 1-2: after loading master weights (ending in after_update()), the
 // compute copy every rank holds whole equals the master weights each rank set in its owned
 // range; at every stage gather_master() returns them whole.
