@@ -132,31 +132,33 @@ ParallelGrain parallel_grain(int threads) {
 
 void set_parallel_floors_only(bool on) { floors_only.store(on); }
 
-double parallel_min_flops(double floor) {
+namespace {
+
+// The current thread count's grain, or null where the kernels' floors apply (one thread, inside a
+// region, or floors only). The last count's grain per calling thread: a lookup without the lock.
+const ParallelGrain* current_grain() {
     const int threads = omp_get_max_threads();
     if (threads <= 1 || omp_in_parallel() || floors_only.load(std::memory_order_relaxed))
-        return floor;
+        return nullptr;
     thread_local int cached_threads = 0;
-    thread_local double cached_min = 0;
+    thread_local ParallelGrain cached;
     if (cached_threads != threads) {
-        cached_min = parallel_grain(threads).min_flops;
+        cached = parallel_grain(threads);
         cached_threads = threads;
     }
-    return std::max(floor, cached_min);
+    return &cached;
+}
+
+}  // namespace
+
+double parallel_min_flops(double floor) {
+    const ParallelGrain* g = current_grain();
+    return g ? std::max(floor, g->min_flops) : floor;
 }
 
 int64_t parallel_min_elems(int64_t floor) {
-    const int threads = omp_get_max_threads();
-    if (threads <= 1 || omp_in_parallel() || floors_only.load(std::memory_order_relaxed))
-        return floor;
-    // The last count's break-even per calling thread: a lookup without the lock.
-    thread_local int cached_threads = 0;
-    thread_local int64_t cached_min = 0;
-    if (cached_threads != threads) {
-        cached_min = parallel_grain(threads).min_elems;
-        cached_threads = threads;
-    }
-    return std::max(floor, cached_min);
+    const ParallelGrain* g = current_grain();
+    return g ? std::max(floor, g->min_elems) : floor;
 }
 
 }  // namespace zt

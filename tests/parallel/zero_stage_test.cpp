@@ -157,16 +157,23 @@ TEST(ZeroStage, GradientReductionSumsOverRanksIntoTheUpdateRange) {
 // and sum over ranks; both add the partitions in rank order, so the bits are the same. The
 // partitions' sums (about 1.09, 1e20 and -1e20) make the order visible: 0 in rank order, 1.09 in
 // reverse.
-TEST(ZeroStage, PartitionedSumAddsPartitionsInRankOrderAtEveryStage) {
+std::vector<float> order_revealing_grads() {
     std::vector<float> whole(kPadded);
     for (int64_t i = 0; i < kPadded; ++i) whole[static_cast<size_t>(i)] = 1.0f / (3.0f + i);
     whole[5] = 1e20f;    // rank 1's partition
     whole[10] = -1e20f;  // rank 2's
-    auto part = [](float* g, int64_t n) {
-        double s = 0;
-        for (int64_t k = 0; k < n; ++k) s += g[k];
-        return s;
-    };
+    return whole;
+}
+
+double plain_sum(float* g, int64_t n) {
+    double s = 0;
+    for (int64_t k = 0; k < n; ++k) s += g[k];
+    return s;
+}
+
+TEST(ZeroStage, PartitionedSumAddsPartitionsInRankOrderAtEveryStage) {
+    std::vector<float> whole = order_revealing_grads();
+    const auto part = plain_sum;
     double want = 0;
     for (int q = 0; q < kRanks; ++q) {
         const Range pr = owned_range(kPadded, kRanks, q);
@@ -186,15 +193,8 @@ TEST(ZeroStage, PartitionedSumAddsPartitionsInRankOrderAtEveryStage) {
 // in one all-gather gives partitioned_sum's bits at every stage, and the loss beside it its own
 // rank-order sum; one collective however many scalars travel.
 TEST(ZeroStage, ScalarsSummedTogetherInOneCollectiveKeepTheirBits) {
-    std::vector<float> whole(kPadded);
-    for (int64_t i = 0; i < kPadded; ++i) whole[static_cast<size_t>(i)] = 1.0f / (3.0f + i);
-    whole[5] = 1e20f;
-    whole[10] = -1e20f;
-    auto part = [](float* g, int64_t n) {
-        double s = 0;
-        for (int64_t k = 0; k < n; ++k) s += g[k];
-        return s;
-    };
+    std::vector<float> whole = order_revealing_grads();
+    const auto part = plain_sum;
     const double losses[kRanks] = {1e17, 0.75, -1e17};  // rank order: 0; reversed: 0.75
     double want_loss = 0;
     for (double l : losses) want_loss += l;
