@@ -231,8 +231,8 @@ private:
     std::shared_ptr<Group> g_;
     int rank_;
     std::shared_ptr<StatsRecorder> stats_ = std::make_shared<StatsRecorder>();
-    uint64_t split_seq_ = 0;  // touched by the worker only
-    local_detail::BarrierWatch watch_;  // the running collective's; touched by the worker only
+    uint64_t split_seq_ = 0;  // touched by the thread running an op (busy_)
+    local_detail::BarrierWatch watch_;  // the running collective's; likewise
 
     // Hang detection (Note [Hang detection]); issued_seq_ and fault_ under q_mu_.
     std::atomic<double> timeout_s_{kDefaultCommTimeoutS};
