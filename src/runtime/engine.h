@@ -35,8 +35,8 @@ struct EngineOptions {
     DType grad_dtype = DType::kF32;     // gradient accumulation dtype (f32 with f16 compute)
     LossScalerOptions loss_scaler;      // f16 compute only: DeepSpeed's "fp16" section
     NanPolicy nan_policy = NanPolicy::kSkip;
-    int64_t grad_accum = 1;   // micro-batches per optimizer step
-    int64_t micro_batch = 1;  // samples per micro-batch (sizing embedding plans)
+    int64_t grad_accum = 1;          // micro-batches per optimizer step
+    int64_t micro_batch = 1;         // samples per micro-batch (sizing embedding plans)
     // parallel.batch_shares: this dp rank's samples over the micro-batch (runtime/batch_shares.h);
     // its loss and gradients weigh so much in the dp average.
     double batch_share = 1.0;

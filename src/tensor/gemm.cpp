@@ -237,20 +237,11 @@ void onednn_gemm(int64_t m, int64_t n, int64_t k, float alpha, GemmOperand a, Ge
                  const void* bias = nullptr) {
     // Note [Small products on one thread] (tensor/threads.cpp): the primitive is then made and
     // run for one thread (its key holds the count).
-    const int threads = omp_get_max_threads();
-    if (threads > 1 && ab == DType::kF32 && !omp_in_parallel() &&
+    std::optional<ScopedOmpThreads> one_thread;
+    if (omp_get_max_threads() > 1 && ab == DType::kF32 && !omp_in_parallel() &&
         2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
-            parallel_min_flops(0)) {
-        omp_set_num_threads(1);
-        try {
-            onednn_gemm(m, n, k, alpha, a, b, ab, beta, c, ldc, cd, bias);
-        } catch (...) {
-            omp_set_num_threads(threads);
-            throw;
-        }
-        omp_set_num_threads(threads);
-        return;
-    }
+            parallel_min_flops(0))
+        one_thread.emplace(1);
     OneDnn& lib = onednn();
     // Note [Primitives per thread count]
     // oneDNN (OpenMP runtime) sizes a matmul primitive's work split for the threads there are

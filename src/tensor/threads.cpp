@@ -23,6 +23,11 @@ void set_num_threads(int n) {
 
 int num_threads() { return omp_get_max_threads(); }
 
+ScopedOmpThreads::ScopedOmpThreads(int n) : prev_(omp_get_max_threads()) {
+    omp_set_num_threads(n);
+}
+ScopedOmpThreads::~ScopedOmpThreads() { omp_set_num_threads(prev_); }
+
 // Note [Measured parallel grain]
 // A kernel loop runs on the OpenMP team only when its work outweighs starting the team. What a
 // start costs depends on the machine and on the environment, not on the kernel: with OpenMP's
@@ -65,8 +70,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 double one_thread_product_s_per_flop() {
     constexpr int64_t kN = 128;
     std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN);
-    const int prev = omp_get_max_threads();
-    omp_set_num_threads(1);
+    const ScopedOmpThreads one(1);
     double best = 1e9;
     for (int rep = 0; rep < 7; ++rep) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -74,7 +78,6 @@ double one_thread_product_s_per_flop() {
                   {b.data(), kN, false}, DType::kF32, 0.0f, c.data(), kN, DType::kF32);
         if (rep >= 2) best = std::min(best, seconds_since(t0));  // two to warm up
     }
-    omp_set_num_threads(prev);
     return best / (2.0 * kN * kN * kN);
 }
 

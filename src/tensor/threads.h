@@ -35,4 +35,17 @@ struct ParallelGrain {
 };
 ParallelGrain parallel_grain(int threads);
 
+// Sets the calling thread's OpenMP thread count for its scope and restores the previous one
+// (exceptions included). Only OpenMP's count: OpenBLAS is single-threaded anyway.
+class ScopedOmpThreads {
+  public:
+    explicit ScopedOmpThreads(int n);
+    ~ScopedOmpThreads();
+    ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+    ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+  private:
+    int prev_;
+};
+
 }  // namespace zt
