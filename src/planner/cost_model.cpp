@@ -476,6 +476,12 @@ int64_t plan_peak_bytes(const Estimate& e) {
     return e.device_total - std::min(comm, act + e.workspace_transient);
 }
 
+double step_bytes_between_uses(const Estimate& e, int ranks_on_host) {
+    const int emb = static_cast<int>(MemCategory::kEmbedding);
+    const int64_t own = e.device_total - e.device[emb] + e.host_total - e.host[emb];
+    return static_cast<double>(std::max<int64_t>(0, own)) * std::max(1, ranks_on_host);
+}
+
 ComputeRates compute_rates(const PlanBase& base, const Strategy& s, const MachineProfile& profile) {
     const int threads = threads_per_rank(base, s);
     const int on_host = ranks_on_host(base, s);
@@ -533,7 +539,8 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     // rate.
     double shaped_s = 0, shaped_flops = 0, shaped_ops = 0;
     const std::vector<GemmShape> gs = m.gemm_shapes(s.micro_batch, s.tp);
-    if (const auto sec = gemm_shapes_seconds(*profile, st.compute_dtype, threads, gs)) {
+    const int64_t cold = cold_class_bytes(step_bytes_between_uses(c.memory, on_host));
+    if (const auto sec = gemm_shapes_seconds(*profile, st.compute_dtype, threads, gs, cold)) {
         shaped_s += *sec * oversub;
         shaped_flops += gemm_shapes_flops(gs);
         for (const GemmShape& x : gs)

@@ -159,6 +159,11 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int stage
 // The device peak of a layout's memory: the categories' sum, less the comm buffers that never
 // live beside the activations (Note [Peak of stages 0 and 1] in cost_model.cpp).
 int64_t plan_peak_bytes(const Estimate& e);
+// The bytes other data moves through the host's caches between a step's two uses of one
+// weight (Note [Products timed cold], shape_times.cpp): the rank's device and host bytes (an
+// offloaded optimizer state streams through the same caches on a CPU) less its embedding
+// tables (a step touches few of their rows), times the ranks sharing the host.
+double step_bytes_between_uses(const Estimate& e, int ranks_on_host);
 
 // How many of the layout's ranks share one host (PlanBase::ranks_per_host; 0 there: all).
 int ranks_on_host(const PlanBase& b, const Strategy& s);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -87,33 +88,100 @@ std::vector<Lane> lanes_of(const GemmShape& s) {
     return {{"NT", s.m, s.n, s.k}, {"NN", s.m, s.k, s.n}, {"TN", s.n, s.k, s.m}};
 }
 
-double time_lane(DType dt, const Lane& l, double min_s) {
+// Every element of the operand a normal number of the dtype (denormal operands can take a slow
+// path in some units); values small and varied do not change the time.
+void fill_operand(char* p, size_t bytes, DType dt) {
     const size_t es = dtype_size(dt);
-    // Operands as the lane stores them: NT (A m x k, B stored n x k), NN (A m x k, B k x n), TN
-    // (A stored k x m, B k x n). Values small and varied; their bits do not matter to the time.
-    // Every element a normal number (denormal operands can take a slow path in some units).
-    std::vector<char> a(static_cast<size_t>(l.m * l.k) * es),
-        b(static_cast<size_t>(l.k * l.n) * es);
-    std::vector<float> c(static_cast<size_t>(l.m * l.n));
     const float one_hundredth = 0.01f;
-    uint32_t bits = 0;
-    std::memcpy(&bits, &one_hundredth, 4);
-    const auto fill = [&](std::vector<char>& v) {
-        for (size_t i = 0; i + es <= v.size(); i += es) {
-            if (es == 4)
-                std::memcpy(&v[i], &bits, 4);
-            else  // bf16 and f16 both take a 16-bit pattern; 0x2000 is a small normal in each
-                std::memcpy(&v[i], es == 2 && dt == DType::kBF16 ? "\x24\x3c" : "\x00\x20", 2);
+    for (size_t i = 0; i + es <= bytes; i += es) {
+        if (es == 4)
+            std::memcpy(p + i, &one_hundredth, 4);
+        else  // bf16 and f16 both take a 16-bit pattern; 0x2000 is a small normal in each
+            std::memcpy(p + i, dt == DType::kBF16 ? "\x24\x3c" : "\x00\x20", 2);
+    }
+}
+
+// Note [Products timed cold]
+// A step streams its other layers' weights, activations, gradients and optimizer state through
+// the caches between two uses of a weight, so its products read their operands from memory; the
+// shapes were timed warm, on the same operands call after call. On the 2-vCPU Xeon of session 27
+// a GPT config S product after 512 MB of other data took 6-18% longer (512 x 1536 x 512 forward:
+// 4.61 -> 5.41 ms at one thread; 9-16% at two), and the flops profiler put each of the step's
+// Linears 9-20% above its lanes' timed sum: one-thread ranks were predicted ~10% fast. So a
+// product is timed after as many bytes as its layout's step moves between uses
+// (step_bytes_between_uses, cost_model.h), in classes of 4, 16, 64 and 256 MiB (cold_class_bytes;
+// the profile keeps each class's time under its own key, " after 64MiB"): the operands of each
+// call are the next copies in a pool of that many bytes (ColdOperands), the outputs in another,
+// so every call reads what was last touched a pool's length ago, as in the step, and no
+// flush runs between calls to be timed with them. Below 2 MiB (DLRM's MLPs at small batches)
+// the step's data stays in cache and the product is timed warm, as before. What the class
+// costs is measured, not assumed: on a machine whose caches hold the class the time is the warm
+// one.
+
+// Two pools of at least `bytes` each, one of operands (filled once, read only) and one of
+// outputs, handed out in turn: a region comes back only after the rest of its pool.
+class ColdOperands {
+  public:
+    ColdOperands(int64_t bytes, DType dt) : bytes_(static_cast<size_t>(bytes)), dt_(dt) {}
+
+    // A region of `n` operand bytes and one of `c` output bytes, each 64-byte aligned.
+    std::pair<char*, float*> next(size_t n, size_t c) {
+        // At least two regions a pool, so no call reads what the one before it did.
+        const size_t want = std::max(bytes_, 2 * (round_up(n) + round_up(c)));
+        if (in_.size() < want) {
+            in_.assign(want + 64, 0);
+            fill_operand(aligned(in_.data()), want, dt_);
+            out_.assign(want + 64, 0);
+            in_at_ = out_at_ = 0;
         }
-    };
-    fill(a);
-    fill(b);
-    const std::string name = l.name;
-    GemmOperand A{a.data(), l.k, false}, B{b.data(), l.n, false};
-    if (name == "NT") B = {b.data(), l.k, true};
-    if (name == "TN") A = {a.data(), l.m, true};
-    return seconds_per_call(
-        [&] { gemm(l.m, l.n, l.k, 1.0f, A, B, dt, 0.0f, c.data(), l.n, DType::kF32); }, min_s);
+        return {take(in_, in_at_, n), reinterpret_cast<float*>(take(out_, out_at_, c))};
+    }
+
+  private:
+    static size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
+    static char* aligned(char* p) { return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64; }
+    static char* take(std::vector<char>& pool, size_t& at, size_t n) {
+        if (at + round_up(n) > pool.size() - 64) at = 0;
+        char* p = aligned(pool.data()) + at;
+        at += round_up(n);
+        return p;
+    }
+
+    size_t bytes_;
+    DType dt_;
+    std::vector<char> in_, out_;
+    size_t in_at_ = 0, out_at_ = 0;
+};
+
+// One call of the lane on A (m x k, or stored k x m for TN) and B (stored n x k for NT, else
+// k x n) into C.
+void run_lane(DType dt, const Lane& l, char* a, char* b, float* c) {
+    const std::string_view name = l.name;
+    GemmOperand A{a, l.k, false}, B{b, l.n, false};
+    if (name == "NT") B = {b, l.k, true};
+    if (name == "TN") A = {a, l.m, true};
+    gemm(l.m, l.n, l.k, 1.0f, A, B, dt, 0.0f, c, l.n, DType::kF32);
+}
+
+// The lane's seconds a call, on the same operands each call (cold == nullptr), or on the next
+// ones of the pool (Note [Products timed cold]).
+double time_lane(DType dt, const Lane& l, double min_s, ColdOperands* cold) {
+    const size_t es = dtype_size(dt);
+    const size_t a_bytes = static_cast<size_t>(l.m * l.k) * es,
+                 b_bytes = static_cast<size_t>(l.k * l.n) * es,
+                 c_bytes = static_cast<size_t>(l.m * l.n) * sizeof(float);
+    if (cold)
+        return seconds_per_call(
+            [&] {
+                auto [ab, c] = cold->next(a_bytes + 64 + b_bytes, c_bytes);
+                run_lane(dt, l, ab, ab + (a_bytes + 63) / 64 * 64, c);
+            },
+            min_s);
+    std::vector<char> a(a_bytes), b(b_bytes);
+    std::vector<float> c(static_cast<size_t>(l.m * l.n));
+    fill_operand(a.data(), a.size(), dt);
+    fill_operand(b.data(), b.size(), dt);
+    return seconds_per_call([&] { run_lane(dt, l, a.data(), b.data(), c.data()); }, min_s);
 }
 
 double time_lookup(const LookupShape& s, double min_s) {
@@ -166,9 +234,19 @@ double time_interaction(const InteractionShape& s, double min_s) {
 
 }  // namespace
 
-std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, int64_t n,
-                          int64_t k) {
-    return str_cat("gemm ", dtype_name(dt), " t", threads, " ", lane, " ", m, "x", n, "x", k);
+int64_t cold_class_bytes(double between_uses) {
+    if (!(between_uses >= static_cast<double>(kColdMinBytes))) return 0;
+    int64_t c = int64_t{4} << 20;
+    while (c < (int64_t{256} << 20) && between_uses >= 2.0 * static_cast<double>(c)) c *= 4;
+    return c;
+}
+
+std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, int64_t n, int64_t k,
+                          int64_t after_bytes) {
+    std::string key =
+        str_cat("gemm ", dtype_name(dt), " t", threads, " ", lane, " ", m, "x", n, "x", k);
+    if (after_bytes > 0) key += str_cat(" after ", after_bytes >> 20, "MiB");
+    return key;
 }
 
 std::string lookup_time_key(int threads, const LookupShape& s) {
@@ -203,12 +281,13 @@ std::optional<double> interaction_shapes_seconds(const MachineProfile& p, int th
 }
 
 std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int threads,
-                                          std::span<const GemmShape> shapes) {
+                                          std::span<const GemmShape> shapes, int64_t after_bytes) {
     double s = 0;
     for (const GemmShape& named : shapes) {
         const TimedGemm g = timed_gemm(named);
         for (const Lane& l : lanes_of(g.shape)) {
-            auto it = p.shape_s.find(gemm_time_key(dt, threads, l.name, l.m, l.n, l.k));
+            auto it =
+                p.shape_s.find(gemm_time_key(dt, threads, l.name, l.m, l.n, l.k, after_bytes));
             if (it == p.shape_s.end()) return std::nullopt;
             s += it->second * g.scale * static_cast<double>(named.count);
         }
@@ -223,14 +302,18 @@ std::optional<double> lookup_shapes_seconds(const MachineProfile& p, int threads
 
 int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const GemmShape> gemms,
                    std::span<const LookupShape> lookups,
-                   std::span<const InteractionShape> interactions, double seconds_each) {
+                   std::span<const InteractionShape> interactions, double seconds_each,
+                   int64_t gemm_after_bytes) {
     const ThreadCountScope scope(threads);
     int measured = 0;
+    std::optional<ColdOperands> cold;  // made when a cold product is first timed
     for (const GemmShape& named : gemms)
         for (const Lane& l : lanes_of(timed_gemm(named).shape)) {
-            const std::string key = gemm_time_key(dt, threads, l.name, l.m, l.n, l.k);
+            const std::string key =
+                gemm_time_key(dt, threads, l.name, l.m, l.n, l.k, gemm_after_bytes);
             if (p.shape_s.count(key) || l.m <= 0 || l.n <= 0 || l.k <= 0) continue;
-            p.shape_s[key] = time_lane(dt, l, seconds_each);
+            if (gemm_after_bytes > 0 && !cold) cold.emplace(gemm_after_bytes, dt);
+            p.shape_s[key] = time_lane(dt, l, seconds_each, cold ? &*cold : nullptr);
             ++measured;
         }
     for (const LookupShape& l : lookups) {
@@ -252,14 +335,16 @@ int measure_plan_shapes(MachineProfile& p, const PlanBase& base,
                         std::span<const Strategy> layouts) {
     const ModelFamily& m = *base.spec.model;
     const DType dt = base.spec.state.compute_dtype;
-    std::set<std::tuple<int64_t, int, int>> seen;
+    std::set<std::tuple<int64_t, int, int, int64_t>> seen;
     int measured = 0;
     for (const Strategy& s : layouts) {
         const int threads = threads_per_rank(base, s);
-        if (!seen.insert({s.micro_batch, s.tp, threads}).second) continue;
-        measured +=
-            measure_shapes(p, dt, threads, m.gemm_shapes(s.micro_batch, s.tp),
-                           m.lookup_shapes(s.micro_batch), m.interaction_shapes(s.micro_batch));
+        const int64_t cold =
+            cold_class_bytes(step_bytes_between_uses(plan_memory(base, s), ranks_on_host(base, s)));
+        if (!seen.insert({s.micro_batch, s.tp, threads, cold}).second) continue;
+        measured += measure_shapes(p, dt, threads, m.gemm_shapes(s.micro_batch, s.tp),
+                                   m.lookup_shapes(s.micro_batch),
+                                   m.interaction_shapes(s.micro_batch), 0.01, cold);
         measured += measure_sparse_shapes(p, threads, m.sparse_shapes(s.micro_batch));
     }
     return measured;

@@ -32,9 +32,16 @@ class ThreadCountScope {
     int before_;
 };
 
+// Note [Products timed cold] (shape_times.cpp): the bytes other data streams through the caches
+// between two uses of a product's operands in a step, as the class its products are timed after:
+// 0 (warm, below kColdMinBytes), else the nearest of 4, 16, 64 and 256 MiB (by ratio).
+inline constexpr int64_t kColdMinBytes = int64_t{2} << 20;
+int64_t cold_class_bytes(double between_uses);
+
 // "gemm bf16 t2 NT 512x64x13": lane NT (forward), NN (input gradient) or TN (weight gradient)
-// of C[m x n] over inner k.
-std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, int64_t n, int64_t k);
+// of C[m x n] over inner k; " after 64MiB" appended when timed cold (cold_class_bytes).
+std::string gemm_time_key(DType dt, int threads, const char* lane, int64_t m, int64_t n, int64_t k,
+                          int64_t after_bytes = 0);
 // "bag f32 t2 512x1 r2000 d16": one lookup's forward and backward.
 std::string lookup_time_key(int threads, const LookupShape& s);
 // "dot f32 t2 512 k8 d16": one interaction's forward and backward ("dot-self" with the
@@ -44,7 +51,8 @@ std::string interaction_time_key(int threads, const InteractionShape& s);
 // Seconds of the products' forward and backward (the three lanes, times count) and of the
 // lookups, from the profile; nullopt when a shape was not measured. Pure.
 std::optional<double> gemm_shapes_seconds(const MachineProfile& p, DType dt, int threads,
-                                          std::span<const GemmShape> shapes);
+                                          std::span<const GemmShape> shapes,
+                                          int64_t after_bytes = 0);
 std::optional<double> lookup_shapes_seconds(const MachineProfile& p, int threads,
                                             std::span<const LookupShape> shapes);
 std::optional<double> interaction_shapes_seconds(const MachineProfile& p, int threads,
@@ -54,13 +62,16 @@ double gemm_shapes_flops(std::span<const GemmShape> shapes);
 double interaction_shapes_flops(std::span<const InteractionShape> shapes);
 
 // Times the shapes the profile lacks at `threads` (each for about `seconds_each`), into
-// p.shape_s; the intra-op thread count is restored after. Returns how many were measured.
+// p.shape_s; the products after `gemm_after_bytes` of other data (a cold_class_bytes class; 0:
+// warm). The intra-op thread count is restored after. Returns how many were measured.
 int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const GemmShape> gemms,
                    std::span<const LookupShape> lookups,
-                   std::span<const InteractionShape> interactions = {}, double seconds_each = 0.01);
+                   std::span<const InteractionShape> interactions = {}, double seconds_each = 0.01,
+                   int64_t gemm_after_bytes = 0);
 
-// measure_shapes for every distinct (micro-batch, tp, threads) of the layouts, at the base's
-// compute dtype; the family's shapes only (none for a family that names none).
+// measure_shapes for every distinct (micro-batch, tp, threads, cold class) of the layouts, at
+// the base's compute dtype (the products after the layout's step_bytes_between_uses class); the
+// family's shapes only (none for a family that names none).
 int measure_plan_shapes(MachineProfile& p, const PlanBase& base, std::span<const Strategy> layouts);
 
 // Runs fn and returns the cores' worth of CPU that other processes used meanwhile.

@@ -241,6 +241,90 @@ TEST(ShapeTimes, MeasuresWhatIsMissingOnceAndKeepsTheThreadCount) {
     }
 }
 
+// Note [Products timed cold]: the class of the bytes between a weight's uses, the key that
+// carries it, and products timed in a class kept apart from the warm ones.
+TEST(ShapeTimes, ColdClassesHaveTheirOwnKeysAndTimes) {
+    constexpr int64_t MiB = int64_t{1} << 20;
+    EXPECT_EQ(cold_class_bytes(0), 0);
+    EXPECT_EQ(cold_class_bytes(2.0 * MiB - 1), 0);  // stays in cache: timed warm
+    EXPECT_EQ(cold_class_bytes(2.0 * MiB), 4 * MiB);
+    EXPECT_EQ(cold_class_bytes(8.0 * MiB - 1), 4 * MiB);  // the nearest class by ratio
+    EXPECT_EQ(cold_class_bytes(8.0 * MiB), 16 * MiB);
+    EXPECT_EQ(cold_class_bytes(100.0 * MiB), 64 * MiB);
+    EXPECT_EQ(cold_class_bytes(128.0 * MiB), 256 * MiB);
+    EXPECT_EQ(cold_class_bytes(1e12), 256 * MiB);  // the largest class
+    EXPECT_EQ(gemm_time_key(DType::kF32, 2, "TN", 24, 13, 32, 64 * MiB),
+              "gemm f32 t2 TN 24x13x32 after 64MiB");
+    EXPECT_EQ(gemm_time_key(DType::kF32, 2, "TN", 24, 13, 32, 0), "gemm f32 t2 TN 24x13x32");
+
+    MachineProfile p;
+    const std::vector<GemmShape> g = {{16, 8, 5, 1}, {64, 32, 48, 2}};
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 1, g, {}, {}, 1e-4, 4 * MiB), 6);
+    for (const auto& [key, sec] : p.shape_s) {
+        EXPECT_NE(key.find(" after 4MiB"), std::string::npos) << key;
+        EXPECT_GT(sec, 0) << key;
+    }
+    EXPECT_FALSE(gemm_shapes_seconds(p, DType::kF32, 1, g));  // the warm times are not these
+    ASSERT_TRUE(gemm_shapes_seconds(p, DType::kF32, 1, g, 4 * MiB));
+    EXPECT_FALSE(gemm_shapes_seconds(p, DType::kF32, 1, g, 16 * MiB));  // nor another class's
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 1, g, {}, {}, 1e-4, 4 * MiB), 0);
+    EXPECT_EQ(measure_shapes(p, DType::kF32, 1, g, {}, {}, 1e-4, 0), 6);  // warm: its own
+    for (auto& [key, sec] : p.shape_s) sec = key.find(" after ") == std::string::npos ? 1.0 : 1e-3;
+    // Each product's three lanes, times its count.
+    EXPECT_NEAR(*gemm_shapes_seconds(p, DType::kF32, 1, g, 4 * MiB), (3 + 3 * 2) * 1e-3, 1e-15);
+    EXPECT_NEAR(*gemm_shapes_seconds(p, DType::kF32, 1, g), 3 + 3 * 2, 1e-12);
+    // A bf16 product reads its operands from the pool as bf16.
+    EXPECT_EQ(measure_shapes(p, DType::kBF16, 1, g, {}, {}, 1e-4, 4 * MiB), 6);
+}
+
+// The bytes between uses: the rank's device and host bytes less its tables, times the ranks
+// that share the host's caches.
+TEST(ShapeTimes, BytesBetweenUsesLeaveOutTheTablesAndCountTheHostsRanks) {
+    Estimate e;
+    e.device_total = 1000;
+    e.device[static_cast<int>(MemCategory::kEmbedding)] = 300;
+    e.host_total = 500;
+    e.host[static_cast<int>(MemCategory::kEmbedding)] = 100;
+    EXPECT_DOUBLE_EQ(step_bytes_between_uses(e, 1), 1100);
+    EXPECT_DOUBLE_EQ(step_bytes_between_uses(e, 4), 4400);
+}
+
+// A layout whose step moves megabytes has its products timed after that many bytes, and the
+// cost model takes those times (not the warm ones); a small model's stay warm.
+TEST(ShapeTimes, ALargeStepsProductsAreTimedColdAndCostedSo) {
+    PlanBase base = testing::tiny_gpt_base(4);
+    base.spec.model = std::make_shared<GptFamily>(GptOptions{512, 64, 128, 4, 4}, GptDataOptions{});
+    Strategy s;
+    s.micro_batch = 2;
+    s.grad_accum = 2;
+    const int64_t cls =
+        cold_class_bytes(step_bytes_between_uses(plan_memory(base, s), ranks_on_host(base, s)));
+    ASSERT_GT(cls, 0);  // about 0.9M parameters with AdamW: over 10 MiB
+    MachineProfile prof = round_profile();
+    const PlanCost at_class_rate = plan_cost(base, s, &prof);
+    measure_plan_shapes(prof, base, {{s}});
+    const std::vector<GemmShape> g = base.spec.model->gemm_shapes(2, 1);
+    ASSERT_TRUE(gemm_shapes_seconds(prof, DType::kF32, 1, g, cls));  // every lane, in its class
+    const std::string suffix = str_cat(" after ", cls >> 20, "MiB");
+    for (const auto& [key, sec] : prof.shape_s) EXPECT_NE(key.find(suffix), std::string::npos);
+    for (auto& [key, sec] : prof.shape_s) sec = 1e-5;
+    const PlanCost cold = plan_cost(base, s, &prof);
+    EXPECT_NE(cold.time.compute, at_class_rate.time.compute);
+    // Warm times of the same lanes change nothing: the layout's class is what it reads.
+    std::map<std::string, double> warm;
+    for (const auto& [key, sec] : prof.shape_s) warm[key.substr(0, key.find(" after "))] = 1.0;
+    prof.shape_s.insert(warm.begin(), warm.end());
+    EXPECT_EQ(plan_cost(base, s, &prof).time.compute, cold.time.compute);
+
+    // The small model's step stays in cache: its products are timed warm.
+    const PlanBase small = testing::tiny_gpt_base(4);
+    ASSERT_EQ(cold_class_bytes(step_bytes_between_uses(plan_memory(small, s), 1)), 0);
+    MachineProfile q = round_profile();
+    measure_plan_shapes(q, small, {{s}});
+    ASSERT_FALSE(q.shape_s.empty());
+    for (const auto& [key, sec] : q.shape_s) EXPECT_EQ(key.find(" after "), std::string::npos);
+}
+
 // Note [Shapes timed on a quiet host]: a timing during which other processes held more than
 // kBusyOtherCores is done again; busy twice, its times serve the plan but are not to be kept.
 TEST(ShapeTimes, BusyHostTimesAgainAndKeepsNothingWhenStillBusy) {
