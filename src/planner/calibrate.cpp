@@ -1,6 +1,7 @@
 #include "planner/calibrate.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -325,6 +326,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
         r.op_overhead_s = op_overhead(opts.seconds_per_kernel / 3);
         p.rates.push_back(r);
     }
+    fill_team_costs(p);
     set_num_threads(saved_threads);
     if (opts.local_ranks >= 2) {
         CommProfile local;
@@ -349,6 +351,48 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
     p.measured_at = utc_now();
     p.seconds = total.elapsed_s();
     return p;
+}
+
+namespace {
+
+// Note [A region in a step's rhythm]
+// The seconds of an empty OpenMP region at `threads` opened 1 ms after the previous one ended,
+// the master busy meanwhile (the median of 15). A GPT micro-batch opens a region about every
+// 1.4 ms (config S at micro 2: 237 in 0.33 s), and between them the other threads sleep (under
+// OMP_WAIT_POLICY=passive). Back to back, the engine's grain measurement (ParallelGrain::region_s)
+// saw 3-50 us here depending on the minute (the host's halt polling keeps a waking vCPU cheap
+// for a while); 1 ms apart, 75-116 us both times, and the step's extra time per extra region
+// (micro 2 x 4 against micro 8) was 90-150 us.
+double region_in_rhythm_s(int threads) {
+    std::atomic<int> sink{0};
+    const auto region = [&] {
+#pragma omp parallel num_threads(threads)
+        sink.fetch_add(1, std::memory_order_relaxed);
+    };
+    for (int i = 0; i < 4; ++i) region();  // the team made
+    std::vector<double> t(15);
+    for (double& s : t) {
+        const Stopwatch gap;
+        while (gap.elapsed_s() < 1e-3) sink.fetch_add(0, std::memory_order_relaxed);
+        const Stopwatch sw;
+        region();
+        s = sw.elapsed_s();
+    }
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
+}
+
+}  // namespace
+
+int fill_team_costs(MachineProfile& p) {
+    int filled = 0;
+    for (ThreadRates& r : p.rates) {
+        if (r.threads <= 1 || (r.team_region_s > 0 && r.team_min_elems > 0)) continue;
+        r.team_region_s = region_in_rhythm_s(r.threads);
+        r.team_min_elems = static_cast<double>(parallel_grain(r.threads).min_elems);
+        ++filled;
+    }
+    return filled;
 }
 
 std::optional<MachineProfile> profile_for_machine(const std::string& given, bool measure,

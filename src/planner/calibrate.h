@@ -29,6 +29,11 @@ struct CalibrateOptions {
 // 0's result holds the host's rates (the others return after the MPI collectives).
 MachineProfile calibrate_machine(const CalibrateOptions& opts);
 
+// The OpenMP team's costs (ThreadRates::team_region_s, team_min_elems) of every rate entry past
+// one thread that lacks them, from the engine's own measurement (parallel_grain). Returns how
+// many entries were filled.
+int fill_team_costs(MachineProfile& p);
+
 // Each rank's relative speed (Note [Measured rank speeds] in calibrate.cpp): every rank of
 // `comm` times the engine's large f32 product at its current thread count, all at once as they
 // train, and every rank gets rate_r / the fastest rate, in rank order. Every rank must call it.

@@ -29,7 +29,8 @@ namespace zt {
 //                in backward), the rank's own under tp (not split again: Note [Elementwise
 //                bytes of a tensor-parallel rank]); plus the fixed cost of the micro-batch's ops: 3
 //                per parameter tensor (forward product, two backward), each the profile's
-//                op_overhead_s.
+//                op_overhead_s; and at more than one thread, as many OpenMP region starts or the
+//                passes at one thread's bandwidth (Note [Team wakes]).
 //   recompute  = the FLOPs the checkpointing policy runs again (ModelFamily::recompute_flops;
 //                GPT: the checkpointed blocks' forward less each block's down projection,
 //                "selective" the attention core's forward) at the GEMM and attention rates.
@@ -498,6 +499,50 @@ ComputeRates compute_rates(const PlanBase& base, const Strategy& s, const Machin
     return {gemm_rate, attn_rate};
 }
 
+// Note [Team wakes]
+// At more than one thread a kernel loop runs on the OpenMP team only past the engine's measured
+// grain (Note [Measured parallel grain], tensor/threads.cpp), and each region it opens costs a
+// start: with OMP_WAIT_POLICY=passive the other threads sleep between regions and each region
+// wakes them through the kernel (25-50 us an empty region on the 2-vCPU Xeon of session 28). A
+// micro-batch opens about as many regions whatever its size (GPT config S at two threads: 237 a
+// micro-batch at micro 8 and at micro 2, counted with a uprobe on GOMP_parallel), so more
+// micro-batches a step open more: micro 2 x 4 ran 5-10% slower than micro 8 for the same work
+// and the same CPU time (perf stat: 18.1 core-s each), and `--auto` chose it, predicted equal.
+// The model: for a transformer family whose activations (b T C / tp elements a pass) reach the
+// grain, each micro-batch pays 3 regions per parameter tensor (forward, two backward: 300 for
+// config S, near the 237 counted) at the profile's team_region_s; below the grain the passes
+// run on one thread and the elementwise bytes go at one thread's bandwidth. Both measured by the
+// engine itself (ParallelGrain, filled into the profile by calibrate_machine or when a plan
+// first needs them). The region's figure is a back-to-back one: a region after the other thread
+// idled costs more and varies (4-100 us from one minute to the next here), so the term is a
+// floor of what a micro-batch's regions cost.
+namespace {
+
+struct TeamCost {
+    double wakes_s = 0;                  // the regions' starts, one micro-batch, whole model
+    double elementwise_bytes_per_s = 0;  // the passes' bandwidth: the team's or one thread's
+};
+
+TeamCost team_cost(const PlanBase& base, const Strategy& s, const MachineProfile& profile,
+                   double team_bw) {
+    TeamCost c;
+    c.elementwise_bytes_per_s = team_bw;
+    const int threads = threads_per_rank(base, s);
+    const ThreadRates r = profile.at_threads(threads);
+    const ModelShape sh = shape_of(*base.spec.model);
+    if (threads <= 1 || r.team_region_s <= 0 || r.team_min_elems <= 0 || sh.C <= 0) return c;
+    const double pass = static_cast<double>(s.micro_batch) * sh.T * sh.C / s.tp;
+    if (pass >= r.team_min_elems) {
+        c.wakes_s = 3.0 * static_cast<double>(base.param_tensors) * r.team_region_s;
+    } else {
+        const ThreadRates one = profile.at_threads(1);
+        c.elementwise_bytes_per_s = std::min(team_bw, one.elementwise_bytes_per_s);
+    }
+    return c;
+}
+
+}  // namespace
+
 PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile* profile) {
     PlanCost c;
     c.strategy = s;
@@ -572,11 +617,13 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     // until session 26: GPT config S at tp 2 was predicted 0.09 s a step faster than dp 2 and
     // measured 0.07 s slower (perf: the replicated LayerNorms, adds and biases, +0.08 core-s a
     // step), and the planner chose tp for 2 and 4 ranks where dp was faster.
-    const double elem_s = elem_bytes * stage_share(base, s) / bw;
+    const TeamCost team = team_cost(base, s, *profile, bw);
+    const double elem_s = elem_bytes * stage_share(base, s) / team.elementwise_bytes_per_s;
     StepTime& t = c.time;
     const double ops_s = 3.0 * std::max(0.0, static_cast<double>(base.param_tensors) - shaped_ops) *
                          stage_share(base, s) * r.op_overhead_s * oversub;
-    t.compute = micro_compute(base, s, gemm_s + attn_s + elem_s + ops_s, sparse_s) * mb;
+    const double wakes_s = team.wakes_s * stage_share(base, s);
+    t.compute = micro_compute(base, s, gemm_s + attn_s + elem_s + ops_s + wakes_s, sparse_s) * mb;
     // The policy's second forward (the family's count, Note [Recompute cost] for GPT).
     const auto recompute_s = [&](const RecomputeFlops& rf, double part) {
         return (rf.gemm * b * part / gemm_rate + rf.attention * b * part / attn_rate) * mb;

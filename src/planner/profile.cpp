@@ -114,6 +114,8 @@ ThreadRates MachineProfile::at_threads(int threads) const {
                 o.gemm_flops[d][z] = a.gemm_flops[d][z] * (1 - w) + b.gemm_flops[d][z] * w;
         o.attention_flops = a.attention_flops * (1 - w) + b.attention_flops * w;
         o.op_overhead_s = a.op_overhead_s * (1 - w) + b.op_overhead_s * w;
+        o.team_region_s = a.team_region_s * (1 - w) + b.team_region_s * w;
+        o.team_min_elems = a.team_min_elems * (1 - w) + b.team_min_elems * w;
         o.elementwise_bytes_per_s =
             a.elementwise_bytes_per_s * (1 - w) + b.elementwise_bytes_per_s * w;
         return o;
@@ -167,7 +169,9 @@ nlohmann::json profile_json(const MachineProfile& p) {
                {"bf16", {{"small", r.gemm_flops[1][0]}, {"large", r.gemm_flops[1][1]}}}}},
              {"attention_flops", r.attention_flops},
              {"elementwise_bytes_per_s", r.elementwise_bytes_per_s},
-             {"op_overhead_s", r.op_overhead_s}});
+             {"op_overhead_s", r.op_overhead_s},
+             {"team_region_s", r.team_region_s},
+             {"team_min_elems", r.team_min_elems}});
     j["comm"] = nlohmann::json::array();
     for (const CommProfile& c : p.comm)
         j["comm"].push_back({{"backend", c.backend},
@@ -210,6 +214,10 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
         t.attention_flops = field<double>(r, "attention_flops", what);
         t.elementwise_bytes_per_s = field<double>(r, "elementwise_bytes_per_s", what);
         t.op_overhead_s = r.value("op_overhead_s", 0.0);
+        t.team_region_s = r.value("team_region_s", 0.0);
+        t.team_min_elems = r.value("team_min_elems", 0.0);
+        ZT_CHECK(t.team_region_s >= 0 && t.team_min_elems >= 0, what, ": profile rates at ",
+                 t.threads, " threads: the team's costs are negative");
         ZT_CHECK(t.threads >= 1 && t.gemm_flops[0][1] > 0 && t.elementwise_bytes_per_s > 0, what,
                  ": profile rates at ", t.threads, " threads are not positive");
         p.rates.push_back(t);

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "planner/calibrate.h"
 #include "planner/sparse_times.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels/embedding_bag.h"
@@ -393,9 +394,13 @@ void time_plan_shapes(MachineProfile& p, const std::string& given, const PlanBas
                       const SearchSpace& space, std::string* said) {
     if (p.identity != profile_identity()) return;  // another machine's: its times are not ours
     Stopwatch sw;
+    const int team = fill_team_costs(p);  // a profile from before they were measured
     const QuietShapes q = measure_plan_shapes_quietly(p, base, enumerate_layouts(base, space));
-    if (q.measured == 0) return;
     const std::string path = given.empty() ? default_profile_path() : given;
+    if (q.measured == 0) {
+        if (team > 0 && !path.empty()) save_profile(p, path);
+        return;
+    }
     if (!path.empty() && q.keep) save_profile(p, path);
     if (said)
         *said += q.keep ? str_cat("; ", q.measured, " kernel shapes timed now (", sw.elapsed_s(),

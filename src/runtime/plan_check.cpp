@@ -53,8 +53,9 @@ PlanCheck::PlanCheck(const TrainConfig& cfg, int world, const std::string& backe
         // the 4-rank GPT config S at micro 2 was predicted at 2.17 s a step where it ran in
         // 1.52 s (micro 1, timed by `zerotrain plan` alone: 1.41 s predicted).
         if (profile && backend != "mpi") {
+            const int team = fill_team_costs(*profile);  // Note [Team wakes]
             const QuietShapes q = measure_plan_shapes_quietly(*profile, base, {{strategy_of(cfg)}});
-            if (q.measured > 0 && q.keep && !default_profile_path().empty())
+            if ((q.measured > 0 || team > 0) && q.keep && !default_profile_path().empty())
                 save_profile(*profile, default_profile_path());
             busy_note_ = busy_shapes_note(q);  // Note [Shapes timed on a quiet host]
             profile_note_ += busy_note_;

@@ -13,6 +13,7 @@
 #include "planner/calibrate.h"
 #include "planner/profile.h"
 #include "planner_test_util.h"
+#include "tensor/threads.h"
 
 namespace zt {
 namespace {
@@ -135,6 +136,36 @@ TEST(CostModel, ComputeIsWorkOverRates) {
     // Adam: 7 f32 accesses per element of the whole arena at stage 0.
     const double P = static_cast<double>(c.memory.state.padded_numel);
     EXPECT_NEAR(c.time.optimizer, 28 * P / 1e10, 1e-15);
+}
+
+// Note [Team wakes]: past the engine's grain a micro-batch pays 3 region starts per parameter
+// tensor; below it the passes run on one thread at one thread's bandwidth; unmeasured, neither.
+TEST(CostModel, TeamRegionsChargedPerMicroBatchPastTheGrain) {
+    PlanBase base = tiny_gpt_base(8);
+    base.threads = 4;
+    base.param_tensors = 10;
+    const MachineProfile unmeasured = round_profile();
+    MachineProfile team = unmeasured;
+    team.rates[1].team_region_s = 1e-4;
+    team.rates[1].team_min_elems = 2000;  // a pass is b x 16 x 32 = 512 b elements
+    Strategy big;
+    big.micro_batch = 8;  // 4096 elements: on the team
+    big.grad_accum = 1;
+    EXPECT_NEAR(plan_cost(base, big, &team).time.compute,
+                plan_cost(base, big, &unmeasured).time.compute + 3 * 10 * 1e-4, 1e-12);
+    Strategy small = big;
+    small.micro_batch = 2;  // 1024 elements: one thread, no region
+    small.grad_accum = 4;
+    MachineProfile one_thread_bw = unmeasured;
+    one_thread_bw.rates[1].elementwise_bytes_per_s = one_thread_bw.rates[0].elementwise_bytes_per_s;
+    EXPECT_NEAR(plan_cost(base, small, &team).time.compute,
+                plan_cost(base, small, &one_thread_bw).time.compute, 1e-12);
+    EXPECT_GT(plan_cost(base, small, &team).time.compute,
+              plan_cost(base, small, &unmeasured).time.compute);
+    // One thread opens no region.
+    base.threads = 1;
+    EXPECT_EQ(plan_cost(base, big, &team).time.compute,
+              plan_cost(base, big, &unmeasured).time.compute);
 }
 
 // Note [Copies on busy cores]: the local backend's overlapped communication is hidden only where
@@ -330,6 +361,29 @@ TEST(Profile, JsonRoundTripAndThreadInterpolation) {
     EXPECT_NEAR(mid.gemm_flops[0][1], 2e9 + (8e9 - 2e9) / 3, 1);
     EXPECT_NEAR(q.at_threads(8).gemm_flops[0][1], 8e9, 1);  // no faster past the measured cores
     EXPECT_THROW(profile_from_json(nlohmann::json{{"version", 99}}, "x"), Error);
+    // The team's costs travel with the rates and interpolate like them.
+    MachineProfile t = round_profile();
+    t.rates[1].team_region_s = 3e-5;
+    t.rates[1].team_min_elems = 9000;
+    const MachineProfile u = profile_from_json(profile_json(t), "test");
+    EXPECT_EQ(u.at_threads(4).team_region_s, 3e-5);
+    EXPECT_EQ(u.at_threads(4).team_min_elems, 9000);
+    EXPECT_NEAR(u.at_threads(2).team_region_s, 1e-5, 1e-18);
+    nlohmann::json bad = profile_json(t);
+    bad["rates"][1]["team_region_s"] = -1;
+    EXPECT_THROW(profile_from_json(bad, "x"), Error);
+}
+
+// What a plan fills into a profile from before the team's costs were kept: every entry past one
+// thread, measured by the engine; one thread has no team.
+TEST(Calibrate, FillsTheTeamsCostsOnce) {
+    MachineProfile p = round_profile();
+    p.rates[1].threads = 2;
+    EXPECT_EQ(fill_team_costs(p), 1);
+    EXPECT_EQ(p.rates[0].team_region_s, 0);
+    EXPECT_GT(p.rates[1].team_region_s, 0);
+    EXPECT_EQ(p.rates[1].team_min_elems, static_cast<double>(parallel_grain(2).min_elems));
+    EXPECT_EQ(fill_team_costs(p), 0);
 }
 
 TEST(Calibrate, FitRecoversALine) {
