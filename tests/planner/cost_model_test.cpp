@@ -265,6 +265,34 @@ TEST(CostModel, PipelineBubbleIsTheScheduleSimulatedOnItsPieces) {
     EXPECT_NEAR(t.makespan / t.busy[0] - 1.0, (2 - 1) / 24.0, 1e-12);
 }
 
+// Note [Bubble on shared cores]: ranks sharing too few cores lend a bubble's idle core to the
+// others; the step waits for the host's work over its cores or one rank's full-speed path.
+TEST(CostModel, BubbleOnSharedCoresIsWhatTheFullSpeedPathAdds) {
+    PlanBase base = tiny_gpt_base(8);
+    base.threads = 1;
+    const MachineProfile prof = round_profile();
+    Strategy s;
+    s.pp = 2;
+    s.dp = 2;
+    s.micro_batch = 2;
+    s.grad_accum = 2;
+    const PipeOptions o{2, 2, 1, PipeSchedule::kOneFOneB};
+    const double idle = simulated_idle(base, o);
+    base.cores = 4;  // a core a rank: the bubble whole
+    const PlanCost own = plan_cost(base, s, &prof);
+    EXPECT_NEAR(own.time.bubble, own.time.compute * idle, 1e-12 * own.time.compute);
+    base.cores = 2;  // two ranks a core: the other rank's work fills the idle core
+    const PlanCost shared = plan_cost(base, s, &prof);
+    ASSERT_LT(idle, 1.0);
+    EXPECT_EQ(shared.time.bubble, 0);  // the full-speed path, w / 2 (1 + idle), is under w
+    base.cores = 3;  // 4 / 3 oversubscribed: part of the bubble stays
+    const PlanCost part = plan_cost(base, s, &prof);
+    const double w3 = part.time.compute;
+    ASSERT_GT(idle, 1.0 / 3);  // two micro-batches over two stages: about a half
+    EXPECT_NEAR(part.time.bubble, w3 * 0.75 * (1 + idle) - w3, 1e-12 * w3);
+    EXPECT_LT(part.time.bubble, w3 * idle);
+}
+
 // Note [Peak of stages 0 and 1]: the reduce's buffers and the activations never live together at
 // stages 0 and 1; at 2 and 3 they do.
 TEST(CostModel, PeakOverlapsCommAndActivationsOnlyFromStageTwo) {
