@@ -114,10 +114,12 @@ void fill_operand(char* p, size_t bytes, DType dt) {
 // the profile keeps each class's time under its own key, " after 64MiB"): the operands of each
 // call are the next copies in a pool of that many bytes (ColdOperands), the outputs in another,
 // so every call reads what was last touched a pool's length ago, as in the step, and no
-// flush runs between calls to be timed with them. Below 2 MiB (DLRM's MLPs at small batches)
-// the step's data stays in cache and the product is timed warm, as before. What the class
-// costs is measured, not assumed: on a machine whose caches hold the class the time is the warm
-// one.
+// flush runs between calls to be timed with them. Every layout gets a class, 4 MiB the least:
+// a step also moves its input batch, its tables' rows and the engine's own bookkeeping, and the
+// DLRM of the planner bench, whose 1.8 MiB of state at micro 256 was first left warm, was then
+// predicted 0.66 ms a step where it ran in 0.80 (micro 512, timed after 4 MiB: 0.69 against
+// 0.76), and the planner preferred the warm-timed layout for it. What a class costs is
+// measured, not assumed: on a machine whose caches hold the class the time is the warm one.
 
 // Two pools of at least `bytes` each, one of operands (filled once, read only) and one of
 // outputs, handed out in turn: a region comes back only after the rest of its pool.
@@ -236,7 +238,6 @@ double time_interaction(const InteractionShape& s, double min_s) {
 }  // namespace
 
 int64_t cold_class_bytes(double between_uses) {
-    if (!(between_uses >= static_cast<double>(kColdMinBytes))) return 0;
     int64_t c = int64_t{4} << 20;
     while (c < (int64_t{256} << 20) && between_uses >= 2.0 * static_cast<double>(c)) c *= 4;
     return c;

@@ -34,8 +34,7 @@ class ThreadCountScope {
 
 // Note [Products timed cold] (shape_times.cpp): the bytes other data streams through the caches
 // between two uses of a product's operands in a step, as the class its products are timed after:
-// 0 (warm, below kColdMinBytes), else the nearest of 4, 16, 64 and 256 MiB (by ratio).
-inline constexpr int64_t kColdMinBytes = int64_t{2} << 20;
+// the nearest of 4, 16, 64 and 256 MiB by ratio (4 MiB the least, 256 MiB the most).
 int64_t cold_class_bytes(double between_uses);
 
 // "gemm bf16 t2 NT 512x64x13": lane NT (forward), NN (input gradient) or TN (weight gradient)

@@ -285,7 +285,7 @@ TEST(CostModel, BubbleOnSharedCoresIsWhatTheFullSpeedPathAdds) {
     const PlanCost shared = plan_cost(base, s, &prof);
     ASSERT_LT(idle, 1.0);
     EXPECT_EQ(shared.time.bubble, 0);  // the full-speed path, w / 2 (1 + idle), is under w
-    base.cores = 3;  // 4 / 3 oversubscribed: part of the bubble stays
+    base.cores = 3;                    // 4 / 3 oversubscribed: part of the bubble stays
     const PlanCost part = plan_cost(base, s, &prof);
     const double w3 = part.time.compute;
     ASSERT_GT(idle, 1.0 / 3);  // two micro-batches over two stages: about a half

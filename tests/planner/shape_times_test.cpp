@@ -245,8 +245,7 @@ TEST(ShapeTimes, MeasuresWhatIsMissingOnceAndKeepsTheThreadCount) {
 // carries it, and products timed in a class kept apart from the warm ones.
 TEST(ShapeTimes, ColdClassesHaveTheirOwnKeysAndTimes) {
     constexpr int64_t MiB = int64_t{1} << 20;
-    EXPECT_EQ(cold_class_bytes(0), 0);
-    EXPECT_EQ(cold_class_bytes(2.0 * MiB - 1), 0);  // stays in cache: timed warm
+    EXPECT_EQ(cold_class_bytes(0), 4 * MiB);  // the least class: a step moves more than its state
     EXPECT_EQ(cold_class_bytes(2.0 * MiB), 4 * MiB);
     EXPECT_EQ(cold_class_bytes(8.0 * MiB - 1), 4 * MiB);  // the nearest class by ratio
     EXPECT_EQ(cold_class_bytes(8.0 * MiB), 16 * MiB);
@@ -290,7 +289,7 @@ TEST(ShapeTimes, BytesBetweenUsesLeaveOutTheTablesAndCountTheHostsRanks) {
 }
 
 // A layout whose step moves megabytes has its products timed after that many bytes, and the
-// cost model takes those times (not the warm ones); a small model's stay warm.
+// cost model takes those times (not the warm ones); a small model's after the least class.
 TEST(ShapeTimes, ALargeStepsProductsAreTimedColdAndCostedSo) {
     PlanBase base = testing::tiny_gpt_base(4);
     base.spec.model = std::make_shared<GptFamily>(GptOptions{512, 64, 128, 4, 4}, GptDataOptions{});
@@ -299,7 +298,7 @@ TEST(ShapeTimes, ALargeStepsProductsAreTimedColdAndCostedSo) {
     s.grad_accum = 2;
     const int64_t cls =
         cold_class_bytes(step_bytes_between_uses(plan_memory(base, s), ranks_on_host(base, s)));
-    ASSERT_GT(cls, 0);  // about 0.9M parameters with AdamW: over 10 MiB
+    ASSERT_GT(cls, int64_t{4} << 20);  // about 0.9M parameters with AdamW: over 10 MiB
     MachineProfile prof = round_profile();
     const PlanCost at_class_rate = plan_cost(base, s, &prof);
     measure_plan_shapes(prof, base, {{s}});
@@ -316,13 +315,13 @@ TEST(ShapeTimes, ALargeStepsProductsAreTimedColdAndCostedSo) {
     prof.shape_s.insert(warm.begin(), warm.end());
     EXPECT_EQ(plan_cost(base, s, &prof).time.compute, cold.time.compute);
 
-    // The small model's step stays in cache: its products are timed warm.
+    // The small model's step has the least class.
     const PlanBase small = testing::tiny_gpt_base(4);
-    ASSERT_EQ(cold_class_bytes(step_bytes_between_uses(plan_memory(small, s), 1)), 0);
+    ASSERT_LT(step_bytes_between_uses(plan_memory(small, s), 1), 2 << 20);
     MachineProfile q = round_profile();
     measure_plan_shapes(q, small, {{s}});
     ASSERT_FALSE(q.shape_s.empty());
-    for (const auto& [key, sec] : q.shape_s) EXPECT_EQ(key.find(" after "), std::string::npos);
+    for (const auto& [key, sec] : q.shape_s) EXPECT_NE(key.find(" after 4MiB"), std::string::npos);
 }
 
 // Note [Shapes timed on a quiet host]: a timing during which other processes held more than
