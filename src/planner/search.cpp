@@ -399,7 +399,11 @@ SearchResult search_plans(const PlanBase& base, const SearchSpace& space,
         }
         if (!listed) continue;
         ++res.candidates;
-        if (consider(*listed)) std::sort(fits.begin(), fits.end(), faster);
+        if (consider(*listed)) {  // into its place among the sorted rest (not a sort of them all)
+            PlanCost c = std::move(fits.back());
+            fits.pop_back();
+            fits.insert(std::upper_bound(fits.begin(), fits.end(), c, faster), std::move(c));
+        }
     }
     for (PlanCost& c : fits) {
         if (opt.top > 0 && static_cast<int>(res.ranked.size()) >= opt.top) break;
