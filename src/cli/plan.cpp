@@ -274,6 +274,13 @@ nlohmann::json auto_plan(const nlohmann::json& j, const AutoPlanArgs& a,
         if (!in.base.rank_speed.empty()) p["rank_speed"] = in.base.rank_speed;
         if (!in.base.rank_memory.empty()) p["rank_memory"] = in.base.rank_memory;
         p["profile"] = said;
+        // The profile the layouts were ranked with, kernel times included (those timed on a
+        // busy host are not kept in the machine's: Note [Shapes timed on a quiet host]), so
+        // `zerotrain plan --profile RUN_DIR/plan_profile.json` ranks them as this run did.
+        if (profile) {
+            save_profile(*profile, run_dir + "/plan_profile.json");
+            p["profile_file"] = "plan_profile.json";
+        }
         std::ofstream(run_dir + "/plan.json") << p.dump(2) << "\n";
     }
     return with_strategy(in.config, best.strategy, global);

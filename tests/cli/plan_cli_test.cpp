@@ -370,9 +370,14 @@ TEST_F(PlanCli, TrainAutoRunsAndRecordsTheBestPlan) {
     ASSERT_TRUE(f.good());
     const nlohmann::json plan = nlohmann::json::parse(f);
     EXPECT_EQ(plan["ranks"], 2);
-    // The same search by `zerotrain plan` puts this layout first.
-    const CommandResult p = run_command(
-        env + ZT_BINARY + std::string(" plan ") + cfg + " --ranks 2 --json --top 1", false);
+    // The same search by `zerotrain plan` with the profile the run ranked with puts this layout
+    // first (the machine's own may lack kernel times the run took on a busy host, and near-ties
+    // of this tiny model's microsecond products then rank either way).
+    ASSERT_EQ(plan["profile_file"], "plan_profile.json");
+    const CommandResult p =
+        run_command(env + ZT_BINARY + std::string(" plan ") + cfg + " --ranks 2 --json --top 1" +
+                        " --profile " + run + "/plan_profile.json",
+                    false);
     ASSERT_EQ(p.code, 0) << p.output;
     EXPECT_EQ(nlohmann::json::parse(p.output)["plans"][0]["label"], plan["label"]);
     // Every step checked the layout it ran.
@@ -409,8 +414,10 @@ TEST_F(PlanCli, TrainAutoRunsAndRecordsTheBestPlan) {
     const nlohmann::json hp = nlohmann::json::parse(std::ifstream(run2 + "/plan.json"));
     EXPECT_EQ(hp["rank_speed"], nlohmann::json({1.0, 0.5}));
     EXPECT_EQ(hp["rank_memory"], nlohmann::json({int64_t{1} << 30, int64_t{512} << 20}));
-    const CommandResult hplan = run_command(
-        env + ZT_BINARY + std::string(" plan ") + cfg + hetero + " --json --top 1", false);
+    const CommandResult hplan =
+        run_command(env + ZT_BINARY + std::string(" plan ") + cfg + hetero + " --json --top 1" +
+                        " --profile " + run2 + "/plan_profile.json",
+                    false);
     ASSERT_EQ(hplan.code, 0) << hplan.output;
     EXPECT_EQ(nlohmann::json::parse(hplan.output)["plans"][0]["label"], hp["label"]);
     const CommandResult bare = run_command(std::string(ZT_BINARY) + " train " + cfg +
