@@ -1,7 +1,6 @@
 #include "planner/calibrate.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -361,26 +360,9 @@ namespace {
 // 1.4 ms (config S at micro 2: 237 in 0.33 s), and between them the other threads sleep (under
 // OMP_WAIT_POLICY=passive). Back to back, the engine's grain measurement (ParallelGrain::region_s)
 // saw 3-50 us here depending on the minute (the host's halt polling keeps a waking vCPU cheap
-// for a while); 1 ms apart, 75-116 us both times, and the step's extra time per extra region
-// (micro 2 x 4 against micro 8) was 90-150 us.
-double region_in_rhythm_s(int threads) {
-    std::atomic<int> sink{0};
-    const auto region = [&] {
-#pragma omp parallel num_threads(threads)
-        sink.fetch_add(1, std::memory_order_relaxed);
-    };
-    for (int i = 0; i < 4; ++i) region();  // the team made
-    std::vector<double> t(15);
-    for (double& s : t) {
-        const Stopwatch gap;
-        while (gap.elapsed_s() < 1e-3) sink.fetch_add(0, std::memory_order_relaxed);
-        const Stopwatch sw;
-        region();
-        s = sw.elapsed_s();
-    }
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    return t[t.size() / 2];
-}
+// for a while); 1 ms apart, 75-116 us in two runs and 5 us in a third, and the step's extra time
+// per extra region (micro 2 x 4 against micro 8) was 90-150 us.
+constexpr double kRegionGapS = 1e-3;
 
 }  // namespace
 
@@ -388,7 +370,7 @@ int fill_team_costs(MachineProfile& p) {
     int filled = 0;
     for (ThreadRates& r : p.rates) {
         if (r.threads <= 1 || (r.team_region_s > 0 && r.team_min_elems > 0)) continue;
-        r.team_region_s = region_in_rhythm_s(r.threads);
+        r.team_region_s = median_empty_region_s(r.threads, 15, kRegionGapS);
         r.team_min_elems = static_cast<double>(parallel_grain(r.threads).min_elems);
         ++filled;
     }

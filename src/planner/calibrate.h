@@ -30,8 +30,8 @@ struct CalibrateOptions {
 MachineProfile calibrate_machine(const CalibrateOptions& opts);
 
 // The OpenMP team's costs (ThreadRates::team_region_s, team_min_elems) of every rate entry past
-// one thread that lacks them, from the engine's own measurement (parallel_grain). Returns how
-// many entries were filled.
+// one thread that lacks them: an empty region 1 ms after the last (Note [A region in a step's
+// rhythm]) and the engine's own grain (parallel_grain). Returns how many entries were filled.
 int fill_team_costs(MachineProfile& p);
 
 // Each rank's relative speed (Note [Measured rank speeds] in calibrate.cpp): every rank of

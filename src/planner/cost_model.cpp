@@ -505,7 +505,7 @@ ComputeRates compute_rates(const PlanBase& base, const Strategy& s, const Machin
 // At more than one thread a kernel loop runs on the OpenMP team only past the engine's measured
 // grain (Note [Measured parallel grain], tensor/threads.cpp), and each region it opens costs a
 // start: with OMP_WAIT_POLICY=passive the other threads sleep between regions and each region
-// wakes them through the kernel (25-50 us an empty region on the 2-vCPU Xeon of session 28). A
+// wakes them through the kernel (5-116 us an empty region on the 2-vCPU Xeon of session 28). A
 // micro-batch opens about as many regions whatever its size (GPT config S at two threads: 237 a
 // micro-batch at micro 8 and at micro 2, counted with a uprobe on GOMP_parallel), so more
 // micro-batches a step open more: micro 2 x 4 ran 5-10% slower than micro 8 for the same work
@@ -513,11 +513,11 @@ ComputeRates compute_rates(const PlanBase& base, const Strategy& s, const Machin
 // The model: for a transformer family whose activations (b T C / tp elements a pass) reach the
 // grain, each micro-batch pays 3 regions per parameter tensor (forward, two backward: 300 for
 // config S, near the 237 counted) at the profile's team_region_s; below the grain the passes
-// run on one thread and the elementwise bytes go at one thread's bandwidth. Both measured by the
-// engine itself (ParallelGrain, filled into the profile by calibrate_machine or when a plan
-// first needs them). The region's figure is a back-to-back one: a region after the other thread
-// idled costs more and varies (4-100 us from one minute to the next here), so the term is a
-// floor of what a micro-batch's regions cost.
+// run on one thread and the elementwise bytes go at one thread's bandwidth. Both are measured
+// (fill_team_costs: by calibrate_machine, or when a plan first needs them): the region 1 ms
+// after the last, as a micro-batch opens them (Note [A region in a step's rhythm]), and the
+// engine's own grain. The wake's cost on a VM follows the host (5 us one minute, 116 the next
+// here), so the term is as good as the moment it was measured.
 namespace {
 
 struct TeamCost {

@@ -56,10 +56,11 @@ struct ThreadRates {
     double elementwise_bytes_per_s = 0;  // y = a + b over buffers past the caches
     double op_overhead_s = 0;  // one tiny product (8 x 64 x 64) through the engine's GEMM: the
                                // fixed cost of an op, which decides for tiny micro-batches
-    // The OpenMP team's costs at these threads (Note [Team wakes], cost_model.cpp), the engine's
-    // own measurement (tensor/threads.h, ParallelGrain): an empty region's seconds, and the
-    // elements from which a kernel loop runs on the team. 0: not measured (one thread, or a
-    // profile from before session 28, filled in when a plan first needs them).
+    // The OpenMP team's costs at these threads (Note [Team wakes], cost_model.cpp): an empty
+    // region's seconds 1 ms after the last (Note [A region in a step's rhythm], calibrate.cpp),
+    // and the engine's grain (tensor/threads.h, ParallelGrain::min_elems), the elements from
+    // which a kernel loop runs on the team. 0: not measured (one thread, or a profile from
+    // before session 28, filled in when a plan first needs them).
     double team_region_s = 0;
     double team_min_elems = 0;
 };

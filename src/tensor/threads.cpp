@@ -85,19 +85,7 @@ ParallelGrain measure_grain(int threads) {
     ParallelGrain g;
     if (threads <= 1) return g;
     std::atomic<int> sink{0};
-    auto region = [&] {
-#pragma omp parallel num_threads(threads)
-        sink.fetch_add(1, std::memory_order_relaxed);
-    };
-    for (int i = 0; i < 4; ++i) region();  // the pool made and warm
-    std::vector<double> t(25);
-    for (double& s : t) {
-        const auto t0 = std::chrono::steady_clock::now();
-        region();
-        s = seconds_since(t0);
-    }
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    g.region_s = t[t.size() / 2];
+    g.region_s = median_empty_region_s(threads, 25, 0);
     constexpr int64_t kPass = 1 << 20;
     std::vector<float> x(kPass), y(kPass);
     for (int64_t i = 0; i < kPass; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
@@ -124,6 +112,25 @@ std::map<int, ParallelGrain>& grains() {
 }
 
 }  // namespace
+
+double median_empty_region_s(int threads, int reps, double gap_s) {
+    std::atomic<int> sink{0};
+    const auto region = [&] {
+#pragma omp parallel num_threads(threads)
+        sink.fetch_add(1, std::memory_order_relaxed);
+    };
+    for (int i = 0; i < 4; ++i) region();  // the pool made and warm
+    std::vector<double> t(static_cast<size_t>(std::max(1, reps)));
+    for (double& s : t) {
+        const auto gap = std::chrono::steady_clock::now();
+        while (seconds_since(gap) < gap_s) sink.fetch_add(0, std::memory_order_relaxed);
+        const auto t0 = std::chrono::steady_clock::now();
+        region();
+        s = seconds_since(t0);
+    }
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
+}
 
 ParallelGrain parallel_grain(int threads) {
     if (threads <= 1) return {};

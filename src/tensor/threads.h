@@ -34,6 +34,10 @@ struct ParallelGrain {
     double min_flops = 0;   // the products' break-even
 };
 ParallelGrain parallel_grain(int threads);
+// The median seconds of `reps` empty OpenMP regions at `threads`, each opened `gap_s` after the
+// last ended with the calling thread busy meanwhile (0: back to back), after four to make the
+// team.
+double median_empty_region_s(int threads, int reps, double gap_s);
 
 // Sets the calling thread's OpenMP thread count for its scope and restores the previous one
 // (exceptions included). Only OpenMP's count: OpenBLAS is single-threaded anyway.
