@@ -525,13 +525,11 @@ struct TeamCost {
     double elementwise_bytes_per_s = 0;  // the passes' bandwidth: the team's or one thread's
 };
 
+// The rank's threads, its rates at them and the model's shape as plan_cost has them.
 TeamCost team_cost(const PlanBase& base, const Strategy& s, const MachineProfile& profile,
-                   double team_bw) {
+                   int threads, const ThreadRates& r, const ModelShape& sh, double team_bw) {
     TeamCost c;
     c.elementwise_bytes_per_s = team_bw;
-    const int threads = threads_per_rank(base, s);
-    const ThreadRates r = profile.at_threads(threads);
-    const ModelShape sh = shape_of(*base.spec.model);
     if (threads <= 1 || r.team_region_s <= 0 || r.team_min_elems <= 0 || sh.C <= 0) return c;
     const double pass = static_cast<double>(s.micro_batch) * sh.T * sh.C / s.tp;
     if (pass >= r.team_min_elems) {
@@ -619,7 +617,7 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
     // until session 26: GPT config S at tp 2 was predicted 0.09 s a step faster than dp 2 and
     // measured 0.07 s slower (perf: the replicated LayerNorms, adds and biases, +0.08 core-s a
     // step), and the planner chose tp for 2 and 4 ranks where dp was faster.
-    const TeamCost team = team_cost(base, s, *profile, bw);
+    const TeamCost team = team_cost(base, s, *profile, threads, r, sh, bw);
     const double elem_s = elem_bytes * stage_share(base, s) / team.elementwise_bytes_per_s;
     StepTime& t = c.time;
     const double ops_s = 3.0 * std::max(0.0, static_cast<double>(base.param_tensors) - shaped_ops) *
