@@ -327,16 +327,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
     }
     fill_team_costs(p);
     set_num_threads(saved_threads);
-    if (opts.local_ranks >= 2) {
-        CommProfile local;
-        run_local_ranks(opts.local_ranks, [&](Communicator& c) {
-            set_num_threads(1);
-            CommProfile m = measure_comm(c, opts.seconds_per_kernel);
-            if (c.rank() == 0) local = m;
-        });
-        set_num_threads(saved_threads);
-        p.comm.push_back(local);
-    }
+    if (opts.local_ranks >= 2) p.comm.push_back(measure_local_comm(opts.local_ranks, opts.seconds_per_kernel));
     if (with_mpi) p.comm.push_back(mpi);
     if (opts.disk_dir != "-") {
         std::string dir = opts.disk_dir.empty() ? default_gemm_cache_dir() : opts.disk_dir;
@@ -375,6 +366,30 @@ int fill_team_costs(MachineProfile& p) {
         ++filled;
     }
     return filled;
+}
+
+// Note [Collectives at the run's rank count]
+// The local backend's collectives were timed at 2 rank threads and scaled to other counts by the
+// bus factor alone. Four one-thread ranks on two cores (`bench calibrate --local-ranks 4`, the
+// same minute): all-reduce of 4 KiB 121 us against 31 us at 2 ranks, 16 MiB 6.4 ms against 2.1
+// (the fit's scaling by the bus factor 1.5: 3.1 ms); reduce-scatter and all-gather alike (87 us
+// against 21, 3.8 and 2.8 ms against 1.6 and 1.5). More rank threads than cores pay the
+// scheduler at every rendezvous: a rank's turn waits for the ranks sharing its core. The planner
+// predicted the exposed communication of DLRM's 4-rank layouts at 0.08-0.13 ms where 0.9-1.1 ms
+// was measured, and GPT config M's dp 4 ZeRO-3 at 0.15 s against 0.57. So a plan or a run of N
+// local ranks measures the collectives at N threads when the profile has no fit at N (half a
+// second at 4 ranks; fill_local_comm, planner/shape_times.h), and costs with the fit measured
+// nearest its rank count (comm_for).
+CommProfile measure_local_comm(int ranks, double seconds_per_kernel) {
+    const int saved_threads = num_threads();
+    CommProfile local;
+    run_local_ranks(ranks, [&](Communicator& c) {
+        set_num_threads(1);
+        CommProfile m = measure_comm(c, seconds_per_kernel);
+        if (c.rank() == 0) local = m;
+    });
+    set_num_threads(saved_threads);
+    return local;
 }
 
 std::optional<MachineProfile> profile_for_machine(const std::string& given, bool measure,

@@ -34,6 +34,10 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts);
 // rhythm]) and the engine's own grain (parallel_grain). Returns how many entries were filled.
 int fill_team_costs(MachineProfile& p);
 
+// The collectives of `ranks` local rank threads of one intra-op thread each, as the local
+// backend trains when its ranks fill the cores (Note [Collectives at the run's rank count]).
+CommProfile measure_local_comm(int ranks, double seconds_per_kernel);
+
 // Each rank's relative speed (Note [Measured rank speeds] in calibrate.cpp): every rank of
 // `comm` times the engine's large f32 product at its current thread count, all at once as they
 // train, and every rank gets rate_r / the fastest rate, in rank order. Every rank must call it.

@@ -363,10 +363,12 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
             stages.push_back(pipe_stage(*o, counts_of(base, s), k));
             st.param_count = std::max(st.param_count, m.param_count_stage(s.tp, stages.back()));
         }
-        st.buckets = buckets_of(m, s.tp, stages, s.dp, st.reduce_bucket_numel);
+        st.buckets = buckets_of(m, s.tp, stages, s.dp, st.reduce_bucket_numel,
+                                st.persistence_threshold);
     } else {
         st.param_count = s.tp > 1 ? m.param_count_split(s.tp) : m.param_count();
-        st.buckets = buckets_of(m, s.tp, {}, s.dp, st.reduce_bucket_numel);
+        st.buckets =
+            buckets_of(m, s.tp, {}, s.dp, st.reduce_bucket_numel, st.persistence_threshold);
     }
     Estimate e = estimate_run(spec);
     if (!s.table_weights.empty()) {
@@ -680,7 +682,9 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
             t.offload_io += 3 * w / bw;  // host memory: copies over the memory bus
     }
 
-    const CommProfile* cp = profile->comm_for(base.backend);
+    // The fit measured nearest the layout's rank count (Note [Collectives at the run's rank
+    // count], calibrate.cpp).
+    const CommProfile* cp = profile->comm_for(base.backend, s.dp * s.tp * s.pp);
     if (cp) {
         const double P = static_cast<double>(c.memory.state.padded_numel);
         auto buckets = [](double numel, double bucket) {

@@ -44,11 +44,15 @@ Estimate estimate_run(const EstimateSpec& spec) {
 
 StateSpec::Buckets buckets_of(const ModelFamily& model, int tp,
                               const std::vector<PipeStage>& stages, int64_t dp,
-                              int64_t bucket_numel) {
+                              int64_t bucket_numel, int64_t persistence) {
     StateSpec::Buckets most;
     for (const PipeStage& s : stages.empty() ? std::vector<PipeStage>{PipeStage{}} : stages) {
-        const StateSpec::Buckets b = reduce_bucket_peak(
-            model.param_numels(tp, s), model.params_graded_first(tp, s), dp, bucket_numel);
+        const std::vector<int64_t> numels = model.param_numels(tp, s);
+        const StateSpec::Buckets b =
+            reduce_bucket_peak(numels, model.params_graded_first(tp, s), dp, bucket_numel);
+        int64_t small = 0;
+        for (int64_t n : numels) small += n < persistence ? n : 0;
+        most.small_params = std::max(most.small_params, small);
         if (b.lent + b.received > most.lent + most.received) {
             most.lent = b.lent;
             most.received = b.received;

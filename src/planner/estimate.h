@@ -51,10 +51,11 @@ struct Estimate {
 Estimate estimate_run(const EstimateSpec& spec);
 
 // StateSpec::buckets for a model split over tp ranks, on the most loaded of its pipeline stages
-// (none: the whole model), dp ranks and reduce_bucket_size `bucket_numel`; zeros where the
-// family cannot list its parameters (ModelFamily::param_numels).
+// (none: the whole model), dp ranks, reduce_bucket_size `bucket_numel` and
+// stage3_param_persistence_threshold `persistence`; zeros where the family cannot list its
+// parameters (ModelFamily::param_numels).
 StateSpec::Buckets buckets_of(const ModelFamily& model, int tp,
                               const std::vector<PipeStage>& stages, int64_t dp,
-                              int64_t bucket_numel);
+                              int64_t bucket_numel, int64_t persistence);
 
 }  // namespace zt

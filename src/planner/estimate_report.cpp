@@ -120,8 +120,9 @@ void write_categories(std::ostringstream& os, const Estimate& est) {
                             "reducing, the next filling, one tied to the head) and a received "
                             "share"
                           : "one gradient bucket, the largest planned from reduce_bucket_size")
-           << (stage == 3 ? "; the weights gathered ahead (stage3_prefetch_bucket_size, at "
-                            "least the largest module's)"
+           << (stage == 3 ? "; the weights gathered: modules under "
+                            "stage3_param_persistence_threshold, the largest held and "
+                            "stage3_prefetch_bucket_size ahead"
                           : "")
            << " (docs/memory.md)\n";
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -123,9 +124,19 @@ ThreadRates MachineProfile::at_threads(int threads) const {
     return rates.back();
 }
 
-const CommProfile* MachineProfile::comm_for(const std::string& backend) const {
-    for (const CommProfile& c : comm)
-        if (c.backend == backend) return &c;
+const CommProfile* MachineProfile::comm_for(const std::string& backend, int ranks) const {
+    const CommProfile* best = nullptr;
+    double best_gap = 0;
+    for (const CommProfile& c : comm) {
+        if (c.backend != backend) continue;
+        if (ranks <= 0) return &c;
+        const double gap = std::abs(std::log(static_cast<double>(std::max(1, c.ranks)) / ranks));
+        if (!best || gap < best_gap - 1e-12 || (gap <= best_gap + 1e-12 && c.ranks > best->ranks)) {
+            best = &c;
+            best_gap = gap;
+        }
+    }
+    if (best) return best;
     return comm.empty() ? nullptr : &comm.front();
 }
 

@@ -90,8 +90,10 @@ struct MachineProfile {
     // Rates at `threads`, linear between the two nearest measured counts and proportional to
     // the thread count outside them. Needs at least one entry.
     ThreadRates at_threads(int threads) const;
-    // The backend's fit; the first one when the backend was not measured (nullptr: none).
-    const CommProfile* comm_for(const std::string& backend) const;
+    // The backend's fit measured at the rank count nearest `ranks` (by ratio; ties: the larger;
+    // ranks 0: the backend's first), the first fit of any backend when the backend was not
+    // measured (nullptr: none). Note [Collectives at the run's rank count] (calibrate.cpp).
+    const CommProfile* comm_for(const std::string& backend, int ranks = 0) const;
 };
 
 nlohmann::json profile_json(const MachineProfile& p);

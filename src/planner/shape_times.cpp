@@ -398,6 +398,38 @@ QuietShapes measure_plan_shapes_quietly(MachineProfile& p, const PlanBase& base,
     return q;
 }
 
+QuietShapes fill_local_comm(MachineProfile& p, const std::string& backend, int ranks,
+                            const LoadProbe& probe,
+                            const std::function<CommProfile(int)>& measure) {
+    QuietShapes q;
+    if (backend != "local" || ranks < 2 || ranks > kMaxFilledRanks) return q;
+    for (const CommProfile& c : p.comm)
+        if (c.backend == "local" && c.ranks == ranks) return q;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        CommProfile m;
+        q.other_cores = probe([&] {
+            m = measure ? measure(ranks)
+                        : measure_local_comm(ranks, CalibrateOptions{}.seconds_per_kernel);
+        });
+        q.keep = q.other_cores <= kBusyOtherCores;
+        if (q.keep) {
+            p.comm.push_back(std::move(m));
+            q.measured = 1;
+            return q;
+        }
+    }
+    return q;
+}
+
+std::string local_comm_note(const QuietShapes& q, int ranks) {
+    if (q.measured > 0) return str_cat("; collectives of ", ranks, " local ranks timed now");
+    if (!q.keep)
+        return str_cat("; the host was busy while the collectives of ", ranks,
+                       " local ranks were timed (other processes used ", cores_text(q.other_cores),
+                       "): the fit measured at the nearest rank count serves");
+    return "";
+}
+
 std::string busy_shapes_note(const QuietShapes& q) {
     if (q.keep) return "";
     return str_cat("; the host was busy while ", q.measured,
@@ -410,10 +442,12 @@ void time_plan_shapes(MachineProfile& p, const std::string& given, const PlanBas
     if (p.identity != profile_identity()) return;  // another machine's: its times are not ours
     Stopwatch sw;
     const int team = fill_team_costs(p);  // a profile from before they were measured
+    const QuietShapes comm = fill_local_comm(p, base.backend, space.ranks);
     const QuietShapes q = measure_plan_shapes_quietly(p, base, enumerate_layouts(base, space));
     const std::string path = given.empty() ? default_profile_path() : given;
+    if (said) *said += local_comm_note(comm, space.ranks);
     if (q.measured == 0) {
-        if (team > 0 && !path.empty()) save_profile(p, path);
+        if ((team > 0 || comm.measured > 0) && !path.empty()) save_profile(p, path);
         return;
     }
     if (!path.empty() && q.keep) save_profile(p, path);

@@ -93,6 +93,16 @@ QuietShapes measure_plan_shapes_quietly(MachineProfile& p, const PlanBase& base,
                                         std::span<const Strategy> layouts,
                                         const LoadProbe& probe = host_load_probe());
 
+// The local backend's collectives at `ranks` rank threads (Note [Collectives at the run's rank
+// count], calibrate.cpp): when `backend` is "local", p has no local fit at `ranks` and ranks is
+// 2 to kMaxFilledRanks, `measure(ranks)` (measure_local_comm) is added to p; measured again once
+// when other processes used more than kBusyOtherCores meanwhile, and left out when busy twice
+// (the fit measured nearest then serves, and keep is false). measured: 1 when a fit was added.
+inline constexpr int kMaxFilledRanks = 16;
+QuietShapes fill_local_comm(MachineProfile& p, const std::string& backend, int ranks,
+                            const LoadProbe& probe = host_load_probe(),
+                            const std::function<CommProfile(int)>& measure = {});
+
 // Before a search: the shapes of every layout of the space that p lacks, measured when p is
 // this machine's, and p saved back to where it came from (`given`, else the default profile
 // path) when any were and the host was quiet. `said` (the profile's line) gets how many were
@@ -102,5 +112,7 @@ void time_plan_shapes(MachineProfile& p, const std::string& given, const PlanBas
 
 // What `said` reports of a busy timing, empty for a quiet one.
 std::string busy_shapes_note(const QuietShapes& q);
+// What `said` reports of fill_local_comm: the collectives timed, busy, or nothing.
+std::string local_comm_note(const QuietShapes& q, int ranks);
 
 }  // namespace zt

@@ -196,10 +196,25 @@ StateEstimate estimate_state(const StateSpec& spec) {
     } else if (N > 1 || stage == 1) {
         add(bucket_name, MemCategory::kComm, false, bucket, g);
     }
+    // Note [Gathered weights live at once]
+    // Stage 3 keeps the modules whose weights are under persistence_threshold gathered all
+    // along, holds the units (a module's own weights) in use, and beside them prefetches the
+    // next units of the recorded order up to prefetch_bucket_size elements ahead
+    // (ModuleGather::prefetch_after, parallel/zero_module_gather.cpp). At the tied head of GPT
+    // config M the whole wte (38.6M elements) is held while the next 50M, seven blocks, are
+    // prefetched: 88M gathered, where one bucket of max(prefetch, the largest weight) was
+    // counted, and dp 2 and dp 4 peaked 5.4% and 8.7% (145 MiB) over the prediction; a small
+    // GPT whose blocks are all under the threshold kept them all gathered beside its wte. The
+    // bound: the parameters under the threshold (a persistent module has only those), the
+    // largest weight held and a prefetch bucket, at most the whole model.
     if (stage == 3)
-        add(str_cat("weight prefetch bucket (", dtype_name(spec.compute_dtype), ")"),
+        add(str_cat("gathered weights: persistent, the largest held, a prefetch bucket (",
+                    dtype_name(spec.compute_dtype), ")"),
             MemCategory::kComm, false,
-            std::min(std::max(spec.prefetch_bucket_numel, bk.largest_param), P), e);
+            std::min(bk.small_params + bk.largest_param +
+                         std::max<int64_t>(0, spec.prefetch_bucket_numel),
+                     P),
+            e);
     if (N > 1) {
         // Upper bounds: weights under stage3_param_persistence_threshold stay whole and keep
         // no slice; each module's slice is rounded up on its own.

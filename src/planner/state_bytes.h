@@ -16,10 +16,11 @@
 
 namespace zt {
 
-// DeepSpeed's defaults (elements): zero_optimization.reduce_bucket_size and
-// stage3_prefetch_bucket_size.
+// DeepSpeed's defaults (elements): zero_optimization.reduce_bucket_size,
+// stage3_prefetch_bucket_size and stage3_param_persistence_threshold.
 constexpr int64_t kDefaultReduceBucketNumel = 500'000'000;
 constexpr int64_t kDefaultPrefetchBucketNumel = 50'000'000;
+constexpr int64_t kDefaultPersistenceThreshold = 100'000;
 
 struct StateSpec {
     int64_t param_count = 0;            // Psi
@@ -58,8 +59,15 @@ struct StateSpec {
         int64_t lent = 0;           // stages 2-3: elements of the buckets lent at once, at most
         int64_t received = 0;       // and of the received share of a bucket beside them
         int64_t largest_param = 0;  // stage 3 gathers a module's weights whole, at least this
+        // Elements of the parameters under persistence_threshold: stage 3 keeps the modules
+        // whose weights are fewer gathered all along, these at most (Note [Gathered weights live
+        // at once]).
+        int64_t small_params = 0;
     } buckets;
     int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;
+    // zero_optimization.stage3_param_persistence_threshold: a module with fewer weights stays
+    // gathered (parallel/zero_module_gather.h).
+    int64_t persistence_threshold = kDefaultPersistenceThreshold;
     int64_t alignment = MemoryPool::kAlignment;  // bytes every allocation is rounded up to
 };
 

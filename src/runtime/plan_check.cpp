@@ -54,10 +54,14 @@ PlanCheck::PlanCheck(const TrainConfig& cfg, int world, const std::string& backe
         // 1.52 s (micro 1, timed by `zerotrain plan` alone: 1.41 s predicted).
         if (profile && backend != "mpi") {
             const int team = fill_team_costs(*profile);  // Note [Team wakes]
+            // Note [Collectives at the run's rank count]
+            const QuietShapes comm = fill_local_comm(*profile, backend, world);
             const QuietShapes q = measure_plan_shapes_quietly(*profile, base, {{strategy_of(cfg)}});
-            if ((q.measured > 0 || team > 0) && q.keep && !default_profile_path().empty())
+            if ((q.measured > 0 || team > 0 || comm.measured > 0) && q.keep &&
+                !default_profile_path().empty())
                 save_profile(*profile, default_profile_path());
             busy_note_ = busy_shapes_note(q);  // Note [Shapes timed on a quiet host]
+            if (!comm.keep) busy_note_ += local_comm_note(comm, world);
             profile_note_ += busy_note_;
         }
     } catch (const Error& e) {

@@ -52,7 +52,9 @@ EstimateSpec estimate_spec(const TrainConfig& cfg, int zero_stage, bool offload_
     st.hpz_partition_size = cfg.zero.hpz_partition_size;
     st.onebit_adam = cfg.optimizer.type == "OneBitAdam";
     st.reduce_bucket_numel = cfg.zero.reduce_bucket_size;
-    st.buckets = buckets_of(*cfg.model, spec.tp, stages, ranks, st.reduce_bucket_numel);
+    st.persistence_threshold = cfg.zero.stage3_param_persistence_threshold;
+    st.buckets = buckets_of(*cfg.model, spec.tp, stages, ranks, st.reduce_bucket_numel,
+                            st.persistence_threshold);
     st.prefetch_bucket_numel = cfg.zero.stage3_prefetch_bucket_size;
     return spec;
 }

@@ -160,6 +160,20 @@ TEST_F(PlanCli, ReduceBucketsInThePeakAtEveryRankCount) {
         }
 }
 
+// Note [Gathered weights live at once]: at stage 3 the tied head holds the whole wte (262k
+// elements) while the next blocks are prefetched (up to stage3_prefetch_bucket_size, here two
+// blocks' worth); the predicted peak counts both (before: max(prefetch, wte) alone, and the
+// run peaked over its prediction).
+TEST_F(PlanCli, GatheredWeightsHeldAndPrefetchedInThePeak) {
+    nlohmann::json j = config();
+    j["model"] = {{"type", "gpt"}, {"vocab_size", 4096}, {"seq_len", 32},
+                  {"d_model", 64}, {"n_layers", 4},      {"n_heads", 4}};
+    j["train_micro_batch_size_per_gpu"] = 2;
+    j["data"] = {{"type", "builtin"}, {"builtin_tokens", 65536}};
+    j["zero_optimization"] = {{"stage", 3}, {"stage3_prefetch_bucket_size", 110000}};
+    peak_within_prediction(j, "z3_prefetch", 2);
+}
+
 // A config that offloads its weights (offload_param, stage 3 only) plans on one rank: the
 // offloaded stages 2 and 3 are layouts of their own there, ranked with the weights off the
 // device; --host-memory too small for the cpu tier's host bytes rejects it and says so.

@@ -93,6 +93,49 @@ TEST(CostModel, DataParallelCommFollowsTheZeroStage) {
                 1e-12);
 }
 
+// Note [Collectives at the run's rank count]: a profile with local fits at 2 and 4 ranks costs
+// each layout with the fit measured nearest its rank count.
+TEST(CostModel, CollectivesCostedWithTheFitNearestTheRankCount) {
+    MachineProfile prof = round_profile();
+    CommProfile four = prof.comm[0];
+    four.ranks = 4;
+    four.all_reduce = {1e-3, 1e8, {}};
+    prof.comm.push_back(four);
+    CommProfile mpi = prof.comm[0];
+    mpi.backend = "mpi";
+    mpi.ranks = 8;
+    prof.comm.push_back(mpi);
+    EXPECT_EQ(prof.comm_for("local", 2)->ranks, 2);
+    EXPECT_EQ(prof.comm_for("local", 1)->ranks, 2);
+    EXPECT_EQ(prof.comm_for("local", 3)->ranks, 4);   // |log 4/3| < |log 2/3|
+    EXPECT_EQ(prof.comm_for("local", 64)->ranks, 4);
+    EXPECT_EQ(prof.comm_for("local", 0)->ranks, 2);   // no count: the backend's first
+    EXPECT_EQ(prof.comm_for("mpi", 2)->backend, "mpi");
+    EXPECT_EQ(prof.comm_for("nccl", 4), &prof.comm.front());  // not measured: the first
+    MachineProfile tie = round_profile();
+    CommProfile eight = tie.comm[0];
+    eight.ranks = 8;
+    tie.comm.push_back(eight);
+    EXPECT_EQ(tie.comm_for("local", 4)->ranks, 8);  // 2 and 8 as near as each other: the larger
+
+    const PlanBase base = tiny_gpt_base();
+    Strategy s;
+    s.micro_batch = 2;
+    s.grad_accum = 1;
+    s.zero_stage = 0;
+    for (int dp : {2, 4}) {
+        s.dp = dp;
+        const PlanCost c = plan_cost(base, s, &prof);
+        const double P = static_cast<double>(c.memory.state.padded_numel);
+        const double rb = std::max(
+            1.0, std::ceil(P / static_cast<double>(c.memory.spec.state.reduce_bucket_numel)));
+        const CollectiveFit& fit = dp == 2 ? prof.comm[0].all_reduce : four.all_reduce;
+        EXPECT_NEAR(c.time.dp_comm, rb * fit.time_s(4 * P / rb, all_reduce_bus_factor(dp)),
+                    1e-12)
+            << dp;
+    }
+}
+
 TEST(CostModel, ComputeIsWorkOverRates) {
     const PlanBase base = tiny_gpt_base();
     const MachineProfile prof = round_profile();

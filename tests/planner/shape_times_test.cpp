@@ -373,6 +373,66 @@ TEST(ShapeTimes, BusyHostTimesAgainAndKeepsNothingWhenStillBusy) {
     EXPECT_EQ(calls, 1);
 }
 
+// Note [Collectives at the run's rank count]: the local backend's collectives are measured at a
+// plan's rank count when the profile lacks them, once more on a busy host, and left out when
+// busy twice; other backends, one rank and counts past kMaxFilledRanks measure nothing.
+TEST(ShapeTimes, LocalCollectivesMeasuredAtTheRunsRankCountOnAQuietHost) {
+    std::vector<double> load;
+    int probes = 0;
+    const LoadProbe probe = [&](const std::function<void()>& fn) {
+        fn();
+        return load[static_cast<size_t>(probes++)];
+    };
+    std::vector<int> measured;
+    const auto measure = [&](int ranks) {
+        measured.push_back(ranks);
+        CommProfile c;
+        c.backend = "local";
+        c.ranks = ranks;
+        c.all_reduce = {1e-4 * ranks, 1e9, {}};
+        return c;
+    };
+    MachineProfile p = testing::round_profile();  // local at 2 ranks
+    load = {0.0};
+    QuietShapes q = fill_local_comm(p, "local", 2, probe, measure);
+    EXPECT_EQ(q.measured, 0);  // already there
+    EXPECT_TRUE(measured.empty());
+    q = fill_local_comm(p, "local", 4, probe, measure);
+    EXPECT_EQ(q.measured, 1);
+    EXPECT_TRUE(q.keep);
+    ASSERT_EQ(p.comm.size(), 2u);
+    EXPECT_EQ(p.comm_for("local", 4)->all_reduce.latency_s, 4e-4);
+    EXPECT_NE(local_comm_note(q, 4).find("collectives of 4 local ranks timed now"),
+              std::string::npos);
+    q = fill_local_comm(p, "local", 4, probe, measure);  // now kept: not again
+    EXPECT_EQ(measured, std::vector<int>{4});
+
+    probes = 0;
+    load = {1.0, 0.1};  // busy, then quiet
+    q = fill_local_comm(p, "local", 3, probe, measure);
+    EXPECT_EQ(q.measured, 1);
+    EXPECT_EQ(probes, 2);
+    EXPECT_EQ(p.comm.size(), 3u);  // the busy attempt's fit left out
+
+    probes = 0;
+    load = {1.0, 0.9};  // busy twice: nothing added, the nearest fit serves
+    q = fill_local_comm(p, "local", 8, probe, measure);
+    EXPECT_EQ(q.measured, 0);
+    EXPECT_FALSE(q.keep);
+    EXPECT_EQ(p.comm.size(), 3u);
+    EXPECT_EQ(p.comm_for("local", 8)->ranks, 4);
+    EXPECT_NE(local_comm_note(q, 8).find("busy"), std::string::npos) << local_comm_note(q, 8);
+
+    measured.clear();
+    probes = 0;
+    load = {0.0, 0.0, 0.0};
+    EXPECT_EQ(fill_local_comm(p, "mpi", 8, probe, measure).measured, 0);
+    EXPECT_EQ(fill_local_comm(p, "local", 1, probe, measure).measured, 0);
+    EXPECT_EQ(fill_local_comm(p, "local", kMaxFilledRanks + 1, probe, measure).measured, 0);
+    EXPECT_TRUE(measured.empty());
+    EXPECT_EQ(local_comm_note(fill_local_comm(p, "mpi", 8, probe, measure), 8), "");
+}
+
 // Sharded tables (Note [Sparse step by shape]): with an embedding section that shards the two
 // larger tables, they leave the lookups and come back as one sparse shape, all sharded tables
 // together; it is timed once through ShardedTables, and the cost model's compute grows by it.
