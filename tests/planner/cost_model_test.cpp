@@ -68,11 +68,55 @@ TEST(CostModel, PipelineActivationsGrowWithMicroBatchesInFlight) {
     s.micro_batch = 2;
     s.grad_accum = 8;
     s.schedule = PipeSchedule::kGpipe;
-    const int64_t gpipe = plan_memory(base, s).activations.saved;
+    const int64_t gpipe = plan_memory_of_stage(base, s, 0).activations.saved;
     s.schedule = PipeSchedule::kOneFOneB;
-    const int64_t one_f_one_b = plan_memory(base, s).activations.saved;
+    const int64_t one_f_one_b = plan_memory_of_stage(base, s, 0).activations.saved;
     // GPipe keeps all 8 micro-batches' activations of the first stage, 1F1B at most 2.
     EXPECT_NEAR(static_cast<double>(gpipe) / static_cast<double>(one_f_one_b), 4.0, 1e-3);
+}
+
+// Note [A stage's own activations]: with the family's bytes by block, a stage holds its own
+// blocks' saved bytes, the embeddings' on the first and the head's on the last, per micro-batch
+// in flight, and its backward goes past them by the head's transient on the last stage only.
+TEST(CostModel, PipelineStagesHoldTheirOwnBlocksEmbeddingsAndHead) {
+    const PlanBase base = tiny_gpt_base(16);
+    Strategy s;
+    s.pp = 2;
+    s.micro_batch = 2;
+    s.grad_accum = 4;
+    s.schedule = PipeSchedule::kGpipe;  // every micro-batch in flight on both stages
+    s.partition = {3, 1};               // the head's stage with one block
+    const ModelFamily& m = *base.spec.model;
+    const std::optional<BlockMemoryModel> mm = m.block_memory(2, DType::kF32, 1, false);
+    ASSERT_TRUE(mm);
+    const size_t none = BlockMemoryModel::index(BlockRecompute::kNone);
+    const PipeOptions o{2, 4, 1, PipeSchedule::kGpipe};
+    double want_saved = 0, want_peak = 0;
+    for (int k = 0; k < 2; ++k) {
+        const PipeStage ps = pipe_stage(o, s.partition, k);
+        ASSERT_EQ(ps.chunks.size(), 1u);
+        double own = k == 0 ? static_cast<double>(mm->below) : static_cast<double>(mm->head_saved);
+        double block_transient = 0;
+        for (int64_t l = ps.chunks[0].lo; l < ps.chunks[0].hi; ++l) {
+            const BlockBytes& b = mm->blocks[static_cast<size_t>(l)][none];
+            own += static_cast<double>(b.saved);
+            block_transient = std::max(block_transient, static_cast<double>(b.backward - b.saved));
+        }
+        const Estimate e = plan_memory_of_stage(base, s, k);
+        Strategy one = s;  // the whole model's one micro-batch: its backward's transient
+        one.pp = 1;
+        one.partition.clear();
+        const PolicyActivations whole = plan_memory(base, one).activations;
+        const double whole_transient = static_cast<double>(whole.peak - whole.saved);
+        const double transient =
+            k == 1 ? whole_transient : std::min(whole_transient, block_transient);
+        EXPECT_NEAR(static_cast<double>(e.activations.saved), 4 * own, 1.0) << k;
+        EXPECT_NEAR(static_cast<double>(e.activations.peak), 4 * own + transient, 1.0) << k;
+        want_saved = std::max(want_saved, 4 * own);
+        want_peak = std::max(want_peak, 4 * own + transient);
+    }
+    EXPECT_NEAR(static_cast<double>(plan_memory(base, s).activations.saved), want_saved, 1.0);
+    EXPECT_NEAR(static_cast<double>(plan_memory(base, s).activations.peak), want_peak, 1.0);
 }
 
 TEST(CostModel, DataParallelCommFollowsTheZeroStage) {
