@@ -94,6 +94,9 @@ struct DlrmOptions {
 // Interaction width: the bottom output (D) plus one dot product per pair.
 int64_t dlrm_interaction_pairs(const DlrmOptions& o);
 int64_t dlrm_top_input(const DlrmOptions& o);
+// Columns per sample by which a backward's live activations go past the saved ones at most
+// (Note [DLRM's backward transient], dlrm_family.cpp).
+int64_t dlrm_backward_transient(const DlrmOptions& o);
 // Every parameter, tables included (dynamic tables count 0: their rows come with training).
 int64_t dlrm_param_count(const DlrmOptions& o);
 int64_t dlrm_table_param_count(const DlrmOptions& o);

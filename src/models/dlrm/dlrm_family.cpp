@@ -4,6 +4,7 @@
 
 #include "data/click/click_metrics.h"
 #include "optim/sparse_rows.h"
+#include "tensor/memory.h"
 #include "util/error.h"
 
 namespace zt {
@@ -282,23 +283,78 @@ void DlrmFamily::import_weights(const std::string& path, std::span<NamedTensorF3
 // the interaction output (D + P), the logit. The peak adds the widest layer's gradient pair in
 // backward. Embedding ids and offsets are the data's, outside the pool. There are no recompute
 // regions, so "none" is the only policy.
+// Note [DLRM's backward transient]
+// Each op's backward allocates the gradients of its inputs while the gradient of its output and
+// its own saved output are alive, then frees those two; the outputs of the ops above it are
+// freed already. So op k's backward goes past the saved bytes by (its output's width + its
+// inputs' widths that take a gradient - the widths of the outputs above it), per sample; the
+// transient is the largest of these over the ops, walked from the loss down. Read from the
+// memory timeline of the planner bench's DLRM at micro 8192 (bottom 13-64-16, 8 tables of 16,
+// top 52-64-32-1): 546 columns saved, the peak 609 at the top ReLUs' and top_l.2's backward
+// (+63), the interaction's +3, top_l.0's -13. The bound before, twice the widest layer (+128),
+// put the run's peak at 0.91 of the prediction.
+int64_t dlrm_backward_transient(const DlrmOptions& m) {
+    struct Op {
+        int64_t out, grad_in;  // widths per sample: the op's output, its inputs' gradients
+    };
+    std::vector<Op> ops;
+    int64_t in = 0;  // the dense input takes no gradient
+    for (int64_t w : m.bottom_mlp) {
+        ops.push_back({w, in});  // Linear
+        ops.push_back({w, w});   // ReLU
+        in = w;
+    }
+    int64_t pooled = 0;
+    for (const DlrmTable& t : m.tables) {
+        ops.push_back({t.dim, 0});  // the lookup: its gradient goes to the table, not the pool
+        pooled += t.dim;
+    }
+    ops.push_back({dlrm_top_input(m), in + pooled});  // interaction
+    in = dlrm_top_input(m);
+    for (size_t j = 0; j < m.top_mlp.size(); ++j) {
+        ops.push_back({m.top_mlp[j], in});                                          // Linear
+        if (j + 1 < m.top_mlp.size()) ops.push_back({m.top_mlp[j], m.top_mlp[j]});  // ReLU
+        in = m.top_mlp[j];
+    }
+    ops.push_back({0, in});  // the loss: the logits' gradient
+    int64_t most = 0, freed = 0;
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+        most = std::max(most, it->out + it->grad_in - freed);
+        freed += it->out;
+    }
+    return most;
+}
+
 std::vector<PolicyActivations> DlrmFamily::activation_policies(int64_t B, DType dtype) const {
     const DlrmOptions& m = model_;
-    int64_t per = m.dense_features;  // the dense input in the compute dtype
-    int64_t widest = m.dense_features;
-    for (int64_t w : m.bottom_mlp) {
-        per += 2 * w;
-        widest = std::max(widest, w);
-    }
-    per += static_cast<int64_t>(m.tables.size()) * m.tables[0].dim + dlrm_top_input(m);
-    widest = std::max(widest, dlrm_top_input(m));
-    for (size_t j = 0; j < m.top_mlp.size(); ++j) {
-        per += (j + 1 < m.top_mlp.size() ? 2 : 1) * m.top_mlp[j];
-        widest = std::max(widest, m.top_mlp[j]);
-    }
     const auto s = static_cast<int64_t>(dtype_size(dtype));
-    const int64_t saved = B * per * s;
-    return {{"none", saved, saved + 2 * B * widest * s}};
+    const auto a = static_cast<int64_t>(MemoryPool::kAlignment);
+    // One tensor of `cols` columns per sample, as the pool rounds it.
+    const auto cols = [&](int64_t c) { return (B * c * s + a - 1) / a * a; };
+    int64_t saved = cols(m.dense_features);  // the dense input in the compute dtype
+    for (int64_t w : m.bottom_mlp) saved += 2 * cols(w);
+    for (const DlrmTable& t : m.tables) saved += cols(t.dim);
+    saved += cols(dlrm_top_input(m));
+    for (size_t j = 0; j < m.top_mlp.size(); ++j)
+        saved += (j + 1 < m.top_mlp.size() ? 2 : 1) * cols(m.top_mlp[j]);
+    saved += 2 * a;  // the loss and its mean
+    // Note [Compact rows of the exchanged tables]
+    // A sharded or dynamic table's lookup keeps the rows its batch uses, once each, in the
+    // compute dtype, and their f32 gradient, from the forward to the end of the backward
+    // (embedding_exchange.cpp, dynamic_exchange.cpp). The ids a batch uses are at most the
+    // table's rows and at most B x hotness: an upper bound (a Zipf batch of 256 on 2 ranks used
+    // 20-124 rows of tables of 20-2,000, where the bound counts 20-256). Before they were
+    // counted, table-wise sharding at 2 ranks peaked 10% over the prediction.
+    const int64_t ids = B * std::max<int64_t>(1, data_.hotness);
+    for (size_t k = 0; k < m.tables.size(); ++k) {
+        const DlrmTable& t = m.tables[k];
+        if (!t.dynamic && !dlrm_sharded_table(m, k)) continue;
+        const int64_t rows = t.dynamic ? ids : std::min(t.rows, ids);
+        saved += (rows * t.dim * s + a - 1) / a * a + (rows * t.dim * 4 + a - 1) / a * a;
+    }
+    // The transient's tensors each rounded: the interaction's input gradients are the most.
+    const int64_t rounding = (static_cast<int64_t>(m.tables.size()) + 3) * a;
+    return {{"none", saved, saved + cols(dlrm_backward_transient(m)) + rounding}};
 }
 
 std::string DlrmFamily::activation_legend() const {
