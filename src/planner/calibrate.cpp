@@ -327,7 +327,8 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
     }
     fill_team_costs(p);
     set_num_threads(saved_threads);
-    if (opts.local_ranks >= 2) p.comm.push_back(measure_local_comm(opts.local_ranks, opts.seconds_per_kernel));
+    if (opts.local_ranks >= 2)
+        p.comm.push_back(measure_local_comm(opts.local_ranks, opts.seconds_per_kernel));
     if (with_mpi) p.comm.push_back(mpi);
     if (opts.disk_dir != "-") {
         std::string dir = opts.disk_dir.empty() ? default_gemm_cache_dir() : opts.disk_dir;

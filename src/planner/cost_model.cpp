@@ -363,8 +363,8 @@ Estimate plan_memory_of_stage(const PlanBase& base, const Strategy& s, int only)
             stages.push_back(pipe_stage(*o, counts_of(base, s), k));
             st.param_count = std::max(st.param_count, m.param_count_stage(s.tp, stages.back()));
         }
-        st.buckets = buckets_of(m, s.tp, stages, s.dp, st.reduce_bucket_numel,
-                                st.persistence_threshold);
+        st.buckets =
+            buckets_of(m, s.tp, stages, s.dp, st.reduce_bucket_numel, st.persistence_threshold);
     } else {
         st.param_count = s.tp > 1 ? m.param_count_split(s.tp) : m.param_count();
         st.buckets =

@@ -151,9 +151,9 @@ TEST(CostModel, CollectivesCostedWithTheFitNearestTheRankCount) {
     prof.comm.push_back(mpi);
     EXPECT_EQ(prof.comm_for("local", 2)->ranks, 2);
     EXPECT_EQ(prof.comm_for("local", 1)->ranks, 2);
-    EXPECT_EQ(prof.comm_for("local", 3)->ranks, 4);   // |log 4/3| < |log 2/3|
+    EXPECT_EQ(prof.comm_for("local", 3)->ranks, 4);  // |log 4/3| < |log 2/3|
     EXPECT_EQ(prof.comm_for("local", 64)->ranks, 4);
-    EXPECT_EQ(prof.comm_for("local", 0)->ranks, 2);   // no count: the backend's first
+    EXPECT_EQ(prof.comm_for("local", 0)->ranks, 2);  // no count: the backend's first
     EXPECT_EQ(prof.comm_for("mpi", 2)->backend, "mpi");
     EXPECT_EQ(prof.comm_for("nccl", 4), &prof.comm.front());  // not measured: the first
     MachineProfile tie = round_profile();
@@ -174,8 +174,7 @@ TEST(CostModel, CollectivesCostedWithTheFitNearestTheRankCount) {
         const double rb = std::max(
             1.0, std::ceil(P / static_cast<double>(c.memory.spec.state.reduce_bucket_numel)));
         const CollectiveFit& fit = dp == 2 ? prof.comm[0].all_reduce : four.all_reduce;
-        EXPECT_NEAR(c.time.dp_comm, rb * fit.time_s(4 * P / rb, all_reduce_bus_factor(dp)),
-                    1e-12)
+        EXPECT_NEAR(c.time.dp_comm, rb * fit.time_s(4 * P / rb, all_reduce_bus_factor(dp)), 1e-12)
             << dp;
     }
 }
