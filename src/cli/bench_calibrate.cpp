@@ -48,6 +48,9 @@ void print_profile(const MachineProfile& p, const std::string& path) {
         fit("reduce_scatter", c.reduce_scatter);
         fit("all_gather", c.all_gather);
         fit("send/recv", c.send_recv);
+        if (c.rendezvous_s > 0)  // Note [Rendezvous on shared cores]
+            std::printf("    each call among ranks computing on shared cores: +%.1f us\n",
+                        c.rendezvous_s * 1e6);
     }
     if (p.disk_write_bytes_per_s > 0)
         std::printf("  disk (%s, %s): write %s, read %s, both at once %s\n", p.disk_dir.c_str(),

@@ -803,6 +803,28 @@ PlanCost plan_cost(const PlanBase& base, const Strategy& s, const MachineProfile
             const double hops = 2.0 * (s.virtual_stages * s.pp - 1);
             t.pp_overlapped = std::max(0.0, t.pp_comm - hops * one);
         }
+        // Note [Rendezvous on shared cores] (calibrate.cpp): with more rank threads than cores,
+        // each collective call waits for ranks that take turns on the cores; the profile's
+        // fit at this rank count measured what a call adds with the ranks computing between.
+        if (base.backend == "local" && on_host * threads > base.cores && on_host > 1 &&
+            cp->rendezvous_s > 0) {
+            const double rv = cp->rendezvous_s;
+            if (s.dp > 1) {
+                const double rb = buckets(P, static_cast<double>(st.reduce_bucket_numel));
+                const double units =
+                    std::max<double>(1, static_cast<double>(st.buckets.gathered_params));
+                const double calls = st.zero_stage == 0   ? rb
+                                     : st.zero_stage == 1 ? rb + 1
+                                     : st.zero_stage == 2 ? mb * rb + 1
+                                                          : mb * (rb + 2 * units);
+                t.dp_comm += calls * rv;
+                if (sparse_exchange) t.emb_comm += (4 * mb + 2) * rv;
+            }
+            if (s.tp > 1 && sh.L > 0) t.tp_comm += mb * 4.0 * sh.L * stage_share(base, s) * rv;
+            if (s.pp > 1) t.pp_comm += mb * 2.0 * s.virtual_stages * rv;
+            // The step's scalars, one call over the world.
+            (s.dp > 1 ? t.dp_comm : s.tp > 1 ? t.tp_comm : t.pp_comm) += rv;
+        }
         // Note [Copies on busy cores]
         // The local backend moves data by copies that the ranks' own communication threads
         // run on the host's cores. When the ranks' compute threads fill every core, there is

@@ -50,9 +50,13 @@ StateSpec::Buckets buckets_of(const ModelFamily& model, int tp,
         const std::vector<int64_t> numels = model.param_numels(tp, s);
         const StateSpec::Buckets b =
             reduce_bucket_peak(numels, model.params_graded_first(tp, s), dp, bucket_numel);
-        int64_t small = 0;
-        for (int64_t n : numels) small += n < persistence ? n : 0;
+        int64_t small = 0, gathered = 0;
+        for (int64_t n : numels) {
+            small += n < persistence ? n : 0;
+            gathered += n < persistence ? 0 : 1;
+        }
         most.small_params = std::max(most.small_params, small);
+        most.gathered_params = std::max(most.gathered_params, gathered);
         if (b.lent + b.received > most.lent + most.received) {
             most.lent = b.lent;
             most.received = b.received;

@@ -191,6 +191,7 @@ nlohmann::json profile_json(const MachineProfile& p) {
                              {"reduce_scatter", fit_json(c.reduce_scatter)},
                              {"all_gather", fit_json(c.all_gather)},
                              {"send_recv", fit_json(c.send_recv)},
+                             {"rendezvous_s", c.rendezvous_s},
                              {"points", c.points}});
     j["disk"] = {{"dir", p.disk_dir},
                  {"write_bytes_per_s", p.disk_write_bytes_per_s},
@@ -245,6 +246,7 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
         cp.all_gather = fit_from(c, "all_gather", what);
         cp.send_recv = fit_from(c, "send_recv", what);
         cp.points = c.value("points", nlohmann::json::object());
+        cp.rendezvous_s = c.value("rendezvous_s", -1.0);  // optional: profiles before session 29
         cp.fit_points(what);
         p.comm.push_back(cp);
     }

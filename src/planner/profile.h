@@ -40,6 +40,11 @@ struct CommProfile {
     std::string backend;  // "local" or "mpi"
     int ranks = 2;        // ranks the fit was measured with
     CollectiveFit all_reduce, reduce_scatter, all_gather, send_recv;
+    // More rank threads than cores: what each collective call adds to a step beyond its time
+    // alone, the ranks computing between calls (Note [Rendezvous on shared cores],
+    // calibrate.cpp); 0 where the ranks had a core each, -1 where it was not measured (a
+    // profile from before session 29: measured again when a plan needs this rank count).
+    double rendezvous_s = -1;
     nlohmann::json points;  // {"all_reduce": [[bytes, s], ...], ...}
     // Each fit's points from `points` at this rank count's bus factor (a collective without any
     // keeps its line); throws (naming `what`) on a point that is not [bytes, seconds].

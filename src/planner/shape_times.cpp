@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -403,8 +404,17 @@ QuietShapes fill_local_comm(MachineProfile& p, const std::string& backend, int r
                             const std::function<CommProfile(int)>& measure) {
     QuietShapes q;
     if (backend != "local" || ranks < 2 || ranks > kMaxFilledRanks) return q;
-    for (const CommProfile& c : p.comm)
-        if (c.backend == "local" && c.ranks == ranks) return q;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (size_t i = 0; i < p.comm.size(); ++i) {
+        const CommProfile& c = p.comm[i];
+        if (c.backend != "local" || c.ranks != ranks) continue;
+        // Measured before the rendezvous was (Note [Rendezvous on shared cores]): again.
+        if (ranks > cores && c.rendezvous_s < 0) {
+            p.comm.erase(p.comm.begin() + static_cast<std::ptrdiff_t>(i));
+            break;
+        }
+        return q;
+    }
     for (int attempt = 0; attempt < 2; ++attempt) {
         CommProfile m;
         q.other_cores = probe([&] {

@@ -63,6 +63,9 @@ struct StateSpec {
         // whose weights are fewer gathered all along, these at most (Note [Gathered weights live
         // at once]).
         int64_t small_params = 0;
+        // Parameters at or over persistence_threshold: stage 3's gathers per pass, about
+        // (Note [Rendezvous on shared cores], calibrate.cpp).
+        int64_t gathered_params = 0;
     } buckets;
     int64_t prefetch_bucket_numel = kDefaultPrefetchBucketNumel;
     // zero_optimization.stage3_param_persistence_threshold: a module with fewer weights stays

@@ -179,6 +179,46 @@ TEST(CostModel, CollectivesCostedWithTheFitNearestTheRankCount) {
     }
 }
 
+// Note [Rendezvous on shared cores]: with more rank threads than cores each collective call adds
+// the profile's rendezvous_s: ZeRO-0 its buckets and the step's scalars, ZeRO-3 a gather per
+// large weight forward and backward besides; with a core per rank, nothing.
+TEST(CostModel, CollectiveCallsOnSharedCoresPayTheRendezvous) {
+    PlanBase base = tiny_gpt_base();
+    // wte (2,048) and each block's four weight matrices (1,024 to 4,096) are gathered; wpe,
+    // biases and norms stay whole.
+    base.spec.state.persistence_threshold = 1000;
+    MachineProfile prof = round_profile();
+    prof.comm[0].ranks = 4;
+    Strategy s;
+    s.dp = 4;
+    s.micro_batch = 2;
+    s.grad_accum = 1;
+    const auto dp_comm = [&](int stage, double rv, int cores) {
+        prof.comm[0].rendezvous_s = rv;
+        base.cores = cores;
+        s.zero_stage = stage;
+        return plan_cost(base, s, &prof).time.dp_comm;
+    };
+    const PlanCost c = plan_cost(base, s, &prof);
+    const double rb =
+        std::max(1.0, std::ceil(static_cast<double>(c.memory.state.padded_numel) /
+                                static_cast<double>(c.memory.spec.state.reduce_bucket_numel)));
+    const double units = static_cast<double>(c.memory.spec.state.buckets.gathered_params);
+    EXPECT_EQ(units, 1 + 4 * 4);
+    const double rv = 1e-3;
+    EXPECT_NEAR(dp_comm(0, rv, 2) - dp_comm(0, 0, 2), (rb + 1) * rv, 1e-12);
+    EXPECT_NEAR(dp_comm(3, rv, 2) - dp_comm(3, 0, 2), (rb + 2 * units + 1) * rv, 1e-12);
+    EXPECT_EQ(dp_comm(3, rv, 4), dp_comm(3, 0, 4));  // a core per rank
+    // Profiles before session 29 have no rendezvous: -1, not measured, costed as none.
+    nlohmann::json j = profile_json(prof);
+    j["comm"][0].erase("rendezvous_s");
+    EXPECT_EQ(profile_from_json(j, "p.json").comm[0].rendezvous_s, -1.0);
+    prof.comm[0].rendezvous_s = -1;
+    EXPECT_EQ(dp_comm(3, -1, 2), dp_comm(3, 0, 2));
+    prof.comm[0].rendezvous_s = 2.5e-4;
+    EXPECT_EQ(profile_from_json(profile_json(prof), "p.json").comm[0].rendezvous_s, 2.5e-4);
+}
+
 TEST(CostModel, ComputeIsWorkOverRates) {
     const PlanBase base = tiny_gpt_base();
     const MachineProfile prof = round_profile();

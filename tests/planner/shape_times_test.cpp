@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "comm/local/local_comm.h"
 #include "models/dlrm/dlrm_family.h"
@@ -390,6 +391,7 @@ TEST(ShapeTimes, LocalCollectivesMeasuredAtTheRunsRankCountOnAQuietHost) {
         c.backend = "local";
         c.ranks = ranks;
         c.all_reduce = {1e-4 * ranks, 1e9, {}};
+        c.rendezvous_s = 0;
         return c;
     };
     MachineProfile p = testing::round_profile();  // local at 2 ranks
@@ -431,6 +433,25 @@ TEST(ShapeTimes, LocalCollectivesMeasuredAtTheRunsRankCountOnAQuietHost) {
     EXPECT_EQ(fill_local_comm(p, "local", kMaxFilledRanks + 1, probe, measure).measured, 0);
     EXPECT_TRUE(measured.empty());
     EXPECT_EQ(local_comm_note(fill_local_comm(p, "mpi", 8, probe, measure), 8), "");
+
+    // Note [Rendezvous on shared cores]: a fit of more ranks than cores measured before the
+    // rendezvous was (-1) is measured again; one of a core per rank stands.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int ranks : {cores + 1, std::min(cores, kMaxFilledRanks)}) {
+        if (ranks < 2 || ranks > kMaxFilledRanks) continue;
+        MachineProfile old;
+        CommProfile c;
+        c.backend = "local";
+        c.ranks = ranks;
+        old.comm.push_back(c);  // rendezvous_s -1
+        measured.clear();
+        probes = 0;
+        load = {0.0};
+        const QuietShapes again = fill_local_comm(old, "local", ranks, probe, measure);
+        EXPECT_EQ(again.measured, ranks > cores ? 1 : 0) << ranks;
+        ASSERT_EQ(old.comm.size(), 1u);
+        EXPECT_EQ(old.comm[0].rendezvous_s, ranks > cores ? 0.0 : -1.0) << ranks;
+    }
 }
 
 // Sharded tables (Note [Sparse step by shape]): with an embedding section that shards the two
