@@ -15,6 +15,7 @@
 #include "tensor/gemm_machine.h"
 #include "tensor/kernels/attention.h"
 #include "tensor/kernels/elementwise.h"
+#include "tensor/peak_kernels.h"
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
 #include "util/error.h"
@@ -185,25 +186,15 @@ struct BusyWork {
     double seconds = 0;  // the reps alone on a core
 };
 
-// A loop of dependent multiply-adds on registers: compute without memory traffic.
-float spin(int64_t reps) {
-    float x = 1.0f, y = 0.999999f;
-    for (int64_t i = 0; i < reps; ++i) {
-        x = x * y + 1e-7f;
-#if defined(__GNUC__)
-        asm volatile("" : "+x"(x));
-#endif
-    }
-    return x;
-}
+// Compute without memory traffic: `bench peak`'s register-only FMA loop, scalar (any CPU).
+void spin(int64_t reps) { (void)peak::f32_fma_loop(peak::F32Isa::kScalar, reps, 1.0f, 1.0f); }
 
 BusyWork busy_work(double target_s) {
     BusyWork w;
     int64_t reps = 1 << 16;
     for (;;) {
         Stopwatch sw;
-        volatile float sink = spin(reps);
-        (void)sink;
+        spin(reps);
         const double s = sw.elapsed_s();
         if (s >= target_s / 4 || reps > (int64_t{1} << 40)) {
             w.reps = std::max<int64_t>(
@@ -215,8 +206,7 @@ BusyWork busy_work(double target_s) {
     double best = 1e30;
     for (int i = 0; i < 3; ++i) {
         Stopwatch sw;
-        volatile float sink = spin(w.reps);
-        (void)sink;
+        spin(w.reps);
         best = std::min(best, sw.elapsed_s());
     }
     w.seconds = best;
@@ -232,8 +222,7 @@ double measure_rendezvous(Communicator& comm, const BusyWork& work, int ranks, i
         comm.barrier()->wait();
         Stopwatch sw;
         for (int i = 0; i < kCalls; ++i) {
-            volatile float sink = spin(work.reps);
-            (void)sink;
+            spin(work.reps);
             comm.all_reduce(buf.data(), static_cast<int64_t>(buf.size()), CommType::kF32)->wait();
         }
         per_call.push_back(sw.elapsed_s() / kCalls);

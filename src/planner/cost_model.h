@@ -149,6 +149,11 @@ struct PlanCost {
     std::vector<int64_t> stage_bytes;
 };
 
+// The schedule options of a pipeline layout (p stages, its micro-batches, v, the schedule).
+PipeOptions pipe_options(const Strategy& s);
+// The pieces' block counts: the layout's own (ranks of unequal speed) or the balanced partition.
+const std::vector<int64_t>& pipe_counts(const PlanBase& b, const Strategy& s);
+
 // Memory of a layout (no profile needed). Throws zt::Error (kInput) when the family cannot
 // split as asked (tp not dividing its heads, more stages than blocks).
 Estimate plan_memory(const PlanBase& base, const Strategy& s);

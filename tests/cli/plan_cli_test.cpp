@@ -24,8 +24,10 @@ class PlanCli : public Cli {
         return j;
     }
     // Trains j on `ranks` ranks as run `name`; every step's measured peak within 3% under the
-    // predicted one (the target for peaks), never over it.
-    void peak_within_prediction(const nlohmann::json& j, const std::string& name, int ranks) {
+    // predicted one (the target for peaks; `floor` for an upper bound known to be
+    // looser), never over it.
+    void peak_within_prediction(const nlohmann::json& j, const std::string& name, int ranks,
+                                double floor = 0.97) {
         const CommandResult r = train_run(j, name, "", ranks);
         ASSERT_EQ(r.code, 0) << r.output;
         const CommandResult c =
@@ -33,7 +35,7 @@ class PlanCli : public Cli {
         ASSERT_EQ(c.code, 0) << c.output;
         const nlohmann::json peak = nlohmann::json::parse(c.output)["peak_bytes"];
         EXPECT_LE(peak["max_ratio"].get<double>(), 1.0) << peak.dump();
-        EXPECT_GE(peak["min_ratio"].get<double>(), 0.97) << peak.dump();
+        EXPECT_GE(peak["min_ratio"].get<double>(), floor) << peak.dump();
     }
     // A profile with round rates, so tests never calibrate (a real one takes seconds).
     std::string write_profile(const std::string& at = "", const std::string& identity = "test") {
@@ -289,13 +291,7 @@ TEST_F(PlanCli, DlrmPeakWithinItsPrediction) {
     peak_within_prediction(j, "dlrm_replicated", 1);
     j["train_micro_batch_size_per_gpu"] = 128;
     j["embedding"] = {{"sharding", "table"}};
-    const CommandResult r = train_run(j, "dlrm_sharded", "", 2);
-    ASSERT_EQ(r.code, 0) << r.output;
-    const CommandResult c =
-        run_zerotrain("plan --json --check " + (dir_ / "dlrm_sharded").string(), false);
-    ASSERT_EQ(c.code, 0) << c.output;
-    const nlohmann::json peak = nlohmann::json::parse(c.output)["peak_bytes"];
-    EXPECT_LE(peak["max_ratio"].get<double>(), 1.0) << peak.dump();
+    peak_within_prediction(j, "dlrm_sharded", 2, 0.0);  // the rows a batch uses: a bound
 }
 
 // Note [Tables by speed]: with sharded tables the fast rank gets more of them (no batch shares:

@@ -329,8 +329,9 @@ std::vector<PolicyActivations> DlrmFamily::activation_policies(int64_t B, DType 
     const DlrmOptions& m = model_;
     const auto s = static_cast<int64_t>(dtype_size(dtype));
     const auto a = static_cast<int64_t>(MemoryPool::kAlignment);
-    // One tensor of `cols` columns per sample, as the pool rounds it.
-    const auto cols = [&](int64_t c) { return (B * c * s + a - 1) / a * a; };
+    // Bytes as the pool rounds them; one tensor of `cols` columns per sample.
+    const auto pool = [&](int64_t bytes) { return (bytes + a - 1) / a * a; };
+    const auto cols = [&](int64_t c) { return pool(B * c * s); };
     int64_t saved = cols(m.dense_features);  // the dense input in the compute dtype
     for (int64_t w : m.bottom_mlp) saved += 2 * cols(w);
     for (const DlrmTable& t : m.tables) saved += cols(t.dim);
@@ -350,7 +351,7 @@ std::vector<PolicyActivations> DlrmFamily::activation_policies(int64_t B, DType 
         const DlrmTable& t = m.tables[k];
         if (!t.dynamic && !dlrm_sharded_table(m, k)) continue;
         const int64_t rows = t.dynamic ? ids : std::min(t.rows, ids);
-        saved += (rows * t.dim * s + a - 1) / a * a + (rows * t.dim * 4 + a - 1) / a * a;
+        saved += pool(rows * t.dim * s) + pool(rows * t.dim * 4);
     }
     // The transient's tensors each rounded: the interaction's input gradients are the most.
     const int64_t rounding = (static_cast<int64_t>(m.tables.size()) + 3) * a;
