@@ -11,6 +11,7 @@
 #include "comm/communicator.h"
 #include "comm/local/local_comm.h"
 #include "offload/nvme_store.h"
+#include "planner/speed_now.h"
 #include "tensor/gemm.h"
 #include "tensor/gemm_machine.h"
 #include "tensor/kernels/attention.h"
@@ -391,6 +392,8 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
         r.attention_flops = attention_rate(opts.seconds_per_kernel);
         r.elementwise_bytes_per_s = elementwise_rate(opts.seconds_per_kernel);
         r.op_overhead_s = op_overhead(opts.seconds_per_kernel / 3);
+        // Note [Kernel times at the host's speed now] (speed_now.cpp)
+        r.speed_ref_s = time_speed_reference(t);
         p.rates.push_back(r);
     }
     fill_team_costs(p);

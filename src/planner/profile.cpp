@@ -182,7 +182,8 @@ nlohmann::json profile_json(const MachineProfile& p) {
              {"elementwise_bytes_per_s", r.elementwise_bytes_per_s},
              {"op_overhead_s", r.op_overhead_s},
              {"team_region_s", r.team_region_s},
-             {"team_min_elems", r.team_min_elems}});
+             {"team_min_elems", r.team_min_elems},
+             {"speed_ref_s", r.speed_ref_s}});
     j["comm"] = nlohmann::json::array();
     for (const CommProfile& c : p.comm)
         j["comm"].push_back({{"backend", c.backend},
@@ -199,6 +200,7 @@ nlohmann::json profile_json(const MachineProfile& p) {
                  {"mixed_bytes_per_s", p.disk_mixed_bytes_per_s},
                  {"direct", p.disk_direct}};
     j["shape_s"] = p.shape_s;
+    j["shape_ref_s"] = p.shape_ref_s;
     if (!p.rank_speeds.empty()) j["rank_speeds"] = p.rank_speeds;
     return j;
 }
@@ -228,8 +230,10 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
         t.op_overhead_s = r.value("op_overhead_s", 0.0);
         t.team_region_s = r.value("team_region_s", 0.0);
         t.team_min_elems = r.value("team_min_elems", 0.0);
-        ZT_CHECK(t.team_region_s >= 0 && t.team_min_elems >= 0, what, ": profile rates at ",
-                 t.threads, " threads: the team's costs are negative");
+        t.speed_ref_s = r.value("speed_ref_s", 0.0);  // optional: profiles before session 30
+        ZT_CHECK(t.team_region_s >= 0 && t.team_min_elems >= 0 && t.speed_ref_s >= 0, what,
+                 ": profile rates at ", t.threads,
+                 " threads: the team's costs or the speed reference are negative");
         ZT_CHECK(t.threads >= 1 && t.gemm_flops[0][1] > 0 && t.elementwise_bytes_per_s > 0, what,
                  ": profile rates at ", t.threads, " threads are not positive");
         p.rates.push_back(t);
@@ -270,6 +274,15 @@ MachineProfile profile_from_json(const nlohmann::json& j, const std::string& wha
             ZT_CHECK(v.is_number() && v.get<double>() > 0, what, ": shape_s[\"", k,
                      "\"] is not a positive number of seconds");
             p.shape_s[k] = v.get<double>();
+        }
+    }
+    if (j.contains("shape_ref_s")) {  // optional: profiles before session 30
+        ZT_CHECK(j["shape_ref_s"].is_object(), what,
+                 ": \"shape_ref_s\" is not an object of seconds");
+        for (const auto& [k, v] : j["shape_ref_s"].items()) {
+            ZT_CHECK(v.is_number() && v.get<double>() > 0, what, ": shape_ref_s[\"", k,
+                     "\"] is not a positive number of seconds");
+            p.shape_ref_s[k] = v.get<double>();
         }
     }
     return p;

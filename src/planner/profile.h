@@ -68,6 +68,9 @@ struct ThreadRates {
     // before session 28, filled in when a plan first needs them).
     double team_region_s = 0;
     double team_min_elems = 0;
+    // The reference product's seconds when these rates were measured (Note [Kernel times at
+    // the host's speed now], speed_now.cpp); 0: not timed.
+    double speed_ref_s = 0;
 };
 
 struct MachineProfile {
@@ -88,6 +91,11 @@ struct MachineProfile {
     // Seconds of one kernel call by shape (planner/shape_times.h: the keys, and what is timed),
     // measured when a plan first needs them and kept with the profile.
     std::map<std::string, double> shape_s;
+    // The reference product's seconds when each product of shape_s was timed, at its thread
+    // count (Note [Kernel times at the host's speed now]); products without one stay as timed.
+    std::map<std::string, double> shape_ref_s;
+    // The references timed by this process (speed_ref_key -> seconds); not saved.
+    std::map<std::string, double> speed_now;
     // Each MPI rank's speed relative to the fastest, measured under mpirun (Note [Measured rank
     // speeds], calibrate.cpp); empty: not measured.
     std::vector<double> rank_speeds;

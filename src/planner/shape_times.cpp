@@ -11,6 +11,7 @@
 
 #include "planner/calibrate.h"
 #include "planner/sparse_times.h"
+#include "planner/speed_now.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels/embedding_bag.h"
 #include "tensor/kernels/interaction.h"
@@ -317,6 +318,8 @@ int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const Gem
             if (p.shape_s.count(key) || l.m <= 0 || l.n <= 0 || l.k <= 0) continue;
             if (gemm_after_bytes > 0 && !cold) cold.emplace(gemm_after_bytes, dt);
             p.shape_s[key] = time_lane(dt, l, seconds_each, cold ? &*cold : nullptr);
+            // The minute's speed beside it (Note [Kernel times at the host's speed now]).
+            p.shape_ref_s[key] = speed_reference(p, threads);
             ++measured;
         }
     for (const LookupShape& l : lookups) {
@@ -390,11 +393,14 @@ QuietShapes measure_plan_shapes_quietly(MachineProfile& p, const PlanBase& base,
                                         std::span<const Strategy> layouts, const LoadProbe& probe) {
     QuietShapes q;
     for (int attempt = 0; attempt < 2; ++attempt) {
-        const std::map<std::string, double> before = p.shape_s;
+        const std::map<std::string, double> before = p.shape_s, refs_before = p.shape_ref_s,
+                                            speed_before = p.speed_now;
         q.other_cores = probe([&] { q.measured = measure_plan_shapes(p, base, layouts); });
         q.keep = q.measured == 0 || q.other_cores <= kBusyOtherCores;
         if (q.keep || attempt == 1) return q;
         p.shape_s = before;  // the busy attempt's times dropped; once more
+        p.shape_ref_s = refs_before;
+        p.speed_now = speed_before;
     }
     return q;
 }
@@ -453,18 +459,25 @@ void time_plan_shapes(MachineProfile& p, const std::string& given, const PlanBas
     Stopwatch sw;
     const int team = fill_team_costs(p);  // a profile from before they were measured
     const QuietShapes comm = fill_local_comm(p, base.backend, space.ranks);
-    const QuietShapes q = measure_plan_shapes_quietly(p, base, enumerate_layouts(base, space));
+    const std::vector<Strategy> layouts = enumerate_layouts(base, space);
+    const QuietShapes q = measure_plan_shapes_quietly(p, base, layouts);
     const std::string path = given.empty() ? default_profile_path() : given;
     if (said) *said += local_comm_note(comm, space.ranks);
     if (q.measured == 0) {
         if ((team > 0 || comm.measured > 0) && !path.empty()) save_profile(p, path);
-        return;
+    } else {
+        if (!path.empty() && q.keep) save_profile(p, path);
+        if (said)
+            *said += q.keep
+                         ? str_cat("; ", q.measured, " kernel shapes timed now (", sw.elapsed_s(),
+                                   " s)", path.empty() ? "" : ", kept in the profile")
+                         : busy_shapes_note(q);
     }
-    if (!path.empty() && q.keep) save_profile(p, path);
-    if (said)
-        *said += q.keep ? str_cat("; ", q.measured, " kernel shapes timed now (", sw.elapsed_s(),
-                                  " s)", path.empty() ? "" : ", kept in the profile")
-                        : busy_shapes_note(q);
+    // After saving: the machine's profile keeps the times as measured.
+    std::set<int> threads;
+    for (const Strategy& s : layouts) threads.insert(threads_per_rank(base, s));
+    const std::string speed = at_current_speed(p, threads);
+    if (said) *said += speed;
 }
 
 }  // namespace zt

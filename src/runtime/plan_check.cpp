@@ -8,6 +8,7 @@
 #include "planner/estimate_report.h"
 #include "planner/search.h"
 #include "planner/shape_times.h"
+#include "planner/speed_now.h"
 #include "runtime/plan_config.h"
 #include "util/error.h"
 #include "util/host_memory.h"
@@ -63,6 +64,8 @@ PlanCheck::PlanCheck(const TrainConfig& cfg, int world, const std::string& backe
             busy_note_ = busy_shapes_note(q);  // Note [Shapes timed on a quiet host]
             if (!comm.keep) busy_note_ += local_comm_note(comm, world);
             profile_note_ += busy_note_;
+            // After saving (Note [Kernel times at the host's speed now]).
+            profile_note_ += at_current_speed(*profile, {threads_per_rank(base, strategy_of(cfg))});
         }
     } catch (const Error& e) {
         profile_note_ = e.message();

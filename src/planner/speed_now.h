@@ -1,0 +1,40 @@
+// The host's speed now against the minute a profile's times were measured in (Note [Kernel
+// times at the host's speed now], speed_now.cpp): a reference product timed with every batch of
+// products and with the calibration's rates, timed again when a plan or a run is costed, and the
+// products' times and rates scaled by the ratio.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "planner/profile.h"
+#include "planner/shape_times.h"
+
+namespace zt {
+
+// "t1": the reference's key for an intra-op thread count (MachineProfile::speed_now).
+std::string speed_ref_key(int threads);
+// The thread count of a product's profile key ("gemm f32 t2 NT ..." -> 2); 0 for entries that
+// are not products (lookups, interactions, exchanges: not scaled).
+int speed_ref_threads_of_shape(const std::string& shape_key);
+
+// Seconds of one reference product (f32 C[512 x 512] = A B^T over 512, warm, the engine's gemm)
+// at `threads`: 10 ms of warm-up, then the best of three runs as the shapes are timed.
+double time_speed_reference(int threads);
+// p.speed_now's entry for `threads`, timed when this process has not timed it yet.
+double speed_reference(MachineProfile& p, int threads);
+
+// Pure. Every product time whose reference is known (p.shape_ref_s) and whose thread count is
+// in `now` (threads -> seconds) is multiplied by now / then, and the rates' GEMM and attention
+// rates divided by it; the references become `now`'s, so the profile reads as measured now.
+// Returns the factor applied per thread count (the median over its entries).
+std::map<int, double> rescale_to_speed(MachineProfile& p, const std::map<int, double>& now);
+
+// Times the reference at each of `threads` that p holds references at (on this machine's
+// cores) and rescales p to them (rescale_to_speed), unless other processes used more than
+// kBusyOtherCores meanwhile. Returns the profile line's note ("" when nothing was rescaled).
+std::string at_current_speed(MachineProfile& p, const std::set<int>& threads,
+                             const LoadProbe& probe = host_load_probe());
+
+}  // namespace zt
