@@ -384,6 +384,7 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
     }
     if (opts.mpi && opts.mpi->rank() != 0) return p;
     const int saved_threads = num_threads();
+    double one_thread_ref = 0;  // Note [Kernel times at the host's speed now] (speed_now.cpp)
     for (int t : threads) {
         set_num_threads(t);
         ThreadRates r;
@@ -392,8 +393,9 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
         r.attention_flops = attention_rate(opts.seconds_per_kernel);
         r.elementwise_bytes_per_s = elementwise_rate(opts.seconds_per_kernel);
         r.op_overhead_s = op_overhead(opts.seconds_per_kernel / 3);
-        // Note [Kernel times at the host's speed now] (speed_now.cpp)
-        r.speed_ref_s = time_speed_reference(t);
+        if (one_thread_ref == 0) one_thread_ref = time_speed_reference(1);
+        r.speed_ref_s = t == 1 ? one_thread_ref : time_speed_reference(t);
+        if (!team_had_its_cores(one_thread_ref, r.speed_ref_s) && t > 1) r.speed_ref_s = 0;
         p.rates.push_back(r);
     }
     fill_team_costs(p);

@@ -319,7 +319,7 @@ int measure_shapes(MachineProfile& p, DType dt, int threads, std::span<const Gem
             if (gemm_after_bytes > 0 && !cold) cold.emplace(gemm_after_bytes, dt);
             p.shape_s[key] = time_lane(dt, l, seconds_each, cold ? &*cold : nullptr);
             // The minute's speed beside it (Note [Kernel times at the host's speed now]).
-            p.shape_ref_s[key] = speed_reference(p, threads);
+            if (const double ref = speed_reference(p, threads); ref > 0) p.shape_ref_s[key] = ref;
             ++measured;
         }
     for (const LookupShape& l : lookups) {

@@ -22,7 +22,13 @@ int speed_ref_threads_of_shape(const std::string& shape_key);
 // Seconds of one reference product (f32 C[512 x 512] = A B^T over 512, warm, the engine's gemm)
 // at `threads`: 10 ms of warm-up, then the best of three runs as the shapes are timed.
 double time_speed_reference(int threads);
-// p.speed_now's entry for `threads`, timed when this process has not timed it yet.
+// Whether a team's reference (team_s) ran with its cores: at least 1 / 0.75 as fast as one
+// thread's (one_thread_s). On the 2-vCPU Xeon of session 30 the two-thread reference ran at one
+// thread's speed in 7 of 12 fresh processes, pinned to the two vCPUs or not: the host had taken
+// the second away for a while.
+bool team_had_its_cores(double one_thread_s, double team_s);
+// p.speed_now's entry for `threads`, timed when this process has not timed it yet; a team's
+// timed twice at most until it had its cores, else 0 (no reference: nothing scaled by it).
 double speed_reference(MachineProfile& p, int threads);
 
 // Pure. Every product time whose reference is known (p.shape_ref_s) and whose thread count is

@@ -39,6 +39,13 @@ TEST(SpeedNow, ProductKeysNameTheirThreadCountAndNothingElseIsScaled) {
     EXPECT_EQ(speed_ref_key(2), "t2");
 }
 
+TEST(SpeedNow, ATeamsReferenceCountsOnlyWhenItRanFasterThanOneThread) {
+    EXPECT_TRUE(team_had_its_cores(1.5e-3, 0.8e-3));    // two vCPUs at work
+    EXPECT_TRUE(team_had_its_cores(1.5e-3, 1.125e-3));  // the bound: 1 / 0.75 as fast
+    EXPECT_FALSE(team_had_its_cores(1.5e-3, 1.4e-3));   // the second one taken away
+    EXPECT_FALSE(team_had_its_cores(1.5e-3, 0));
+}
+
 TEST(SpeedNow, ProductsAndRatesScaleByNowOverThenAndReadAsMeasuredNow) {
     MachineProfile p = timed_profile();
     const MachineProfile before = p;
@@ -90,6 +97,11 @@ TEST(SpeedNow, TimesOnlyTheAskedThreadCountsAndLeavesABusyHostsProfileAlone) {
     EXPECT_DOUBLE_EQ(p.shape_s["gemm f32 t1 NT 512x512x512 after 4MiB"], 0.020);
     EXPECT_DOUBLE_EQ(p.shape_s["gemm f32 t2 TN 64x64x64"], 0.004);  // 2 threads not asked for
     EXPECT_EQ(p.speed_now.count(speed_ref_key(2)), 0u);             // nor timed
+    // A team that ran without its cores gave no reference (0): its products stay as timed.
+    MachineProfile t2 = timed_profile();
+    t2.speed_now[speed_ref_key(2)] = 0;
+    EXPECT_EQ(at_current_speed(t2, {2}, quiet), "");
+    EXPECT_DOUBLE_EQ(t2.shape_s["gemm f32 t2 TN 64x64x64"], 0.004);
     // Thread counts the profile holds no reference at are not timed either.
     MachineProfile none = testing::round_profile();
     EXPECT_EQ(at_current_speed(none, {1, 2}, quiet), "");
