@@ -1,5 +1,7 @@
 #include "planner/calibrate.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -20,6 +22,7 @@
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
 #include "util/error.h"
+#include "util/host_memory.h"
 #include "util/timer.h"
 
 namespace zt {
@@ -96,8 +99,38 @@ double op_overhead(double min_s) {
         min_s);
 }
 
-// The sizes each collective is timed at (bytes of the per-rank buffer).
-constexpr int64_t kCommSizes[] = {4 << 10, 256 << 10, 4 << 20, 16 << 20};
+// The sizes each collective is timed at (bytes of the per-rank buffer), the last two cold.
+constexpr int64_t kCommSizes[] = {4 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20, 128 << 20};
+constexpr int64_t kColdCommBytes = 64 << 20;
+
+// Note [Large collectives timed cold]
+// Timed back to back, a collective's buffers stay in the caches between calls: on the 2-vCPU
+// Xeon of session 30 (480 MiB of L3) the 16 MiB all-reduce of two ranks took 2.2 ms, so GPT
+// config S's 118 MB gradient all-reduce was predicted at 15 ms, where the step's measured 30-48
+// ms (and GPT M's 500 MB one at four ranks 217 ms predicted, 452 measured): a step writes its
+// gradients over a backward that streams hundreds of megabytes of activations, and its ZeRO-3
+// shards were last touched by the previous optimizer step, so its large collectives read and
+// write memory. So the sizes from 64 MiB are timed cold: before each call every rank writes
+// over a buffer of its own of twice the last-level cache over the ranks (32 MiB to 1 GiB; 480
+// MiB each for two ranks here), then all meet at a barrier and the call alone is timed; the
+// median of three calls. Two cold points, so that sizes past them extrapolate at the cold rate
+// (Note [Collective times between sizes], profile.cpp); the buckets of an overlapped reduction
+// (a few MiB, reduced as soon as written) stay on the warm points below 16 MiB.
+int64_t eviction_bytes(int ranks);
+
+// Whether `ranks` ranks of this host hold a cold size's buffers and evictions in a quarter of
+// its memory (else the cold points are left out, the warm ones serve).
+bool cold_fits(int ranks, int64_t bytes) {
+    const double need =
+        static_cast<double>(ranks) * static_cast<double>(2 * bytes + eviction_bytes(ranks));
+    return need <= 0.25 * static_cast<double>(host_memory_bytes());
+}
+
+int64_t eviction_bytes(int ranks) {
+    const long llc = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const int64_t cache = llc > 0 ? static_cast<int64_t>(llc) : int64_t{32} << 20;
+    return std::clamp<int64_t>(2 * cache / std::max(1, ranks), int64_t{32} << 20, int64_t{1} << 30);
+}
 
 // Times all-reduce, reduce-scatter, all-gather and a send/recv pair on `comm` (every rank
 // calls); rank 0's times are returned (each op ends with the slowest rank anyway).
@@ -107,7 +140,9 @@ CommProfile measure_comm(Communicator& comm, double min_s) {
     p.backend = comm.backend();
     p.ranks = n;
     std::vector<std::pair<double, double>> ar, rs, ag, sr;
+    std::vector<char> evict;  // Note [Large collectives timed cold]
     for (int64_t bytes : kCommSizes) {
+        if (bytes >= kColdCommBytes && !cold_fits(n, bytes)) break;
         const int64_t count = bytes / 4 / n * n;  // f32 elements, a multiple of n
         std::vector<float> buf(count, 1.0f), recv(count, 0.0f);
         const std::vector<int64_t> counts(n, count / n);
@@ -128,19 +163,37 @@ CommProfile measure_comm(Communicator& comm, double min_s) {
             for (int64_t i = 0; i < iters; ++i) op();
             return sw.elapsed_s() / static_cast<double>(iters);
         };
+        // Note [Large collectives timed cold]: the call alone after this rank's eviction.
+        auto timed_cold = [&](auto&& op) {
+            if (evict.empty()) evict.assign(static_cast<size_t>(eviction_bytes(n)), 0);
+            op();
+            std::vector<double> s;
+            for (int i = 0; i < 3; ++i) {
+                std::memset(evict.data(), i + 1, evict.size());
+                comm.barrier()->wait();
+                Stopwatch sw;
+                op();
+                s.push_back(sw.elapsed_s());
+            }
+            std::sort(s.begin(), s.end());
+            return s[1];
+        };
+        auto time_op = [&](auto&& op) {
+            return bytes >= kColdCommBytes ? timed_cold(op) : timed(op);
+        };
         const double b = static_cast<double>(count) * 4;
-        ar.emplace_back(b,
-                        timed([&] { comm.all_reduce(buf.data(), count, CommType::kF32)->wait(); }));
+        ar.emplace_back(
+            b, time_op([&] { comm.all_reduce(buf.data(), count, CommType::kF32)->wait(); }));
         rs.emplace_back(
-            b, timed([&] {
+            b, time_op([&] {
                 comm.reduce_scatter(buf.data(), recv.data(), counts, CommType::kF32)->wait();
             }));
         ag.emplace_back(
-            b, timed([&] {
+            b, time_op([&] {
                 comm.all_gather(buf.data(), recv.data(), counts, CommType::kF32)->wait();
             }));
         // Ping-pong between ranks 0 and 1: half a round trip is one message.
-        const double rt = timed([&] {
+        const double rt = time_op([&] {
             if (comm.rank() == 0) {
                 comm.send(buf.data(), count, CommType::kF32, 1, 7)->wait();
                 comm.recv(recv.data(), count, CommType::kF32, 1, 8)->wait();

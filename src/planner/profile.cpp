@@ -21,7 +21,8 @@ double all_reduce_bus_factor(int ranks) { return 2.0 * (ranks - 1) / ranks; }
 double shard_bus_factor(int ranks) { return static_cast<double>(ranks - 1) / ranks; }
 
 // Note [Collective times between sizes]
-// The calibration times each collective at 4 KiB, 256 KiB, 4 MiB and 16 MiB. One line through
+// The calibration times each collective at 4 KiB, 256 KiB, 4 MiB and 16 MiB (and, since session
+// 30, 64 and 128 MiB cold: Note [Large collectives timed cold], calibrate.cpp). One line through
 // them by least squares is the large sizes' line: on this machine's local backend it put an
 // all-reduce at 25 us + 5.4 GB/s where 4 KiB and 256 KiB measured 167 and 132 us, and a 16 MiB
 // one at 3.1 ms where it measured 3.2 (the cache's edge: 4 MiB took 0.54 ms). The DLRM example's
