@@ -320,6 +320,18 @@ TEST_F(PlanCli, RankSpeedPlacesShardedTablesAndTheRunTakesThePlacement) {
     ASSERT_EQ(r.code, 0) << r.output;
     const nlohmann::json out = nlohmann::json::parse(r.output);
     ASSERT_FALSE(out["plans"].empty()) << r.output;
+    // Note [Kernel times at the host's speed now]: the calibration and the products timed for
+    // this plan keep the reference beside them, and the plan read its times at the host's speed
+    // now (or says that the host was busy: tests run side by side).
+    const std::string said = out["profile"].get<std::string>();
+    EXPECT_TRUE(said.find("kernel times at the host's speed now") != std::string::npos ||
+                said.find("busy") != std::string::npos)
+        << said;
+    const nlohmann::json saved = nlohmann::json::parse(std::ifstream(prof));
+    EXPECT_GT(saved["rates"][0]["speed_ref_s"].get<double>(), 0);
+    if (said.find("not kept") == std::string::npos) {
+        EXPECT_FALSE(saved["shape_ref_s"].empty());
+    }
     for (const nlohmann::json& p : out["plans"])
         EXPECT_FALSE(p["strategy"].contains("batch_shares")) << p.dump();
     const nlohmann::json& best = out["plans"][0];
