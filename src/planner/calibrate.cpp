@@ -116,7 +116,11 @@ constexpr int64_t kColdCommBytes = 64 << 20;
 // median of three calls. Two cold points, so that sizes past them extrapolate at the cold rate
 // (Note [Collective times between sizes], profile.cpp); the buckets of an overlapped reduction
 // (a few MiB, reduced as soon as written) stay on the warm points below 16 MiB.
-int64_t eviction_bytes(int ranks);
+int64_t eviction_bytes(int ranks) {
+    const long llc = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const int64_t cache = llc > 0 ? static_cast<int64_t>(llc) : int64_t{32} << 20;
+    return std::clamp<int64_t>(2 * cache / std::max(1, ranks), int64_t{32} << 20, int64_t{1} << 30);
+}
 
 // Whether `ranks` ranks of this host hold a cold size's buffers and evictions in a quarter of
 // its memory (else the cold points are left out, the warm ones serve).
@@ -124,12 +128,6 @@ bool cold_fits(int ranks, int64_t bytes) {
     const double need =
         static_cast<double>(ranks) * static_cast<double>(2 * bytes + eviction_bytes(ranks));
     return need <= 0.25 * static_cast<double>(host_memory_bytes());
-}
-
-int64_t eviction_bytes(int ranks) {
-    const long llc = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-    const int64_t cache = llc > 0 ? static_cast<int64_t>(llc) : int64_t{32} << 20;
-    return std::clamp<int64_t>(2 * cache / std::max(1, ranks), int64_t{32} << 20, int64_t{1} << 30);
 }
 
 // Times all-reduce, reduce-scatter, all-gather and a send/recv pair on `comm` (every rank
@@ -437,7 +435,6 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
     }
     if (opts.mpi && opts.mpi->rank() != 0) return p;
     const int saved_threads = num_threads();
-    double one_thread_ref = 0;  // Note [Kernel times at the host's speed now] (speed_now.cpp)
     for (int t : threads) {
         set_num_threads(t);
         ThreadRates r;
@@ -446,9 +443,9 @@ MachineProfile calibrate_machine(const CalibrateOptions& opts) {
         r.attention_flops = attention_rate(opts.seconds_per_kernel);
         r.elementwise_bytes_per_s = elementwise_rate(opts.seconds_per_kernel);
         r.op_overhead_s = op_overhead(opts.seconds_per_kernel / 3);
-        if (one_thread_ref == 0) one_thread_ref = time_speed_reference(1);
-        r.speed_ref_s = t == 1 ? one_thread_ref : time_speed_reference(t);
-        if (!team_had_its_cores(one_thread_ref, r.speed_ref_s) && t > 1) r.speed_ref_s = 0;
+        // Note [Kernel times at the host's speed now] (speed_now.cpp); 0 for a team timed
+        // without its cores.
+        r.speed_ref_s = speed_reference(p, t);
         p.rates.push_back(r);
     }
     fill_team_costs(p);

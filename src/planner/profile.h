@@ -94,8 +94,9 @@ struct MachineProfile {
     // The reference product's seconds when each product of shape_s was timed, at its thread
     // count (Note [Kernel times at the host's speed now]); products without one stay as timed.
     std::map<std::string, double> shape_ref_s;
-    // The references timed by this process (speed_ref_key -> seconds); not saved.
-    std::map<std::string, double> speed_now;
+    // The references timed by this process (threads -> seconds; 0: a team without its cores);
+    // not saved.
+    std::map<int, double> speed_now;
     // Each MPI rank's speed relative to the fastest, measured under mpirun (Note [Measured rank
     // speeds], calibrate.cpp); empty: not measured.
     std::vector<double> rank_speeds;

@@ -393,8 +393,8 @@ QuietShapes measure_plan_shapes_quietly(MachineProfile& p, const PlanBase& base,
                                         std::span<const Strategy> layouts, const LoadProbe& probe) {
     QuietShapes q;
     for (int attempt = 0; attempt < 2; ++attempt) {
-        const std::map<std::string, double> before = p.shape_s, refs_before = p.shape_ref_s,
-                                            speed_before = p.speed_now;
+        const std::map<std::string, double> before = p.shape_s, refs_before = p.shape_ref_s;
+        const std::map<int, double> speed_before = p.speed_now;
         q.other_cores = probe([&] { q.measured = measure_plan_shapes(p, base, layouts); });
         q.keep = q.measured == 0 || q.other_cores <= kBusyOtherCores;
         if (q.keep || attempt == 1) return q;

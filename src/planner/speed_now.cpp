@@ -13,6 +13,7 @@
 #include "tensor/gemm.h"
 #include "util/error.h"
 #include "util/host_load.h"
+#include "util/median.h"
 #include "util/timer.h"
 
 namespace zt {
@@ -62,15 +63,7 @@ std::vector<std::string> words_of(const std::string& s) {
     return w;
 }
 
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
-
-std::string speed_ref_key(int threads) { return str_cat("t", threads); }
 
 int speed_ref_threads_of_shape(const std::string& shape_key) {
     const std::vector<std::string> w = words_of(shape_key);
@@ -97,8 +90,7 @@ bool team_had_its_cores(double one_thread_s, double team_s) {
 }
 
 double speed_reference(MachineProfile& p, int threads) {
-    const std::string key = speed_ref_key(threads);
-    auto it = p.speed_now.find(key);
+    auto it = p.speed_now.find(threads);
     if (it != p.speed_now.end()) return it->second;
     double s = 0;
     if (threads <= 1) {
@@ -110,7 +102,7 @@ double speed_reference(MachineProfile& p, int threads) {
             if (team_had_its_cores(one, t)) s = t;
         }
     }
-    p.speed_now[key] = s;
+    p.speed_now[threads] = s;
     return s;
 }
 
@@ -137,7 +129,7 @@ std::map<int, double> rescale_to_speed(MachineProfile& p, const std::map<int, do
         factors[r.threads].push_back(f);
     }
     std::map<int, double> out;
-    for (const auto& [t, fs] : factors) out[t] = median_of(fs);
+    for (const auto& [t, fs] : factors) out[t] = median(fs);
     return out;
 }
 

@@ -13,8 +13,6 @@
 
 namespace zt {
 
-// "t1": the reference's key for an intra-op thread count (MachineProfile::speed_now).
-std::string speed_ref_key(int threads);
 // The thread count of a product's profile key ("gemm f32 t2 NT ..." -> 2); 0 for entries that
 // are not products (lookups, interactions, exchanges: not scaled).
 int speed_ref_threads_of_shape(const std::string& shape_key);

@@ -8,6 +8,7 @@
 #include "runtime/report/report_tables.h"
 #include "runtime/report/svg_plot.h"
 #include "util/error.h"
+#include "util/median.h"
 
 namespace zt::report {
 
@@ -39,13 +40,6 @@ std::string number_text(double v, int digits) {
     char buf[40];
     std::snprintf(buf, sizeof buf, "%.*g", digits, v);
     return buf;
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return NAN;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 PlotOptions step_plot(const char* id, const char* title, const char* y_label, bool bytes) {
